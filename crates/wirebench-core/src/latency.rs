@@ -1,0 +1,306 @@
+//! Latency recording (STYLE C8): integer nanoseconds in HdrHistogram with 3 significant
+//! digits, fixed bounds so recording never allocates, warm-up kept apart, and every view
+//! labelled with what it measures.
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::clocksync::OffsetFilter;
+
+/// The largest latency a histogram holds: one hour. Larger values are clamped to it and
+/// counted, never dropped silently.
+pub const MAX_TRACKABLE_NS: u64 = 3_600_000_000_000;
+/// Significant digits of every latency histogram.
+pub const SIGFIG: u8 = 3;
+
+/// A latency histogram in ns: 1 ns to one hour, 3 significant digits, no auto-resize (so
+/// `record` never allocates).
+pub fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_TRACKABLE_NS, SIGFIG).expect("constant bounds are valid")
+}
+
+/// Records `ns` into `h`, clamping to the histogram's range; returns false when clamped.
+pub fn record(h: &mut Histogram<u64>, ns: u64) -> bool {
+    let v = ns.clamp(1, MAX_TRACKABLE_NS);
+    // Cannot fail: v is inside the bounds the histogram was built with.
+    let _ = h.record(v);
+    v == ns
+}
+
+/// The numbers a summary line shows, computed from a histogram (never from raw samples).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Samples.
+    pub count: u64,
+    /// Smallest sample, ns (0 when empty).
+    pub min_ns: u64,
+    /// Largest sample, ns.
+    pub max_ns: u64,
+    /// Mean, ns.
+    pub mean_ns: f64,
+    /// Standard deviation, ns.
+    pub stddev_ns: f64,
+    /// Requested percentiles with their values, ns.
+    pub percentiles: Vec<Percentile>,
+}
+
+/// One percentile and its value.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Percentile {
+    /// In percent, e.g. 99.99.
+    pub p: f64,
+    /// Value at that percentile, ns (HdrHistogram's highest-equivalent value).
+    pub ns: u64,
+}
+
+/// The percentiles a summary shows unless asked for others.
+pub const DEFAULT_PERCENTILES: [f64; 5] = [50.0, 90.0, 99.0, 99.9, 99.99];
+
+impl Summary {
+    /// Summarises `h` at the percentiles `ps` (each in 0..=100).
+    pub fn of(h: &Histogram<u64>, ps: &[f64]) -> Self {
+        let empty = h.is_empty();
+        Self {
+            count: h.len(),
+            min_ns: if empty { 0 } else { h.min() },
+            max_ns: if empty { 0 } else { h.max() },
+            mean_ns: if empty { 0.0 } else { h.mean() },
+            stddev_ns: if empty { 0.0 } else { h.stdev() },
+            percentiles: ps
+                .iter()
+                .map(|&p| Percentile { p, ns: if empty { 0 } else { h.value_at_percentile(p) } })
+                .collect(),
+        }
+    }
+
+    /// The value at percentile `p` if it was computed.
+    pub fn at(&self, p: f64) -> Option<u64> {
+        self.percentiles.iter().find(|q| (q.p - p).abs() < 1e-9).map(|q| q.ns)
+    }
+}
+
+/// Which part of a run a probe belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Warm-up: recorded apart, excluded from the results.
+    Warmup,
+    /// Measured.
+    Measure,
+}
+
+/// One reply as the pinger saw it. Times are the pinger's monotonic ns except `wall_*`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplyObs {
+    /// Sequence number.
+    pub seq: u64,
+    /// Which phase the probe was sent in.
+    pub phase: Phase,
+    /// Actual send time (echoed from the probe).
+    pub t1: u64,
+    /// Receive time.
+    pub t4: u64,
+    /// Intended send time (open loop only).
+    pub intended: Option<u64>,
+    /// Responder's receive and send times, its wall clock (full form only).
+    pub responder: Option<(u64, u64)>,
+    /// The pinger's wall clock minus its monotonic clock, to put t1 and t4 on the wall
+    /// clock for the offset estimate.
+    pub wall_minus_mono: i64,
+}
+
+/// What the accounting made of a reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyVerdict {
+    /// Recorded; the value recorded in the main view, ns.
+    OnTime {
+        /// Round trip as recorded (from the intended send in open loop).
+        rtt_ns: u64,
+    },
+    /// Arrived after its timeout: counted late (and lost), not recorded as latency.
+    Late,
+    /// Answered before: counted, not recorded.
+    Duplicate,
+}
+
+/// Everything measured about one responder. Histograms are allocated once here, so the
+/// per-reply path ([`ResponderStats::on_reply`]) never allocates.
+#[derive(Debug, Clone)]
+pub struct ResponderStats {
+    /// Round trip: from the intended send in open loop (CO-corrected), from the actual send
+    /// in closed loop.
+    pub rtt: Histogram<u64>,
+    /// Open loop only: round trip from the actual send (the uncorrected view).
+    pub rtt_uncorrected: Option<Histogram<u64>>,
+    /// Warm-up round trips (same view as `rtt`).
+    pub warmup: Histogram<u64>,
+    /// Full form only: round trip minus the responder's dwell time (t3 - t2).
+    pub network: Histogram<u64>,
+    /// Full form only: the responder's dwell time.
+    pub dwell: Histogram<u64>,
+    /// Full form only: clock offset and one-way delays.
+    pub offset: OffsetFilter,
+    /// Measured replies that arrived within the timeout.
+    pub received: u64,
+    /// Measured replies that arrived after their timeout.
+    pub late: u64,
+    /// Replies to a probe already answered.
+    pub duplicates: u64,
+    /// Values outside the histogram range (clamped) or with impossible timestamps.
+    pub clamped: u64,
+    /// The first measured sequence number this responder could have answered: probes sent
+    /// before it was discovered do not count as its losses.
+    pub first_seq: u64,
+    /// Warm-up replies within the timeout.
+    pub warmup_received: u64,
+}
+
+impl ResponderStats {
+    /// Empty stats; `open_loop` adds the uncorrected view.
+    pub fn new(open_loop: bool, first_seq: u64) -> Self {
+        Self {
+            rtt: histogram(),
+            rtt_uncorrected: open_loop.then(histogram),
+            warmup: histogram(),
+            network: histogram(),
+            dwell: histogram(),
+            offset: OffsetFilter::default(),
+            received: 0,
+            late: 0,
+            duplicates: 0,
+            clamped: 0,
+            first_seq,
+            warmup_received: 0,
+        }
+    }
+
+    /// Accounts one reply that is new for this responder (duplicates are screened by the
+    /// caller's `SeqWindow` and passed to [`Self::on_duplicate`]). `timeout_ns` decides late.
+    pub fn on_reply(&mut self, r: &ReplyObs, timeout_ns: u64) -> ReplyVerdict {
+        let actual = r.t4.saturating_sub(r.t1);
+        if actual > timeout_ns {
+            if r.phase == Phase::Measure {
+                self.late += 1;
+            }
+            return ReplyVerdict::Late;
+        }
+        let from = r.intended.unwrap_or(r.t1);
+        let rtt = r.t4.saturating_sub(from);
+        let mut ok = true;
+        match r.phase {
+            Phase::Warmup => {
+                self.warmup_received += 1;
+                ok &= record(&mut self.warmup, rtt);
+            }
+            Phase::Measure => {
+                self.received += 1;
+                ok &= record(&mut self.rtt, rtt);
+                if let Some(h) = self.rtt_uncorrected.as_mut() {
+                    ok &= record(h, actual);
+                }
+            }
+        }
+        if let Some((t2, t3)) = r.responder {
+            let dwell = t3.saturating_sub(t2);
+            if r.phase == Phase::Measure {
+                ok &= record(&mut self.dwell, dwell);
+                ok &= record(&mut self.network, actual.saturating_sub(dwell));
+            }
+            let t1w = i128::from(r.t1) + i128::from(r.wall_minus_mono);
+            let t4w = i128::from(r.t4) + i128::from(r.wall_minus_mono);
+            ok &= self.offset.on_sample(t1w, i128::from(t2), i128::from(t3), t4w, r.phase == Phase::Measure);
+        }
+        if !ok {
+            self.clamped += 1;
+        }
+        ReplyVerdict::OnTime { rtt_ns: rtt }
+    }
+
+    /// Counts a duplicate reply.
+    pub fn on_duplicate(&mut self) {
+        self.duplicates += 1;
+    }
+
+    /// Probes this responder lost: measured probes sent since it was discovered that it did
+    /// not answer within the timeout (late replies included, as they missed it too).
+    pub fn lost(&self, measured_sent: u64, measure_start_seq: u64) -> u64 {
+        let first = self.first_seq.max(measure_start_seq);
+        let eligible = measured_sent.saturating_sub(first - measure_start_seq);
+        eligible.saturating_sub(self.received)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obs(seq: u64, t1: u64, t4: u64, intended: Option<u64>) -> ReplyObs {
+        ReplyObs { seq, phase: Phase::Measure, t1, t4, intended, responder: None, wall_minus_mono: 0 }
+    }
+
+    #[test]
+    fn summary_matches_hdrhistogram_itself() {
+        let mut h = histogram();
+        for v in 1..=10_000u64 {
+            record(&mut h, v * 1000);
+        }
+        let s = Summary::of(&h, &[50.0, 99.0, 99.99]);
+        assert_eq!(s.count, 10_000);
+        assert_eq!(s.min_ns, h.min());
+        assert_eq!(s.max_ns, h.max());
+        assert_eq!(s.at(50.0), Some(h.value_at_quantile(0.5)));
+        assert_eq!(s.at(99.0), Some(h.value_at_quantile(0.99)));
+        assert_eq!(s.at(99.99), Some(h.value_at_quantile(0.9999)));
+        // and those are where they should be, to 3 significant digits
+        assert!(s.at(50.0).unwrap().abs_diff(5_000_000) <= 5_000);
+        assert!((s.mean_ns - 5_000_500.0).abs() / 5_000_500.0 < 1e-3);
+        assert!(Summary::of(&histogram(), &[50.0]).at(50.0) == Some(0));
+    }
+
+    #[test]
+    fn open_loop_records_from_intended_and_keeps_the_uncorrected_view() {
+        let mut st = ResponderStats::new(true, 0);
+        // Intended at 0, the sender stalled until 1 ms, reply 10 us later.
+        assert_eq!(
+            st.on_reply(&obs(0, 1_000_000, 1_010_000, Some(0)), u64::MAX),
+            ReplyVerdict::OnTime { rtt_ns: 1_010_000 }
+        );
+        assert_eq!(st.rtt.max(), st.rtt.highest_equivalent(1_010_000));
+        let unc = st.rtt_uncorrected.as_ref().unwrap();
+        assert_eq!(unc.max(), unc.highest_equivalent(10_000));
+    }
+
+    #[test]
+    fn late_replies_are_counted_not_recorded() {
+        let mut st = ResponderStats::new(false, 0);
+        assert_eq!(st.on_reply(&obs(0, 0, 2_000, None), 1_000), ReplyVerdict::Late);
+        assert_eq!((st.late, st.received, st.rtt.len()), (1, 0, 0));
+        assert_eq!(st.lost(1, 0), 1, "a late reply missed its timeout: lost too");
+    }
+
+    #[test]
+    fn warmup_is_kept_apart() {
+        let mut st = ResponderStats::new(false, 0);
+        let mut o = obs(0, 0, 500, None);
+        o.phase = Phase::Warmup;
+        st.on_reply(&o, 1_000);
+        assert_eq!((st.warmup.len(), st.rtt.len(), st.warmup_received, st.received), (1, 0, 1, 0));
+    }
+
+    #[test]
+    fn losses_count_from_discovery() {
+        // Measurement began at seq 10 with 100 probes; this responder appeared at seq 30.
+        let mut st = ResponderStats::new(false, 30);
+        st.received = 60;
+        assert_eq!(st.lost(100, 10), 20);
+    }
+
+    #[test]
+    fn dwell_is_subtracted() {
+        let mut st = ResponderStats::new(false, 0);
+        let mut o = obs(0, 1_000, 31_000, None);
+        o.responder = Some((5_000, 15_000));
+        st.on_reply(&o, u64::MAX);
+        assert_eq!(st.dwell.max(), st.dwell.highest_equivalent(10_000));
+        assert_eq!(st.network.max(), st.network.highest_equivalent(20_000));
+    }
+}

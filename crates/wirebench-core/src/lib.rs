@@ -1,0 +1,26 @@
+//! wirebench's sans-IO core.
+//!
+//! Everything here is pure: wire formats, schedules (intended send times), sequence
+//! accounting, latency recording, clock-offset estimation, unit parsing and the versioned
+//! `Report` model. This crate must not depend on tokio, socket2 or any socket code, and must
+//! never read a clock or an unseeded RNG: time comes in as nanoseconds, decisions go out as
+//! values (the quinn-proto rule). That keeps every piece testable on a virtual clock.
+//!
+//! Layout:
+//! - [`wire`]: the probe header shared by `serve` and `ping`.
+//! - [`schedule`]: `Pacing`, `Stop` and the intended send times of open and closed loops.
+//! - [`latency`]: histograms per phase and view (corrected, uncorrected, warm-up).
+//! - [`seq`]: a sliding window that tells new, duplicate and too-old sequence numbers apart.
+//! - [`clocksync`]: NTP-style offset and one-way delay with an explicit bound.
+//! - [`rng`]: a seeded generator for simulated links.
+//! - [`units`]: human units (`10ms`, `50k/s`) as newtypes.
+//! - [`report`]: the versioned `Report` and the histogram codec.
+
+pub mod clocksync;
+pub mod latency;
+pub mod report;
+pub mod rng;
+pub mod schedule;
+pub mod seq;
+pub mod units;
+pub mod wire;

@@ -1,0 +1,9 @@
+//! The versioned `Report` every mode returns (STYLE C7), and the histogram codec.
+//! Renderers in `wirebench-report` are pure functions of it; JSON is the canonical form and
+//! `docs/schema/report-v1.json` its schema.
+
+mod histo;
+mod model;
+
+pub use histo::{HistoError, decode_histogram, encode_histogram};
+pub use model::*;

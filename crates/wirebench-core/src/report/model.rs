@@ -1,0 +1,182 @@
+//! The report DTOs: plain data, serde, kept apart from engine state.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::clocksync::OneWay;
+use crate::latency::Summary;
+
+/// The schema version this build writes and the newest it reads.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One run of one mode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// See [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Where, when and how the run happened.
+    pub meta: Meta,
+    /// The validated configuration of the mode, as the mode serialises it.
+    pub config: serde_json::Value,
+    /// How the run ended.
+    pub outcome: Outcome,
+    /// What was measured.
+    pub results: Results,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Reached its count or duration.
+    Completed,
+    /// Stopped by the user (Ctrl-C): what was measured until then.
+    Interrupted,
+    /// The peer stopped answering mid-run: what was measured until then.
+    PeerSilent,
+}
+
+/// The environment of a run, so that runs can be compared honestly.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Meta {
+    /// `"wirebench"`.
+    pub tool: String,
+    /// Crate version.
+    pub version: String,
+    /// The full command line.
+    pub command_line: Vec<String>,
+    /// Start time, RFC 3339, UTC.
+    pub started_at: String,
+    /// Wall time the run took, ns.
+    pub duration_ns: u64,
+    /// The host the report was written on.
+    pub host: Host,
+}
+
+/// The host's identity and the settings that change results.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Host {
+    /// Host name.
+    pub hostname: String,
+    /// Kernel release (`uname -r`).
+    pub kernel: String,
+    /// CPU model name.
+    pub cpu_model: String,
+    /// Online CPUs.
+    pub cpus: u32,
+    /// Current clocksource.
+    pub clocksource: String,
+    /// Sysctls that matter for network measurements, by name.
+    pub sysctls: BTreeMap<String, String>,
+}
+
+/// Mode-specific results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum Results {
+    /// `wirebench ping`.
+    Ping(PingResults),
+}
+
+/// Results of a latency run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PingResults {
+    /// `udp` or `tcp`.
+    pub proto: String,
+    /// The target address (unicast or group).
+    pub target: String,
+    /// `closed` or `open`.
+    pub pacing: String,
+    /// Probe size in bytes.
+    pub probe_size: usize,
+    /// `compact` (round trip only) or `full` (four timestamps).
+    pub probe_form: String,
+    /// Measured probes sent.
+    pub sent: u64,
+    /// Warm-up probes sent.
+    pub warmup_sent: u64,
+    /// Reply timeout, ns: later replies are lost and counted late.
+    pub timeout_ns: u64,
+    /// Open loop: how well the generator kept its rate.
+    pub rate: Option<RateResult>,
+    /// Where the measuring thread ran.
+    pub thread: ThreadInfo,
+    /// One entry per responder (several for multicast).
+    pub responders: Vec<ResponderResult>,
+    /// Several responders: all of them merged (percentiles after the merge).
+    pub combined: Option<LatencyView>,
+    /// Datagrams that were not replies to this run (other sessions, malformed, foreign).
+    pub ignored: u64,
+}
+
+/// Requested vs achieved rate.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RateResult {
+    /// Probes per second asked for.
+    pub requested_per_s: f64,
+    /// Probes per second sent, first to last send.
+    pub achieved_per_s: f64,
+    /// Mean of actual minus intended send time, ns.
+    pub slip_mean_ns: u64,
+    /// Largest slip, ns.
+    pub slip_max_ns: u64,
+    /// False when the generator fell short of the rate (achieved below 99 % of requested):
+    /// the latency then includes the sender's own backlog, which the corrected view shows
+    /// and the uncorrected one hides.
+    pub kept_up: bool,
+}
+
+/// Where the measuring thread ran (blocking ping-pong on two vCPUs is bimodal, so this
+/// tells the user which mode they measured).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadInfo {
+    /// Busy-polling instead of blocking.
+    pub spin: bool,
+    /// The CPU it was pinned to, if any.
+    pub pinned_cpu: Option<usize>,
+    /// The CPUs it was seen on during the run.
+    pub seen_cpus: Vec<usize>,
+}
+
+/// One histogram, what it measures, its summary and the histogram itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencyView {
+    /// What is timed: `rtt_from_send` (closed loop), `rtt_from_intended_send`
+    /// (open loop, coordinated-omission corrected), `rtt_from_actual_send` (open loop,
+    /// uncorrected), `network_rtt` (dwell subtracted) or `dwell`.
+    pub measures: String,
+    /// Summary values.
+    pub summary: Summary,
+    /// HdrHistogram V2+DEFLATE, base64.
+    pub histogram: String,
+}
+
+/// Everything measured about one responder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResponderResult {
+    /// The responder's address.
+    pub addr: String,
+    /// Replies within the timeout.
+    pub received: u64,
+    /// Probes with no reply within the timeout.
+    pub lost: u64,
+    /// Of the lost, those whose reply came after the timeout.
+    pub late: u64,
+    /// Replies to a probe already answered.
+    pub duplicates: u64,
+    /// The main view (corrected in open loop).
+    pub latency: LatencyView,
+    /// Open loop: the uncorrected view.
+    pub uncorrected: Option<LatencyView>,
+    /// Warm-up round trips, excluded from the results.
+    pub warmup: LatencyView,
+    /// Full form: round trip minus the responder's dwell time.
+    pub network: Option<LatencyView>,
+    /// Full form: the responder's dwell time.
+    pub dwell: Option<LatencyView>,
+    /// Full form: clock offset and one-way delays with their bound.
+    pub one_way: Option<OneWay>,
+    /// Samples clamped to the histogram range or with impossible timestamps.
+    pub clamped: u64,
+}

@@ -1,0 +1,210 @@
+//! Human units as newtypes: `10ms`, `250us`, `1.5s`, `5m` for time; `50k/s`, `2000/s`,
+//! `1.5M/s` for message rates. Parsing is strict: a value either means exactly one thing
+//! or is refused with an error that says what was expected.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Why a unit did not parse. The message names the value and the accepted forms.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what}: '{input}' {problem}")]
+pub struct UnitError {
+    what: &'static str,
+    input: String,
+    problem: &'static str,
+}
+
+fn err(what: &'static str, input: &str, problem: &'static str) -> UnitError {
+    UnitError { what, input: input.to_owned(), problem }
+}
+
+/// Splits `"1.5ms"` into `(1.5, "ms")`.
+fn split_number(s: &str) -> Option<(f64, &str)> {
+    let end = s.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_')).unwrap_or(s.len());
+    if end == 0 {
+        return None;
+    }
+    let num: f64 = s[..end].replace('_', "").parse().ok()?;
+    num.is_finite().then_some((num, s[end..].trim()))
+}
+
+/// A span of time given in human units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Span(pub Duration);
+
+impl FromStr for Span {
+    type Err = UnitError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        const WHAT: &str = "duration";
+        let t = s.trim();
+        let Some((n, unit)) = split_number(t) else {
+            return Err(err(WHAT, s, "is not a duration (try 10ms, 250us, 1.5s, 5m)"));
+        };
+        let ns_per = match unit {
+            "ns" => 1.0,
+            "us" | "µs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" | "min" => 60e9,
+            "h" => 3600e9,
+            "" => return Err(err(WHAT, s, "needs a unit (ns, us, ms, s, m, h)")),
+            _ => return Err(err(WHAT, s, "has an unknown unit (use ns, us, ms, s, m, h)")),
+        };
+        let ns = n * ns_per;
+        if ns > 1e18 {
+            return Err(err(WHAT, s, "is too long"));
+        }
+        #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "range checked")]
+        Ok(Self(Duration::from_nanos(ns.round() as u64)))
+    }
+}
+
+impl fmt::Display for Span {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", humanize_ns(self.0.as_nanos()))
+    }
+}
+
+/// `1500000` ns -> `"1.5ms"`: the shortest unit that keeps the number readable.
+pub fn humanize_ns(ns: u128) -> String {
+    #[expect(clippy::cast_precision_loss, reason = "display only")]
+    let f = ns as f64;
+    let (v, unit) = if ns >= 60_000_000_000 && ns.is_multiple_of(60_000_000_000) {
+        (f / 60e9, "m")
+    } else if ns >= 1_000_000_000 {
+        (f / 1e9, "s")
+    } else if ns >= 1_000_000 {
+        (f / 1e6, "ms")
+    } else if ns >= 1_000 {
+        (f / 1e3, "us")
+    } else {
+        (f, "ns")
+    };
+    let s = format!("{v:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    format!("{s}{unit}")
+}
+
+/// A message rate in messages per second: `50k/s`, `2000/s`, `2/s`, `1.5M/s`. The `/s` may
+/// be left off.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+pub struct MsgRate(f64);
+
+impl MsgRate {
+    /// Messages per second; always finite and above zero.
+    pub const fn per_sec(self) -> f64 {
+        self.0
+    }
+
+    /// A rate from messages per second, if it is finite and above zero.
+    pub fn new(per_sec: f64) -> Option<Self> {
+        (per_sec.is_finite() && per_sec > 0.0 && per_sec <= 1e9).then_some(Self(per_sec))
+    }
+}
+
+impl FromStr for MsgRate {
+    type Err = UnitError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        const WHAT: &str = "rate";
+        let t = s.trim();
+        let t = t.strip_suffix("/s").or_else(|| t.strip_suffix("pps")).unwrap_or(t);
+        let Some((n, suffix)) = split_number(t) else {
+            return Err(err(WHAT, s, "is not a rate (try 10000/s, 50k/s, 1M/s)"));
+        };
+        let mult = match suffix {
+            "" => 1.0,
+            "k" | "K" => 1e3,
+            "M" | "m" => 1e6,
+            _ => return Err(err(WHAT, s, "has an unknown unit (use /s, k/s, M/s)")),
+        };
+        Self::new(n * mult).ok_or_else(|| err(WHAT, s, "must be above 0 and at most 1G/s"))
+    }
+}
+
+impl fmt::Display for MsgRate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 >= 1e6 && (self.0 / 1e6).fract() == 0.0 {
+            write!(f, "{}M/s", self.0 / 1e6)
+        } else if self.0 >= 1e3 && (self.0 / 1e3).fract() == 0.0 {
+            write!(f, "{}k/s", self.0 / 1e3)
+        } else {
+            write!(f, "{}/s", self.0)
+        }
+    }
+}
+
+/// A bound given either as a count (`10000`) or a time (`5s`), as `--warmup` takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CountOrSpan {
+    /// A number of messages.
+    Count(u64),
+    /// A span of time.
+    Span(Duration),
+}
+
+impl FromStr for CountOrSpan {
+    type Err = UnitError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim().replace('_', "");
+        if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+            return t.parse().map(Self::Count).map_err(|_| err("count", s, "is too large"));
+        }
+        s.parse::<Span>()
+            .map(|d| Self::Span(d.0))
+            .map_err(|_| err("count or duration", s, "is neither a count (10000) nor a duration (2s)"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans() {
+        let ms = |s: &str| s.parse::<Span>().map(|d| d.0);
+        assert_eq!(ms("10ms"), Ok(Duration::from_millis(10)));
+        assert_eq!(ms("250us"), Ok(Duration::from_micros(250)));
+        assert_eq!(ms("250µs"), Ok(Duration::from_micros(250)));
+        assert_eq!(ms("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(ms("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(ms("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(ms("0s"), Ok(Duration::ZERO));
+        for bad in ["10", "ms", "10 parsecs", "-1s", "", "1e3s", "10xs"] {
+            assert!(ms(bad).is_err(), "{bad} should be refused");
+        }
+    }
+
+    #[test]
+    fn span_display_is_short() {
+        assert_eq!(Span(Duration::from_millis(1500)).to_string(), "1.5s");
+        assert_eq!(Span(Duration::from_micros(250)).to_string(), "250us");
+        assert_eq!(Span(Duration::from_secs(300)).to_string(), "5m");
+        assert_eq!(Span(Duration::from_nanos(12)).to_string(), "12ns");
+    }
+
+    #[test]
+    fn rates() {
+        let r = |s: &str| s.parse::<MsgRate>().map(MsgRate::per_sec);
+        assert_eq!(r("50k/s"), Ok(50_000.0));
+        assert_eq!(r("2000/s"), Ok(2000.0));
+        assert_eq!(r("2/s"), Ok(2.0));
+        assert_eq!(r("1.5M/s"), Ok(1_500_000.0));
+        assert_eq!(r("10000"), Ok(10_000.0));
+        for bad in ["0", "0/s", "-5/s", "fast", "10q/s", "5G/s"] {
+            assert!(r(bad).is_err(), "{bad} should be refused");
+        }
+        assert_eq!("50k/s".parse::<MsgRate>().unwrap().to_string(), "50k/s");
+    }
+
+    #[test]
+    fn count_or_span() {
+        assert_eq!("10000".parse(), Ok(CountOrSpan::Count(10_000)));
+        assert_eq!("10_000".parse(), Ok(CountOrSpan::Count(10_000)));
+        assert_eq!("2s".parse(), Ok(CountOrSpan::Span(Duration::from_secs(2))));
+        assert!("two".parse::<CountOrSpan>().is_err());
+    }
+}

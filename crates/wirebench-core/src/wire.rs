@@ -1,0 +1,61 @@
+//! Wire formats. Every datagram and frame starts with the same 4 bytes: a 16-bit magic, a
+//! version and a kind, so a receiver can tell ours from foreign traffic before it reads
+//! further. All integers are big-endian. `docs/wire-format.md` is the prose version.
+
+pub mod probe;
+
+/// `"WB"`: the first two bytes of every wirebench datagram and frame.
+pub const MAGIC: u16 = 0x5742;
+/// The wire version this build speaks.
+pub const VERSION: u8 = 1;
+
+/// What a message is, from its fourth byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// A latency probe from `ping` to `serve`.
+    Probe = 1,
+    /// The echo of a probe, from `serve` back to `ping`.
+    Reply = 2,
+}
+
+impl Kind {
+    /// The kind for a wire byte, if this build knows it.
+    pub const fn from_byte(b: u8) -> Option<Self> {
+        match b {
+            1 => Some(Self::Probe),
+            2 => Some(Self::Reply),
+            _ => None,
+        }
+    }
+}
+
+/// Why a decoder rejected its input. Copy, so counting it in a hot loop costs nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// Shorter than the fixed header, or than the length the header declares.
+    #[error("truncated: need {need} bytes, got {got}")]
+    Truncated {
+        /// Bytes the message needs.
+        need: usize,
+        /// Bytes that arrived.
+        got: usize,
+    },
+    /// Does not start with our magic: someone else's traffic.
+    #[error("foreign: magic {0:#06x}")]
+    Foreign(u16),
+    /// Ours, but a wire version this build does not speak.
+    #[error("unsupported wire version {0}")]
+    Version(u8),
+    /// Ours, but a kind this build does not know or does not expect here.
+    #[error("unexpected kind {0}")]
+    Kind(u8),
+    /// The declared length disagrees with what arrived.
+    #[error("length field says {declared}, datagram has {got}")]
+    Length {
+        /// What the header declares.
+        declared: usize,
+        /// What arrived.
+        got: usize,
+    },
+}

@@ -1,0 +1,29 @@
+//! wirebench's socket layer: everything that touches the kernel, behind narrow traits.
+//!
+//! - [`io`]: the seam. `ProbeIo` (send a probe, receive until a deadline) and `Clock`.
+//! - [`udp`] and [`tcp`]: the real probe transports, blocking or busy-polling.
+//! - [`multicast`], [`iface`]: group joins and interface lookup.
+//! - [`pin`]: CPU pinning and "where am I running".
+//! - `fake` (feature `fake`): an in-memory echo link on a virtual clock for the engines' tests.
+//!
+//! This is the only crate allowed `unsafe`; each use carries a `// SAFETY:` comment.
+
+pub mod clock;
+mod error;
+#[cfg(feature = "fake")]
+pub mod fake;
+pub mod iface;
+pub mod io;
+pub mod multicast;
+pub mod pin;
+pub mod tcp;
+pub mod udp;
+mod wait;
+
+pub use error::NetError;
+
+/// Waits up to `timeout` for `fd` to become readable (`ppoll`, nanosecond resolution).
+/// True if it is.
+pub fn wait_readable(fd: &impl std::os::fd::AsFd, timeout: std::time::Duration) -> std::io::Result<bool> {
+    wait::readable(fd, u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX))
+}

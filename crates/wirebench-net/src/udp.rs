@@ -1,0 +1,129 @@
+//! UDP probe transport: one socket, blocking or busy-polling.
+
+use std::io::{self, ErrorKind};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::time::Duration;
+
+use crate::clock::{Clock, MonoClock};
+use crate::io::{ProbeIo, Received};
+use crate::multicast::{self, SenderOpts};
+use crate::{NetError, wait};
+
+/// How a receive waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Sleep in the kernel until a datagram arrives (one `recvfrom`, or `ppoll` then
+    /// `recvfrom` when the deadline is near).
+    Block,
+    /// Busy-poll a non-blocking socket: no sleep, one core at 100 %.
+    Spin,
+}
+
+/// A pinger's UDP socket.
+#[derive(Debug)]
+pub struct UdpProbeIo {
+    sock: UdpSocket,
+    /// `None` for a connected (unicast) socket, the group for multicast.
+    dest: Option<SocketAddr>,
+    wait: Wait,
+    timeout_ns: u64,
+    clock: MonoClock,
+}
+
+fn bind_any(port: u16) -> Result<UdpSocket, NetError> {
+    let addr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port));
+    UdpSocket::bind(addr).map_err(|source| NetError::Bind { addr, source })
+}
+
+impl UdpProbeIo {
+    /// A socket connected to `target`: the kernel then drops datagrams from anyone else, and
+    /// an ICMP port-unreachable surfaces as `ConnectionRefused`.
+    pub fn unicast(target: SocketAddr, wait: Wait, timeout: Duration) -> Result<Self, NetError> {
+        let sock = if target.is_ipv4() {
+            bind_any(0)?
+        } else {
+            let addr: SocketAddr = "[::]:0".parse().expect("literal");
+            UdpSocket::bind(addr).map_err(|source| NetError::Bind { addr, source })?
+        };
+        sock.connect(target).map_err(|source| NetError::Connect { addr: target, source })?;
+        Self::finish(sock, None, wait, timeout)
+    }
+
+    /// A socket that sends to `group` and takes unicast replies from every responder, or,
+    /// with `reply_group`, listens on that group for the replies (Aeron's pong channel).
+    pub fn multicast(
+        group: SocketAddrV4,
+        opts: &SenderOpts,
+        reply_group: Option<SocketAddrV4>,
+        wait: Wait,
+        timeout: Duration,
+    ) -> Result<Self, NetError> {
+        let sock = match reply_group {
+            Some(rg) => multicast::group_receiver(rg, opts.interface)?,
+            None => bind_any(0)?,
+        };
+        multicast::set_sender(&sock, group.into(), opts)?;
+        Self::finish(sock, Some(group.into()), wait, timeout)
+    }
+
+    fn finish(sock: UdpSocket, dest: Option<SocketAddr>, wait: Wait, timeout: Duration) -> Result<Self, NetError> {
+        let opt = |what, r: io::Result<()>| r.map_err(|source| NetError::Option { what, source });
+        match wait {
+            Wait::Spin => opt("O_NONBLOCK", sock.set_nonblocking(true))?,
+            Wait::Block => opt("SO_RCVTIMEO", sock.set_read_timeout(Some(timeout.max(Duration::from_micros(1)))))?,
+        }
+        let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        Ok(Self { sock, dest, wait, timeout_ns, clock: MonoClock::default() })
+    }
+
+    /// The local address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.sock.local_addr()
+    }
+}
+
+impl ProbeIo for UdpProbeIo {
+    #[inline]
+    fn send(&mut self, buf: &[u8]) -> io::Result<()> {
+        loop {
+            let r = match self.dest {
+                None => self.sock.send(buf),
+                Some(to) => self.sock.send_to(buf, to),
+            };
+            match r {
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                // A full send buffer on a non-blocking socket: the datagram is not sent;
+                // the caller sees it as a probe without a reply.
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    #[inline]
+    fn recv_until(&mut self, buf: &mut [u8], deadline_ns: u64) -> io::Result<Option<Received>> {
+        loop {
+            let now = self.clock.now_ns();
+            if self.wait == Wait::Block {
+                let remaining = deadline_ns.saturating_sub(now);
+                // Far from the deadline, one blocking recvfrom (its SO_RCVTIMEO is the
+                // timeout); near it, ppoll for the exact remainder first.
+                if remaining < self.timeout_ns / 2 && !wait::readable(&self.sock, remaining)? {
+                    return Ok(None);
+                }
+            }
+            match self.sock.recv_from(buf) {
+                Ok((len, from)) => return Ok(Some(Received { len, from, at_ns: self.clock.now_ns() })),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    if self.wait == Wait::Block || now >= deadline_ns {
+                        return Ok(None);
+                    }
+                    std::hint::spin_loop();
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}

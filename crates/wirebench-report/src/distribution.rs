@@ -1,0 +1,101 @@
+//! The percentile distribution in HdrHistogram's own text layout
+//! (`AbstractHistogram.outputPercentileDistribution` in the Java library): the table Aeron's
+//! Ping prints, and the `.hgrm` format that HdrHistogram's plotter and tools read.
+
+use std::io::{self, Write};
+
+use hdrhistogram::Histogram;
+
+/// Ticks per half distance, as Aeron and `HistogramLogProcessor` use by default.
+pub const TICKS_PER_HALF_DISTANCE: u32 = 5;
+
+/// Writes the distribution of `h` with values divided by `scale` (1000 turns ns into µs).
+pub fn write(h: &Histogram<u64>, scale: f64, out: &mut dyn Write) -> io::Result<()> {
+    let digits = usize::from(h.sigfig());
+    writeln!(out, "{:>12} {:>14} {:>10} {:>14}\n", "Value", "Percentile", "TotalCount", "1/(1-Percentile)")?;
+    #[expect(clippy::cast_precision_loss, reason = "display values")]
+    let value = |v: u64| v as f64 / scale;
+    if !h.is_empty() {
+        let mut total = 0u64;
+        for it in h.iter_quantiles(TICKS_PER_HALF_DISTANCE) {
+            let q = it.quantile_iterated_to();
+            let v = value(it.value_iterated_to());
+            total += it.count_since_last_iteration();
+            if q < 1.0 {
+                writeln!(out, "{v:>12.digits$} {q:>2.12} {total:>10} {:>14.2}", 1.0 / (1.0 - q))?;
+            } else {
+                writeln!(out, "{v:>12.digits$} {q:>2.12} {total:>10}")?;
+            }
+        }
+    }
+    let (mean, sd, max) =
+        if h.is_empty() { (0.0, 0.0, 0.0) } else { (h.mean() / scale, h.stdev() / scale, value(h.max())) };
+    writeln!(out, "#[Mean    = {mean:>12.digits$}, StdDeviation   = {sd:>12.digits$}]")?;
+    writeln!(out, "#[Max     = {max:>12.digits$}, Total count    = {:>12}]", h.len())?;
+    writeln!(out, "#[Buckets = {:>12}, SubBuckets     = {:>12}]", h.buckets(), sub_buckets(h.sigfig()))
+}
+
+/// HdrHistogram's sub-bucket count for `sigfig` digits: the power of two that holds
+/// `2 * 10^sigfig` at unit resolution.
+fn sub_buckets(sigfig: u8) -> u32 {
+    let largest = 2 * 10u32.pow(u32::from(sigfig));
+    largest.next_power_of_two()
+}
+
+/// One parsed line of a distribution: value, quantile, total count.
+pub type Row = (f64, f64, u64);
+
+/// Reads back the rows of a distribution written by [`write`] (or by HdrHistogram itself).
+pub fn parse(text: &str) -> Option<Vec<Row>> {
+    let mut rows = Vec::new();
+    for line in text.lines().skip(2) {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let mut f = line.split_whitespace();
+        let v = f.next()?.parse().ok()?;
+        let q = f.next()?.parse().ok()?;
+        let n = f.next()?.parse().ok()?;
+        rows.push((v, q, n));
+    }
+    Some(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Histogram<u64> {
+        let mut h = Histogram::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
+        for v in 1..=10_000u64 {
+            h.record(5_000 + v * 3).unwrap();
+        }
+        h
+    }
+
+    #[test]
+    fn layout_matches_hdrhistogram() {
+        let mut out = Vec::new();
+        write(&sample(), 1000.0, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "       Value     Percentile TotalCount 1/(1-Percentile)");
+        assert_eq!(lines[1], "");
+        // first row: the minimum at quantile 0
+        assert!(lines[2].starts_with("       5.003 0.000000000000          1           1.00"), "{}", lines[2]);
+        let last_row = lines.iter().rev().find(|l| !l.starts_with('#')).unwrap();
+        assert!(last_row.contains(" 1.000000000000      10000"), "{last_row}");
+        assert!(lines.iter().any(|l| l.starts_with("#[Mean    = ")));
+        assert!(text.ends_with(&format!("#[Buckets = {:>12}, SubBuckets     = {:>12}]\n", sample().buckets(), 2048)));
+    }
+
+    #[test]
+    fn parses_back_and_counts_are_monotonic() {
+        let mut out = Vec::new();
+        write(&sample(), 1000.0, &mut out).unwrap();
+        let rows = parse(&String::from_utf8(out).unwrap()).unwrap();
+        assert!(rows.len() > 20);
+        assert!(rows.windows(2).all(|w| w[0].1 <= w[1].1 && w[0].2 <= w[1].2 && w[0].0 <= w[1].0));
+        assert_eq!(rows.last().unwrap().2, 10_000);
+    }
+}

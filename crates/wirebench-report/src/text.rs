@@ -1,0 +1,210 @@
+//! Terminal text: one summary line per histogram, and the report of a ping run.
+
+use std::io::{self, Write};
+
+use wirebench_core::clocksync::OneWay;
+use wirebench_core::latency::Summary;
+use wirebench_core::report::{LatencyView, Outcome, PingResults, Report, ResponderResult, Results, decode_histogram};
+
+use crate::distribution;
+
+/// Microseconds with about three significant digits: `5.62`, `31.4`, `1250`.
+pub fn us(ns: f64) -> String {
+    let v = ns / 1000.0;
+    if v < 10.0 {
+        format!("{v:.2}")
+    } else if v < 100.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+#[expect(clippy::cast_precision_loss, reason = "display values")]
+fn us_u(ns: u64) -> String {
+    us(ns as f64)
+}
+
+/// `p99.99` for 99.99, `p50` for 50.0.
+pub fn pct_label(p: f64) -> String {
+    let s = format!("{p}");
+    format!("p{s}")
+}
+
+/// The one-line summary: `min 5.21 p50 5.62 ... max 120 mean 5.90 sd 1.10 us (n 100000)`.
+pub fn summary_line(s: &Summary) -> String {
+    use std::fmt::Write as _;
+    let mut line = format!("min {}", us_u(s.min_ns));
+    for q in &s.percentiles {
+        let _ = write!(line, " {} {}", pct_label(q.p), us_u(q.ns));
+    }
+    let _ = write!(line, " max {} mean {} sd {} us", us_u(s.max_ns), us(s.mean_ns), us(s.stddev_ns));
+    line
+}
+
+fn one_way_line(o: &OneWay) -> String {
+    let b = us_u(o.bound_ns);
+    #[expect(clippy::cast_precision_loss, reason = "display values")]
+    let offset = us(o.offset_ns as f64);
+    let mark = |clamped: bool| if clamped { " (an estimate below 0 was shown as 0)" } else { "" };
+    format!(
+        "one-way (± {b} us): forward p50 {} p99 {}{}, reverse p50 {} p99 {}{}; clock offset {} us",
+        us_u(o.forward.p50_ns),
+        us_u(o.forward.p99_ns),
+        mark(o.forward.clamped_at_zero),
+        us_u(o.reverse.p50_ns),
+        us_u(o.reverse.p99_ns),
+        mark(o.reverse.clamped_at_zero),
+        offset,
+    )
+}
+
+/// How the main view was measured, in words.
+pub fn view_words(v: &LatencyView) -> &'static str {
+    match v.measures.as_str() {
+        "rtt_from_intended_send" => "round trip from intended send (coordinated omission corrected)",
+        "rtt_from_actual_send" => "round trip from actual send (uncorrected)",
+        "network_rtt" => "round trip minus responder dwell",
+        "dwell" => "responder dwell",
+        _ => "round trip",
+    }
+}
+
+fn responder(out: &mut dyn Write, r: &ResponderResult, table: bool) -> io::Result<()> {
+    let s = &r.latency.summary;
+    writeln!(
+        out,
+        "{}: {} | count {} lost {} late {} dup {}",
+        r.addr,
+        summary_line(s),
+        s.count,
+        r.lost,
+        r.late,
+        r.duplicates
+    )?;
+    writeln!(out, "  measures: {}", view_words(&r.latency))?;
+    if let Some(u) = &r.uncorrected {
+        writeln!(out, "  uncorrected (from actual send): {}", summary_line(&u.summary))?;
+    }
+    if let (Some(n), Some(d)) = (&r.network, &r.dwell) {
+        writeln!(
+            out,
+            "  network (dwell subtracted): {} ; dwell p50 {} max {} us",
+            summary_line(&n.summary),
+            d.summary.at(50.0).map_or_else(String::new, us_u),
+            us_u(d.summary.max_ns)
+        )?;
+    }
+    if let Some(o) = &r.one_way {
+        writeln!(out, "  {}", one_way_line(o))?;
+    }
+    if r.warmup.summary.count > 0 {
+        writeln!(
+            out,
+            "  warm-up (excluded): {} replies, p50 {} max {} us",
+            r.warmup.summary.count,
+            r.warmup.summary.at(50.0).map_or_else(|| "-".into(), us_u),
+            us_u(r.warmup.summary.max_ns)
+        )?;
+    }
+    if r.clamped > 0 {
+        writeln!(out, "  {} samples clamped (outside 1 ns..1 h or impossible timestamps)", r.clamped)?;
+    }
+    if table {
+        table_of(out, &r.latency)?;
+    }
+    Ok(())
+}
+
+fn table_of(out: &mut dyn Write, v: &LatencyView) -> io::Result<()> {
+    match decode_histogram(&v.histogram) {
+        Ok(h) => {
+            writeln!(out, "\nHistogram of {} in microseconds", view_words(v))?;
+            distribution::write(&h, 1000.0, out)?;
+            writeln!(out)
+        }
+        Err(e) => writeln!(out, "  (histogram unreadable: {e})"),
+    }
+}
+
+/// The terminal report of a ping run: header, one line per responder with its details,
+/// the combined line, the rate line; `table` adds the percentile distribution.
+pub fn ping(out: &mut dyn Write, report: &Report, table: bool) -> io::Result<()> {
+    let Results::Ping(p) = &report.results;
+    header(out, p)?;
+    for r in &p.responders {
+        responder(out, r, table)?;
+    }
+    if let Some(c) = &p.combined {
+        writeln!(out, "all {} responders: {}", p.responders.len(), summary_line(&c.summary))?;
+        if table {
+            table_of(out, c)?;
+        }
+    }
+    if let Some(rate) = &p.rate {
+        writeln!(
+            out,
+            "rate: requested {:.0}/s, achieved {:.0}/s, send slip mean {} max {} us{}",
+            rate.requested_per_s,
+            rate.achieved_per_s,
+            us_u(rate.slip_mean_ns),
+            us_u(rate.slip_max_ns),
+            if rate.kept_up { "" } else { " -- the sender could NOT keep this rate; see the corrected view" }
+        )?;
+    }
+    if p.ignored > 0 {
+        writeln!(out, "ignored {} datagrams that were not replies to this run", p.ignored)?;
+    }
+    match report.outcome {
+        Outcome::Completed => Ok(()),
+        Outcome::Interrupted => writeln!(out, "interrupted: results so far"),
+        Outcome::PeerSilent => writeln!(out, "the responder stopped answering: results so far"),
+    }
+}
+
+fn header(out: &mut dyn Write, p: &PingResults) -> io::Result<()> {
+    let pacing = if p.pacing == "open" { "open loop" } else { "closed loop" };
+    let form = if p.probe_form == "full" { "four timestamps" } else { "round trip only" };
+    let wait = if p.thread.spin { "busy-poll" } else { "blocking" };
+    let cpus: Vec<String> = p.thread.seen_cpus.iter().map(ToString::to_string).collect();
+    let pin = p.thread.pinned_cpu.map_or_else(|| "unpinned".to_owned(), |c| format!("pinned to cpu {c}"));
+    writeln!(
+        out,
+        "ping {} {}: {pacing}, {}-byte {} probes ({form}), {wait}, {pin}, ran on cpu {}; {} probes + {} warm-up",
+        p.proto,
+        p.target,
+        p.probe_size,
+        p.probe_form,
+        if cpus.is_empty() { "?".to_owned() } else { cpus.join(",") },
+        p.sent,
+        p.warmup_sent
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirebench_core::latency::Percentile;
+
+    #[test]
+    fn microsecond_formatting() {
+        assert_eq!(us(5_621.0), "5.62");
+        assert_eq!(us(31_420.0), "31.4");
+        assert_eq!(us(1_250_400.0), "1250");
+        assert_eq!(pct_label(99.99), "p99.99");
+        assert_eq!(pct_label(50.0), "p50");
+    }
+
+    #[test]
+    fn summary_line_lists_every_percentile() {
+        let s = Summary {
+            count: 3,
+            min_ns: 5_000,
+            max_ns: 9_000,
+            mean_ns: 6_000.0,
+            stddev_ns: 100.0,
+            percentiles: vec![Percentile { p: 50.0, ns: 5_500 }, Percentile { p: 96.0, ns: 8_000 }],
+        };
+        assert_eq!(summary_line(&s), "min 5.00 p50 5.50 p96 8.00 max 9.00 mean 6.00 sd 0.10 us");
+    }
+}

@@ -1,0 +1,24 @@
+//! The command line: one subcommand per mode, each with its own `Args` (STYLE C4).
+
+use clap::{Parser, Subcommand};
+
+/// wirebench: a network performance lab in one binary.
+#[derive(Debug, Parser)]
+#[command(name = "wirebench", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    /// What to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The modes.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// The far end: echo latency probes on UDP and TCP (one port, default 7878).
+    Serve(crate::serve::Args),
+    /// Round-trip latency to a serve (UDP unicast or multicast, TCP), closed or open loop.
+    Ping(crate::ping::Args),
+    /// The main job with no setup: serve in-process on loopback and a short tour of every
+    /// measurement, saved to wirebench-report/.
+    Suite(crate::suite::Args),
+}

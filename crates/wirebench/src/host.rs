@@ -1,0 +1,65 @@
+//! The environment of a run, recorded in every report: host, kernel, CPU, clocksource and
+//! the sysctls that change network measurements.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::time::SystemTime;
+
+use wirebench_core::report::{Host, Meta};
+
+/// Sysctls recorded in every report.
+pub const SYSCTLS: [&str; 8] = [
+    "net.core.rmem_max",
+    "net.core.wmem_max",
+    "net.core.rmem_default",
+    "net.core.wmem_default",
+    "net.core.busy_poll",
+    "net.core.busy_read",
+    "net.ipv4.udp_mem",
+    "kernel.sched_min_granularity_ns",
+];
+
+fn read_trim(path: &str) -> Option<String> {
+    fs::read_to_string(path).ok().map(|s| s.trim().to_owned())
+}
+
+/// Reads one sysctl (`net.core.rmem_max` -> `/proc/sys/net/core/rmem_max`).
+pub fn sysctl(name: &str) -> Option<String> {
+    read_trim(&format!("/proc/sys/{}", name.replace('.', "/")))
+}
+
+/// This host, now.
+pub fn capture() -> Host {
+    let uname = nix::sys::utsname::uname().ok();
+    let cpu_model = fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_default();
+    let sysctls: BTreeMap<String, String> =
+        SYSCTLS.iter().filter_map(|n| sysctl(n).map(|v| ((*n).to_owned(), v))).collect();
+    Host {
+        hostname: nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).unwrap_or_default(),
+        kernel: uname.map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_default(),
+        cpu_model,
+        cpus: u32::try_from(wirebench_net::pin::cpu_count()).unwrap_or(u32::MAX),
+        clocksource: read_trim("/sys/devices/system/clocksource/clocksource0/current_clocksource").unwrap_or_default(),
+        sysctls,
+    }
+}
+
+/// The report's `meta` for a run that started at `started` and took `duration_ns`.
+pub fn meta(argv: &[String], started: SystemTime, duration_ns: u64) -> Meta {
+    Meta {
+        tool: "wirebench".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        command_line: argv.to_vec(),
+        started_at: humantime::format_rfc3339_micros(started).to_string(),
+        duration_ns,
+        host: capture(),
+    }
+}

@@ -1,0 +1,85 @@
+//! The `wirebench` binary as a library: `main` parses and calls [`main_with`], and the
+//! integration tests call the same function in-process.
+//!
+//! Layout: [`cli`] (the command line), one module per mode ([`serve`], [`ping`],
+//! [`suite`]), and the shared pieces every mode uses the same way: [`shutdown`] (Ctrl-C
+//! to a flag every loop polls), [`host`] (the environment recorded in reports), [`output`]
+//! (atomic result files) and [`error`] (exit codes).
+
+pub mod cli;
+pub mod error;
+pub mod host;
+pub mod output;
+pub mod ping;
+pub mod serve;
+pub mod shutdown;
+pub mod suite;
+
+use std::io::Write;
+
+use clap::Parser as _;
+use wirebench_core::report::Outcome;
+
+pub use crate::cli::{Cli, Command};
+pub use crate::shutdown::Shutdown;
+
+/// What every mode gets: the stop signal, the command line (for the report) and where to
+/// print.
+pub struct Ctx<'a> {
+    /// Set by Ctrl-C.
+    pub shutdown: Shutdown,
+    /// The full command line.
+    pub argv: Vec<String>,
+    /// Terminal output.
+    pub out: &'a mut dyn Write,
+}
+
+impl std::fmt::Debug for Ctx<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx").field("argv", &self.argv).finish_non_exhaustive()
+    }
+}
+
+/// Runs a parsed command. Returns the exit code for a run that produced results: 0, or 1
+/// when the peer went silent mid-run (the partial results are printed and saved first).
+pub fn run(cli: &Cli, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
+    match &cli.command {
+        Command::Serve(a) => serve::run(a, ctx).map(|_| 0),
+        Command::Ping(a) => {
+            let report = ping::run(a, ctx)?;
+            Ok(u8::from(report.outcome == Outcome::PeerSilent))
+        }
+        Command::Suite(a) => suite::run(a, ctx).map(|_| 0),
+    }
+}
+
+/// Parses `argv`, runs it, prints any error as one line to `err`, and returns the exit
+/// code: 0 ok, 1 runtime or network failure, 2 usage or configuration error.
+pub fn main_with(argv: Vec<String>, shutdown: Shutdown, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    let cli = match Cli::try_parse_from(&argv) {
+        Ok(c) => c,
+        Err(e) if !e.use_stderr() => {
+            let _ = write!(out, "{e}");
+            return 0;
+        }
+        Err(e) => {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("error: bad arguments");
+            let _ = writeln!(err, "{first} (see --help)");
+            return 2;
+        }
+    };
+    let mut ctx = Ctx { shutdown, argv, out };
+    match run(&cli, &mut ctx) {
+        Ok(code) => code,
+        Err(e) if is_broken_pipe(&e) => 0,
+        Err(e) => {
+            let _ = writeln!(err, "error: {e:#}");
+            error::exit_code(&e)
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().filter_map(|c| c.downcast_ref::<std::io::Error>()).any(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+}

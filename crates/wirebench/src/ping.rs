@@ -1,0 +1,262 @@
+//! `wirebench ping`: round-trip latency over UDP (unicast or multicast) or TCP.
+//!
+//! Method. Each probe carries its send time t1 (monotonic ns, read just before the send
+//! syscall); the reply's receive time t4 is read just after the receive syscall returns.
+//! Closed loop (the default, Aeron's Ping) records `t4 - t1` and sends the next probe when
+//! the reply arrived or the timeout passed. Open loop (`--rate`) gives probe n the intended
+//! send time `start + n / rate` and records `t4 - intended` (coordinated omission
+//! corrected) beside the uncorrected `t4 - t1`, and reports requested vs achieved rate and
+//! send slip. A probe without a reply within `--timeout` is lost, never a large latency; a
+//! reply after its timeout is counted late. Warm-up probes go to their own histogram.
+//! Probes of 48 bytes or more carry the responder's receive and send times: its dwell time
+//! is subtracted for a network round trip, and clock offset and one-way delays are estimated
+//! with their bound (see `wirebench_core::clocksync`).
+
+pub mod config;
+pub mod engine;
+mod results;
+
+use std::net::SocketAddrV4;
+use std::path::PathBuf;
+use std::time::{Instant, SystemTime};
+
+use anyhow::{Context as _, anyhow};
+pub use config::{Config, Proto, Target, resolve};
+use wirebench_core::report::{Report, Results};
+use wirebench_core::units::{CountOrSpan, MsgRate, Span};
+use wirebench_core::wire::probe::FLAG_REPLY_GROUP;
+use wirebench_net::clock::{MonoClock, wall_minus_mono};
+use wirebench_net::io::ProbeIo;
+use wirebench_net::multicast::SenderOpts;
+use wirebench_net::tcp::TcpProbeIo;
+use wirebench_net::udp::{UdpProbeIo, Wait};
+use wirebench_report::hlog::Interval;
+
+use self::engine::{EngineConfig, EngineError, EngineOutput};
+use crate::Ctx;
+
+/// `wirebench ping` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// host:port of a `wirebench serve`, or a multicast group:port
+    pub target: String,
+    /// Transport.
+    #[arg(long, value_enum, default_value = "udp")]
+    pub proto: Proto,
+    /// Probe size in bytes: 32 is round trip only, 48 and more adds the responder's
+    /// timestamps (dwell, clock offset, one-way delay).
+    #[arg(long, default_value_t = 32)]
+    pub size: usize,
+    /// Measured probes [default: 100000 closed loop].
+    #[arg(long, short = 'n')]
+    pub count: Option<u64>,
+    /// Measure for this long (with --count, whichever comes first) [default: 10s open loop].
+    #[arg(long, short = 'd')]
+    pub duration: Option<Span>,
+    /// Warm-up probes (a count) or time, excluded from the results [default: 1000 or 1s].
+    #[arg(long)]
+    pub warmup: Option<CountOrSpan>,
+    /// A reply later than this is lost (and counted late).
+    #[arg(long, default_value = "1s")]
+    pub timeout: Span,
+    /// Open loop at this rate (e.g. 10k/s): latency from the intended send time.
+    #[arg(long)]
+    pub rate: Option<MsgRate>,
+    /// Busy-poll (no blocking syscall on the hot path).
+    #[arg(long)]
+    pub spin: bool,
+    /// Pin the measuring thread to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// Multicast TTL.
+    #[arg(long, default_value_t = 32, env = "WIREBENCH_TTL")]
+    pub ttl: u32,
+    /// Interface (name or IPv4 address) for multicast.
+    #[arg(long, env = "WIREBENCH_INTERFACE")]
+    pub interface: Option<String>,
+    /// Multicast: let this host's own responders hear the probes.
+    #[arg(long = "loop")]
+    pub multicast_loop: bool,
+    /// Multicast: ask responders to answer on this group (Aeron's pong channel); serve must
+    /// have the same --reply-group.
+    #[arg(long, value_name = "GROUP:PORT")]
+    pub reply_group: Option<SocketAddrV4>,
+    /// Multicast: stop waiting for responders once this many answered.
+    #[arg(long)]
+    pub responders: Option<usize>,
+    /// Print the full percentile distribution (HdrHistogram layout, microseconds).
+    #[arg(long)]
+    pub table: bool,
+    /// Percentiles for the summary, e.g. 50,96,99.99.
+    #[arg(long, value_delimiter = ',')]
+    pub percentiles: Option<Vec<f64>>,
+    /// Write the percentile distribution (.hgrm, microseconds).
+    #[arg(long, value_name = "FILE")]
+    pub hgrm: Option<PathBuf>,
+    /// Write an HdrHistogram interval log (one histogram a second).
+    #[arg(long, value_name = "FILE")]
+    pub hlog: Option<PathBuf>,
+    /// Write the JSON report.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Print only the summary line.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+/// `wirebench ping`: measure, print, save.
+pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
+    let cfg = Config::from_args(args)?;
+    let m = measure(&cfg, ctx)?;
+    print(&cfg, &m.report, ctx)?;
+    save(&cfg, &m)?;
+    Ok(m.report)
+}
+
+/// A finished (or stopped) run: the report, and the per-second histograms for `--hlog`.
+#[derive(Debug)]
+pub struct Measured {
+    /// The report.
+    pub report: Report,
+    /// One histogram per second of the main view, all responders merged (`--hlog` only).
+    pub intervals: Vec<Interval>,
+}
+
+/// Runs the measurement on its own thread (so pinning stays on it) and builds the report.
+pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
+    let started = SystemTime::now();
+    let t0 = Instant::now();
+    let clock = MonoClock::default();
+    let ecfg = EngineConfig {
+        size: cfg.size,
+        flags: if cfg.reply_group.is_some() { FLAG_REPLY_GROUP } else { 0 },
+        session: session_id(),
+        pacing: cfg.pacing,
+        warmup: cfg.warmup,
+        stop: cfg.stop,
+        timeout_ns: u64::try_from(cfg.timeout.as_nanos()).unwrap_or(u64::MAX),
+        multicast: matches!(cfg.target, Target::Multicast(_)),
+        expect_responders: cfg.responders,
+        wall_minus_mono: wall_minus_mono(&clock),
+        silence_ns: u64::try_from(cfg.timeout.as_nanos() * 5).unwrap_or(u64::MAX),
+        intervals: cfg.hlog.is_some(),
+        cpu_probe: wirebench_net::pin::current_cpu,
+    };
+    let shutdown = ctx.shutdown.clone();
+    let out = std::thread::scope(|s| {
+        s.spawn(|| {
+            if let Some(c) = cfg.cpu {
+                wirebench_net::pin::pin_current_thread(c).with_context(|| format!("cannot pin to cpu {c}"))?;
+            }
+            let wait = if cfg.spin { Wait::Spin } else { Wait::Block };
+            match (cfg.proto, cfg.target) {
+                (Proto::Udp, Target::Unicast(a)) => {
+                    drive(&mut UdpProbeIo::unicast(a, wait, cfg.timeout)?, &clock, &ecfg, &shutdown, cfg)
+                }
+                (Proto::Udp, Target::Multicast(g)) => {
+                    let interface = cfg.interface.as_deref().map(wirebench_net::iface::ipv4_of).transpose()?;
+                    let opts = SenderOpts { interface, ttl: cfg.ttl, loopback: cfg.multicast_loop };
+                    let mut io = UdpProbeIo::multicast(g, &opts, cfg.reply_group, wait, cfg.timeout)?;
+                    drive(&mut io, &clock, &ecfg, &shutdown, cfg)
+                }
+                (Proto::Tcp, Target::Unicast(a)) => {
+                    let mut io = TcpProbeIo::connect(a, wait, cfg.timeout).map_err(|e| {
+                        anyhow!(
+                            "{e}: is `wirebench serve` running there? (start one with `wirebench serve --listen {a}`)"
+                        )
+                    })?;
+                    drive(&mut io, &clock, &ecfg, &shutdown, cfg)
+                }
+                (Proto::Tcp, Target::Multicast(_)) => unreachable!("refused by Config"),
+            }
+        })
+        .join()
+        .map_err(|_| anyhow!("the measuring thread panicked"))?
+    })?;
+    let results = results::build(cfg, &out);
+    let duration_ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let report = Report {
+        schema_version: wirebench_core::report::SCHEMA_VERSION,
+        meta: crate::host::meta(&ctx.argv, started, duration_ns),
+        config: cfg.to_json(),
+        outcome: out.outcome,
+        results: Results::Ping(results),
+    };
+    Ok(Measured { report, intervals: out.intervals })
+}
+
+fn drive<I: ProbeIo>(
+    io: &mut I,
+    clock: &MonoClock,
+    ecfg: &EngineConfig,
+    shutdown: &crate::shutdown::Shutdown,
+    cfg: &Config,
+) -> anyhow::Result<EngineOutput> {
+    engine::run(io, clock, ecfg, shutdown.flag()).map_err(|e| match e {
+        EngineError::NoResponder { refused } => {
+            let addr = cfg.target.addr();
+            let how = if refused { "the port is closed" } else { "no reply" };
+            let hint = match cfg.target {
+                Target::Unicast(_) => {
+                    format!("is `wirebench serve` running there? (start one with `wirebench serve --listen {addr}`)")
+                }
+                Target::Multicast(g) => format!("did a `wirebench serve --join {g}` join the group on this network?"),
+            };
+            anyhow!("{how} from {addr} within {}: {hint}", wirebench_core::units::Span(cfg.timeout))
+        }
+        EngineError::Io(e) => anyhow!("{} {}: {e}", cfg.proto.name(), cfg.target.addr()),
+    })
+}
+
+/// A session id nobody else will pick: the standard library's per-process random hash keys
+/// mixed with the time.
+fn session_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+fn print(cfg: &Config, report: &Report, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
+    if cfg.quiet {
+        let Results::Ping(p) = &report.results;
+        for r in &p.responders {
+            writeln!(
+                ctx.out,
+                "{}: {} | count {} lost {} late {}",
+                r.addr,
+                wirebench_report::text::summary_line(&r.latency.summary),
+                r.latency.summary.count,
+                r.lost,
+                r.late
+            )?;
+        }
+    } else {
+        wirebench_report::text::ping(ctx.out, report, cfg.table)?;
+    }
+    Ok(())
+}
+
+/// Writes the files asked for. Called for partial reports too.
+pub fn save(cfg: &Config, m: &Measured) -> anyhow::Result<()> {
+    let report = &m.report;
+    let Results::Ping(p) = &report.results;
+    if let Some(path) = &cfg.json {
+        crate::output::write_json(path, report)?;
+    }
+    if let Some(path) = &cfg.hgrm {
+        let view = p.combined.as_ref().or_else(|| p.responders.first().map(|r| &r.latency));
+        let h = match view {
+            Some(v) => wirebench_core::report::decode_histogram(&v.histogram)?,
+            None => wirebench_core::latency::histogram(),
+        };
+        crate::output::write_atomic(path, |w| wirebench_report::distribution::write(&h, 1000.0, w))?;
+    }
+    if let Some(path) = &cfg.hlog {
+        let started = humantime::parse_rfc3339(&report.meta.started_at).unwrap_or_else(|_| SystemTime::now());
+        let comment = format!("wirebench {} {}", report.meta.version, report.meta.command_line.join(" "));
+        crate::output::write_atomic(path, |w| wirebench_report::hlog::write(&m.intervals, started, &comment, w))?;
+    }
+    Ok(())
+}

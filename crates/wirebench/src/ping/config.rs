@@ -1,0 +1,317 @@
+//! `ping` settings: parsed `Args` become a validated `Config` in one pure function, so a
+//! `Config` cannot hold a bad value and the rules are tested with tables (STYLE C5).
+
+use std::net::{SocketAddr, SocketAddrV4, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+use wirebench_core::latency::DEFAULT_PERCENTILES;
+use wirebench_core::schedule::{Pacing, Stop};
+use wirebench_core::units::{CountOrSpan, MsgRate, Span};
+use wirebench_core::wire::probe;
+
+use super::Args;
+use crate::error::UsageError;
+
+/// Transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Proto {
+    /// UDP datagrams (unicast or multicast).
+    Udp,
+    /// Frames on one TCP connection.
+    Tcp,
+}
+
+impl Proto {
+    /// Lowercase name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Udp => "udp",
+            Self::Tcp => "tcp",
+        }
+    }
+}
+
+/// Where probes go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "addr", rename_all = "lowercase")]
+pub enum Target {
+    /// One responder.
+    Unicast(SocketAddr),
+    /// Every responder that joined the group.
+    Multicast(SocketAddrV4),
+}
+
+impl Target {
+    /// The address as given.
+    pub fn addr(&self) -> SocketAddr {
+        match *self {
+            Self::Unicast(a) => a,
+            Self::Multicast(g) => SocketAddr::V4(g),
+        }
+    }
+}
+
+/// A validated ping configuration.
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    /// Where probes go.
+    pub target: Target,
+    /// Transport.
+    pub proto: Proto,
+    /// Probe size in bytes.
+    pub size: usize,
+    /// Measurement bounds.
+    #[serde(skip)]
+    pub stop: Stop,
+    /// Warm-up bounds.
+    #[serde(skip)]
+    pub warmup: Stop,
+    /// Closed loop or a rate.
+    #[serde(skip)]
+    pub pacing: Pacing,
+    /// Probe timeout.
+    pub timeout: Duration,
+    /// Busy-poll.
+    pub spin: bool,
+    /// Pin the measuring thread.
+    pub cpu: Option<usize>,
+    /// Multicast TTL.
+    pub ttl: u32,
+    /// Multicast interface (name or address, as given).
+    pub interface: Option<String>,
+    /// Multicast loopback.
+    pub multicast_loop: bool,
+    /// Multicast: the group replies come back on.
+    pub reply_group: Option<SocketAddrV4>,
+    /// Multicast: stop discovery once this many responders answered.
+    pub responders: Option<usize>,
+    /// Percentiles shown in summaries.
+    pub percentiles: Vec<f64>,
+    /// Output files.
+    pub hgrm: Option<PathBuf>,
+    /// Interval log.
+    pub hlog: Option<PathBuf>,
+    /// JSON report.
+    pub json: Option<PathBuf>,
+    /// The full distribution table.
+    pub table: bool,
+    /// Only the summary.
+    pub quiet: bool,
+}
+
+/// Default measured probes in closed loop (Aeron's Ping measures 100,000).
+pub const DEFAULT_COUNT: u64 = 100_000;
+/// Default length of an open-loop run.
+pub const DEFAULT_OPEN_DURATION: Duration = Duration::from_secs(10);
+/// Default warm-up: 1,000 probes or one second, whichever comes first.
+pub const DEFAULT_WARMUP: Stop = Stop { max_count: Some(1_000), deadline: Some(Duration::from_secs(1)) };
+
+fn usage(msg: String) -> UsageError {
+    UsageError(msg)
+}
+
+/// Resolves `host:port` (a name, IPv4 or `[IPv6]`) to one address.
+pub fn resolve(s: &str) -> Result<SocketAddr, UsageError> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    let bad = || usage(format!("bad address '{s}': expected host:port, e.g. 127.0.0.1:7878"));
+    if !s.contains(':') {
+        return Err(bad());
+    }
+    s.to_socket_addrs().map_err(|_| bad())?.find(SocketAddr::is_ipv4).ok_or_else(bad)
+}
+
+fn stop_of(count: Option<u64>, duration: Option<Span>) -> Stop {
+    Stop { max_count: count, deadline: duration.map(|d| d.0) }
+}
+
+impl Config {
+    /// Validates `args`.
+    pub fn from_args(a: &Args) -> Result<Self, UsageError> {
+        let addr = resolve(&a.target)?;
+        let target = match addr {
+            SocketAddr::V4(v4) if v4.ip().is_multicast() => Target::Multicast(v4),
+            _ => Target::Unicast(addr),
+        };
+        if addr.port() == 0 {
+            return Err(usage(format!("bad target '{}': port 0", a.target)));
+        }
+        if !(probe::MIN_LEN..=probe::MAX_LEN).contains(&a.size) {
+            return Err(usage(format!(
+                "--size {} is outside {}..={} bytes (the smallest probe is {} bytes)",
+                a.size,
+                probe::MIN_LEN,
+                probe::MAX_LEN,
+                probe::MIN_LEN
+            )));
+        }
+        let multicast = matches!(target, Target::Multicast(_));
+        if a.proto == Proto::Tcp && multicast {
+            return Err(usage(format!("{} is a multicast group: multicast needs --proto udp", a.target)));
+        }
+        if !multicast && (a.reply_group.is_some() || a.responders.is_some()) {
+            return Err(usage("--reply-group and --responders need a multicast group as the target".into()));
+        }
+        if let Some(g) = a.reply_group
+            && !g.ip().is_multicast()
+        {
+            return Err(usage(format!("--reply-group {g} is not a multicast group")));
+        }
+        if a.responders == Some(0) {
+            return Err(usage("--responders must be at least 1".into()));
+        }
+        if a.count == Some(0) {
+            return Err(usage("--count must be at least 1".into()));
+        }
+        let timeout = a.timeout.0;
+        if timeout < Duration::from_micros(10) {
+            return Err(usage(format!("--timeout {} is too short (at least 10us)", a.timeout)));
+        }
+        let pacing = a.rate.map_or(Pacing::Closed, Pacing::Rate);
+        let mut stop = stop_of(a.count, a.duration);
+        if stop.is_unbounded() {
+            stop = match pacing {
+                Pacing::Closed => Stop { max_count: Some(DEFAULT_COUNT), deadline: None },
+                Pacing::Rate(_) => Stop { max_count: None, deadline: Some(DEFAULT_OPEN_DURATION) },
+            };
+        }
+        let warmup = match a.warmup {
+            None => DEFAULT_WARMUP,
+            Some(CountOrSpan::Count(n)) => Stop { max_count: Some(n), deadline: None },
+            Some(CountOrSpan::Span(d)) => Stop { max_count: None, deadline: Some(d) },
+        };
+        let percentiles = a.percentiles.clone().unwrap_or_else(|| DEFAULT_PERCENTILES.to_vec());
+        if let Some(p) = percentiles.iter().find(|p| !(**p > 0.0 && **p <= 100.0)) {
+            return Err(usage(format!("--percentiles: {p} is not in (0, 100]")));
+        }
+        if let Some(c) = a.cpu {
+            let n = wirebench_net::pin::cpu_count();
+            if c >= n {
+                return Err(usage(format!("--cpu {c}: this host has CPUs 0..{}", n - 1)));
+            }
+        }
+        if let Some(i) = &a.interface {
+            wirebench_net::iface::ipv4_of(i).map_err(|e| usage(e.to_string()))?;
+        }
+        Ok(Self {
+            target,
+            proto: a.proto,
+            size: a.size,
+            stop,
+            warmup,
+            pacing,
+            timeout,
+            spin: a.spin,
+            cpu: a.cpu,
+            ttl: a.ttl,
+            interface: a.interface.clone(),
+            multicast_loop: a.multicast_loop,
+            reply_group: a.reply_group,
+            responders: a.responders,
+            percentiles,
+            hgrm: a.hgrm.clone(),
+            hlog: a.hlog.clone(),
+            json: a.json.clone(),
+            table: a.table,
+            quiet: a.quiet,
+        })
+    }
+
+    /// The config as it goes into the report (pacing and bounds spelled out).
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        if let Some(m) = v.as_object_mut() {
+            let bound = |s: &Stop| {
+                serde_json::json!({
+                    "count": s.max_count,
+                    "duration_ns": s.deadline.map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+                })
+            };
+            m.insert("stop".into(), bound(&self.stop));
+            m.insert("warmup".into(), bound(&self.warmup));
+            let rate = match self.pacing {
+                Pacing::Closed => None,
+                Pacing::Rate(r) => Some(r.per_sec()),
+            };
+            m.insert("rate_per_s".into(), serde_json::json!(rate));
+        }
+        v
+    }
+
+    /// Is the rate a `MsgRate` (open loop)?
+    pub const fn rate(&self) -> Option<MsgRate> {
+        match self.pacing {
+            Pacing::Closed => None,
+            Pacing::Rate(r) => Some(r),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: Args,
+    }
+
+    fn cfg(args: &[&str]) -> Result<Config, String> {
+        let t = T::try_parse_from(std::iter::once("ping").chain(args.iter().copied())).map_err(|e| e.to_string())?;
+        Config::from_args(&t.a).map_err(|e| e.0)
+    }
+
+    #[test]
+    fn defaults() {
+        let c = cfg(&["127.0.0.1:7878"]).unwrap();
+        assert_eq!(c.target, Target::Unicast("127.0.0.1:7878".parse().unwrap()));
+        assert_eq!((c.proto, c.size, c.timeout), (Proto::Udp, 32, Duration::from_secs(1)));
+        assert_eq!(c.stop, Stop { max_count: Some(DEFAULT_COUNT), deadline: None });
+        assert_eq!(c.warmup, DEFAULT_WARMUP);
+        assert_eq!(c.pacing, Pacing::Closed);
+        assert_eq!(c.percentiles, DEFAULT_PERCENTILES.to_vec());
+    }
+
+    #[test]
+    fn open_loop_defaults_to_a_duration() {
+        let c = cfg(&["127.0.0.1:7878", "--rate", "10k/s"]).unwrap();
+        assert_eq!(c.stop.deadline, Some(DEFAULT_OPEN_DURATION));
+        assert_eq!(c.rate().map(MsgRate::per_sec), Some(10_000.0));
+    }
+
+    #[test]
+    fn multicast_target() {
+        let c = cfg(&["239.255.0.1:20123", "--responders", "2", "--reply-group", "239.255.0.3:20124"]).unwrap();
+        assert!(matches!(c.target, Target::Multicast(_)));
+        assert_eq!(c.responders, Some(2));
+    }
+
+    #[test]
+    fn bad_input_is_refused_with_a_reason() {
+        let cases: &[(&[&str], &str)] = &[
+            (&["nonsense"], "bad address"),
+            (&["127.0.0.1:7878", "--size", "16"], "smallest probe is 32"),
+            (&["127.0.0.1:7878", "--size", "70000"], "outside"),
+            (&["127.0.0.1:7878", "--rate", "0"], "rate"),
+            (&["127.0.0.1:7878", "--timeout", "5parsecs"], "unknown unit"),
+            (&["127.0.0.1:7878", "--duration", "10"], "needs a unit"),
+            (&["239.1.1.1:5000", "--proto", "tcp"], "multicast needs --proto udp"),
+            (&["127.0.0.1:7878", "--responders", "2"], "need a multicast group"),
+            (&["127.0.0.1:7878", "--percentiles", "50,101"], "not in (0, 100]"),
+            (&["127.0.0.1:7878", "--cpu", "4096"], "--cpu 4096"),
+            (&["127.0.0.1:7878", "--count", "0"], "at least 1"),
+            (&["127.0.0.1:0"], "port 0"),
+            (&["239.1.1.1:5000", "--interface", "nope0"], "interface 'nope0'"),
+        ];
+        for (args, want) in cases {
+            let e = cfg(args).expect_err(&format!("{args:?} should fail"));
+            assert!(e.contains(want), "{args:?}: '{e}' should mention '{want}'");
+        }
+    }
+}

@@ -1,0 +1,488 @@
+//! The probe loop: one executor for every transport and pacing (STYLE C9). It talks to the
+//! network only through `ProbeIo` and reads time only through `Clock`, so the same code runs
+//! against real sockets and against the in-memory fake link on a virtual clock.
+//!
+//! Closed loop: stamp t1, send, wait for the reply of every known responder or the timeout,
+//! then send the next. Open loop: send probe `n` at `schedule.intended(n)` (late sends go
+//! out at once and their slip is counted), receiving replies in between; latency is taken
+//! from the intended send time. Nothing in the per-probe path allocates: histograms, windows
+//! and buffers exist before the first probe.
+
+use std::io::{self, ErrorKind};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use wirebench_core::latency::{self, Phase, ReplyObs, ReplyVerdict, ResponderStats};
+use wirebench_core::report::Outcome;
+use wirebench_core::schedule::{Pacing, Schedule, Slip, Stop};
+use wirebench_core::seq::{Arrival, SeqWindow};
+use wirebench_core::wire::Kind;
+use wirebench_core::wire::probe::{self, Probe};
+use wirebench_net::io::{Clock, ProbeIo};
+use wirebench_report::hlog::Interval;
+
+/// Sequence numbers of discovery probes: far above any real run, so their replies can
+/// never be mistaken for a measured probe's.
+const DISCOVERY_BASE: u64 = u64::MAX - (1 << 20);
+/// Sequence numbers a responder window remembers (duplicates beyond it count as too old).
+const WINDOW: usize = 1 << 16;
+const INTERVAL_NS: u64 = 1_000_000_000;
+/// Where the thread runs is sampled every 1024 probes (a vDSO call).
+const CPU_SAMPLE_MASK: u64 = 1023;
+
+/// What the loop needs to know; built from a validated `ping::Config`.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Probe size in bytes.
+    pub size: usize,
+    /// Probe flags (reply group).
+    pub flags: u8,
+    /// Session id stamped in every probe.
+    pub session: u64,
+    /// Closed loop or a rate.
+    pub pacing: Pacing,
+    /// Warm-up bounds (count and/or time); `Stop::default()` for none.
+    pub warmup: Stop,
+    /// Measurement bounds.
+    pub stop: Stop,
+    /// A reply later than this after its send is lost (and counted late).
+    pub timeout_ns: u64,
+    /// Multicast: discovery waits the whole timeout for responders unless this many answer.
+    pub multicast: bool,
+    /// Stop discovery once this many responders answered.
+    pub expect_responders: Option<usize>,
+    /// The pinger's wall clock minus its monotonic clock.
+    pub wall_minus_mono: i64,
+    /// Stop as `PeerSilent` when no reply arrived for this long.
+    pub silence_ns: u64,
+    /// Keep one histogram per second for an interval log.
+    pub intervals: bool,
+    /// Which CPU the thread is on (sampled once per interval).
+    pub cpu_probe: fn() -> Option<usize>,
+}
+
+/// Why a run could not start.
+#[derive(Debug)]
+pub enum EngineError {
+    /// Nothing answered the discovery probes within the timeout.
+    NoResponder {
+        /// The kernel said the port is closed (ICMP port unreachable) rather than nothing.
+        refused: bool,
+    },
+    /// A socket error.
+    Io(io::Error),
+}
+
+/// One responder's state.
+#[derive(Debug)]
+pub struct Responder {
+    /// Its address.
+    pub addr: SocketAddr,
+    /// What was measured.
+    pub stats: ResponderStats,
+    window: SeqWindow,
+    /// The seq it last answered in closed loop (to count who answered the current probe).
+    answered: u64,
+}
+
+/// What the loop measured.
+#[derive(Debug)]
+pub struct EngineOutput {
+    /// Every responder that answered, in order of discovery.
+    pub responders: Vec<Responder>,
+    /// Measured probes sent.
+    pub sent: u64,
+    /// Warm-up probes sent.
+    pub warmup_sent: u64,
+    /// Seq of the first measured probe.
+    pub measure_start_seq: u64,
+    /// Open loop: send slip.
+    pub slip: Slip,
+    /// Why it ended.
+    pub outcome: Outcome,
+    /// Datagrams that were not replies to this session.
+    pub ignored: u64,
+    /// Open loop: corrected round trips merged across responders, one per second.
+    pub intervals: Vec<Interval>,
+    /// Bit n set: the thread ran on CPU n at some sample.
+    pub cpus_seen: u128,
+    /// Monotonic ns at the end of discovery (the measurement's time origin).
+    pub start_ns: u64,
+    /// Monotonic ns at the end.
+    pub end_ns: u64,
+}
+
+struct Loop<'a, I, C> {
+    io: &'a mut I,
+    clock: &'a C,
+    cfg: &'a EngineConfig,
+    stop_flag: &'a AtomicBool,
+    send_buf: Vec<u8>,
+    recv_buf: Vec<u8>,
+    out: EngineOutput,
+    schedule: Option<Schedule>,
+    /// Seq at which measurement starts; `u64::MAX` while warming up.
+    measure_start: u64,
+    measure_start_ns: u64,
+    last_reply_ns: u64,
+    interval: Option<(u64, Histogram<u64>)>,
+    silent: bool,
+}
+
+/// Runs discovery, warm-up and measurement. Returns what was measured, also when stopped
+/// early (Ctrl-C through `stop_flag`, or a silent peer).
+pub fn run<I: ProbeIo, C: Clock>(
+    io: &mut I,
+    clock: &C,
+    cfg: &EngineConfig,
+    stop_flag: &AtomicBool,
+) -> Result<EngineOutput, EngineError> {
+    let mut lp = Loop {
+        io,
+        clock,
+        cfg,
+        stop_flag,
+        send_buf: vec![0; cfg.size],
+        recv_buf: vec![0; probe::MAX_LEN.max(cfg.size)],
+        out: EngineOutput {
+            responders: Vec::new(),
+            sent: 0,
+            warmup_sent: 0,
+            measure_start_seq: 0,
+            slip: Slip::default(),
+            outcome: Outcome::Completed,
+            ignored: 0,
+            intervals: Vec::new(),
+            cpus_seen: 0,
+            start_ns: 0,
+            end_ns: 0,
+        },
+        schedule: None,
+        measure_start: u64::MAX,
+        measure_start_ns: 0,
+        last_reply_ns: 0,
+        interval: None,
+        silent: false,
+    };
+    probe::init(&mut lp.send_buf, cfg.session, cfg.flags);
+    lp.discover()?;
+    if lp.stop_flag.load(Ordering::Relaxed) {
+        lp.out.outcome = Outcome::Interrupted;
+        return Ok(lp.out);
+    }
+    let start = lp.clock.now_ns();
+    lp.out.start_ns = start;
+    lp.last_reply_ns = start;
+    lp.sample_cpu();
+    if cfg.intervals {
+        lp.interval = Some((start, latency::histogram()));
+    }
+    if cfg.warmup.is_unbounded() {
+        lp.begin_measure(0, start);
+    }
+    let r = match cfg.pacing {
+        Pacing::Closed => lp.closed(start),
+        Pacing::Rate(rate) => {
+            lp.schedule = Some(Schedule::new(start, rate));
+            lp.open(start)
+        }
+    };
+    match r {
+        Ok(()) => {}
+        Err(e) if is_gone(&e) => lp.silent = true,
+        Err(e) => return Err(EngineError::Io(e)),
+    }
+    lp.finish();
+    Ok(lp.out)
+}
+
+/// The peer's port closed (ICMP unreachable) or its connection ended.
+fn is_gone(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::ConnectionRefused | ErrorKind::ConnectionReset | ErrorKind::UnexpectedEof | ErrorKind::BrokenPipe
+    )
+}
+
+impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
+    fn stopped(&self) -> bool {
+        self.stop_flag.load(Ordering::Relaxed)
+    }
+
+    /// Sends discovery probes every quarter timeout until a responder answers (unicast) or
+    /// the timeout passes or enough responders answered (multicast).
+    fn discover(&mut self) -> Result<(), EngineError> {
+        let begin = self.clock.now_ns();
+        let deadline = begin + self.cfg.timeout_ns;
+        let step = (self.cfg.timeout_ns / 4).max(1);
+        let mut refused = false;
+        let mut k = 0u64;
+        loop {
+            let now = self.clock.now_ns();
+            if now >= deadline || self.stopped() {
+                break;
+            }
+            probe::stamp(&mut self.send_buf, DISCOVERY_BASE + k, now);
+            k += 1;
+            match self.io.send(&self.send_buf) {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::ConnectionRefused => refused = true,
+                Err(e) => return Err(EngineError::Io(e)),
+            }
+            let until = (now + step).min(deadline);
+            loop {
+                match self.io.recv_until(&mut self.recv_buf, until) {
+                    Ok(Some(r)) => {
+                        self.on_datagram(r.len, r.from, r.at_ns);
+                    }
+                    Ok(None) => break,
+                    Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
+                        refused = true;
+                        // Wait out the step rather than spin on the error.
+                        if self.clock.now_ns() >= until {
+                            break;
+                        }
+                    }
+                    Err(e) if is_gone(&e) => return Err(EngineError::NoResponder { refused: true }),
+                    Err(e) => return Err(EngineError::Io(e)),
+                }
+                if self.discovery_done() {
+                    return Ok(());
+                }
+            }
+        }
+        if self.out.responders.is_empty() && !self.stopped() {
+            return Err(EngineError::NoResponder { refused });
+        }
+        Ok(())
+    }
+
+    fn discovery_done(&self) -> bool {
+        let n = self.out.responders.len();
+        match self.cfg.expect_responders {
+            Some(want) => n >= want,
+            None => n > 0 && !self.cfg.multicast,
+        }
+    }
+
+    fn phase_of(&self, seq: u64) -> Phase {
+        if seq >= self.measure_start { Phase::Measure } else { Phase::Warmup }
+    }
+
+    fn begin_measure(&mut self, seq: u64, now: u64) {
+        self.measure_start = seq;
+        self.measure_start_ns = now;
+        self.out.measure_start_seq = seq;
+        self.out.warmup_sent = seq;
+    }
+
+    /// Moves from warm-up to measurement when the warm-up bound is reached; true once the
+    /// measurement's own bound is reached (the run is over).
+    fn advance_phase(&mut self, seq: u64, now: u64) -> bool {
+        if self.measure_start == u64::MAX {
+            let start = self.out.start_ns;
+            if self.cfg.warmup.reached(seq, now - start) {
+                self.begin_measure(seq, now);
+            } else {
+                return false;
+            }
+        }
+        self.cfg.stop.reached(seq - self.measure_start, now - self.measure_start_ns)
+    }
+
+    fn send(&mut self, seq: u64, t1: u64) -> io::Result<()> {
+        probe::stamp(&mut self.send_buf, seq, t1);
+        self.io.send(&self.send_buf)
+    }
+
+    fn closed(&mut self, start: u64) -> io::Result<()> {
+        let mut seq = 0u64;
+        let mut now = start;
+        loop {
+            if self.stopped() || self.silent || self.advance_phase(seq, now) {
+                break;
+            }
+            if seq & CPU_SAMPLE_MASK == 0 {
+                self.sample_cpu();
+            }
+            let t1 = self.clock.now_ns();
+            self.send(seq, t1)?;
+            seq += 1;
+            let deadline = t1 + self.cfg.timeout_ns;
+            let expected = self.out.responders.len();
+            while let Some(r) = self.io.recv_until(&mut self.recv_buf, deadline)? {
+                self.on_datagram(r.len, r.from, r.at_ns);
+                let answered = self.out.responders.iter().filter(|x| x.answered == seq).count();
+                if answered >= expected {
+                    break;
+                }
+            }
+            now = self.clock.now_ns();
+            self.check_silence(now);
+        }
+        self.record_sent(seq);
+        Ok(())
+    }
+
+    fn open(&mut self, start: u64) -> io::Result<()> {
+        let schedule = self.schedule.expect("open loop has a schedule");
+        let mut seq = 0u64;
+        let mut now = start;
+        loop {
+            if self.stopped() || self.silent {
+                break;
+            }
+            let due = schedule.intended(seq);
+            if now >= due {
+                if self.advance_phase(seq, due) {
+                    break;
+                }
+                if seq & CPU_SAMPLE_MASK == 0 {
+                    self.sample_cpu();
+                }
+                self.send(seq, now)?;
+                self.out.slip.on_send(due, now);
+                seq += 1;
+            } else if let Some(r) = self.io.recv_until(&mut self.recv_buf, due)? {
+                self.on_datagram(r.len, r.from, r.at_ns);
+            }
+            now = self.clock.now_ns();
+            self.check_silence(now);
+        }
+        self.record_sent(seq);
+        // Drain: replies to the last probes, until every responder answered everything or
+        // the last probe's timeout passed.
+        let end = now + self.cfg.timeout_ns;
+        let want = self.out.sent + self.out.warmup_sent;
+        while !self.stopped() && !self.silent {
+            let all_in = self.out.responders.iter().all(|r| r.stats.received + r.stats.warmup_received >= want);
+            if all_in {
+                break;
+            }
+            match self.io.recv_until(&mut self.recv_buf, end)? {
+                Some(r) => self.on_datagram(r.len, r.from, r.at_ns),
+                None => break,
+            }
+        }
+        Ok(())
+    }
+
+    fn record_sent(&mut self, seq: u64) {
+        if self.measure_start == u64::MAX {
+            // Stopped during warm-up: nothing was measured.
+            self.begin_measure(seq, self.clock.now_ns());
+        }
+        self.out.sent = seq - self.measure_start;
+    }
+
+    fn check_silence(&mut self, now: u64) {
+        if now.saturating_sub(self.last_reply_ns) > self.cfg.silence_ns {
+            self.silent = true;
+        }
+    }
+
+    fn sample_cpu(&mut self) {
+        if let Some(c) = (self.cfg.cpu_probe)().filter(|&c| c < 128) {
+            self.out.cpus_seen |= 1 << c;
+        }
+    }
+
+    /// Accounts one datagram: a reply to this session from a known or new responder, or
+    /// something to ignore.
+    fn on_datagram(&mut self, len: usize, from: SocketAddr, at_ns: u64) {
+        let Ok(p) = Probe::parse(&self.recv_buf[..len]) else {
+            self.out.ignored += 1;
+            return;
+        };
+        if p.kind() != Kind::Reply || p.session() != self.cfg.session {
+            self.out.ignored += 1;
+            return;
+        }
+        let seq = p.seq();
+        let idx = if let Some(i) = self.out.responders.iter().position(|r| r.addr == from) {
+            i
+        } else {
+            let first = if seq >= DISCOVERY_BASE { 0 } else { seq };
+            let open = matches!(self.cfg.pacing, Pacing::Rate(_));
+            self.out.responders.push(Responder {
+                addr: from,
+                stats: ResponderStats::new(open, first),
+                window: SeqWindow::new(WINDOW),
+                answered: u64::MAX,
+            });
+            self.out.responders.len() - 1
+        };
+        self.last_reply_ns = at_ns;
+        if seq >= DISCOVERY_BASE {
+            return;
+        }
+        let phase = self.phase_of(seq);
+        let intended = self.schedule.map(|s| s.intended(seq));
+        let obs = ReplyObs {
+            seq,
+            phase,
+            t1: p.t1(),
+            t4: at_ns,
+            intended,
+            responder: p.responder_times(),
+            wall_minus_mono: self.cfg.wall_minus_mono,
+        };
+        let timeout = self.cfg.timeout_ns;
+        let r = &mut self.out.responders[idx];
+        match r.window.on_seq(seq) {
+            Arrival::Duplicate => r.stats.on_duplicate(),
+            Arrival::TooOld => {
+                if phase == Phase::Measure {
+                    r.stats.late += 1;
+                }
+            }
+            Arrival::New => {
+                r.answered = seq + 1;
+                if let ReplyVerdict::OnTime { rtt_ns } = r.stats.on_reply(&obs, timeout)
+                    && phase == Phase::Measure
+                {
+                    self.on_interval_sample(rtt_ns, at_ns);
+                }
+            }
+        }
+    }
+
+    fn on_interval_sample(&mut self, rtt_ns: u64, at_ns: u64) {
+        let Some((begin, h)) = self.interval.as_mut() else { return };
+        if at_ns >= *begin + INTERVAL_NS {
+            let start = Duration::from_nanos(*begin - self.out.start_ns);
+            self.out.intervals.push(Interval {
+                start,
+                length: Duration::from_nanos(INTERVAL_NS),
+                histogram: h.clone(),
+            });
+            h.reset();
+            // Skip empty seconds rather than log them.
+            *begin += (at_ns - *begin) / INTERVAL_NS * INTERVAL_NS;
+        }
+        latency::record(h, rtt_ns);
+    }
+
+    fn finish(&mut self) {
+        let end = self.clock.now_ns();
+        self.out.end_ns = end;
+        self.sample_cpu();
+        if let Some((begin, h)) = self.interval.take()
+            && !h.is_empty()
+        {
+            let start = Duration::from_nanos(begin - self.out.start_ns);
+            self.out.intervals.push(Interval {
+                start,
+                length: Duration::from_nanos(end.saturating_sub(begin)),
+                histogram: h,
+            });
+        }
+        if self.stopped() {
+            self.out.outcome = Outcome::Interrupted;
+        } else if self.silent {
+            self.out.outcome = Outcome::PeerSilent;
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! The TCP side: an acceptor and one echo thread per connection. Probes are frames framed
+//! by the length in their header; a stream that is not ours is counted and closed.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use wirebench_core::wire::Kind;
+use wirebench_core::wire::probe::{self, Probe};
+use wirebench_net::clock::wall_now_ns;
+
+use super::udp::SPIN_IDLE;
+use super::{Config, Counters, MAX_TCP_CONNECTIONS};
+use crate::shutdown::{POLL, Shutdown};
+
+pub(super) struct Acceptor {
+    pub(super) listener: TcpListener,
+    pub(super) cfg: Config,
+    pub(super) counters: Arc<Counters>,
+    pub(super) shutdown: Shutdown,
+}
+
+impl Acceptor {
+    pub(super) fn run(self) {
+        if self.listener.set_nonblocking(true).is_err() {
+            return;
+        }
+        let open = Arc::new(AtomicU64::new(0));
+        let mut conns = Vec::new();
+        while !self.shutdown.is_set() {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    if open.load(Ordering::Relaxed) >= MAX_TCP_CONNECTIONS {
+                        continue; // dropped: closes the connection
+                    }
+                    self.counters.tcp_connections.fetch_add(1, Ordering::Relaxed);
+                    open.fetch_add(1, Ordering::Relaxed);
+                    let c = Conn {
+                        stream,
+                        cfg: self.cfg.clone(),
+                        counters: self.counters.clone(),
+                        shutdown: self.shutdown.clone(),
+                    };
+                    let open = open.clone();
+                    let spawned = std::thread::Builder::new().name("serve-tcp-conn".into()).spawn(move || {
+                        c.run();
+                        open.fetch_sub(1, Ordering::Relaxed);
+                    });
+                    if let Ok(h) = spawned {
+                        conns.push(h);
+                    }
+                    conns.retain(|h| !h.is_finished());
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    let _ = wirebench_net::wait_readable(&self.listener, POLL);
+                }
+                Err(_) => {}
+            }
+        }
+        for h in conns {
+            let _ = h.join();
+        }
+    }
+}
+
+struct Conn {
+    stream: TcpStream,
+    cfg: Config,
+    counters: Arc<Counters>,
+    shutdown: Shutdown,
+}
+
+impl Conn {
+    fn run(mut self) {
+        if let Some(c) = self.cfg.cpu {
+            let _ = wirebench_net::pin::pin_current_thread(c);
+        }
+        let spin = self.cfg.spin;
+        let setup = self.stream.set_nodelay(true).and_then(|()| {
+            if spin { self.stream.set_nonblocking(true) } else { self.stream.set_read_timeout(Some(POLL)) }
+        });
+        if setup.is_err() {
+            return;
+        }
+        let mut buf = vec![0u8; 4 * probe::MAX_LEN];
+        let (mut start, mut end) = (0usize, 0usize);
+        let mut last_traffic = Instant::now();
+        let mut spins = 0u32;
+        while !self.shutdown.is_set() {
+            match self.stream.read(&mut buf[end..]) {
+                Ok(0) => return,
+                Ok(n) => {
+                    let t2 = wall_now_ns();
+                    end += n;
+                    // Answer every whole frame in the buffer.
+                    loop {
+                        if end - start < 8 {
+                            break;
+                        }
+                        let mut h = [0u8; 8];
+                        h.copy_from_slice(&buf[start..start + 8]);
+                        let len = match probe::frame_len(&h) {
+                            Ok(l) => l,
+                            Err(e) => return self.counters.rejected(e),
+                        };
+                        if end - start < len {
+                            break;
+                        }
+                        if !self.answer(&mut buf[start..start + len], t2) {
+                            return;
+                        }
+                        start += len;
+                    }
+                    if start == end {
+                        (start, end) = (0, 0);
+                    } else if buf.len() - end < probe::MAX_LEN {
+                        buf.copy_within(start..end, 0);
+                        end -= start;
+                        start = 0;
+                    }
+                    last_traffic = Instant::now();
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    if spin {
+                        spins = spins.wrapping_add(1);
+                        if spins.is_multiple_of(4096) && last_traffic.elapsed() > SPIN_IDLE {
+                            let _ = wirebench_net::wait_readable(&self.stream, POLL);
+                            last_traffic = Instant::now();
+                        }
+                        std::hint::spin_loop();
+                    }
+                }
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Answers one frame; false if the connection must close.
+    fn answer(&mut self, frame: &mut [u8], t2: u64) -> bool {
+        let p = match Probe::parse(frame) {
+            Ok(p) => p,
+            Err(e) => {
+                self.counters.rejected(e);
+                return false;
+            }
+        };
+        if p.kind() != Kind::Probe {
+            self.counters.unexpected_kind.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+        probe::make_reply(frame, t2, wall_now_ns);
+        let mut off = 0;
+        while off < frame.len() {
+            match self.stream.write(&frame[off..]) {
+                Ok(0) => return false,
+                Ok(n) => off += n,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => std::hint::spin_loop(),
+                Err(_) => {
+                    self.counters.send_errors.fetch_add(1, Ordering::Relaxed);
+                    return false;
+                }
+            }
+        }
+        self.counters.tcp_probes.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+}

@@ -1,0 +1,83 @@
+//! The UDP echo loop.
+
+use std::io::ErrorKind;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use wirebench_core::wire::Kind;
+use wirebench_core::wire::probe::{self, FLAG_REPLY_GROUP, Probe};
+use wirebench_net::clock::wall_now_ns;
+
+use super::{Config, Counters};
+use crate::shutdown::{POLL, Shutdown};
+
+/// A busy-polling thread idle this long goes back to sleeping in the kernel.
+pub(super) const SPIN_IDLE: std::time::Duration = std::time::Duration::from_millis(50);
+
+pub(super) struct Worker {
+    pub(super) sock: UdpSocket,
+    pub(super) cfg: Config,
+    pub(super) counters: Arc<Counters>,
+    pub(super) shutdown: Shutdown,
+}
+
+impl Worker {
+    pub(super) fn run(self) {
+        if let Some(c) = self.cfg.cpu {
+            let _ = wirebench_net::pin::pin_current_thread(c);
+        }
+        let spin = self.cfg.spin;
+        let ok = if spin { self.sock.set_nonblocking(true) } else { self.sock.set_read_timeout(Some(POLL)) };
+        if ok.is_err() {
+            return;
+        }
+        let mut buf = vec![0u8; probe::MAX_LEN + 1];
+        let mut last_traffic = Instant::now();
+        let mut spins = 0u32;
+        while !self.shutdown.is_set() {
+            match self.sock.recv_from(&mut buf) {
+                Ok((n, from)) => {
+                    self.answer(&mut buf[..n], from);
+                    if spin {
+                        spins = 0;
+                        last_traffic = Instant::now();
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock && spin => {
+                    spins = spins.wrapping_add(1);
+                    // Look at the clock only now and then: it is the idle path.
+                    if spins.is_multiple_of(4096) && last_traffic.elapsed() > SPIN_IDLE {
+                        let _ = wirebench_net::wait_readable(&self.sock, POLL);
+                        last_traffic = Instant::now();
+                    }
+                    std::hint::spin_loop();
+                }
+                Err(_) => {}
+            }
+        }
+    }
+
+    #[inline]
+    fn answer(&self, buf: &mut [u8], from: SocketAddr) {
+        let t2 = if buf.len() >= probe::FULL_LEN { wall_now_ns() } else { 0 };
+        let p = match Probe::parse(buf) {
+            Ok(p) => p,
+            Err(e) => return self.counters.rejected(e),
+        };
+        if p.kind() != Kind::Probe {
+            self.counters.unexpected_kind.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let to = match self.cfg.reply_group {
+            Some(g) if p.flags() & FLAG_REPLY_GROUP != 0 => SocketAddr::V4(g),
+            _ => from,
+        };
+        probe::make_reply(buf, t2, wall_now_ns);
+        match self.sock.send_to(buf, to) {
+            Ok(_) => self.counters.udp_probes.fetch_add(1, Ordering::Relaxed),
+            Err(_) => self.counters.send_errors.fetch_add(1, Ordering::Relaxed),
+        };
+    }
+}

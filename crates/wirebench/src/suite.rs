@@ -1,0 +1,168 @@
+//! `wirebench suite`: the main job with no setup. Starts `serve` in-process on loopback,
+//! runs a short tour of every measurement that exists, prints one table and writes one
+//! JSON report per step to `wirebench-report/`.
+
+use std::path::PathBuf;
+
+use wirebench_core::report::{Report, Results};
+use wirebench_report::text::us;
+
+use crate::Ctx;
+use crate::ping::{self, Config as PingConfig};
+use crate::serve::{self, Server};
+use crate::shutdown::Shutdown;
+
+/// `wirebench suite` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// Where the reports go.
+    #[arg(long, default_value = "wirebench-report")]
+    pub out: PathBuf,
+    /// Scale every step's probe count (0.1 for a smoke run, 10 for a long one).
+    #[arg(long, default_value_t = 1.0)]
+    pub scale: f64,
+}
+
+/// One step of the tour.
+struct Step {
+    name: &'static str,
+    args: Vec<String>,
+}
+
+fn steps(target: &str, scale: f64) -> Vec<Step> {
+    #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "small positive counts")]
+    let n = |base: f64| ((base * scale).round() as u64).max(10).to_string();
+    let s = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>();
+    vec![
+        Step { name: "ping-udp", args: s(&[target, "--count", &n(20_000.0), "--warmup", &n(2_000.0)]) },
+        Step {
+            name: "ping-udp-full",
+            args: s(&[target, "--size", "64", "--count", &n(10_000.0), "--warmup", &n(1_000.0)]),
+        },
+        Step {
+            name: "ping-tcp",
+            args: s(&[target, "--proto", "tcp", "--count", &n(20_000.0), "--warmup", &n(2_000.0)]),
+        },
+        Step {
+            name: "ping-udp-open-10k",
+            args: s(&[target, "--rate", "10k/s", "--count", &n(20_000.0), "--warmup", &n(1_000.0)]),
+        },
+    ]
+}
+
+/// Runs the tour; returns the reports in step order.
+pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Vec<Report>> {
+    if !(args.scale > 0.0 && args.scale <= 100.0) {
+        return Err(crate::error::UsageError(format!("--scale {} is not in (0, 100]", args.scale)).into());
+    }
+    let server = Server::start(&serve::Config::loopback(), Shutdown::new())?;
+    let target = server.local_addr().to_string();
+    writeln!(ctx.out, "wirebench suite: serve on {target} (in-process), reports in {}/", args.out.display())?;
+    let mut reports = Vec::new();
+    let mut rows = Vec::new();
+    for step in steps(&target, args.scale) {
+        if ctx.shutdown.is_set() {
+            break;
+        }
+        let a = ping_args(&step.args)?;
+        let mut cfg = PingConfig::from_args(&a)?;
+        cfg.json = Some(args.out.join(format!("{}.json", step.name)));
+        let m = ping::measure(&cfg, ctx)?;
+        ping::save(&cfg, &m)?;
+        rows.push(row(step.name, &m.report));
+        reports.push(m.report);
+    }
+    let counters = server.stop();
+    print_table(ctx, &rows)?;
+    writeln!(ctx.out, "serve: {counters}")?;
+    Ok(reports)
+}
+
+fn ping_args(args: &[String]) -> anyhow::Result<ping::Args> {
+    #[derive(clap::Parser)]
+    struct P {
+        #[command(flatten)]
+        a: ping::Args,
+    }
+    use clap::Parser as _;
+    Ok(P::try_parse_from(std::iter::once("ping".to_owned()).chain(args.iter().cloned()))?.a)
+}
+
+fn row(name: &str, r: &Report) -> Vec<String> {
+    let Results::Ping(p) = &r.results;
+    let Some(resp) = p.responders.first() else {
+        return vec![name.into(), "no reply".into()];
+    };
+    let s = &resp.latency.summary;
+    #[expect(clippy::cast_precision_loss, reason = "display values")]
+    let at = |q: f64| s.at(q).map_or_else(|| "-".into(), |v| us(v as f64));
+    #[expect(clippy::cast_precision_loss, reason = "display values")]
+    let max = us(s.max_ns as f64);
+    let one_way = resp.one_way.map_or_else(
+        || "-".into(),
+        |o| format!("{}/{} ±{}", us_u(o.forward.p50_ns), us_u(o.reverse.p50_ns), us_u(o.bound_ns)),
+    );
+    vec![
+        name.into(),
+        format!("{} {}", p.proto, p.pacing),
+        s.count.to_string(),
+        at(50.0),
+        at(99.0),
+        at(99.9),
+        at(99.99),
+        max,
+        resp.lost.to_string(),
+        one_way,
+    ]
+}
+
+#[expect(clippy::cast_precision_loss, reason = "display values")]
+fn us_u(v: u64) -> String {
+    us(v as f64)
+}
+
+fn print_table(ctx: &mut Ctx<'_>, rows: &[Vec<String>]) -> anyhow::Result<()> {
+    let head: Vec<String> =
+        ["step", "mode", "count", "p50 us", "p99", "p99.9", "p99.99", "max", "lost", "one-way p50 fwd/rev"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+    let all: Vec<&Vec<String>> = std::iter::once(&head).chain(rows.iter()).collect();
+    let widths: Vec<usize> =
+        (0..head.len()).map(|i| all.iter().map(|r| r.get(i).map_or(0, String::len)).max().unwrap_or(0)).collect();
+    writeln!(ctx.out)?;
+    for r in all {
+        let cells: Vec<String> = r.iter().enumerate().map(|(i, c)| format!("{c:<w$}", w = widths[i])).collect();
+        writeln!(ctx.out, "{}", cells.join("  ").trim_end())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_step_parses() {
+        for s in steps("127.0.0.1:7878", 0.1) {
+            let a = ping_args(&s.args).unwrap();
+            PingConfig::from_args(&a).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_ten_second_budget() {
+        use std::time::Duration;
+        // The suite is the README's first command: keep it short.
+        let d: Duration = Duration::from_secs(10);
+        let probes: u64 = steps("127.0.0.1:7878", 1.0)
+            .iter()
+            .map(|s| {
+                let i = s.args.iter().position(|a| a == "--count").unwrap();
+                s.args[i + 1].parse::<u64>().unwrap()
+            })
+            .sum();
+        // Even at a slow 100 us per blocking round trip the probes fit in the budget.
+        assert!(Duration::from_micros(100) * u32::try_from(probes).unwrap() < d);
+    }
+}
