@@ -68,6 +68,8 @@ pub struct FakeLink {
     pub duplicate_every: Option<u64>,
     /// Probes that left the pinger.
     pub sent: u64,
+    /// Probe or reply datagrams the link dropped.
+    pub dropped: u64,
     queue: BinaryHeap<Reverse<InFlight>>,
     order: u64,
 }
@@ -85,6 +87,7 @@ impl FakeLink {
             hold_every: None,
             duplicate_every: None,
             sent: 0,
+            dropped: 0,
             queue: BinaryHeap::new(),
             order: 0,
         }
@@ -104,6 +107,7 @@ impl ProbeIo for FakeLink {
         for i in 0..self.responders.len() {
             let r = self.responders[i];
             if self.rng.chance(self.loss) {
+                self.dropped += 1;
                 continue;
             }
             let arrive = now + r.forward_ns;
@@ -114,6 +118,7 @@ impl ProbeIo for FakeLink {
                 continue;
             }
             if self.rng.chance(self.loss) {
+                self.dropped += 1;
                 continue;
             }
             let at = arrive + r.dwell_ns + r.reverse_ns + held;

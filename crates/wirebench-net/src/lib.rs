@@ -4,10 +4,13 @@
 //! - [`udp`] and [`tcp`]: the real probe transports, blocking or busy-polling.
 //! - [`multicast`], [`iface`]: group joins and interface lookup.
 //! - [`pin`]: CPU pinning and "where am I running".
-//! - `fake` (feature `fake`): an in-memory echo link on a virtual clock for the engines' tests.
+//! - `fake` (feature `fake`): an in-memory echo link on a virtual clock for the engines' tests,
+//!   and `alloc_count`, a counting allocator for no-allocation tests.
 //!
 //! This is the only crate allowed `unsafe`; each use carries a `// SAFETY:` comment.
 
+#[cfg(feature = "fake")]
+pub mod alloc_count;
 pub mod clock;
 mod error;
 #[cfg(feature = "fake")]

@@ -63,9 +63,7 @@ pub fn main_with(argv: Vec<String>, shutdown: Shutdown, out: &mut dyn Write, err
             return 0;
         }
         Err(e) => {
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or("error: bad arguments");
-            let _ = writeln!(err, "{first} (see --help)");
+            let _ = writeln!(err, "{} (see --help)", one_line(&e.to_string()));
             return 2;
         }
     };
@@ -78,6 +76,13 @@ pub fn main_with(argv: Vec<String>, shutdown: Shutdown, out: &mut dyn Write, err
             error::exit_code(&e)
         }
     }
+}
+
+/// Clap's message without the usage block, on one line.
+fn one_line(text: &str) -> String {
+    let body = text.split("\n\nUsage:").next().unwrap_or(text);
+    let body = body.split("\n\nFor more information").next().unwrap_or(body);
+    body.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

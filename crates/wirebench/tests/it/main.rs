@@ -1,1 +1,13 @@
+//! The one integration test binary (STYLE C12): one module per mode.
 
+// Test arithmetic on small known values.
+#![allow(clippy::cast_possible_truncation, clippy::cast_precision_loss, clippy::cast_sign_loss)]
+
+mod alloc; // the measured loop allocates nothing per probe (counting allocator)
+mod cli; // bad input, absent and dead peers, Ctrl-C: exit codes and partial reports
+mod fake; // the engine on the in-memory link: loss, lateness, CO correction, one-way
+mod netns; // namespaces: ping across a veth pair, multicast across a bridge (root)
+mod ping; // loopback UDP and TCP against an in-process serve; schema; hgrm; hlog
+mod serve_noise; // 100,000 bad datagrams at serve during a ping
+mod suite;
+mod support; // the suite's steps and files

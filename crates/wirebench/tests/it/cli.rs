@@ -1,0 +1,152 @@
+//! The command line as a user meets it: bad input exits 2 with one line; an absent or
+//! silent serve exits 1 with a hint; Ctrl-C and a dead peer still print and save.
+
+use std::net::UdpSocket;
+use std::time::Instant;
+
+use wirebench::Shutdown;
+use wirebench_core::report::{Outcome, Report, Results};
+
+use crate::support::{read_json, serve, wirebench, wirebench_with};
+
+#[test]
+fn bad_input_exits_2_with_one_line() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["ping", "not-an-address"], "bad address 'not-an-address'"),
+        (&["ping", "127.0.0.1:7878", "--size", "16"], "smallest probe is 32"),
+        (&["ping", "127.0.0.1:7878", "--timeout", "3fortnights"], "unknown unit"),
+        (&["ping", "127.0.0.1:7878", "--rate", "0"], "rate"),
+        (&["ping", "127.0.0.1:7878", "--no-such-flag"], "--no-such-flag"),
+        (&["ping"], "TARGET"),
+        (&["serve", "--join", "10.0.0.1:5000"], "not a multicast group"),
+        (&["serve", "--listen", "nowhere"], "bad address"),
+        (&["frobnicate"], "frobnicate"),
+    ];
+    for (args, want) in cases {
+        let r = wirebench(args);
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        assert_eq!(r.err.lines().count(), 1, "{args:?}: one line, got {:?}", r.err);
+        assert!(r.err.contains(want), "{args:?}: {:?} should mention {want}", r.err);
+    }
+}
+
+#[test]
+fn help_and_version_exit_0() {
+    let r = wirebench(&["--help"]);
+    assert_eq!(r.code, 0);
+    for cmd in ["serve", "ping", "suite"] {
+        assert!(r.out.contains(cmd), "{}", r.out);
+    }
+    let r = wirebench(&["ping", "--help"]);
+    assert!(r.out.contains("--rate") && r.out.contains("--reply-group"));
+    assert_eq!(wirebench(&["--version"]).code, 0);
+}
+
+fn closed_port() -> String {
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let a = s.local_addr().unwrap();
+    drop(s);
+    a.to_string()
+}
+
+#[test]
+fn a_closed_udp_port_exits_1_and_names_the_address() {
+    let target = closed_port();
+    let r = wirebench(&["ping", &target, "--timeout", "300ms"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.err.contains(&target) && r.err.contains("wirebench serve"), "{}", r.err);
+    assert_eq!(r.err.lines().count(), 1);
+}
+
+#[test]
+fn a_closed_tcp_port_exits_1() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = l.local_addr().unwrap().to_string();
+    drop(l);
+    let r = wirebench(&["ping", &target, "--proto", "tcp", "--timeout", "300ms"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.err.contains(&target) && r.err.contains("wirebench serve"), "{}", r.err);
+}
+
+#[test]
+fn a_silent_udp_peer_exits_1_after_the_timeout() {
+    // Bound, so no ICMP comes back, but it never answers.
+    let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let target = silent.local_addr().unwrap().to_string();
+    let t0 = Instant::now();
+    let r = wirebench(&["ping", &target, "--timeout", "200ms"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.err.contains("no reply from") && r.err.contains("200ms"), "{}", r.err);
+    // It gave up (the bound only proves it does not hang; timing claims live in bench/).
+    assert!(t0.elapsed().as_secs() < 10);
+}
+
+/// Waits (yielding, not sleeping) until serve answered `n` UDP probes.
+fn until_answered(srv: &wirebench::serve::Server, n: u64) {
+    let t0 = Instant::now();
+    while srv.counters().udp_probes < n {
+        assert!(t0.elapsed().as_secs() < 30, "serve never reached {n} probes");
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn ctrl_c_stops_prints_and_saves_what_was_measured() {
+    let srv = serve();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("partial.json");
+    let target = srv.local_addr().to_string();
+    let stop = Shutdown::new();
+    let r = std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            wirebench_with(
+                &["ping", &target, "--count", "100000000", "--warmup", "0", "--json", json.to_str().unwrap()],
+                stop.clone(),
+            )
+        });
+        until_answered(&srv, 3_000);
+        stop.trigger();
+        h.join().unwrap()
+    });
+    srv.stop();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.out.contains("interrupted"), "{}", r.out);
+    let report: Report = serde_json::from_value(read_json(&json)).unwrap();
+    assert_eq!(report.outcome, Outcome::Interrupted);
+    let Results::Ping(p) = report.results;
+    assert!(p.sent >= 2_000 && p.sent < 100_000_000, "{}", p.sent);
+    assert!(p.responders[0].received + 1 >= p.sent);
+}
+
+#[test]
+fn a_peer_that_dies_mid_run_exits_1_with_a_partial_report() {
+    let srv = serve();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("dead.json");
+    let target = srv.local_addr().to_string();
+    let r = std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            wirebench(&[
+                "ping",
+                &target,
+                "--count",
+                "100000000",
+                "--warmup",
+                "0",
+                "--timeout",
+                "100ms",
+                "--json",
+                json.to_str().unwrap(),
+            ])
+        });
+        until_answered(&srv, 3_000);
+        srv.stop();
+        h.join().unwrap()
+    });
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.out.contains("stopped answering"), "{}", r.out);
+    let report: Report = serde_json::from_value(read_json(&json)).unwrap();
+    assert_eq!(report.outcome, Outcome::PeerSilent);
+    let Results::Ping(p) = report.results;
+    assert!(p.responders[0].received >= 2_000);
+}

@@ -1,0 +1,19 @@
+//! `wirebench suite` end to end, scaled down: every step writes a valid report.
+
+use crate::support::{assert_valid_report, read_json, wirebench};
+
+#[test]
+fn suite_writes_a_valid_report_per_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("wirebench-report");
+    let r = wirebench(&["suite", "--out", out.to_str().unwrap(), "--scale", "0.05"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    for step in ["ping-udp", "ping-udp-full", "ping-tcp", "ping-udp-open-10k"] {
+        let path = out.join(format!("{step}.json"));
+        let v = read_json(&path);
+        assert_valid_report(&v);
+        assert_eq!(v["outcome"], "completed", "{step}");
+        assert!(r.out.contains(step), "the table names {step}: {}", r.out);
+    }
+    assert!(r.out.contains("p99.99"));
+}
