@@ -187,8 +187,8 @@ pub fn frame_len(header: &[u8; 8]) -> Result<usize, DecodeError> {
         return Err(DecodeError::Kind(header[3]));
     }
     let len = usize::from(u16::from_be_bytes([header[4], header[5]]));
-    if len < MIN_LEN {
-        return Err(DecodeError::Length { declared: len, got: MIN_LEN });
+    if !(MIN_LEN..=MAX_LEN).contains(&len) {
+        return Err(DecodeError::Length { declared: len, got: header.len() });
     }
     Ok(len)
 }
@@ -276,6 +276,8 @@ mod tests {
         h[5] = 4;
         h[4] = 0;
         assert!(matches!(frame_len(&h), Err(DecodeError::Length { .. })));
+        h[4..6].copy_from_slice(&65_535u16.to_be_bytes());
+        assert!(matches!(frame_len(&h), Err(DecodeError::Length { .. })), "longer than any probe");
     }
 
     proptest! {
