@@ -66,6 +66,9 @@ pub struct FakeLink {
     pub hold_every: Option<(u64, u64)>,
     /// Every `n`th probe is answered twice.
     pub duplicate_every: Option<u64>,
+    /// Responder `i` stops answering from send number `mute_from[i]` on (1-based; missing
+    /// entries never stop).
+    pub mute_from: Vec<u64>,
     /// Probes that left the pinger.
     pub sent: u64,
     /// Probe or reply datagrams the link dropped.
@@ -86,6 +89,7 @@ impl FakeLink {
             loss: 0.0,
             hold_every: None,
             duplicate_every: None,
+            mute_from: Vec::new(),
             sent: 0,
             dropped: 0,
             queue: BinaryHeap::new(),
@@ -106,6 +110,9 @@ impl ProbeIo for FakeLink {
         let copies = if self.duplicate_every.is_some_and(|n| self.sent.is_multiple_of(n)) { 2 } else { 1 };
         for i in 0..self.responders.len() {
             let r = self.responders[i];
+            if self.mute_from.get(i).is_some_and(|&m| self.sent >= m) {
+                continue;
+            }
             if self.rng.chance(self.loss) {
                 self.dropped += 1;
                 continue;

@@ -29,6 +29,9 @@ const DISCOVERY_BASE: u64 = u64::MAX - (1 << 20);
 /// Sequence numbers a responder window remembers (duplicates beyond it count as too old).
 const WINDOW: usize = 1 << 16;
 const INTERVAL_NS: u64 = 1_000_000_000;
+/// Closed loop: a responder that missed this many probes in a row is no longer waited for,
+/// so one dead multicast responder does not slow the run to one probe per timeout.
+const GIVE_UP_AFTER: u32 = 3;
 /// Where the thread runs is sampled every 1024 probes (a vDSO call).
 const CPU_SAMPLE_MASK: u64 = 1023;
 
@@ -83,8 +86,11 @@ pub struct Responder {
     /// What was measured.
     pub stats: ResponderStats,
     window: SeqWindow,
-    /// The seq it last answered in closed loop (to count who answered the current probe).
+    /// One past the seq it last answered (closed loop: who answered the current probe).
     answered: u64,
+    /// Closed loop: probes in a row it did not answer in time. Past [`GIVE_UP_AFTER`] the
+    /// loop stops waiting for it (it is still counted, and waited for again once it answers).
+    missed: u32,
 }
 
 /// What the loop measured.
@@ -311,13 +317,14 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
             self.send(seq, t1)?;
             seq += 1;
             let deadline = t1 + self.cfg.timeout_ns;
-            let expected = self.out.responders.len();
             while let Some(r) = self.io.recv_until(&mut self.recv_buf, deadline)? {
                 self.on_datagram(r.len, r.from, r.at_ns);
-                let answered = self.out.responders.iter().filter(|x| x.answered == seq).count();
-                if answered >= expected {
+                if self.out.responders.iter().all(|x| x.answered == seq || x.missed >= GIVE_UP_AFTER) {
                     break;
                 }
+            }
+            for x in &mut self.out.responders {
+                x.missed = if x.answered == seq { 0 } else { x.missed.saturating_add(1) };
             }
             now = self.clock.now_ns();
             self.check_silence(now);
@@ -411,6 +418,7 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
                 stats: ResponderStats::new(open, first),
                 window: SeqWindow::new(WINDOW),
                 answered: u64::MAX,
+                missed: 0,
             });
             self.out.responders.len() - 1
         };

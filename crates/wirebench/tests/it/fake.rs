@@ -121,6 +121,24 @@ fn multicast_gives_every_responder_its_own_histogram() {
 }
 
 #[test]
+fn a_dead_multicast_responder_does_not_slow_the_run() {
+    let (mut l, clock) = link(vec![responder(1, 10, 10), responder(2, 20, 20)], 1);
+    // Responder 2 answers nothing from send 101 on (the 100th measured probe).
+    l.mute_from = vec![u64::MAX, 101];
+    let mut c = cfg(1_000, 10_000);
+    c.multicast = true;
+    c.expect_responders = Some(2);
+    let out = run(&mut l, &clock, &c);
+    let (alive, dead) = (&out.responders[0].stats, &out.responders[1].stats);
+    assert_eq!((alive.received, dead.received), (1_000, 99));
+    assert_eq!(dead.lost(out.sent, out.measure_start_seq), 901);
+    // Three 10 ms timeouts, then one 42 us round trip per probe: far less than the
+    // 9 s that waiting out every timeout would take.
+    let took = wirebench_net::io::Clock::now_ns(&clock) - out.start_ns;
+    assert!(took < 100_000_000, "{took}");
+}
+
+#[test]
 fn expected_responders_end_discovery_early() {
     let (mut l, clock) = link(vec![responder(1, 10, 10), responder(2, 20, 20)], 1);
     let mut c = cfg(10, 1_000_000);

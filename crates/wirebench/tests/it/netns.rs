@@ -137,13 +137,26 @@ fn multicast_across_a_bridge_gives_one_result_per_responder() {
     }
     for (i, h) in hosts.iter().enumerate().skip(1) {
         let ip = format!("10.77.2.{}", i + 1);
-        lab.serve(h, &["serve", "--listen", "0.0.0.0:7878", "--join", "239.255.77.1:7878", "--interface", &ip]);
+        lab.serve(
+            h,
+            &[
+                "serve",
+                "--listen",
+                "0.0.0.0:7878",
+                "--join",
+                "239.255.77.1:7878",
+                "--interface",
+                &ip,
+                "--reply-group",
+                "239.255.77.3:7879",
+            ],
+        );
     }
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("mc.json");
-    let out = Lab::run(
-        &hosts[0],
-        &[
+    // Replies by unicast (the default), then on the reply group (Aeron's pong channel).
+    for reply_group in [None, Some("239.255.77.3:7879")] {
+        let json = dir.path().join("mc.json");
+        let mut args = vec![
             "ping",
             "239.255.77.1:7878",
             "--interface",
@@ -154,15 +167,19 @@ fn multicast_across_a_bridge_gives_one_result_per_responder() {
             "1000",
             "--json",
             json.to_str().unwrap(),
-        ],
-    );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let Results::Ping(p) = report(&json).results;
-    let mut addrs: Vec<&str> = p.responders.iter().map(|r| r.addr.as_str()).collect();
-    addrs.sort_unstable();
-    assert_eq!(addrs, ["10.77.2.2:7878", "10.77.2.3:7878"]);
-    for r in &p.responders {
-        assert_eq!((r.received, r.lost), (1000, 0), "{}", r.addr);
+        ];
+        if let Some(g) = reply_group {
+            args.extend(["--reply-group", g]);
+        }
+        let out = Lab::run(&hosts[0], &args);
+        assert!(out.status.success(), "{reply_group:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let Results::Ping(p) = report(&json).results;
+        let mut addrs: Vec<&str> = p.responders.iter().map(|r| r.addr.as_str()).collect();
+        addrs.sort_unstable();
+        assert_eq!(addrs, ["10.77.2.2:7878", "10.77.2.3:7878"], "{reply_group:?}");
+        for r in &p.responders {
+            assert_eq!((r.received, r.lost), (1000, 0), "{reply_group:?} {}", r.addr);
+        }
+        assert_eq!(p.combined.expect("a combined view").summary.count, 2000);
     }
-    assert_eq!(p.combined.expect("a combined view").summary.count, 2000);
 }
