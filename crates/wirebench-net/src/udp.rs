@@ -25,6 +25,8 @@ pub struct UdpProbeIo {
     sock: UdpSocket,
     /// `None` for a connected (unicast) socket, the group for multicast.
     dest: Option<SocketAddr>,
+    /// The connected peer (unicast): replies can only come from it.
+    peer: Option<SocketAddr>,
     wait: Wait,
     timeout_ns: u64,
     clock: MonoClock,
@@ -46,7 +48,9 @@ impl UdpProbeIo {
             UdpSocket::bind(addr).map_err(|source| NetError::Bind { addr, source })?
         };
         sock.connect(target).map_err(|source| NetError::Connect { addr: target, source })?;
-        Self::finish(sock, None, wait, timeout)
+        let mut io = Self::finish(sock, None, wait, timeout)?;
+        io.peer = Some(target);
+        Ok(io)
     }
 
     /// A socket that sends to `group` and takes unicast replies from every responder, or,
@@ -73,7 +77,7 @@ impl UdpProbeIo {
             Wait::Block => opt("SO_RCVTIMEO", sock.set_read_timeout(Some(timeout.max(Duration::from_micros(1)))))?,
         }
         let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
-        Ok(Self { sock, dest, wait, timeout_ns, clock: MonoClock::default() })
+        Ok(Self { sock, dest, peer: None, wait, timeout_ns, clock: MonoClock::default() })
     }
 
     /// The local address.
@@ -113,7 +117,12 @@ impl ProbeIo for UdpProbeIo {
                     return Ok(None);
                 }
             }
-            match self.sock.recv_from(buf) {
+            // A connected socket only hears its peer: `recv` spares the address copy.
+            let r = match self.peer {
+                Some(peer) => self.sock.recv(buf).map(|n| (n, peer)),
+                None => self.sock.recv_from(buf),
+            };
+            match r {
                 Ok((len, from)) => return Ok(Some(Received { len, from, at_ns: self.clock.now_ns() })),
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
