@@ -11,16 +11,22 @@
 //! - [`schedule`]: `Pacing`, `Stop` and the intended send times of open and closed loops.
 //! - [`latency`]: histograms per phase and view (corrected, uncorrected, warm-up).
 //! - [`seq`]: a sliding window that tells new, duplicate and too-old sequence numbers apart.
+//! - [`stream`]: receive-side accounting of sequenced streams (loss, reordering, gaps).
+//! - [`jitter`]: RFC 3550 interarrival jitter.
 //! - [`clocksync`]: NTP-style offset and one-way delay with an explicit bound.
 //! - [`rng`]: a seeded generator for simulated links.
+//! - [`ratesearch`]: RFC 2544 binary search for the highest loss-free rate.
 //! - [`units`]: human units (`10ms`, `50k/s`) as newtypes.
 //! - [`report`]: the versioned `Report` and the histogram codec.
 
 pub mod clocksync;
+pub mod jitter;
 pub mod latency;
+pub mod ratesearch;
 pub mod report;
 pub mod rng;
 pub mod schedule;
 pub mod seq;
+pub mod stream;
 pub mod units;
 pub mod wire;

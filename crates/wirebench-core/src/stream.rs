@@ -1,0 +1,291 @@
+//! Receive-side accounting of a sequenced stream, per publisher (STYLE C1: pure, fed with
+//! sequence numbers and times): received, missing, duplicates, out of order with
+//! DatagramTest's average offset, loss gaps, RFC 3550 jitter, throughput; for the lifetime
+//! and per interval.
+//!
+//! Definitions (stated, because tools differ):
+//! - **expected** = highest sequence seen + 1 - first sequence seen (a stream's start is its
+//!   first datagram; datagrams lost before the first arrival are invisible, as in iperf).
+//! - **missing** = expected - unique received. A datagram that arrives late fills its hole.
+//! - **out of order** = a new datagram whose sequence is below the highest seen; its
+//!   **offset** is how far below (DatagramTest's "avg offset" is the mean of these).
+//! - **loss gap** = a jump past the next expected sequence when it is detected: its length
+//!   in datagrams, and its duration from the last arrival before it to the arrival that
+//!   revealed it. Gaps later filled by reordered datagrams still count as seen.
+//! - **duplicate** = a sequence already received (inside a window of 2^20 sequences; older
+//!   ones are counted as `too_old`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::jitter::Jitter;
+use crate::seq::{Arrival, SeqWindow};
+
+const WINDOW: usize = 1 << 20;
+
+/// Counters of one stream (lifetime or one interval); plain data for reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct StreamCounts {
+    /// Unique datagrams received.
+    pub received: u64,
+    /// Bytes of those (UDP payload).
+    pub bytes: u64,
+    /// Expected datagrams (see the module docs).
+    pub expected: u64,
+    /// Duplicates.
+    pub duplicates: u64,
+    /// New datagrams below the highest sequence seen.
+    pub out_of_order: u64,
+    /// Sum of their offsets (for the mean).
+    pub offset_sum: u64,
+    /// Loss gaps seen.
+    pub gaps: u64,
+    /// Datagrams in those gaps.
+    pub gap_datagrams: u64,
+    /// Time spanned by those gaps, ns.
+    pub gap_ns: u64,
+    /// Datagrams too old to tell new from duplicate.
+    pub too_old: u64,
+    /// First and last arrival, ns (receiver clock).
+    pub first_ns: u64,
+    /// Last arrival.
+    pub last_ns: u64,
+    /// RFC 3550 jitter at the end of the span, ns.
+    pub jitter_ns: f64,
+}
+
+impl StreamCounts {
+    /// Missing datagrams: expected minus unique received.
+    pub const fn missing(&self) -> u64 {
+        self.expected.saturating_sub(self.received)
+    }
+
+    /// Share of expected datagrams that arrived (1.0 when nothing was expected).
+    #[expect(clippy::cast_precision_loss, reason = "ratios")]
+    pub fn success_rate(&self) -> f64 {
+        if self.expected == 0 { 1.0 } else { self.received as f64 / self.expected as f64 }
+    }
+
+    /// Mean out-of-order offset, datagrams.
+    #[expect(clippy::cast_precision_loss, reason = "ratios")]
+    pub fn avg_offset(&self) -> f64 {
+        if self.out_of_order == 0 { 0.0 } else { self.offset_sum as f64 / self.out_of_order as f64 }
+    }
+
+    /// Mean gap length, datagrams.
+    #[expect(clippy::cast_precision_loss, reason = "ratios")]
+    pub fn mean_gap(&self) -> f64 {
+        if self.gaps == 0 { 0.0 } else { self.gap_datagrams as f64 / self.gaps as f64 }
+    }
+
+    /// Mean gap duration, ns.
+    #[expect(clippy::cast_precision_loss, reason = "ratios")]
+    pub fn mean_gap_ns(&self) -> f64 {
+        if self.gaps == 0 { 0.0 } else { self.gap_ns as f64 / self.gaps as f64 }
+    }
+
+    /// Span from first to last arrival, ns.
+    pub const fn span_ns(&self) -> u64 {
+        self.last_ns.saturating_sub(self.first_ns)
+    }
+
+    /// Datagrams per second over `span_ns` (or the given span).
+    #[expect(clippy::cast_precision_loss, reason = "rates")]
+    pub fn per_sec(&self, span_ns: u64) -> f64 {
+        if span_ns == 0 { 0.0 } else { self.received as f64 * 1e9 / span_ns as f64 }
+    }
+
+    /// Payload bits per second over `span_ns`.
+    #[expect(clippy::cast_precision_loss, reason = "rates")]
+    pub fn bits_per_sec(&self, span_ns: u64) -> f64 {
+        if span_ns == 0 { 0.0 } else { self.bytes as f64 * 8e9 / span_ns as f64 }
+    }
+
+    /// What happened between `earlier` and `self` (both lifetime snapshots).
+    #[must_use]
+    pub fn since(&self, earlier: &Self) -> Self {
+        Self {
+            received: self.received - earlier.received,
+            bytes: self.bytes - earlier.bytes,
+            expected: self.expected - earlier.expected,
+            duplicates: self.duplicates - earlier.duplicates,
+            out_of_order: self.out_of_order - earlier.out_of_order,
+            offset_sum: self.offset_sum - earlier.offset_sum,
+            gaps: self.gaps - earlier.gaps,
+            gap_datagrams: self.gap_datagrams - earlier.gap_datagrams,
+            gap_ns: self.gap_ns - earlier.gap_ns,
+            too_old: self.too_old - earlier.too_old,
+            first_ns: if earlier.received == 0 { self.first_ns } else { earlier.last_ns },
+            last_ns: self.last_ns,
+            jitter_ns: self.jitter_ns,
+        }
+    }
+
+    /// Adds another stream's counts (for totals across publishers).
+    pub fn add(&mut self, o: &Self) {
+        let first = if self.received == 0 {
+            o.first_ns
+        } else if o.received == 0 {
+            self.first_ns
+        } else {
+            self.first_ns.min(o.first_ns)
+        };
+        self.received += o.received;
+        self.bytes += o.bytes;
+        self.expected += o.expected;
+        self.duplicates += o.duplicates;
+        self.out_of_order += o.out_of_order;
+        self.offset_sum += o.offset_sum;
+        self.gaps += o.gaps;
+        self.gap_datagrams += o.gap_datagrams;
+        self.gap_ns += o.gap_ns;
+        self.too_old += o.too_old;
+        self.first_ns = first;
+        self.last_ns = self.last_ns.max(o.last_ns);
+        self.jitter_ns = self.jitter_ns.max(o.jitter_ns);
+    }
+}
+
+/// The receive-side state of one publisher's stream. Allocates its window once.
+#[derive(Debug, Clone)]
+pub struct StreamRx {
+    window: SeqWindow,
+    first_seq: Option<u64>,
+    highest: u64,
+    jitter: Jitter,
+    counts: StreamCounts,
+}
+
+impl Default for StreamRx {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl StreamRx {
+    /// A stream with nothing received.
+    pub fn new() -> Self {
+        Self {
+            window: SeqWindow::new(WINDOW),
+            first_seq: None,
+            highest: 0,
+            jitter: Jitter::default(),
+            counts: StreamCounts::default(),
+        }
+    }
+
+    /// Accounts one datagram of `len` payload bytes with sequence `seq`, sent at `sent_ns`
+    /// (sender's clock) and received at `recv_ns` (ours).
+    pub fn on_datagram(&mut self, seq: u64, len: usize, sent_ns: u64, recv_ns: u64) {
+        let c = &mut self.counts;
+        match self.window.on_seq(seq) {
+            Arrival::Duplicate => {
+                c.duplicates += 1;
+                return;
+            }
+            Arrival::TooOld => {
+                c.too_old += 1;
+                return;
+            }
+            Arrival::New => {}
+        }
+        match self.first_seq {
+            None => {
+                self.first_seq = Some(seq);
+                self.highest = seq;
+                c.first_ns = recv_ns;
+                c.expected = 1;
+            }
+            Some(first) if seq > self.highest => {
+                let gap = seq - self.highest - 1;
+                if gap > 0 {
+                    c.gaps += 1;
+                    c.gap_datagrams += gap;
+                    c.gap_ns += recv_ns.saturating_sub(c.last_ns);
+                }
+                self.highest = seq;
+                c.expected = seq - first + 1;
+            }
+            Some(first) => {
+                if seq < first {
+                    // Before the first arrival: the stream started earlier than we thought.
+                    c.expected += first - seq;
+                    self.first_seq = Some(seq);
+                }
+                c.out_of_order += 1;
+                c.offset_sum += self.highest - seq;
+            }
+        }
+        c.received += 1;
+        c.bytes += len as u64;
+        c.last_ns = c.last_ns.max(recv_ns);
+        self.jitter.update(sent_ns, recv_ns);
+        c.jitter_ns = self.jitter.ns();
+    }
+
+    /// The lifetime counts so far.
+    pub const fn counts(&self) -> &StreamCounts {
+        &self.counts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(seqs: &[u64]) -> StreamCounts {
+        let mut rx = StreamRx::new();
+        for (i, &s) in seqs.iter().enumerate() {
+            let t = i as u64 * 1000;
+            rx.on_datagram(s, 100, s * 1000, t + 50_000);
+        }
+        *rx.counts()
+    }
+
+    #[test]
+    fn in_order_stream_is_complete() {
+        let c = feed(&(0..1000).collect::<Vec<_>>());
+        assert_eq!((c.received, c.expected, c.missing(), c.duplicates, c.out_of_order, c.gaps), (1000, 1000, 0, 0, 0, 0));
+        assert_eq!(c.bytes, 100_000);
+        assert!((c.success_rate() - 1.0).abs() < f64::EPSILON);
+    }
+
+    /// A hand-made trace: 0 1 2 [3 4 lost] 5 6 [7 late] 8 7 9 9(dup) [10..=12 lost] 13
+    #[test]
+    fn hand_computed_trace() {
+        let c = feed(&[0, 1, 2, 5, 6, 8, 7, 9, 9, 13]);
+        assert_eq!(c.received, 9);
+        assert_eq!(c.expected, 14);
+        assert_eq!(c.missing(), 5, "3, 4, 10, 11, 12");
+        assert_eq!(c.duplicates, 1);
+        assert_eq!(c.out_of_order, 1);
+        assert!((c.avg_offset() - 1.0).abs() < f64::EPSILON, "7 arrived when 8 was highest");
+        // gaps as detected: 3-4 (2), 7 (1, later filled), 10-12 (3)
+        assert_eq!((c.gaps, c.gap_datagrams), (3, 6));
+        assert!((c.mean_gap() - 2.0).abs() < f64::EPSILON);
+        // arrivals are 1 us apart; a gap lasts from the last new arrival before it: 1 us,
+        // 1 us, and 2 us for the last (the duplicate in between is not an arrival)
+        assert_eq!(c.gap_ns, 4 * 1000);
+    }
+
+    #[test]
+    fn intervals_subtract() {
+        let mut rx = StreamRx::new();
+        for s in 0..10u64 {
+            rx.on_datagram(s, 10, s, s + 1);
+        }
+        let a = *rx.counts();
+        for s in [12u64, 13, 11] {
+            rx.on_datagram(s, 10, s, s + 1);
+        }
+        let d = rx.counts().since(&a);
+        assert_eq!((d.received, d.expected, d.out_of_order, d.gaps, d.bytes), (3, 4, 1, 1, 30));
+    }
+
+    #[test]
+    fn totals_add() {
+        let mut a = feed(&[0, 1, 3]);
+        let b = feed(&[0, 2]);
+        a.add(&b);
+        assert_eq!((a.received, a.expected, a.missing()), (5, 7, 2));
+    }
+}
