@@ -244,7 +244,10 @@ mod tests {
     #[test]
     fn in_order_stream_is_complete() {
         let c = feed(&(0..1000).collect::<Vec<_>>());
-        assert_eq!((c.received, c.expected, c.missing(), c.duplicates, c.out_of_order, c.gaps), (1000, 1000, 0, 0, 0, 0));
+        assert_eq!(
+            (c.received, c.expected, c.missing(), c.duplicates, c.out_of_order, c.gaps),
+            (1000, 1000, 0, 0, 0, 0)
+        );
         assert_eq!(c.bytes, 100_000);
         assert!((c.success_rate() - 1.0).abs() < f64::EPSILON);
     }
