@@ -64,6 +64,19 @@ impl RateSearch {
         Trial { rate, loss, passed }
     }
 
+    /// Records a trial whose sender asked for `requested` but managed only `achieved`: when
+    /// it fell short by more than 3 %, the requested rate is out of reach (it becomes the
+    /// top of the bracket) and a pass counts at the achieved rate, never the requested one.
+    pub fn on_result_achieved(&mut self, requested: f64, achieved: f64, loss: f64) -> Trial {
+        if achieved >= 0.97 * requested {
+            return self.on_result(requested, loss);
+        }
+        let t = self.on_result(achieved, loss);
+        self.fail = self.fail.min(requested);
+        self.pass = self.pass.min(self.fail);
+        t
+    }
+
     /// The highest rate that passed (0 if none did).
     pub const fn result(&self) -> f64 {
         self.pass
@@ -105,6 +118,21 @@ mod tests {
     fn a_clean_top_ends_at_once() {
         let (r, trials) = search(2000.0, 1000.0, 0.0, 0.01);
         assert_eq!((r, trials), (1000.0, 1));
+    }
+
+    #[test]
+    fn a_sender_that_cannot_keep_up_caps_the_search() {
+        // The link would carry 900, but the sender manages at most 500.
+        let mut s = RateSearch::new(1000.0, 0.0, 0.01);
+        let mut trials = 0;
+        while let Some(r) = s.next_rate() {
+            let achieved = r.min(500.0);
+            let loss = if achieved > 900.0 { 0.1 } else { 0.0 };
+            s.on_result_achieved(r, achieved, loss);
+            trials += 1;
+            assert!(trials < 50);
+        }
+        assert!(s.result() <= 500.0 && s.result() >= 490.0, "{}", s.result());
     }
 
     #[test]

@@ -208,3 +208,101 @@ mod tests {
         assert!("two".parse::<CountOrSpan>().is_err());
     }
 }
+
+/// How fast a stream sends: `max` (flat out), bits (`800mbit`, `1.5gbit`, `64kbit`), bytes
+/// (`100MB/s`, `10KB/s`) or messages (`50k/s`, `2000/s`). Bits and bytes count the message
+/// (UDP payload) bytes, as iperf does.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StreamRate {
+    /// As fast as the sender can.
+    Max,
+    /// Payload bits per second.
+    Bits(f64),
+    /// Messages per second.
+    Msgs(f64),
+}
+
+impl StreamRate {
+    /// Messages per second for messages of `size` bytes (`None` = flat out).
+    pub fn per_sec(self, size: usize) -> Option<f64> {
+        match self {
+            Self::Max => None,
+            #[expect(clippy::cast_precision_loss, reason = "sizes are far below 2^52")]
+            Self::Bits(b) => Some(b / (8.0 * size as f64)),
+            Self::Msgs(m) => Some(m),
+        }
+    }
+}
+
+impl FromStr for StreamRate {
+    type Err = UnitError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        const WHAT: &str = "rate";
+        let t = s.trim();
+        if t.eq_ignore_ascii_case("max") {
+            return Ok(Self::Max);
+        }
+        let Some((n, unit)) = split_number(t) else {
+            return Err(err(WHAT, s, "is not a rate (try max, 800mbit, 100MB/s, 50k/s)"));
+        };
+        let bits = match unit {
+            "bit" | "bps" | "bit/s" => Some(1.0),
+            "kbit" | "kbps" | "kbit/s" => Some(1e3),
+            "mbit" | "Mbit" | "mbps" | "Mbps" | "mbit/s" | "Mbit/s" => Some(1e6),
+            "gbit" | "Gbit" | "gbps" | "Gbps" | "gbit/s" | "Gbit/s" => Some(1e9),
+            "B/s" => Some(8.0),
+            "KB/s" | "kB/s" => Some(8e3),
+            "MB/s" => Some(8e6),
+            "GB/s" => Some(8e9),
+            _ => None,
+        };
+        let rate = if let Some(mult) = bits {
+            Self::Bits(n * mult)
+        } else {
+            let msgs: MsgRate = t.parse().map_err(|_| {
+                err(WHAT, s, "has an unknown unit (use max, bit/kbit/mbit/gbit, B/s KB/s MB/s GB/s, /s k/s M/s)")
+            })?;
+            Self::Msgs(msgs.per_sec())
+        };
+        match rate {
+            Self::Bits(b) if !(b > 0.0 && b <= 1e13) => Err(err(WHAT, s, "must be above 0 and at most 10 Tbit/s")),
+            r => Ok(r),
+        }
+    }
+}
+
+impl fmt::Display for StreamRate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::Max => f.write_str("max"),
+            Self::Bits(b) if b >= 1e9 => write!(f, "{}gbit", b / 1e9),
+            Self::Bits(b) if b >= 1e6 => write!(f, "{}mbit", b / 1e6),
+            Self::Bits(b) => write!(f, "{}kbit", b / 1e3),
+            Self::Msgs(m) => write!(f, "{}", MsgRate(m)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod stream_rate_tests {
+    use super::*;
+
+    #[test]
+    fn stream_rates() {
+        let r = |s: &str| s.parse::<StreamRate>();
+        assert_eq!(r("max"), Ok(StreamRate::Max));
+        assert_eq!(r("800mbit"), Ok(StreamRate::Bits(800e6)));
+        assert_eq!(r("60.76mbit"), Ok(StreamRate::Bits(60.76e6)));
+        assert_eq!(r("1gbit"), Ok(StreamRate::Bits(1e9)));
+        assert_eq!(r("100MB/s"), Ok(StreamRate::Bits(800e6)));
+        assert_eq!(r("50k/s"), Ok(StreamRate::Msgs(50_000.0)));
+        assert_eq!(r("2000/s"), Ok(StreamRate::Msgs(2000.0)));
+        for bad in ["0", "0mbit", "fast", "10 furlongs", "-1mbit"] {
+            assert!(r(bad).is_err(), "{bad}");
+        }
+        assert_eq!(StreamRate::Bits(800e6).per_sec(1000), Some(100_000.0));
+        assert_eq!(StreamRate::Max.per_sec(1000), None);
+        assert_eq!(StreamRate::Bits(800e6).to_string(), "800mbit");
+    }
+}

@@ -2,7 +2,9 @@
 //! version and a kind, so a receiver can tell ours from foreign traffic before it reads
 //! further. All integers are big-endian. `docs/wire-format.md` is the prose version.
 
+pub mod control;
 pub mod probe;
+pub mod stream;
 
 /// `"WB"`: the first two bytes of every wirebench datagram and frame.
 pub const MAGIC: u16 = 0x5742;
@@ -17,6 +19,10 @@ pub enum Kind {
     Probe = 1,
     /// The echo of a probe, from `serve` back to `ping`.
     Reply = 2,
+    /// A sequenced stream datagram or frame (`stream`, `listen`).
+    Stream = 3,
+    /// A control frame (length-prefixed JSON) on a TCP connection to `serve`.
+    Control = 4,
 }
 
 impl Kind {
@@ -25,6 +31,8 @@ impl Kind {
         match b {
             1 => Some(Self::Probe),
             2 => Some(Self::Reply),
+            3 => Some(Self::Stream),
+            4 => Some(Self::Control),
             _ => None,
         }
     }

@@ -1,5 +1,6 @@
 //! wirebench's socket layer: everything that touches the kernel, behind narrow traits.
 //!
+//! - [`batch`]: UDP GSO/GRO batches and socket buffer sizing.
 //! - [`io`]: the seam. `ProbeIo` (send a probe, receive until a deadline) and `Clock`.
 //! - [`udp`] and [`tcp`]: the real probe transports, blocking or busy-polling.
 //! - [`multicast`], [`iface`]: group joins and interface lookup.
@@ -11,6 +12,7 @@
 
 #[cfg(feature = "fake")]
 pub mod alloc_count;
+pub mod batch;
 pub mod clock;
 mod error;
 #[cfg(feature = "fake")]
@@ -20,6 +22,7 @@ pub mod io;
 pub mod multicast;
 pub mod pin;
 pub mod tcp;
+pub mod tcpinfo;
 pub mod udp;
 mod wait;
 

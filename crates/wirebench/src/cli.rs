@@ -18,6 +18,10 @@ pub enum Command {
     Serve(crate::serve::Args),
     /// Round-trip latency to a serve (UDP unicast or multicast, TCP), closed or open loop.
     Ping(crate::ping::Args),
+    /// Throughput and loss of a sequenced UDP or TCP stream to one or more serves.
+    Stream(crate::stream::Args),
+    /// A standalone receiver: DatagramTest's Now/Lifetime reports per publisher.
+    Listen(crate::listen::Args),
     /// The main job with no setup: serve in-process on loopback and a short tour of every
     /// measurement, saved to wirebench-report/.
     Suite(crate::suite::Args),

@@ -7,12 +7,16 @@
 //! (atomic result files) and [`error`] (exit codes).
 
 pub mod cli;
+pub mod control;
 pub mod error;
+pub mod flow;
 pub mod host;
+pub mod listen;
 pub mod output;
 pub mod ping;
 pub mod serve;
 pub mod shutdown;
+pub mod stream;
 pub mod suite;
 
 use std::io::Write;
@@ -49,6 +53,11 @@ pub fn run(cli: &Cli, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
             let report = ping::run(a, ctx)?;
             Ok(u8::from(report.outcome == Outcome::PeerSilent))
         }
+        Command::Stream(a) => {
+            let report = stream::run(a, ctx)?;
+            Ok(u8::from(report.outcome == Outcome::PeerSilent))
+        }
+        Command::Listen(a) => listen::run(a, ctx).map(|_| 0),
         Command::Suite(a) => suite::run(a, ctx).map(|_| 0),
     }
 }

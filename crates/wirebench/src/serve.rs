@@ -12,6 +12,7 @@
 //! `--spin`; a busy-polling thread that has been idle for 50 ms falls back to sleeping in
 //! `ppoll` until traffic returns, so an idle `serve --spin` does not burn a core.
 
+mod stream;
 mod tcp;
 mod udp;
 
@@ -22,6 +23,7 @@ use std::thread::JoinHandle;
 
 use anyhow::Context as _;
 use serde::Serialize;
+use wirebench_core::units::{Span, StreamRate};
 use wirebench_core::wire::DecodeError;
 use wirebench_net::multicast;
 
@@ -58,6 +60,15 @@ pub struct Args {
     /// Pin the serving threads to this CPU.
     #[arg(long)]
     pub cpu: Option<usize>,
+    /// Require this token from stream clients (the probe echo stays open).
+    #[arg(long, env = "WIREBENCH_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// The longest a client may make this serve send (reverse streams).
+    #[arg(long, default_value = "10m")]
+    pub max_duration: Span,
+    /// The fastest a client may make this serve send, e.g. 1gbit or 100k/s [default: no cap].
+    #[arg(long)]
+    pub max_rate: Option<StreamRate>,
 }
 
 /// A validated serve configuration.
@@ -77,6 +88,13 @@ pub struct Config {
     pub spin: bool,
     /// Pin.
     pub cpu: Option<usize>,
+    /// Token stream clients must present.
+    pub token: Option<String>,
+    /// Cap on how long serve sends for a client.
+    pub max_duration: std::time::Duration,
+    /// Cap on how fast serve sends for a client (converted to messages per second at each
+    /// request's message size).
+    pub max_rate: Option<StreamRate>,
 }
 
 impl Config {
@@ -105,6 +123,9 @@ impl Config {
             ttl: a.ttl,
             spin: a.spin,
             cpu: a.cpu,
+            token: a.token.clone(),
+            max_duration: a.max_duration.0,
+            max_rate: a.max_rate.filter(|r| *r != StreamRate::Max),
         })
     }
 
@@ -118,6 +139,9 @@ impl Config {
             ttl: 32,
             spin: false,
             cpu: None,
+            token: None,
+            max_duration: std::time::Duration::from_secs(600),
+            max_rate: None,
         }
     }
 }
@@ -141,6 +165,10 @@ pub struct Counters {
     pub unexpected_kind: AtomicU64,
     /// Replies the kernel would not send.
     pub send_errors: AtomicU64,
+    /// Stream sessions served.
+    pub streams: AtomicU64,
+    /// Control connections refused or broken (bad first frame, bad request, a client gone).
+    pub control_errors: AtomicU64,
 }
 
 impl Counters {
@@ -166,6 +194,8 @@ impl Counters {
             bad_version: g(&self.bad_version),
             unexpected_kind: g(&self.unexpected_kind),
             send_errors: g(&self.send_errors),
+            streams: g(&self.streams),
+            control_errors: g(&self.control_errors),
         }
     }
 }
@@ -189,13 +219,17 @@ pub struct CounterSnapshot {
     pub unexpected_kind: u64,
     /// Replies not sent.
     pub send_errors: u64,
+    /// Stream sessions.
+    pub streams: u64,
+    /// Control errors.
+    pub control_errors: u64,
 }
 
 impl std::fmt::Display for CounterSnapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "answered {} udp + {} tcp probes on {} tcp connections; dropped {} malformed, {} foreign, {} other-version, {} not-a-probe; {} send errors",
+            "answered {} udp + {} tcp probes on {} tcp connections; dropped {} malformed, {} foreign, {} other-version, {} not-a-probe; {} send errors; {} streams, {} control errors",
             self.udp_probes,
             self.tcp_probes,
             self.tcp_connections,
@@ -203,7 +237,9 @@ impl std::fmt::Display for CounterSnapshot {
             self.foreign,
             self.bad_version,
             self.unexpected_kind,
-            self.send_errors
+            self.send_errors,
+            self.streams,
+            self.control_errors
         )
     }
 }

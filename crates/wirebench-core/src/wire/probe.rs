@@ -123,9 +123,8 @@ impl<'a> Probe<'a> {
         if buf[2] != VERSION {
             return Err(DecodeError::Version(buf[2]));
         }
-        match Kind::from_byte(buf[3]) {
-            Some(Kind::Probe | Kind::Reply) => {}
-            None => return Err(DecodeError::Kind(buf[3])),
+        if !matches!(Kind::from_byte(buf[3]), Some(Kind::Probe | Kind::Reply)) {
+            return Err(DecodeError::Kind(buf[3]));
         }
         if buf.len() < MIN_LEN {
             return Err(DecodeError::Truncated { need: MIN_LEN, got: buf.len() });

@@ -88,6 +88,7 @@ impl Conn {
         let (mut start, mut end) = (0usize, 0usize);
         let mut last_traffic = Instant::now();
         let mut spins = 0u32;
+        let mut first = true;
         while !self.shutdown.is_set() {
             match self.stream.read(&mut buf[end..]) {
                 Ok(0) => return,
@@ -101,6 +102,19 @@ impl Conn {
                         }
                         let mut h = [0u8; 8];
                         h.copy_from_slice(&buf[start..start + 8]);
+                        if first && h[3] == Kind::Control as u8 {
+                            // A stream session, not probes: hand the connection over.
+                            let _ = self.stream.set_nonblocking(false);
+                            let prefix = buf[start..end].to_vec();
+                            return super::stream::handle(
+                                self.stream,
+                                &prefix,
+                                &self.cfg,
+                                &self.counters,
+                                &self.shutdown,
+                            );
+                        }
+                        first = false;
                         let len = match probe::frame_len(&h) {
                             Ok(l) => l,
                             Err(e) => return self.counters.rejected(e),

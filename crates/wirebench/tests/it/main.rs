@@ -9,5 +9,6 @@ mod fake; // the engine on the in-memory link: loss, lateness, CO correction, on
 mod netns; // namespaces: ping across a veth pair, multicast across a bridge (root)
 mod ping; // loopback UDP and TCP against an in-process serve; schema; hgrm; hlog
 mod serve_noise; // 100,000 bad datagrams at serve during a ping
+mod stream; // stream and listen on loopback: complete, both sides, reverse only to the client
 mod suite;
 mod support; // the suite's steps and files

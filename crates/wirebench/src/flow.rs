@@ -1,0 +1,16 @@
+//! The data paths shared by the stream client and `serve`: a paced sender and a receiver
+//! that accounts per publisher, over UDP (GSO/GRO batches) or TCP (frames).
+//!
+//! Sending: message `n` of a paced stream is due at `start + n / rate`; messages go in
+//! batches of `b` (one GSO send), `b` chosen so a batch spans about 50 µs at the rate (1 at
+//! low rates, so pacing stays even). Flat out (`max`) sends full batches on a blocking
+//! socket, so the kernel's send buffer is the only brake, as with iperf.
+//!
+//! Receiving: one clock read per `recvmsg` (a GRO batch shares its arrival time), then each
+//! datagram is checked and accounted in its publisher's `StreamRx`.
+
+pub mod recv;
+pub mod send;
+
+/// Socket buffers asked for per stream socket (granted past `rmem_max` only to root).
+pub const STREAM_BUFFER: usize = 16 << 20;

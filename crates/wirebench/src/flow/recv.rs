@@ -1,0 +1,164 @@
+//! The receiver: accounts stream messages per publisher, publishes a snapshot once per
+//! interval, and drains after it is told to stop.
+
+use std::io::{self, ErrorKind, Read};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use wirebench_core::stream::{StreamCounts, StreamRx};
+use wirebench_core::wire::stream;
+use wirebench_net::batch::UdpBatchReceiver;
+use wirebench_net::clock::{Clock, MonoClock};
+
+/// Most publishers in one stream.
+pub const MAX_PUBLISHERS: u16 = 64;
+
+/// Per-publisher accounting of one session, plus what did not belong.
+#[derive(Debug)]
+pub struct Accounts {
+    session: u64,
+    /// One per publisher.
+    pub rx: Vec<StreamRx>,
+    /// Datagrams that were not this session's stream messages.
+    pub foreign: u64,
+}
+
+impl Accounts {
+    /// Accounts for `publishers` publishers of `session`.
+    pub fn new(session: u64, publishers: u16) -> Self {
+        Self { session, rx: (0..publishers).map(|_| StreamRx::new()).collect(), foreign: 0 }
+    }
+
+    /// Accounts one datagram (or frame) received at `now`.
+    #[inline]
+    pub fn on_message(&mut self, m: &[u8], now: u64) {
+        match stream::parse_datagram(m) {
+            Ok(h) if h.session == self.session && usize::from(h.publisher) < self.rx.len() => {
+                self.rx[usize::from(h.publisher)].on_datagram(h.seq, m.len(), h.sent_ns, now);
+            }
+            _ => self.foreign += 1,
+        }
+    }
+
+    /// Lifetime counts per publisher.
+    pub fn counts(&self) -> Vec<StreamCounts> {
+        self.rx.iter().map(|r| *r.counts()).collect()
+    }
+
+    /// Unique messages received, all publishers.
+    pub fn received(&self) -> u64 {
+        self.rx.iter().map(|r| r.counts().received).sum()
+    }
+}
+
+/// Shared between a receiver thread and whoever reports on it.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// The latest per-publisher lifetime counts (updated once per interval).
+    pub snapshot: Mutex<Vec<StreamCounts>>,
+    /// Set to end the receive loop once it has drained.
+    pub finish: AtomicBool,
+    /// Messages the senders say they sent (the drain ends early once all arrived).
+    pub expected: std::sync::atomic::AtomicU64,
+}
+
+/// How long the drain waits after the last message once told to finish.
+const DRAIN_IDLE_NS: u64 = 100_000_000;
+/// And at most.
+const DRAIN_MAX_NS: u64 = 2_000_000_000;
+
+fn publish(p: &Progress, a: &Accounts) {
+    if let Ok(mut s) = p.snapshot.lock() {
+        *s = a.counts();
+    }
+}
+
+/// Receives UDP until told to finish (then drains), or `abort` is set.
+pub fn udp(rx: &mut UdpBatchReceiver, acc: &mut Accounts, p: &Arc<Progress>, abort: &AtomicBool) -> io::Result<()> {
+    let clock = MonoClock::default();
+    let mut buf = vec![0u8; 65_536];
+    let mut next_publish = clock.now_ns() + 1_000_000_000;
+    let mut finish_at: Option<u64> = None;
+    let mut last_data = clock.now_ns();
+    while !abort.load(Ordering::Relaxed) {
+        let got = rx.recv(&mut buf)?;
+        let now = clock.now_ns();
+        if let Some(b) = got {
+            for m in buf[..b.len].chunks(b.seg) {
+                acc.on_message(m, now);
+            }
+            last_data = now;
+        }
+        if now >= next_publish {
+            publish(p, acc);
+            next_publish = now + 1_000_000_000;
+        }
+        if p.finish.load(Ordering::Relaxed) {
+            let since = *finish_at.get_or_insert(now);
+            let all_in = acc.received() >= p.expected.load(Ordering::Relaxed);
+            if all_in || now - last_data.max(since) > DRAIN_IDLE_NS || now - since > DRAIN_MAX_NS {
+                break;
+            }
+        }
+    }
+    publish(p, acc);
+    Ok(())
+}
+
+/// Reads TCP stream frames from `conn` into `acc` until a frame that is not a stream
+/// message begins (returned: the bytes already read from it on), the peer closes, or
+/// `abort` is set.
+/// `tick` is called about once per interval with the current counts.
+pub fn tcp(
+    conn: &mut TcpStream,
+    acc: &mut Accounts,
+    abort: &AtomicBool,
+    tick: &mut dyn FnMut(&Accounts),
+) -> io::Result<Option<Vec<u8>>> {
+    let clock = MonoClock::default();
+    let mut buf = vec![0u8; 1 << 20];
+    let (mut start, mut end) = (0usize, 0usize);
+    let mut next_tick = clock.now_ns() + 1_000_000_000;
+    loop {
+        // Whole frames first; a control frame (8-byte header) may be shorter than a stream
+        // header, so look at 4 bytes to tell them apart.
+        while end - start >= 4 {
+            if buf[start + 3] != wirebench_core::wire::Kind::Stream as u8 {
+                return Ok(Some(buf[start..end].to_vec()));
+            }
+            if end - start < stream::HEADER_LEN {
+                break;
+            }
+            let Ok(h) = stream::parse_header(&buf[start..end]) else {
+                return Ok(Some(buf[start..end].to_vec()));
+            };
+            if end - start < h.len {
+                break;
+            }
+            acc.on_message(&buf[start..start + h.len], clock.now_ns());
+            start += h.len;
+        }
+        if start == end {
+            (start, end) = (0, 0);
+        } else if buf.len() - end < 65_536 {
+            buf.copy_within(start..end, 0);
+            end -= start;
+            start = 0;
+        }
+        if abort.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        match conn.read(&mut buf[end..]) {
+            Ok(0) => return Ok(None),
+            Ok(n) => end += n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
+            Err(e) => return Err(e),
+        }
+        let now = clock.now_ns();
+        if now >= next_tick {
+            tick(acc);
+            next_tick = now + 1_000_000_000;
+        }
+    }
+}

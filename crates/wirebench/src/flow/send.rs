@@ -1,0 +1,198 @@
+//! The paced sender.
+
+use std::io::{self, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde::Serialize;
+use wirebench_core::schedule::{Schedule, Slip, Stop};
+use wirebench_core::units::MsgRate;
+use wirebench_core::wire::stream;
+use wirebench_net::batch::UdpBatchSender;
+use wirebench_net::clock::{Clock, MonoClock};
+
+/// How one publisher sends.
+#[derive(Debug, Clone, Copy)]
+pub struct SendSpec {
+    /// Session id.
+    pub session: u64,
+    /// Publisher index.
+    pub publisher: u16,
+    /// Message size.
+    pub size: usize,
+    /// Messages per second (`None` = flat out).
+    pub rate: Option<f64>,
+    /// When to stop.
+    pub stop: Stop,
+    /// Fire and forget: a closed port at the far end (ICMP unreachable) is not the end.
+    pub ignore_refused: bool,
+}
+
+/// What one publisher sent.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Sent {
+    /// Messages.
+    pub messages: u64,
+    /// Bytes.
+    pub bytes: u64,
+    /// Monotonic ns of the first and last send.
+    pub first_ns: u64,
+    /// Last send.
+    pub last_ns: u64,
+    /// Mean send slip (paced streams), ns.
+    pub slip_mean_ns: u64,
+    /// Largest slip, ns.
+    pub slip_max_ns: u64,
+    /// GSO was used.
+    pub gso: bool,
+    /// Stopped because the far end's port closed (ICMP port unreachable, or a reset).
+    pub refused: bool,
+}
+
+impl Sent {
+    /// Messages per second from first to last send.
+    #[expect(clippy::cast_precision_loss, reason = "rates")]
+    pub fn per_sec(&self) -> f64 {
+        let span = self.last_ns.saturating_sub(self.first_ns);
+        if span == 0 || self.messages < 2 { 0.0 } else { (self.messages - 1) as f64 * 1e9 / span as f64 }
+    }
+}
+
+/// Waits until the clock reaches `due`: sleeps while more than 200 µs away, then spins.
+fn wait_until(clock: &MonoClock, due: u64, stop: &AtomicBool) {
+    loop {
+        let now = clock.now_ns();
+        if now >= due || stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let left = due - now;
+        if left > 200_000 {
+            std::thread::sleep(Duration::from_nanos(left - 100_000));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// The batch size that keeps pacing even: about 50 µs of messages, at least 1.
+fn batch_for(rate: Option<f64>, max: usize) -> usize {
+    match rate {
+        None => max,
+        #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "small positive")]
+        Some(r) => ((r * 50e-6) as usize).clamp(1, max),
+    }
+}
+
+/// A transport that sends a run of equal-sized messages.
+pub trait Out {
+    /// Most messages per call.
+    fn max_batch(&self) -> usize;
+    /// Sends `buf` (whole messages); returns how many went.
+    fn send(&mut self, buf: &[u8]) -> io::Result<usize>;
+    /// GSO in use.
+    fn gso(&self) -> bool {
+        false
+    }
+}
+
+impl Out for UdpBatchSender {
+    fn max_batch(&self) -> usize {
+        Self::max_batch(self)
+    }
+    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+        Self::send(self, buf)
+    }
+    fn gso(&self) -> bool {
+        Self::gso(self)
+    }
+}
+
+/// TCP: messages are frames on the stream.
+#[derive(Debug)]
+pub struct TcpOut<'a> {
+    /// The connection.
+    pub conn: &'a mut TcpStream,
+    /// Message size.
+    pub size: usize,
+}
+
+impl Out for TcpOut<'_> {
+    fn max_batch(&self) -> usize {
+        (256 * 1024 / self.size).clamp(1, 64)
+    }
+    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.conn.write_all(buf)?;
+        Ok(buf.len() / self.size)
+    }
+}
+
+/// Sends one publisher's stream until its `Stop`, the `stop` flag, or an error.
+pub fn run(out: &mut dyn Out, spec: &SendSpec, stop: &AtomicBool) -> io::Result<Sent> {
+    let clock = MonoClock::default();
+    let batch = batch_for(spec.rate, out.max_batch());
+    let mut buf = vec![0u8; batch * spec.size];
+    for m in buf.chunks_exact_mut(spec.size) {
+        stream::init(m, spec.session, spec.publisher);
+    }
+    let start = clock.now_ns();
+    let schedule = spec.rate.and_then(MsgRate::new).map(|r| Schedule::new(start, r));
+    let mut slip = Slip::default();
+    let mut sent = Sent { gso: out.gso(), first_ns: start, ..Sent::default() };
+    let mut seq = 0u64;
+    loop {
+        let now = clock.now_ns();
+        if stop.load(Ordering::Relaxed) || spec.stop.reached(seq, now - start) {
+            break;
+        }
+        let left = spec.stop.max_count.map_or(u64::MAX, |m| m - seq);
+        let b = usize::try_from(left).unwrap_or(usize::MAX).min(batch);
+        if let Some(s) = schedule {
+            let due = s.intended(seq);
+            wait_until(&clock, due, stop);
+            slip.on_send(due, clock.now_ns());
+        }
+        let t = clock.now_ns();
+        for (i, m) in buf[..b * spec.size].chunks_exact_mut(spec.size).enumerate() {
+            stream::stamp(m, seq + i as u64, t);
+        }
+        let n = match out.send(&buf[..b * spec.size]) {
+            Ok(n) => n,
+            // The error belongs to an earlier datagram; this call sent nothing.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused && spec.ignore_refused => 0,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
+                ) =>
+            {
+                sent.refused = true;
+                break;
+            }
+            Err(e) => return Err(e),
+        };
+        if seq == 0 {
+            sent.first_ns = t;
+        }
+        seq += n as u64;
+        sent.last_ns = t;
+    }
+    sent.messages = seq;
+    sent.bytes = seq * spec.size as u64;
+    sent.slip_mean_ns = slip.mean_ns();
+    sent.slip_max_ns = slip.max_ns();
+    Ok(sent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_keep_low_rates_even() {
+        assert_eq!(batch_for(Some(1000.0), 64), 1);
+        assert_eq!(batch_for(Some(200_000.0), 64), 10);
+        assert_eq!(batch_for(Some(1e8), 64), 64);
+        assert_eq!(batch_for(None, 44), 44);
+    }
+}

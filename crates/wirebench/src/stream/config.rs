@@ -1,0 +1,260 @@
+//! `stream` settings: `Args` to a validated `Config` in one pure function.
+
+use std::net::{SocketAddr, SocketAddrV4};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+use wirebench_core::units::StreamRate;
+use wirebench_core::wire::control::{Direction, StreamProto};
+use wirebench_core::wire::stream;
+
+use super::Args;
+use crate::error::UsageError;
+use crate::flow::recv::MAX_PUBLISHERS;
+
+/// Default UDP message: a 1500-byte MTU minus IP and UDP headers (DatagramTest's 1468).
+pub(super) const DEFAULT_UDP_SIZE: usize = 1468;
+/// Default TCP frame: the largest a frame's 16-bit length allows (iperf3 writes 128 KiB;
+/// frames this size keep the per-frame work negligible).
+pub(super) const DEFAULT_TCP_SIZE: usize = 65_535;
+/// Default run length.
+pub(super) const DEFAULT_DURATION: Duration = Duration::from_secs(10);
+
+/// A validated stream configuration.
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    /// Serve control addresses (or, with `no_control`, data destinations).
+    pub targets: Vec<SocketAddr>,
+    /// Transport.
+    #[serde(serialize_with = "proto_name")]
+    pub proto: StreamProto,
+    /// Message size.
+    pub size: usize,
+    /// Rate.
+    #[serde(serialize_with = "display")]
+    pub rate: StreamRate,
+    /// Messages per publisher at most.
+    pub count: Option<u64>,
+    /// How long.
+    pub duration: Duration,
+    /// Interval of the progress lines.
+    pub interval: Duration,
+    /// Publishers per destination.
+    pub parallel: u16,
+    /// Which way.
+    #[serde(serialize_with = "direction_name")]
+    pub direction: Direction,
+    /// Multicast group the serves join and the client sends to.
+    pub group: Option<SocketAddrV4>,
+    /// Fire and forget at `targets` (for `wirebench listen`).
+    pub no_control: bool,
+    /// Multicast TTL.
+    pub ttl: u32,
+    /// Interface for multicast.
+    pub interface: Option<String>,
+    /// Token for serve.
+    #[serde(skip)]
+    pub token: Option<String>,
+    /// Search for the highest loss-free rate.
+    pub find_max_rate: bool,
+    /// Loss allowed in that search (share).
+    pub loss_target: f64,
+    /// Length of each search trial.
+    pub trial: Duration,
+    /// Size sweep.
+    pub sizes: Vec<usize>,
+    /// TSV interval log.
+    pub log: Option<PathBuf>,
+    /// JSON report.
+    pub json: Option<PathBuf>,
+    /// Only the summary.
+    pub quiet: bool,
+}
+
+#[expect(clippy::trivially_copy_pass_by_ref, reason = "serde's serialize_with signature")]
+fn proto_name<S: serde::Serializer>(p: &StreamProto, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(match p {
+        StreamProto::Udp => "udp",
+        StreamProto::Tcp => "tcp",
+    })
+}
+
+#[expect(clippy::trivially_copy_pass_by_ref, reason = "serde's serialize_with signature")]
+fn direction_name<S: serde::Serializer>(d: &Direction, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(direction_str(*d))
+}
+
+fn display<S: serde::Serializer, T: std::fmt::Display>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&v.to_string())
+}
+
+/// `forward`, `reverse` or `both`.
+pub(super) const fn direction_str(d: Direction) -> &'static str {
+    match d {
+        Direction::Forward => "forward",
+        Direction::Reverse => "reverse",
+        Direction::Both => "both",
+    }
+}
+
+fn usage(s: String) -> UsageError {
+    UsageError(s)
+}
+
+/// Parses `50%`-style or plain shares: `0`, `0.1%`, `0.001`.
+pub(super) fn parse_share(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => t.parse::<f64>(),
+    }
+    .map_err(|_| format!("'{s}' is not a share (try 0, 0.1%, 0.001)"))?;
+    if (0.0..1.0).contains(&v) { Ok(v) } else { Err(format!("'{s}' must be at least 0 and below 100%")) }
+}
+
+impl Config {
+    /// Validates `a`.
+    pub fn from_args(a: &Args) -> Result<Self, UsageError> {
+        if a.targets.is_empty() {
+            return Err(usage("give at least one TARGET (a wirebench serve's host:port)".into()));
+        }
+        let targets = a.targets.iter().map(|t| crate::ping::resolve(t)).collect::<Result<Vec<_>, _>>()?;
+        let proto = if a.proto == crate::ping::Proto::Tcp { StreamProto::Tcp } else { StreamProto::Udp };
+        let (default_size, max) = match proto {
+            StreamProto::Udp => (DEFAULT_UDP_SIZE, stream::MAX_UDP_LEN),
+            StreamProto::Tcp => (DEFAULT_TCP_SIZE, usize::from(u16::MAX)),
+        };
+        let size = a.size.unwrap_or(default_size.min(max));
+        if !(stream::HEADER_LEN..=max).contains(&size) {
+            return Err(usage(format!(
+                "--size {size} is outside {}..={max} bytes for {}",
+                stream::HEADER_LEN,
+                a.proto.name()
+            )));
+        }
+        let mut sizes = a.sizes.clone().unwrap_or_default();
+        if let Some(bad) = sizes.iter().find(|s| !(stream::HEADER_LEN..=max).contains(*s)) {
+            return Err(usage(format!("--sizes: {bad} is outside {}..={max} bytes", stream::HEADER_LEN)));
+        }
+        sizes.dedup();
+        if a.parallel == 0 || a.parallel > MAX_PUBLISHERS {
+            return Err(usage(format!("--parallel must be 1..={MAX_PUBLISHERS}")));
+        }
+        if a.count == Some(0) {
+            return Err(usage("--count must be at least 1".into()));
+        }
+        let direction = match (a.reverse, a.bidir) {
+            (_, true) => Direction::Both,
+            (true, false) => Direction::Reverse,
+            (false, false) => Direction::Forward,
+        };
+        if proto == StreamProto::Tcp && direction == Direction::Both {
+            return Err(usage("--bidir is UDP only: run TCP --reverse separately".into()));
+        }
+        if a.group.is_some() && direction != Direction::Forward {
+            return Err(usage("--group streams go one way: the client sends to the group".into()));
+        }
+        if a.group.is_some() && proto == StreamProto::Tcp {
+            return Err(usage("--group needs --proto udp".into()));
+        }
+        if let Some(g) = a.group
+            && !g.ip().is_multicast()
+        {
+            return Err(usage(format!("--group {g} is not a multicast group")));
+        }
+        if a.no_control && (direction != Direction::Forward || a.find_max_rate || proto == StreamProto::Tcp) {
+            return Err(usage("--no-control only sends UDP forward (no serve to ask for loss)".into()));
+        }
+        if a.find_max_rate && !a.sizes.as_ref().is_none_or(Vec::is_empty) {
+            return Err(usage("--find-max-rate and --sizes: pick one".into()));
+        }
+        let interval = a.interval.0;
+        if interval < Duration::from_millis(100) {
+            return Err(usage("--interval must be at least 100ms".into()));
+        }
+        let loss_target = parse_share(&a.loss_target).map_err(|e| usage(format!("--loss-target {e}")))?;
+        if let Some(i) = &a.interface {
+            wirebench_net::iface::ipv4_of(i).map_err(|e| usage(e.to_string()))?;
+        }
+        Ok(Self {
+            targets,
+            proto,
+            size,
+            rate: a.rate,
+            count: a.count,
+            duration: a
+                .duration
+                .map_or(if a.count.is_some() { Duration::from_secs(3600) } else { DEFAULT_DURATION }, |d| d.0),
+            interval,
+            parallel: a.parallel,
+            direction,
+            group: a.group,
+            no_control: a.no_control,
+            ttl: a.ttl,
+            interface: a.interface.clone(),
+            token: a.token.clone(),
+            find_max_rate: a.find_max_rate,
+            loss_target,
+            trial: a.trial.0,
+            sizes,
+            log: a.log.clone(),
+            json: a.json.clone(),
+            quiet: a.quiet,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: Args,
+    }
+
+    fn cfg(args: &[&str]) -> Result<Config, String> {
+        let t = T::try_parse_from(std::iter::once("stream").chain(args.iter().copied())).map_err(|e| e.to_string())?;
+        Config::from_args(&t.a).map_err(|e| e.0)
+    }
+
+    #[test]
+    fn defaults() {
+        let c = cfg(&["127.0.0.1:7878"]).unwrap();
+        assert_eq!((c.size, c.proto, c.direction, c.parallel), (1468, StreamProto::Udp, Direction::Forward, 1));
+        assert_eq!((c.rate, c.duration), (StreamRate::Max, DEFAULT_DURATION));
+        assert_eq!(cfg(&["127.0.0.1:7878", "--proto", "tcp"]).unwrap().size, DEFAULT_TCP_SIZE);
+    }
+
+    #[test]
+    fn shares() {
+        assert_eq!(parse_share("0"), Ok(0.0));
+        assert_eq!(parse_share("0.1%"), Ok(0.001));
+        assert!(parse_share("100%").is_err());
+        assert!(parse_share("lots").is_err());
+    }
+
+    #[test]
+    fn bad_input_is_refused_with_a_reason() {
+        let cases: &[(&[&str], &str)] = &[
+            (&["127.0.0.1:7878", "--size", "65508"], "outside 32..=65507"),
+            (&["127.0.0.1:7878", "--size", "8"], "outside"),
+            (&["127.0.0.1:7878", "--rate", "0"], "rate"),
+            (&["127.0.0.1:7878", "--rate", "0mbit"], "rate"),
+            (&["127.0.0.1:7878", "--parallel", "0"], "--parallel"),
+            (&["127.0.0.1:7878", "--group", "10.0.0.1:5000"], "not a multicast group"),
+            (&["127.0.0.1:7878", "--proto", "tcp", "--bidir"], "UDP only"),
+            (&["127.0.0.1:7878", "--loss-target", "150%"], "--loss-target"),
+            (&["127.0.0.1:7878", "--sizes", "64,16"], "--sizes: 16"),
+            (&["127.0.0.1:7878", "--interface", "nope0"], "interface 'nope0'"),
+            (&["nowhere"], "bad address"),
+        ];
+        for (args, want) in cases {
+            let e = cfg(args).expect_err(&format!("{args:?}"));
+            assert!(e.contains(want), "{args:?}: '{e}' should mention '{want}'");
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! One stream run against every target: control connections, the event channel that carries
+//! serve's `Interval` and `Result` messages, interval lines, and the shapes both transports
+//! return.
+
+use std::net::{SocketAddr, TcpStream};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow, bail};
+use wirebench_core::report::{IntervalRow, ReceiverResult, SenderResult};
+use wirebench_core::stream::StreamCounts;
+use wirebench_core::wire::control::{Control, PublisherCounts, StreamRequest};
+
+use crate::control;
+
+/// What one run needs beyond the config: the size, rate and bounds of this trial.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RunSpec {
+    /// Message size.
+    pub size: usize,
+    /// Messages per second per publisher (`None`: flat out).
+    pub rate: Option<f64>,
+    /// Messages per publisher at most.
+    pub count: Option<u64>,
+    /// How long.
+    pub duration: Duration,
+    /// Print a line per interval.
+    pub progress: bool,
+}
+
+/// What one run measured.
+#[derive(Debug, Default)]
+pub(super) struct RunOut {
+    /// The sending side (forward).
+    pub sender: Option<SenderResult>,
+    /// One row per receiver.
+    pub receivers: Vec<ReceiverResult>,
+    /// For the report.
+    pub warnings: Vec<String>,
+    /// A serve went away mid-run.
+    pub peer_lost: Option<String>,
+}
+
+/// A message from target `i`'s control connection.
+pub(super) type Event = (usize, Control);
+
+/// Connects to `addr`, asks for the stream, and waits for `Ready`. Returns the connection
+/// and the UDP data port and granted receive buffer.
+pub(super) fn start(addr: SocketAddr, req: &StreamRequest) -> anyhow::Result<(TcpStream, u16, usize)> {
+    let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
+        .with_context(|| format!("cannot connect to {addr}: is `wirebench serve` running there?"))?;
+    conn.set_nodelay(true)?;
+    conn.set_read_timeout(Some(Duration::from_secs(10)))?;
+    control::send(&mut conn, &Control::Start(req.clone()))?;
+    match control::recv(&mut conn).with_context(|| format!("{addr} did not answer the stream request"))? {
+        Control::Ready { data_port, rcvbuf } => Ok((conn, data_port, rcvbuf)),
+        Control::Error { message } => bail!("{addr} refused the stream: {message}"),
+        other => bail!("{addr} answered {other:?} to a stream request"),
+    }
+}
+
+/// Reads `conn` on a thread, forwarding each message as target `i`'s event until a
+/// `Result`, an error, or the connection's end (reported as an `Error` event).
+pub(super) fn watch(i: usize, mut conn: TcpStream, tx: Sender<Event>) -> anyhow::Result<()> {
+    conn.set_read_timeout(Some(Duration::from_millis(200)))?;
+    std::thread::spawn(move || {
+        loop {
+            match control::recv(&mut conn) {
+                Ok(m) => {
+                    let done = matches!(m, Control::Result { .. } | Control::Error { .. });
+                    if tx.send((i, m)).is_err() || done {
+                        return;
+                    }
+                }
+                Err(e) if control::is_timeout(&e) => {}
+                Err(e) => {
+                    let _ = tx.send((i, Control::Error { message: format!("control connection lost: {e}") }));
+                    return;
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+/// A new event channel.
+pub(super) fn channel() -> (Sender<Event>, Receiver<Event>) {
+    mpsc::channel()
+}
+
+/// Sums per-publisher counts.
+pub(super) fn total(p: &[StreamCounts]) -> StreamCounts {
+    let mut t = StreamCounts::default();
+    for c in p {
+        t.add(c);
+    }
+    t
+}
+
+/// Per-publisher counts out of a control message.
+pub(super) fn counts_of(p: &[PublisherCounts]) -> Vec<StreamCounts> {
+    p.iter().map(|c| c.counts).collect()
+}
+
+/// Turns a series of (elapsed ns, lifetime total) snapshots into interval rows.
+pub(super) fn intervals(snaps: &[(u64, StreamCounts)]) -> Vec<IntervalRow> {
+    let mut prev = StreamCounts::default();
+    snaps
+        .iter()
+        .map(|(at, c)| {
+            let row = IntervalRow { at_ns: *at, counts: c.since(&prev) };
+            prev = *c;
+            row
+        })
+        .collect()
+}
+
+/// One progress line for receiver `name`'s interval `c` of length `span_ns`.
+pub(super) fn interval_line(out: &mut dyn std::io::Write, at_ns: u64, name: &str, c: &StreamCounts, span_ns: u64) {
+    #[expect(clippy::cast_precision_loss, reason = "display values")]
+    let secs = at_ns as f64 / 1e9;
+    let _ = writeln!(
+        out,
+        "[{secs:6.1}s] {name}  {}  {}  lost {}/{} ({:.3}%)  ooo {}  dup {}  jitter {:.1} us",
+        rate_words(c.per_sec(span_ns)),
+        bits_words(c.bits_per_sec(span_ns)),
+        c.missing(),
+        c.expected,
+        100.0 * (1.0 - c.success_rate()),
+        c.out_of_order,
+        c.duplicates,
+        c.jitter_ns / 1000.0
+    );
+}
+
+/// `812.3k msg/s`.
+pub(super) fn rate_words(per_s: f64) -> String {
+    if per_s >= 1e6 {
+        format!("{:.3}M msg/s", per_s / 1e6)
+    } else if per_s >= 1e3 {
+        format!("{:.1}k msg/s", per_s / 1e3)
+    } else {
+        format!("{per_s:.0} msg/s")
+    }
+}
+
+/// `6.65 Gbit/s`.
+pub(super) fn bits_words(bps: f64) -> String {
+    if bps >= 1e9 {
+        format!("{:.2} Gbit/s", bps / 1e9)
+    } else if bps >= 1e6 {
+        format!("{:.1} Mbit/s", bps / 1e6)
+    } else {
+        format!("{:.1} kbit/s", bps / 1e3)
+    }
+}
+
+/// Waits for a `Result` from every target still owed one, up to `wait`. Returns them by
+/// target index; a target that fails instead yields an error.
+pub(super) fn collect_results(
+    rx: &Receiver<Event>,
+    n: usize,
+    wait: Duration,
+    mut on_other: impl FnMut(usize, Control),
+) -> anyhow::Result<Vec<(Vec<StreamCounts>, Vec<u64>)>> {
+    let mut results: Vec<Option<(Vec<StreamCounts>, Vec<u64>)>> = vec![None; n];
+    let deadline = std::time::Instant::now() + wait;
+    while results.iter().any(Option::is_none) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((i, Control::Result { received, sent })) => results[i] = Some((counts_of(&received), sent)),
+            Ok((i, Control::Error { message })) => return Err(anyhow!("target {i}: {message}")),
+            Ok((i, other)) => on_other(i, other),
+            Err(_) => return Err(anyhow!("a serve did not send its results within {wait:?}")),
+        }
+    }
+    Ok(results.into_iter().map(Option::unwrap_or_default).collect())
+}
