@@ -25,6 +25,28 @@ fn us_u(ns: u64) -> String {
     us(ns as f64)
 }
 
+/// `812.3k msg/s`.
+pub fn rate_words(per_s: f64) -> String {
+    if per_s >= 1e6 {
+        format!("{:.3}M msg/s", per_s / 1e6)
+    } else if per_s >= 1e3 {
+        format!("{:.1}k msg/s", per_s / 1e3)
+    } else {
+        format!("{per_s:.0} msg/s")
+    }
+}
+
+/// `6.65 Gbit/s`.
+pub fn bits_words(bps: f64) -> String {
+    if bps >= 1e9 {
+        format!("{:.2} Gbit/s", bps / 1e9)
+    } else if bps >= 1e6 {
+        format!("{:.1} Mbit/s", bps / 1e6)
+    } else {
+        format!("{:.1} kbit/s", bps / 1e3)
+    }
+}
+
 /// `p99.99` for 99.99, `p50` for 50.0.
 pub fn pct_label(p: f64) -> String {
     let s = format!("{p}");

@@ -107,6 +107,14 @@ pub struct Args {
 /// the results so far (exit 1).
 pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let cfg = Config::from_args(args)?;
+    let report = measure(&cfg, ctx)?;
+    print::summary(ctx.out, &report)?;
+    save(&cfg, &report)?;
+    Ok(report)
+}
+
+/// Runs the measurement `cfg` describes (search, sweep or one run) and builds the report.
+pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let started = SystemTime::now();
     let t0 = Instant::now();
     let mut results = StreamResults {
@@ -123,9 +131,9 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     };
     let mut outcome = Outcome::Completed;
     let last = if cfg.find_max_rate {
-        find_max_rate(&cfg, ctx, &mut results)?
+        find_max_rate(cfg, ctx, &mut results)?
     } else if !cfg.sizes.is_empty() {
-        sweep(&cfg, ctx, &mut results)?
+        sweep(cfg, ctx, &mut results)?
     } else {
         let spec = RunSpec {
             size: cfg.size,
@@ -134,7 +142,7 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
             duration: cfg.duration,
             progress: !cfg.quiet,
         };
-        once(&cfg, &spec, ctx)?
+        once(cfg, &spec, ctx)?
     };
     if let Some(why) = &last.peer_lost {
         outcome = Outcome::PeerSilent;
@@ -148,12 +156,10 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let report = Report {
         schema_version: wirebench_core::report::SCHEMA_VERSION,
         meta: crate::host::meta(&ctx.argv, started, u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX)),
-        config: serde_json::to_value(&cfg).unwrap_or_default(),
+        config: serde_json::to_value(cfg).unwrap_or_default(),
         outcome,
         results: Results::Stream(results),
     };
-    print::summary(ctx.out, &report)?;
-    save(&cfg, &report)?;
     Ok(report)
 }
 
@@ -190,12 +196,14 @@ fn find_max_rate(cfg: &Config, ctx: &mut Ctx<'_>, results: &mut StreamResults) -
         let spec = RunSpec { size: cfg.size, rate, count: None, duration: cfg.trial, progress: false };
         once(cfg, &spec, ctx)
     };
-    writeln!(
-        ctx.out,
-        "finding the highest rate with loss <= {:.4}% (up to 12 trials of {})",
-        cfg.loss_target * 100.0,
-        Span(cfg.trial)
-    )?;
+    if !cfg.quiet {
+        writeln!(
+            ctx.out,
+            "finding the highest rate with loss <= {:.4}% (up to 12 trials of {})",
+            cfg.loss_target * 100.0,
+            Span(cfg.trial)
+        )?;
+    }
     // First trial: the top of the range, flat out or the --rate given.
     let top_rate = cfg.rate.per_sec(cfg.size);
     let first = trial(top_rate, ctx)?;
@@ -215,7 +223,9 @@ fn find_max_rate(cfg: &Config, ctx: &mut Ctx<'_>, results: &mut StreamResults) -
             loss,
             passed: t.passed,
         };
-        print::trial(ctx.out, &row, cfg.size);
+        if !cfg.quiet {
+            print::trial(ctx.out, &row, cfg.size);
+        }
         rows.push(row);
     };
     record(&first, top_rate, &mut search, ctx);
@@ -250,13 +260,16 @@ fn sweep(cfg: &Config, ctx: &mut Ctx<'_>, results: &mut StreamResults) -> anyhow
         let got: f64 = last.receivers.iter().map(|r| r.total.per_sec(span)).sum();
         let bits: f64 = last.receivers.iter().map(|r| r.total.bits_per_sec(span)).sum();
         let row = SweepRow { size, per_s: got, bits_per_s: bits, loss };
-        print::sweep_row(ctx.out, &row);
+        if !cfg.quiet {
+            print::sweep_row(ctx.out, &row);
+        }
         results.sweep.push(row);
     }
     Ok(last)
 }
 
-fn save(cfg: &Config, report: &Report) -> anyhow::Result<()> {
+/// Writes the files asked for.
+pub fn save(cfg: &Config, report: &Report) -> anyhow::Result<()> {
     if let Some(p) = &cfg.json {
         crate::output::write_json(p, report)?;
     }

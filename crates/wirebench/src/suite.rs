@@ -29,6 +29,21 @@ struct Step {
     args: Vec<String>,
 }
 
+fn stream_steps(target: &str, scale: f64) -> Vec<Step> {
+    #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "small positive durations")]
+    let d = |base: f64| format!("{}ms", ((base * scale).round() as u64).max(100));
+    let s = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>();
+    vec![
+        Step { name: "stream-udp-1468", args: s(&[target, "--duration", &d(1000.0), "-q"]) },
+        Step { name: "stream-udp-64", args: s(&[target, "--size", "64", "--duration", &d(1000.0), "-q"]) },
+        Step { name: "stream-tcp", args: s(&[target, "--proto", "tcp", "--duration", &d(1000.0), "-q"]) },
+        Step {
+            name: "stream-loss-free-64",
+            args: s(&[target, "--size", "64", "--find-max-rate", "--trial", &d(300.0), "-q"]),
+        },
+    ]
+}
+
 fn steps(target: &str, scale: f64) -> Vec<Step> {
     #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "small positive counts")]
     let n = |base: f64| ((base * scale).round() as u64).max(10).to_string();
@@ -50,7 +65,7 @@ fn steps(target: &str, scale: f64) -> Vec<Step> {
     ]
 }
 
-/// Runs the tour; returns the reports in step order.
+/// Runs the tour; returns the reports in step order (pings, then streams).
 pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Vec<Report>> {
     if !(args.scale > 0.0 && args.scale <= 100.0) {
         return Err(crate::error::UsageError(format!("--scale {} is not in (0, 100]", args.scale)).into());
@@ -72,20 +87,70 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Vec<Report>> {
         rows.push(row(step.name, &m.report));
         reports.push(m.report);
     }
+    let mut stream_rows = Vec::new();
+    for step in stream_steps(&target, args.scale) {
+        if ctx.shutdown.is_set() {
+            break;
+        }
+        let a = parse_args::<crate::stream::Args>("stream", &step.args)?;
+        let mut cfg = crate::stream::Config::from_args(&a)?;
+        cfg.json = Some(args.out.join(format!("{}.json", step.name)));
+        let r = crate::stream::measure(&cfg, ctx)?;
+        crate::stream::save(&cfg, &r)?;
+        stream_rows.push(stream_row(step.name, &r));
+        reports.push(r);
+    }
     let counters = server.stop();
     print_table(ctx, &rows)?;
+    print_stream_table(ctx, &stream_rows)?;
     writeln!(ctx.out, "serve: {counters}")?;
     Ok(reports)
 }
 
 fn ping_args(args: &[String]) -> anyhow::Result<ping::Args> {
+    parse_args::<ping::Args>("ping", args)
+}
+
+/// Parses a mode's flags as its subcommand would.
+fn parse_args<A: clap::Args>(name: &str, args: &[String]) -> anyhow::Result<A> {
     #[derive(clap::Parser)]
-    struct P {
+    struct P<A: clap::Args> {
         #[command(flatten)]
-        a: ping::Args,
+        a: A,
     }
     use clap::Parser as _;
-    Ok(P::try_parse_from(std::iter::once("ping".to_owned()).chain(args.iter().cloned()))?.a)
+    Ok(P::<A>::try_parse_from(std::iter::once(name.to_owned()).chain(args.iter().cloned()))?.a)
+}
+
+fn stream_row(name: &str, r: &Report) -> Vec<String> {
+    use wirebench_report::text::{bits_words, rate_words};
+    let Results::Stream(s) = &r.results else {
+        return vec![name.into(), "not a stream".into()];
+    };
+    let sent = s.sender.map_or_else(|| "-".into(), |x| rate_words(x.per_s));
+    let (recv, bits, loss) = s.receivers.first().map_or_else(
+        || ("-".into(), "-".into(), "-".into()),
+        |x| {
+            let span = x.total.span_ns();
+            #[expect(clippy::cast_precision_loss, reason = "display values")]
+            let loss =
+                if x.sent == 0 { 0.0 } else { 100.0 * x.sent.saturating_sub(x.total.received) as f64 / x.sent as f64 };
+            (rate_words(x.total.per_sec(span)), bits_words(x.total.bits_per_sec(span)), format!("{loss:.3}%"))
+        },
+    );
+    let best = s
+        .search
+        .as_ref()
+        .map_or_else(|| "-".into(), |x| format!("{} ({})", rate_words(x.best_per_s), bits_words(x.best_bits_per_s)));
+    vec![name.into(), format!("{} {} B", s.proto, s.size), sent, recv, bits, loss, best]
+}
+
+fn print_stream_table(ctx: &mut Ctx<'_>, rows: &[Vec<String>]) -> anyhow::Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let head = ["step", "stream", "sent", "received", "throughput", "loss", "loss-free rate"];
+    print_rows(ctx, &head, rows)
 }
 
 fn row(name: &str, r: &Report) -> Vec<String> {
@@ -124,11 +189,12 @@ fn us_u(v: u64) -> String {
 }
 
 fn print_table(ctx: &mut Ctx<'_>, rows: &[Vec<String>]) -> anyhow::Result<()> {
-    let head: Vec<String> =
-        ["step", "mode", "count", "p50 us", "p99", "p99.9", "p99.99", "max", "lost", "one-way p50 fwd/rev"]
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect();
+    let head = ["step", "mode", "count", "p50 us", "p99", "p99.9", "p99.99", "max", "lost", "one-way p50 fwd/rev"];
+    print_rows(ctx, &head, rows)
+}
+
+fn print_rows(ctx: &mut Ctx<'_>, head: &[&str], rows: &[Vec<String>]) -> anyhow::Result<()> {
+    let head: Vec<String> = head.iter().map(|s| (*s).to_owned()).collect();
     let all: Vec<&Vec<String>> = std::iter::once(&head).chain(rows.iter()).collect();
     let widths: Vec<usize> =
         (0..head.len()).map(|i| all.iter().map(|r| r.get(i).map_or(0, String::len)).max().unwrap_or(0)).collect();
@@ -149,6 +215,10 @@ mod tests {
         for s in steps("127.0.0.1:7878", 0.1) {
             let a = ping_args(&s.args).unwrap();
             PingConfig::from_args(&a).unwrap();
+        }
+        for s in stream_steps("127.0.0.1:7878", 0.1) {
+            let a = parse_args::<crate::stream::Args>("stream", &s.args).unwrap();
+            crate::stream::Config::from_args(&a).unwrap();
         }
     }
 

@@ -12,6 +12,7 @@ use wirebench_core::stream::StreamCounts;
 use wirebench_core::wire::control::{Control, PublisherCounts, StreamRequest};
 
 use crate::control;
+pub(super) use wirebench_report::text::{bits_words, rate_words};
 
 /// What one run needs beyond the config: the size, rate and bounds of this trial.
 #[derive(Debug, Clone, Copy)]
@@ -131,28 +132,6 @@ pub(super) fn interval_line(out: &mut dyn std::io::Write, at_ns: u64, name: &str
         c.duplicates,
         c.jitter_ns / 1000.0
     );
-}
-
-/// `812.3k msg/s`.
-pub(super) fn rate_words(per_s: f64) -> String {
-    if per_s >= 1e6 {
-        format!("{:.3}M msg/s", per_s / 1e6)
-    } else if per_s >= 1e3 {
-        format!("{:.1}k msg/s", per_s / 1e3)
-    } else {
-        format!("{per_s:.0} msg/s")
-    }
-}
-
-/// `6.65 Gbit/s`.
-pub(super) fn bits_words(bps: f64) -> String {
-    if bps >= 1e9 {
-        format!("{:.2} Gbit/s", bps / 1e9)
-    } else if bps >= 1e6 {
-        format!("{:.1} Mbit/s", bps / 1e6)
-    } else {
-        format!("{:.1} kbit/s", bps / 1e3)
-    }
 }
 
 /// Waits for a `Result` from every target still owed one, up to `wait`. Returns them by

@@ -183,3 +183,110 @@ fn multicast_across_a_bridge_gives_one_result_per_responder() {
         assert_eq!(p.combined.expect("a combined view").summary.count, 2000);
     }
 }
+
+fn stream_results(path: &std::path::Path) -> wirebench_core::report::StreamResults {
+    let Results::Stream(s) = report(path).results else { panic!("a stream report") };
+    s
+}
+
+/// Sender, router and receiver namespaces; the router shapes its link toward the receiver
+/// with tbf at 50 Mbit/s (netem is not in this kernel, and a shaper on the sender's own
+/// link only slows the sender): an offer above the limit loses, and the loss-free search
+/// lands within 10 % of the limit.
+#[test]
+fn loss_above_a_router_rate_limit_and_the_loss_free_rate() {
+    let mut lab = Lab::new("tbf");
+    let snd = lab.ns("snd");
+    let rtr = lab.ns("rtr");
+    let rcv = lab.ns("rcv");
+    Lab::link(&snd, "eth0", "10.77.3.1/24", &rtr, "eth0", Some("10.77.3.254/24"));
+    Lab::link(&rtr, "eth1", "10.77.4.254/24", &rcv, "eth0", Some("10.77.4.2/24"));
+    sh(&["ip", "-n", &snd, "route", "add", "default", "via", "10.77.3.254"]);
+    sh(&["ip", "-n", &rcv, "route", "add", "default", "via", "10.77.4.254"]);
+    sh(&["ip", "netns", "exec", &rtr, "sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+    sh(&[
+        "ip", "netns", "exec", &rtr, "tc", "qdisc", "add", "dev", "eth1", "root", "tbf", "rate", "50mbit", "burst",
+        "32kb", "latency", "20ms",
+    ]);
+    lab.serve(&rcv, &["serve", "--listen", "0.0.0.0:7878"]);
+    let dir = tempfile::tempdir().unwrap();
+
+    let over = dir.path().join("over.json");
+    let out = Lab::run(
+        &snd,
+        &["stream", "10.77.4.2:7878", "--rate", "100mbit", "--duration", "2s", "-q", "--json", over.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = stream_results(&over);
+    let r = &s.receivers[0];
+    let loss = 1.0 - r.total.received as f64 / r.sent as f64;
+    assert!(loss > 0.3, "offering twice the limit loses about half: {loss}");
+
+    let search = dir.path().join("search.json");
+    let out = Lab::run(
+        &snd,
+        &[
+            "stream",
+            "10.77.4.2:7878",
+            "--find-max-rate",
+            "--rate",
+            "100mbit",
+            "--trial",
+            "1s",
+            "-q",
+            "--json",
+            search.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = stream_results(&search);
+    let best = s.search.expect("a search").best_bits_per_s;
+    // tbf counts whole frames: 1468 B of payload travel in 1510 B on the wire.
+    let limit = 50e6 * 1468.0 / 1510.0;
+    assert!((best - limit).abs() / limit < 0.10, "found {best:.0} bit/s, limit {limit:.0}");
+}
+
+#[test]
+fn a_multicast_stream_gives_one_row_per_receiver() {
+    let mut lab = Lab::new("mcs");
+    let sw = lab.ns("sw");
+    let hosts: Vec<String> = (1..=3).map(|i| lab.ns(&format!("h{i}"))).collect();
+    sh(&["ip", "-n", &sw, "link", "add", "br0", "type", "bridge"]);
+    sh(&["ip", "-n", &sw, "link", "set", "br0", "up"]);
+    for (i, h) in hosts.iter().enumerate() {
+        let port = format!("p{i}");
+        Lab::link(h, "eth0", &format!("10.77.5.{}/24", i + 1), &sw, &port, None);
+        sh(&["ip", "-n", &sw, "link", "set", &port, "master", "br0"]);
+    }
+    for (i, h) in hosts.iter().enumerate().skip(1) {
+        let ip = format!("10.77.5.{}", i + 1);
+        lab.serve(h, &["serve", "--listen", "0.0.0.0:7878", "--interface", &ip]);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("mcs.json");
+    let out = Lab::run(
+        &hosts[0],
+        &[
+            "stream",
+            "10.77.5.2:7878",
+            "10.77.5.3:7878",
+            "--group",
+            "239.255.78.1:5078",
+            "--interface",
+            "10.77.5.1",
+            "--count",
+            "2000",
+            "--rate",
+            "20k/s",
+            "--size",
+            "512",
+            "-q",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = stream_results(&json);
+    let rows: Vec<(&str, u64, u64)> = s.receivers.iter().map(|r| (r.addr.as_str(), r.sent, r.total.received)).collect();
+    assert_eq!(rows, [("10.77.5.2:7878", 2000, 2000), ("10.77.5.3:7878", 2000, 2000)]);
+}

@@ -8,7 +8,16 @@ fn suite_writes_a_valid_report_per_step() {
     let out = dir.path().join("wirebench-report");
     let r = wirebench(&["suite", "--out", out.to_str().unwrap(), "--scale", "0.05"]);
     assert_eq!(r.code, 0, "{r:?}");
-    for step in ["ping-udp", "ping-udp-full", "ping-tcp", "ping-udp-open-10k"] {
+    for step in [
+        "ping-udp",
+        "ping-udp-full",
+        "ping-tcp",
+        "ping-udp-open-10k",
+        "stream-udp-1468",
+        "stream-udp-64",
+        "stream-tcp",
+        "stream-loss-free-64",
+    ] {
         let path = out.join(format!("{step}.json"));
         let v = read_json(&path);
         assert_valid_report(&v);
