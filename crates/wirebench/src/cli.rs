@@ -26,3 +26,14 @@ pub enum Command {
     /// measurement, saved to wirebench-report/.
     Suite(crate::suite::Args),
 }
+
+/// Parses one mode's flags as its subcommand would (for the suite, and for tests of a mode's
+/// `Config`).
+pub fn parse_mode<A: clap::Args>(name: &str, args: &[&str]) -> Result<A, clap::Error> {
+    #[derive(Parser)]
+    struct One<A: clap::Args> {
+        #[command(flatten)]
+        a: A,
+    }
+    Ok(One::<A>::try_parse_from(std::iter::once(name).chain(args.iter().copied()))?.a)
+}

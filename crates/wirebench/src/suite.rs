@@ -113,13 +113,8 @@ fn ping_args(args: &[String]) -> anyhow::Result<ping::Args> {
 
 /// Parses a mode's flags as its subcommand would.
 fn parse_args<A: clap::Args>(name: &str, args: &[String]) -> anyhow::Result<A> {
-    #[derive(clap::Parser)]
-    struct P<A: clap::Args> {
-        #[command(flatten)]
-        a: A,
-    }
-    use clap::Parser as _;
-    Ok(P::<A>::try_parse_from(std::iter::once(name.to_owned()).chain(args.iter().cloned()))?.a)
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Ok(crate::cli::parse_mode(name, &args)?)
 }
 
 fn stream_row(name: &str, r: &Report) -> Vec<String> {
