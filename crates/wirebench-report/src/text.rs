@@ -130,7 +130,7 @@ fn table_of(out: &mut dyn Write, v: &LatencyView) -> io::Result<()> {
 /// The terminal report of a ping run: header, one line per responder with its details,
 /// the combined line, the rate line; `table` adds the percentile distribution.
 pub fn ping(out: &mut dyn Write, report: &Report, table: bool) -> io::Result<()> {
-    let Results::Ping(p) = &report.results;
+    let Results::Ping(p) = &report.results else { return Ok(()) };
     header(out, p)?;
     for r in &p.responders {
         responder(out, r, table)?;

@@ -220,7 +220,7 @@ fn session_id() -> u64 {
 
 fn print(cfg: &Config, report: &Report, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
     if cfg.quiet {
-        let Results::Ping(p) = &report.results;
+        let Results::Ping(p) = &report.results else { unreachable!("ping builds ping results") };
         for r in &p.responders {
             writeln!(
                 ctx.out,
@@ -241,7 +241,7 @@ fn print(cfg: &Config, report: &Report, ctx: &mut Ctx<'_>) -> anyhow::Result<()>
 /// Writes the files asked for. Called for partial reports too.
 pub fn save(cfg: &Config, m: &Measured) -> anyhow::Result<()> {
     let report = &m.report;
-    let Results::Ping(p) = &report.results;
+    let Results::Ping(p) = &report.results else { unreachable!("ping builds ping results") };
     if let Some(path) = &cfg.json {
         crate::output::write_json(path, report)?;
     }

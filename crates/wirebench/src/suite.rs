@@ -89,7 +89,7 @@ fn ping_args(args: &[String]) -> anyhow::Result<ping::Args> {
 }
 
 fn row(name: &str, r: &Report) -> Vec<String> {
-    let Results::Ping(p) = &r.results;
+    let Results::Ping(p) = &r.results else { return vec![name.into(), "not a ping".into()] };
     let Some(resp) = p.responders.first() else {
         return vec![name.into(), "no reply".into()];
     };

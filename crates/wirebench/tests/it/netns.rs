@@ -114,7 +114,7 @@ fn ping_across_a_veth_pair() {
             ],
         );
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let Results::Ping(p) = report(&json).results;
+        let Results::Ping(p) = report(&json).results else { panic!("ping results") };
         assert_eq!(p.responders.len(), 1);
         let r = &p.responders[0];
         assert_eq!(r.addr, "10.77.1.2:7878");
@@ -173,7 +173,7 @@ fn multicast_across_a_bridge_gives_one_result_per_responder() {
         }
         let out = Lab::run(&hosts[0], &args);
         assert!(out.status.success(), "{reply_group:?}: {}", String::from_utf8_lossy(&out.stderr));
-        let Results::Ping(p) = report(&json).results;
+        let Results::Ping(p) = report(&json).results else { panic!("ping results") };
         let mut addrs: Vec<&str> = p.responders.iter().map(|r| r.addr.as_str()).collect();
         addrs.sort_unstable();
         assert_eq!(addrs, ["10.77.2.2:7878", "10.77.2.3:7878"], "{reply_group:?}");

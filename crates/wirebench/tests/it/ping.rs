@@ -34,7 +34,7 @@ fn udp_closed_loop_counts_add_up() {
     assert_eq!(run.code, 0, "{run:?}");
     let counters = srv.stop();
     let (_, report) = ping_results(&json);
-    let Results::Ping(p) = report.results;
+    let Results::Ping(p) = report.results else { panic!("ping results") };
     assert_eq!((p.sent, p.warmup_sent), (2000, 100));
     assert_eq!(p.responders.len(), 1);
     let r = &p.responders[0];
@@ -75,7 +75,7 @@ fn tcp_closed_loop_counts_add_up() {
     assert_eq!(run.code, 0, "{run:?}");
     let counters = srv.stop();
     let (_, report) = ping_results(&json);
-    let Results::Ping(p) = report.results;
+    let Results::Ping(p) = report.results else { panic!("ping results") };
     assert_eq!(p.proto, "tcp");
     let r = &p.responders[0];
     assert_eq!((r.received, r.lost), (2000, 0));
@@ -112,7 +112,7 @@ fn open_loop_reports_both_views_and_the_rate() {
     assert_eq!(run.code, 0, "{run:?}");
     srv.stop();
     let (_, report) = ping_results(&json);
-    let Results::Ping(p) = report.results;
+    let Results::Ping(p) = report.results else { panic!("ping results") };
     assert_eq!(p.pacing, "open");
     let rate = p.rate.expect("rate result");
     assert!((rate.requested_per_s - 5000.0).abs() < 1e-9);

@@ -112,7 +112,7 @@ fn a_storm_of_bad_datagrams_does_not_disturb_a_ping() {
     let c = srv.stop();
     assert_eq!(run.code, 0, "{run:?}");
     let report: Report = serde_json::from_value(read_json(&json)).unwrap();
-    let Results::Ping(p) = report.results;
+    let Results::Ping(p) = report.results else { panic!("ping results") };
     let r = &p.responders[0];
     assert_eq!((p.sent, r.received, r.lost, r.duplicates), (20_000, 20_000, 0, 0), "{r:?} {c:?} {sent:?}");
     assert_eq!(p.ignored, 0, "stale replies went to the storm's socket, not the ping's");
