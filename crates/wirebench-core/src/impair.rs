@@ -155,7 +155,7 @@ mod tests {
         let (out, t) = run(spec, 100_000, 1_000, 1_000);
         assert!(out.iter().all(|&(at, seq, _)| at - seq * 1_000 <= 10_000_000));
         assert!(t.queue_drops > 99_000, "{}", t.queue_drops);
-        let rate = t.out_bps_active(1_000);
+        let rate = t.out_bps_active();
         assert!((rate - 8e6).abs() < 0.01 * 8e6, "{rate}");
     }
 

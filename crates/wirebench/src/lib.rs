@@ -2,7 +2,7 @@
 //! integration tests call the same function in-process.
 //!
 //! Layout: [`cli`] (the command line), one module per mode ([`serve`], [`ping`],
-//! [`suite`]), and the shared pieces every mode uses the same way: [`shutdown`] (Ctrl-C
+//! [`suite`], [`proxy`], [`shape`]), and the shared pieces every mode uses the same way: [`shutdown`] (Ctrl-C
 //! to a flag every loop polls), [`host`] (the environment recorded in reports), [`output`]
 //! (atomic result files) and [`error`] (exit codes).
 
@@ -11,7 +11,9 @@ pub mod error;
 pub mod host;
 pub mod output;
 pub mod ping;
+pub mod proxy;
 pub mod serve;
+pub mod shape;
 pub mod shutdown;
 pub mod suite;
 
@@ -50,6 +52,8 @@ pub fn run(cli: &Cli, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
             Ok(u8::from(report.outcome == Outcome::PeerSilent))
         }
         Command::Suite(a) => suite::run(a, ctx).map(|_| 0),
+        Command::Proxy(a) => proxy::run(a, ctx).map(|_| 0),
+        Command::Shape(a) => shape::run(a, ctx).map(|()| 0),
     }
 }
 

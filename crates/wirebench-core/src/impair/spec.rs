@@ -107,6 +107,18 @@ impl FromStr for Jitter {
     }
 }
 
+/// `--delay 10ms`: a duration that may be 0 but not negative, in ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delay(pub u64);
+
+impl FromStr for Delay {
+    type Err = SpecError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        span_ns("delay", s).map(Self)
+    }
+}
+
 /// Parses a non-negative duration, with a clear word for a negative one.
 pub fn span_ns(what: &str, s: &str) -> Result<u64, SpecError> {
     if s.trim().starts_with('-') {
@@ -277,6 +289,8 @@ mod tests {
         assert!(j("2ms:cauchy").unwrap_err().0.contains("unknown distribution"));
         assert!(j("-2ms").unwrap_err().0.contains("negative"));
         assert!(j("2").unwrap_err().0.contains("needs a unit"));
+        assert!("-5ms".parse::<Delay>().unwrap_err().0.contains("delay: '-5ms' cannot be negative"));
+        assert_eq!("10ms".parse::<Delay>(), Ok(Delay(10_000_000)));
     }
 
     #[test]

@@ -52,6 +52,8 @@ pub struct Tally {
     pub last_in_ns: u64,
     /// First and last release, ns.
     pub first_out_ns: Option<u64>,
+    /// Bytes of the first release (left out of the rate: the span starts once they left).
+    pub first_out_bytes: u64,
     /// Last release.
     pub last_out_ns: u64,
 }
@@ -72,6 +74,7 @@ impl Default for Tally {
             first_in_ns: None,
             last_in_ns: 0,
             first_out_ns: None,
+            first_out_bytes: 0,
             last_out_ns: 0,
         }
     }
@@ -105,7 +108,10 @@ impl Tally {
         self.duplicates += u64::from(copies.saturating_sub(1));
         self.reordered += u64::from(reordered);
         latency::record(&mut self.delay, now_ns.saturating_sub(arrival_ns).max(1));
-        self.first_out_ns.get_or_insert(now_ns);
+        if self.first_out_ns.is_none() {
+            self.first_out_ns = Some(now_ns);
+            self.first_out_bytes = len as u64 * u64::from(copies);
+        }
         self.last_out_ns = now_ns;
     }
 
@@ -127,6 +133,9 @@ impl Tally {
             (x, y) => x.or(y),
         };
         self.first_in_ns = min_some(self.first_in_ns, other.first_in_ns);
+        if other.first_out_ns.is_some() && (self.first_out_ns.is_none() || other.first_out_ns < self.first_out_ns) {
+            self.first_out_bytes = other.first_out_bytes;
+        }
         self.first_out_ns = min_some(self.first_out_ns, other.first_out_ns);
         self.last_in_ns = self.last_in_ns.max(other.last_in_ns);
         self.last_out_ns = self.last_out_ns.max(other.last_out_ns);
@@ -150,11 +159,15 @@ impl Tally {
 
     /// Bits per second sent, first to last release (0 with fewer than two releases). The
     /// first release's bytes are left out: the span starts when they had left.
-    pub fn out_bps_active(&self, first_len: u64) -> f64 {
+    pub fn out_bps_active(&self) -> f64 {
         let Some(first) = self.first_out_ns else { return 0.0 };
         let span = self.last_out_ns.saturating_sub(first);
         #[expect(clippy::cast_precision_loss, reason = "rates")]
-        if span == 0 { 0.0 } else { (self.bytes_out.saturating_sub(first_len) * 8) as f64 * 1e9 / span as f64 }
+        if span == 0 {
+            0.0
+        } else {
+            (self.bytes_out.saturating_sub(self.first_out_bytes) * 8) as f64 * 1e9 / span as f64
+        }
     }
 }
 

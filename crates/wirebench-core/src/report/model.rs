@@ -147,7 +147,8 @@ pub struct ThreadInfo {
 pub struct LatencyView {
     /// What is timed: `rtt_from_send` (closed loop), `rtt_from_intended_send`
     /// (open loop, coordinated-omission corrected), `rtt_from_actual_send` (open loop,
-    /// uncorrected), `network_rtt` (dwell subtracted) or `dwell`.
+    /// uncorrected), `network_rtt` (dwell subtracted), `dwell`, or `added_delay` (proxy:
+    /// release minus arrival).
     pub measures: String,
     /// Summary values.
     pub summary: Summary,
