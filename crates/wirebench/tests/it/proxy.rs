@@ -339,3 +339,15 @@ fn shape_tc_apply_and_clear_in_a_namespace() {
     // A second clear finds nothing and says so.
     assert!(run(&["--clear"]).contains("nothing to remove"));
 }
+
+#[test]
+fn the_suite_pings_through_a_proxy_and_saves_both_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("wirebench-report");
+    let r = wirebench(&["suite", "--out", out.to_str().unwrap(), "--scale", "0.05"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.out.contains("ping-udp-proxy-500us") && r.out.contains("proxy: requested +1ms round trip"), "{}", r.out);
+    for f in ["ping-udp-proxy-500us.json", "proxy-udp-500us.json"] {
+        assert_valid_report(&read_json(&out.join(f)));
+    }
+}
