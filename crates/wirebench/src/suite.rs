@@ -177,9 +177,12 @@ fn proxy_step(
     let (up, down) = (own(&results.up), own(&results.down));
     let preport = crate::proxy::report(&pcfg, results, &ctx.argv, started, wirebench_core::report::Outcome::Completed);
     crate::output::write_json(&args.out.join("proxy-udp-500us.json"), &preport)?;
-    let p50 = |r: &Report| match &r.results {
-        Results::Ping(p) => p.responders.first().and_then(|x| x.latency.summary.at(50.0)),
-        Results::Proxy(_) => None,
+    let p50 = |r: &Report| {
+        if let Results::Ping(p) = &r.results {
+            p.responders.first().and_then(|x| x.latency.summary.at(50.0))
+        } else {
+            None
+        }
     };
     let line = match (reports.first().and_then(p50), p50(&m.report)) {
         (Some(direct), Some(through)) => {
