@@ -5,8 +5,10 @@
 //! - [`distribution`]: HdrHistogram's percentile distribution (the layout Aeron's Ping
 //!   prints, and the `.hgrm` file format HdrHistogram's plotter reads).
 //! - [`hlog`]: HdrHistogram interval logs.
+//! - [`proxy`]: the proxy's requested-vs-achieved lines and table.
 //! - [`text`]: the one-line summaries and the terminal report of a run.
 
 pub mod distribution;
 pub mod hlog;
+pub mod proxy;
 pub mod text;

@@ -25,6 +25,11 @@ pub enum Command {
     /// The main job with no setup: serve in-process on loopback and a short tour of every
     /// measurement, saved to wirebench-report/.
     Suite(crate::suite::Args),
+    /// UDP/TCP impairment proxy: delay, jitter, loss (random, bursty), reorder, duplicate,
+    /// rate; reports requested vs achieved.
+    Proxy(Box<crate::proxy::Args>),
+    /// Print (or apply, or clear) tc/iptables scripts that shape clients' links.
+    Shape(crate::shape::Args),
 }
 
 /// Parses one mode's flags as its subcommand would (for the suite, and for tests of a mode's

@@ -2,7 +2,7 @@
 //! integration tests call the same function in-process.
 //!
 //! Layout: [`cli`] (the command line), one module per mode ([`serve`], [`ping`],
-//! [`suite`]), and the shared pieces every mode uses the same way: [`shutdown`] (Ctrl-C
+//! [`suite`], [`proxy`], [`shape`]), and the shared pieces every mode uses the same way: [`shutdown`] (Ctrl-C
 //! to a flag every loop polls), [`host`] (the environment recorded in reports), [`output`]
 //! (atomic result files) and [`error`] (exit codes).
 
@@ -14,7 +14,9 @@ pub mod host;
 pub mod listen;
 pub mod output;
 pub mod ping;
+pub mod proxy;
 pub mod serve;
+pub mod shape;
 pub mod shutdown;
 pub mod stream;
 pub mod suite;
@@ -59,6 +61,8 @@ pub fn run(cli: &Cli, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
         }
         Command::Listen(a) => listen::run(a, ctx).map(|_| 0),
         Command::Suite(a) => suite::run(a, ctx).map(|_| 0),
+        Command::Proxy(a) => proxy::run(a, ctx).map(|_| 0),
+        Command::Shape(a) => shape::run(a, ctx).map(|()| 0),
     }
 }
 
