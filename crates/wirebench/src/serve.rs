@@ -9,9 +9,10 @@
 //!
 //! Threads: one per UDP socket (the main port and each group on another port), one TCP
 //! acceptor, one per TCP connection. Each blocks in the kernel, or busy-polls with
-//! `--spin`; a busy-polling thread that has been idle for 50 ms falls back to sleeping in
-//! `ppoll` until traffic returns, so an idle `serve --spin` does not burn a core.
+//! `--spin`; a busy-polling thread that has been idle for 50 ms sleeps in `ppoll` until
+//! traffic returns (`serve/spin.rs`), so an idle `serve --spin` does not burn a core.
 
+mod spin;
 mod stream;
 mod tcp;
 mod udp;

@@ -5,13 +5,12 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
 
 use wirebench_core::wire::Kind;
 use wirebench_core::wire::probe::{self, Probe};
 use wirebench_net::clock::wall_now_ns;
 
-use super::udp::SPIN_IDLE;
+use super::spin::Spinner;
 use super::{Config, Counters, MAX_TCP_CONNECTIONS};
 use crate::shutdown::{POLL, Shutdown};
 
@@ -86,8 +85,7 @@ impl Conn {
         }
         let mut buf = vec![0u8; 4 * probe::MAX_LEN];
         let (mut start, mut end) = (0usize, 0usize);
-        let mut last_traffic = Instant::now();
-        let mut spins = 0u32;
+        let mut spinner = Spinner::new();
         let mut first = true;
         while !self.shutdown.is_set() {
             match self.stream.read(&mut buf[end..]) {
@@ -134,17 +132,12 @@ impl Conn {
                         end -= start;
                         start = 0;
                     }
-                    last_traffic = Instant::now();
+                    spinner.on_traffic();
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                     if spin {
-                        spins = spins.wrapping_add(1);
-                        if spins.is_multiple_of(4096) && last_traffic.elapsed() > SPIN_IDLE {
-                            let _ = wirebench_net::wait_readable(&self.stream, POLL);
-                            last_traffic = Instant::now();
-                        }
-                        std::hint::spin_loop();
+                        spinner.on_empty(&self.stream);
                     }
                 }
                 Err(_) => return,

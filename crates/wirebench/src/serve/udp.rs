@@ -4,17 +4,14 @@ use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 use wirebench_core::wire::Kind;
 use wirebench_core::wire::probe::{self, FLAG_REPLY_GROUP, Probe};
 use wirebench_net::clock::wall_now_ns;
 
+use super::spin::Spinner;
 use super::{Config, Counters};
 use crate::shutdown::{POLL, Shutdown};
-
-/// A busy-polling thread idle this long goes back to sleeping in the kernel.
-pub(super) const SPIN_IDLE: std::time::Duration = std::time::Duration::from_millis(50);
 
 pub(super) struct Worker {
     pub(super) sock: UdpSocket,
@@ -34,26 +31,14 @@ impl Worker {
             return;
         }
         let mut buf = vec![0u8; probe::MAX_LEN + 1];
-        let mut last_traffic = Instant::now();
-        let mut spins = 0u32;
+        let mut spinner = Spinner::new();
         while !self.shutdown.is_set() {
             match self.sock.recv_from(&mut buf) {
                 Ok((n, from)) => {
                     self.answer(&mut buf[..n], from);
-                    if spin {
-                        spins = 0;
-                        last_traffic = Instant::now();
-                    }
+                    spinner.on_traffic();
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock && spin => {
-                    spins = spins.wrapping_add(1);
-                    // Look at the clock only now and then: it is the idle path.
-                    if spins.is_multiple_of(4096) && last_traffic.elapsed() > SPIN_IDLE {
-                        let _ = wirebench_net::wait_readable(&self.sock, POLL);
-                        last_traffic = Instant::now();
-                    }
-                    std::hint::spin_loop();
-                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock && spin => spinner.on_empty(&self.sock),
                 Err(_) => {}
             }
         }
