@@ -1,6 +1,6 @@
 //! `wirebench suite`: the main job with no setup. Starts `serve` in-process on loopback,
 //! runs a short tour of every measurement that exists, prints one table and writes one
-//! JSON report per step to `wirebench-report/`.
+//! JSON report per step and an HTML page of them all (`index.html`) to `wirebench-report/`.
 
 use std::path::PathBuf;
 
@@ -104,6 +104,14 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Vec<Report>> {
     print_table(ctx, &rows)?;
     print_stream_table(ctx, &stream_rows)?;
     writeln!(ctx.out, "serve: {counters}")?;
+    // The HTML page of every step (`wirebench report` renders the same from the JSON).
+    let names: Vec<&str> =
+        steps(&target, args.scale).iter().chain(&stream_steps(&target, args.scale)).map(|s| s.name).collect();
+    let runs: Vec<wirebench_report::Run<'_>> =
+        names.iter().zip(&reports).map(|(name, report)| wirebench_report::Run { name, report }).collect();
+    let html = args.out.join("index.html");
+    crate::report::write_html(&html, "wirebench suite", &runs, false)?;
+    writeln!(ctx.out, "report: {}", html.display())?;
     Ok(reports)
 }
 
