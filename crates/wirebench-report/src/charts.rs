@@ -90,33 +90,68 @@ fn top(lines: &[Line], pick: impl Fn(&(f64, f64)) -> f64) -> f64 {
     lines.iter().flat_map(|l| l.points.iter().map(&pick)).fold(0.0, f64::max)
 }
 
+/// `12`, `1.5k`, `10M`: a short axis label.
+pub fn short_number(v: f64) -> String {
+    let a = v.abs();
+    let (x, unit) = if a >= 1e9 {
+        (v / 1e9, "G")
+    } else if a >= 1e6 {
+        (v / 1e6, "M")
+    } else if a >= 1e4 {
+        (v / 1e3, "k")
+    } else {
+        (v, "")
+    };
+    let text = if x.abs() >= 100.0 || x.fract().abs() < 1e-9 {
+        format!("{x:.0}")
+    } else if x.abs() >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    };
+    let text = if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.').to_owned() } else { text };
+    format!("{text}{unit}")
+}
+
+/// A y range wider than this ratio (max over the smallest value) is drawn on a log scale,
+/// so the body of the distribution is not flattened by its tail.
+const LOG_Y_RATIO: f64 = 20.0;
+
 /// SVG of a percentile distribution chart, one line per entry of `lines` (points from
-/// [`percentile_points`]).
+/// [`percentile_points`]). y is linear, or logarithmic when the values span more than
+/// [`LOG_Y_RATIO`].
 pub fn percentile_chart(title: &str, y_desc: &str, lines: &[Line]) -> io::Result<String> {
     let x_max = top(lines, |p| p.0).max(10.0);
     let y_max = top(lines, |p| p.1).max(1e-3) * 1.05;
+    let y_min =
+        lines.iter().flat_map(|l| l.points.iter().map(|p| p.1)).filter(|y| *y > 0.0).fold(f64::INFINITY, f64::min);
     #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "a few decades")]
     let decades = x_max.log10().floor().max(1.0) as usize;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(42)
-            .y_label_area_size(64)
-            .build_cartesian_2d((1.0..x_max).log_scale(), 0.0..y_max)
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_labels(decades + 1)
-            .x_label_formatter(&|x| percentile_label(*x))
-            .x_desc("percentile")
-            .y_desc(y_desc)
-            .draw()
-            .map_err(err)?;
-        draw_lines(&mut chart, lines)?;
+        let mut builder = ChartBuilder::on(&root);
+        builder.caption(title, ("sans-serif", 18)).margin(12).x_label_area_size(42).y_label_area_size(64);
+        let x = (1.0..x_max).log_scale();
+        if y_min.is_finite() && y_max / y_min > LOG_Y_RATIO {
+            let positive: Vec<Line> = lines
+                .iter()
+                .map(|l| Line { points: l.points.iter().copied().filter(|p| p.1 > 0.0).collect(), ..l.clone() })
+                .collect();
+            let mut chart = builder.build_cartesian_2d(x, (y_min * 0.9..y_max).log_scale()).map_err(err)?;
+            let y_desc = format!("{y_desc}, log scale");
+            let mut mesh = chart.configure_mesh();
+            mesh.x_labels(decades + 1).x_label_formatter(&|x| percentile_label(*x));
+            mesh.y_label_formatter(&|y| short_number(*y)).x_desc("percentile").y_desc(y_desc).draw().map_err(err)?;
+            draw_lines(&mut chart, &positive)?;
+        } else {
+            let mut chart = builder.build_cartesian_2d(x, 0.0..y_max).map_err(err)?;
+            let mut mesh = chart.configure_mesh();
+            mesh.x_labels(decades + 1).x_label_formatter(&|x| percentile_label(*x));
+            mesh.y_label_formatter(&|y| short_number(*y)).x_desc("percentile").y_desc(y_desc).draw().map_err(err)?;
+            draw_lines(&mut chart, lines)?;
+        }
         root.present().map_err(err)?;
     }
     Ok(svg)
@@ -139,7 +174,14 @@ pub fn series_chart(title: &str, x_desc: &str, y_desc: &str, lines: &[Line]) -> 
             .y_label_area_size(64)
             .build_cartesian_2d(x_min..x_max, 0.0..y_max)
             .map_err(err)?;
-        chart.configure_mesh().x_desc(x_desc).y_desc(y_desc).draw().map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_label_formatter(&|x| short_number(*x))
+            .y_label_formatter(&|y| short_number(*y))
+            .x_desc(x_desc)
+            .y_desc(y_desc)
+            .draw()
+            .map_err(err)?;
         draw_lines(&mut chart, lines)?;
         root.present().map_err(err)?;
     }
@@ -188,6 +230,26 @@ mod tests {
         assert_eq!(percentile_label(100.0), "99%");
         assert_eq!(percentile_label(1000.0), "99.9%");
         assert_eq!(percentile_label(100_000.0), "99.999%");
+    }
+
+    #[test]
+    fn short_labels() {
+        let cases = [(0.0, "0"), (2.5, "2.5"), (12.0, "12"), (150.5, "150"), (2000.0, "2000"), (15_000.0, "15k")];
+        for (v, want) in cases {
+            assert_eq!(short_number(v), want);
+        }
+        assert_eq!(short_number(10_000_000.0), "10M");
+        assert_eq!(short_number(5_450_000_000.0), "5.45G");
+    }
+
+    #[test]
+    fn wide_ranges_get_a_log_axis() {
+        let narrow = [Line::new("a", vec![(1.0, 10.0), (100.0, 19.0)])];
+        assert!(!percentile_chart("t", "us", &narrow).unwrap().contains("log scale"));
+        let wide = [Line::new("a", vec![(1.0, 10.0), (100.0, 4000.0)])];
+        let svg = percentile_chart("t", "us", &wide).unwrap();
+        assert!(svg.contains("us, log scale"));
+        assert_eq!(svg.matches(DATA_LINE_MARK).count(), 1);
     }
 
     #[test]
