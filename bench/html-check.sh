@@ -6,9 +6,10 @@
 #   - the page logged nothing to the console (it has no scripts and fetches nothing, so any
 #     console message is an error such as a failed load);
 # then saves a screenshot. Artifacts (page, DOM, console log, screenshot) go to
-# ${HTML_CHECK_OUT:-target/html-check}/. Not run by CI (see docs/modes/report.md).
+# ${HTML_CHECK_OUT:-target/html-check}/. CI runs it with the debug binary (.ci/run).
 #
-#   bench/html-check.sh            # SCALE=0.2 by default: a quick suite
+#   bench/html-check.sh                                   # release build, SCALE=0.2
+#   WIREBENCH_BIN=target/debug/wirebench bench/html-check.sh   # no build (as CI does)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${HTML_CHECK_OUT:-target/html-check}
@@ -24,8 +25,12 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
-cargo build --release -q
-target/release/wirebench suite --out "$work/wirebench-report" --scale "$scale" >"$out/suite.txt"
+bin=${WIREBENCH_BIN:-}
+if [ -z "$bin" ]; then
+  cargo build --release -q
+  bin=target/release/wirebench
+fi
+"$bin" suite --out "$work/wirebench-report" --scale "$scale" >"$out/suite.txt"
 cp "$work/wirebench-report/index.html" "$out/index.html"
 url="file://$out/index.html"
 

@@ -155,9 +155,14 @@ pub fn format_value(row: &str, v: f64) -> String {
     }
 }
 
-/// `x1.24`, or `-` when there is no ratio.
+/// `x1.24`, `x0.011`, `x10.5`; `-` when there is no ratio.
 pub fn format_ratio(r: Option<f64>) -> String {
-    r.map_or_else(|| "-".into(), |r| format!("x{r:.2}"))
+    match r {
+        None => "-".into(),
+        Some(r) if r >= 10.0 => format!("x{r:.1}"),
+        Some(r) if r >= 0.1 || r == 0.0 => format!("x{r:.2}"),
+        Some(r) => format!("x{r:.3}"),
+    }
 }
 
 /// The one-line warning for runs whose environments differ, if any do.
@@ -272,6 +277,14 @@ mod tests {
         assert_eq!(c.tables.iter().map(|t| t.mode).collect::<Vec<_>>(), ["ping", "stream"]);
         let w = environment_warning(&c).unwrap();
         assert!(w.contains("s: clocksource tsc vs hpet"), "{w}");
+    }
+
+    #[test]
+    fn ratio_words() {
+        assert_eq!(format_ratio(Some(1.2345)), "x1.23");
+        assert_eq!(format_ratio(Some(0.0112)), "x0.011");
+        assert_eq!(format_ratio(Some(10.48)), "x10.5");
+        assert_eq!(format_ratio(None), "-");
     }
 
     #[test]

@@ -2,9 +2,10 @@
 //! integration tests call the same function in-process.
 //!
 //! Layout: [`cli`] (the command line), one module per mode ([`serve`], [`ping`],
-//! [`stream`], [`listen`], [`suite`], [`report`], [`doctor`]), and the shared pieces every mode uses the same way: [`shutdown`] (Ctrl-C
-//! to a flag every loop polls), [`host`] (the environment recorded in reports), [`output`]
-//! (atomic result files) and [`error`] (exit codes).
+//! [`stream`], [`listen`], [`suite`], [`report`], [`doctor`]), and the shared pieces every
+//! mode uses the same way: [`shutdown`] (Ctrl-C to a flag every loop polls), [`host`] (the
+//! environment recorded in reports), [`output`] (atomic result files), [`progress`] (bar or
+//! plain lines on stderr) and [`error`] (exit codes).
 
 pub mod cli;
 pub mod control;
