@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use wirebench_core::latency::{Percentile, Summary, histogram, record};
 use wirebench_core::report::{
     Host, IntervalRow, LatencyView, Meta, NetInterface, Outcome, PingResults, ReceiverResult, Report, ResponderResult,
-    Results, SearchResult, StreamResults, ThreadInfo, TrialRow, encode_histogram,
+    Results, SearchResult, StreamResults, SweepRow, ThreadInfo, TrialRow, encode_histogram,
 };
 use wirebench_core::stream::StreamCounts;
 
@@ -108,7 +108,7 @@ fn counts(received: u64, missing: u64, span_ns: u64) -> StreamCounts {
 }
 
 /// A UDP stream of 1000-byte messages: `received` of `sent` over one second, two intervals,
-/// and a two-trial search.
+/// a two-trial search and a two-size sweep.
 pub(crate) fn stream(sent: u64, received: u64) -> Report {
     let half = counts(received / 2, (sent - received) / 2, 500_000_000);
     let receiver = ReceiverResult {
@@ -149,7 +149,10 @@ pub(crate) fn stream(sent: u64, received: u64) -> Report {
                 best_per_s: 1000.0,
                 best_bits_per_s: 8e6,
             }),
-            sweep: vec![],
+            sweep: vec![
+                SweepRow { size: 64, per_s: 1e6, bits_per_s: 5.12e8, loss: 0.0 },
+                SweepRow { size: 1024, per_s: 5e5, bits_per_s: 4.096e9, loss: 0.01 },
+            ],
             warnings: vec![],
         }),
     }

@@ -202,5 +202,6 @@ mod tests {
         );
         assert!(text.contains("search trials (loss target 0.0000%):"));
         assert!(lines.iter().any(|l| l.ends_with("FAIL")) && lines.iter().any(|l| l.ends_with("pass")));
+        assert!(text.contains("size sweep:\n  size     64 B:"), "{text}");
     }
 }

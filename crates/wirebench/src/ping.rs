@@ -220,12 +220,26 @@ fn drive<I: ProbeIo>(
 }
 
 /// What the progress display counts toward: probes (warm-up included) when the run stops
-/// at a count, else time.
+/// at a count, else time (the warm-up's too, when it can be known: its deadline, or its count
+/// at the rate).
 fn progress_total(cfg: &Config) -> Option<crate::progress::Total> {
     use crate::progress::Total;
+    use wirebench_core::schedule::Pacing;
     match (cfg.stop.max_count, cfg.stop.deadline) {
         (Some(n), _) => Some(Total::Count(n.saturating_add(cfg.warmup.max_count.unwrap_or(0)))),
-        (None, Some(d)) => Some(Total::Time(d + cfg.warmup.deadline.unwrap_or_default())),
+        (None, Some(d)) => {
+            #[expect(clippy::cast_precision_loss, reason = "an estimate for display")]
+            let at_rate = match (cfg.warmup.max_count, cfg.pacing) {
+                (Some(w), Pacing::Rate(r)) => Some(std::time::Duration::from_secs_f64(w as f64 / r.per_sec())),
+                (Some(_), Pacing::Closed) => Some(std::time::Duration::ZERO),
+                (None, _) => None,
+            };
+            let warmup = match (at_rate, cfg.warmup.deadline) {
+                (Some(a), Some(w)) => a.min(w),
+                (a, w) => a.or(w).unwrap_or_default(),
+            };
+            Some(Total::Time(d + warmup))
+        }
         (None, None) => None,
     }
 }

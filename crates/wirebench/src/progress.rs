@@ -71,11 +71,16 @@ impl Progress {
 
 fn bar(label: &str, rx: &mpsc::Receiver<()>, status: impl Fn() -> (u64, u64, String)) {
     let (_, len, _) = status();
-    let pb = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    // Hidden until the first position and message are set, so no empty frame is drawn.
+    let pb = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden());
     if let Ok(style) = ProgressStyle::with_template("{prefix} [{wide_bar}] {percent:>3}% {msg}") {
         pb.set_style(style.progress_chars("=> "));
     }
     pb.set_prefix(label.to_owned());
+    let (pos, _, words) = status();
+    pb.set_position(pos);
+    pb.set_message(words);
+    pb.set_draw_target(ProgressDrawTarget::stderr());
     loop {
         let (pos, _, words) = status();
         pb.set_position(pos);

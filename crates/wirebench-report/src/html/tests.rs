@@ -28,9 +28,10 @@ fn skeleton() {
     assert_eq!(html.matches("<h3>Environment</h3>").count(), 2);
     assert!(html.contains("<td>kernel</td><td>6.18</td>"));
     assert!(html.contains("0.1.0 (a071b60d5d4e)"), "version and commit");
-    // overview + ping section; stream: throughput, loss, search
+    // overview + ping section; stream: throughput, loss, search, sweep
     let c = charts(&html);
-    assert_eq!(c.len(), 5, "{html}");
+    assert_eq!(c.len(), 6, "{html}");
+    assert!(html.contains("<h3>Size sweep</h3>") && html.contains("<td>1024</td>"));
     for svg in &c {
         assert!(svg.contains(DATA_LINE_MARK) || svg.contains("<circle"), "every chart has data: {svg}");
     }
