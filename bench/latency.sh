@@ -48,7 +48,8 @@ start_server() { # tool mode
 stop_server() { kill "${pids[-1]}" 2>/dev/null || true; wait "${pids[-1]}" 2>/dev/null || true; unset 'pids[-1]'; }
 
 run_sockperf() { # mode rep -> prints "count p50 p99 p999"
-  local mode=$1 rep=$2 args=(-m 32 -t "$SECS" --full-rtt)
+  local mode=$1 rep=$2
+  local args=(-m 32 -t "$SECS" --full-rtt)
   [[ $mode == *spin* ]] && args+=(--nonblocked)
   [[ $mode == tcp* ]] && args+=(--tcp)
   start_server sockperf "$mode"
@@ -64,7 +65,8 @@ PY
 }
 
 run_wirebench() { # mode rep count -> prints "count p50 p99 p999"
-  local mode=$1 rep=$2 count=$3 args=(--size 32 --count "$count" --warmup 2000 --percentiles 50,99,99.9)
+  local mode=$1 rep=$2 count=$3
+  local args=(--size 32 --count "$count" --warmup 2000 --percentiles 50,99,99.9)
   [[ $mode == *spin* ]] && args+=(--spin)
   [[ $mode == tcp* ]] && args+=(--proto tcp)
   start_server wirebench "$mode"
@@ -79,14 +81,20 @@ PY
 }
 
 : >"$OUT/results.tsv"
+declare -A counts # per mode: sockperf's observation count in the first repetition
 for rep in $(seq 1 "$REPS"); do
   for mode in udp-spin udp-block tcp-spin; do
     # alternate which tool goes first, so drift on a shared machine cancels out
     if (( rep % 2 )); then order="sockperf wirebench"; else order="wirebench sockperf"; fi
-    count=""
     for tool in $order; do
-      if [ "$tool" = sockperf ]; then r=$(run_sockperf "$mode" "$rep"); count=${r%% *}
-      else r=$(run_wirebench "$mode" "$rep" "${count:-$((SECS * 60000))}"); fi
+      if [ "$tool" = sockperf ]; then
+        r=$(run_sockperf "$mode" "$rep")
+        [ -n "${counts[$mode]:-}" ] || counts[$mode]=${r%% *}
+      else
+        # Equal counts: sockperf runs by time, so wirebench takes the count sockperf made
+        # in the first repetition (which always runs sockperf first).
+        r=$(run_wirebench "$mode" "$rep" "${counts[$mode]}")
+      fi
       echo -e "$rep\t$mode\t$tool\t$r" | tr ' ' '\t' | tee -a "$OUT/results.tsv"
     done
   done

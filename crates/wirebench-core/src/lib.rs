@@ -15,11 +15,13 @@
 //! - [`jitter`]: RFC 3550 interarrival jitter.
 //! - [`clocksync`]: NTP-style offset and one-way delay with an explicit bound.
 //! - [`rng`]: a seeded generator for simulated links.
+//! - [`impair`]: impairment decisions (delay, jitter, loss, reorder, duplicate, rate).
 //! - [`ratesearch`]: RFC 2544 binary search for the highest loss-free rate.
 //! - [`units`]: human units (`10ms`, `50k/s`) as newtypes.
 //! - [`report`]: the versioned `Report` and the histogram codec.
 
 pub mod clocksync;
+pub mod impair;
 pub mod jitter;
 pub mod latency;
 pub mod ratesearch;

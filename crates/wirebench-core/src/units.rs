@@ -159,6 +159,92 @@ impl FromStr for CountOrSpan {
     }
 }
 
+/// A bit rate, stored as bits per second: `60.76mbit`, `1gbit`, `500kbit`, `100MB/s`,
+/// `1.5GB/s`. Bit units (`bit`, `kbit`, `mbit`, `gbit`, any case, optional `/s`) are
+/// decimal bits, as in tc; byte units (`B/s`, `kB/s`, `MB/s`, `GB/s`) are decimal bytes.
+/// tc's `bps`/`mbps` mean *bytes* per second and are refused here so nobody is off by 8.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct BitRate(u64);
+
+impl BitRate {
+    /// A rate from bits per second, if it is at least 8 (one byte a second) and at most
+    /// 1 Tbit/s.
+    pub const fn from_bps(bps: u64) -> Option<Self> {
+        if bps >= 8 && bps <= 1_000_000_000_000 { Some(Self(bps)) } else { None }
+    }
+
+    /// Bits per second.
+    pub const fn bps(self) -> u64 {
+        self.0
+    }
+
+    /// Bytes per second (a float: 60.76 Mbit/s is 7,595,000 B/s exactly, others are not
+    /// whole).
+    #[expect(clippy::cast_precision_loss, reason = "at most 1e12: exact in f64")]
+    pub fn bytes_per_sec(self) -> f64 {
+        self.0 as f64 / 8.0
+    }
+}
+
+impl FromStr for BitRate {
+    type Err = UnitError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        const WHAT: &str = "bit rate";
+        let t = s.trim();
+        let Some((n, unit)) = split_number(t) else {
+            return Err(err(WHAT, s, "is not a bit rate (try 60.76mbit, 1gbit, 100MB/s)"));
+        };
+        let unit_l = unit.to_ascii_lowercase();
+        let bits_per_unit = match unit_l.strip_suffix("/s").unwrap_or(&unit_l) {
+            "bit" => Some(1.0),
+            "kbit" => Some(1e3),
+            "mbit" => Some(1e6),
+            "gbit" => Some(1e9),
+            "tbit" => Some(1e12),
+            _ => None,
+        };
+        let mult = match (bits_per_unit, unit) {
+            (Some(m), _) => m,
+            (None, "B/s") => 8.0,
+            (None, "kB/s" | "KB/s") => 8e3,
+            (None, "MB/s") => 8e6,
+            (None, "GB/s") => 8e9,
+            (None, "") => return Err(err(WHAT, s, "needs a unit (kbit, mbit, gbit, or B/s, MB/s)")),
+            (None, _) if unit_l.ends_with("bps") => {
+                return Err(err(WHAT, s, "is ambiguous (tc reads bps as bytes/s): write mbit or MB/s"));
+            }
+            (None, _) => return Err(err(WHAT, s, "has an unknown unit (use kbit, mbit, gbit, or B/s, MB/s)")),
+        };
+        let bps = (n * mult).round();
+        if !(8.0..=1e12).contains(&bps) {
+            return Err(err(WHAT, s, "must be at least 8bit and at most 1tbit"));
+        }
+        #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "range checked")]
+        Self::from_bps(bps as u64).ok_or_else(|| err(WHAT, s, "is out of range"))
+    }
+}
+
+impl fmt::Display for BitRate {
+    /// The shortest exact form: `60.76mbit`, `1gbit`, `1500bit`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (div, unit) = match self.0 {
+            v if v >= 1_000_000_000 => (1_000_000_000, "gbit"),
+            v if v >= 1_000_000 => (1_000_000, "mbit"),
+            v if v >= 1_000 => (1_000, "kbit"),
+            _ => (1, "bit"),
+        };
+        let whole = self.0 / div;
+        let frac = self.0 % div;
+        if frac == 0 {
+            return write!(f, "{whole}{unit}");
+        }
+        let width = div.ilog10() as usize;
+        let digits = format!("{frac:0width$}");
+        write!(f, "{whole}.{}{unit}", digits.trim_end_matches('0'))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,6 +292,27 @@ mod tests {
         assert_eq!("10_000".parse(), Ok(CountOrSpan::Count(10_000)));
         assert_eq!("2s".parse(), Ok(CountOrSpan::Span(Duration::from_secs(2))));
         assert!("two".parse::<CountOrSpan>().is_err());
+    }
+
+    #[test]
+    fn bit_rates() {
+        let r = |s: &str| s.parse::<BitRate>().map(BitRate::bps);
+        assert_eq!(r("60.76mbit"), Ok(60_760_000));
+        assert_eq!(r("1gbit"), Ok(1_000_000_000));
+        assert_eq!(r("1Gbit/s"), Ok(1_000_000_000));
+        assert_eq!(r("500kbit"), Ok(500_000));
+        assert_eq!(r("100MB/s"), Ok(800_000_000));
+        assert_eq!(r("1.5GB/s"), Ok(12_000_000_000));
+        assert_eq!(r("64B/s"), Ok(512));
+        for bad in ["60", "fast", "10mbps", "10bps", "0mbit", "-1mbit", "2tbit", "5qbit"] {
+            assert!(r(bad).is_err(), "{bad} should be refused");
+        }
+        assert!("10mbps".parse::<BitRate>().unwrap_err().to_string().contains("ambiguous"));
+        for s in ["60.76mbit", "1gbit", "1.5kbit", "100bit", "2.000001gbit"] {
+            assert_eq!(s.parse::<BitRate>().unwrap().to_string(), s);
+        }
+        assert_eq!("100MB/s".parse::<BitRate>().unwrap().to_string(), "800mbit");
+        assert!((r("60.76mbit").map(|b| BitRate::from_bps(b).unwrap().bytes_per_sec()) == Ok(7_595_000.0)));
     }
 }
 

@@ -8,7 +8,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 
 use nix::sys::socket::{
-    ControlMessageOwned, MsgFlags, SockaddrStorage, recvmsg, setsockopt,
+    ControlMessageOwned, MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg, recvmsg, setsockopt,
     sockopt::{RcvBuf, RcvBufForce, SndBuf, SndBufForce, UdpGroSegment, UdpGsoSegment},
 };
 
@@ -92,19 +92,56 @@ pub struct Batch {
     pub from: Option<SocketAddr>,
 }
 
-/// Receives UDP datagrams, coalesced by GRO when the kernel does.
+/// Receive slots one [`UdpBatchReceiver::recv_many`] fills at most.
+pub const SLOTS: usize = 16;
+/// Bytes per slot: the largest GRO run (or datagram).
+pub const SLOT: usize = 65_536;
+
+/// Receives UDP datagrams: `recvmmsg` into [`SLOTS`] slots, each a single datagram or a run
+/// coalesced by GRO when the kernel does.
 #[derive(Debug)]
 pub struct UdpBatchReceiver {
     sock: UdpSocket,
     gro: bool,
     cmsg: Vec<u8>,
+    headers: MultiHeaders<SockaddrStorage>,
 }
 
 impl UdpBatchReceiver {
     /// Wraps `sock`, turning GRO on when the kernel has it.
     pub fn new(sock: UdpSocket) -> Self {
         let gro = setsockopt(&sock, UdpGroSegment, &true).is_ok();
-        Self { sock, gro, cmsg: nix::cmsg_space!(i32) }
+        let headers = MultiHeaders::preallocate(SLOTS, Some(nix::cmsg_space!(i32)));
+        Self { sock, gro, cmsg: nix::cmsg_space!(i32), headers }
+    }
+
+    /// Receives up to [`SLOTS`] datagrams or GRO runs in one `recvmmsg` into `buf` (at least
+    /// `SLOTS * SLOT` bytes; slot `k` starts at `k * SLOT`), waiting (up to the socket's
+    /// timeout) only for the first. Returns how many slots were filled, 0 on timeout.
+    pub fn recv_many(&mut self, buf: &mut [u8], out: &mut [Batch; SLOTS]) -> io::Result<usize> {
+        let fd = self.sock.as_raw_fd();
+        let mut chunks = buf.chunks_exact_mut(SLOT);
+        let mut iovs: [[IoSliceMut<'_>; 1]; SLOTS] =
+            std::array::from_fn(|_| [IoSliceMut::new(chunks.next().expect("buf holds SLOTS * SLOT bytes"))]);
+        let results = match recvmmsg(fd, &mut self.headers, iovs.iter_mut(), MsgFlags::MSG_WAITFORONE, None) {
+            Ok(r) => r,
+            Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => return Ok(0),
+            Err(e) => return Err(e.into()),
+        };
+        let mut n = 0;
+        for m in results {
+            let mut seg = m.bytes;
+            if let Ok(cmsgs) = m.cmsgs() {
+                for c in cmsgs {
+                    if let ControlMessageOwned::UdpGroSegments(s) = c {
+                        seg = usize::try_from(s).unwrap_or(m.bytes).max(1);
+                    }
+                }
+            }
+            out[n] = Batch { len: m.bytes, seg: seg.max(1), from: m.address.and_then(|a| to_std(&a)) };
+            n += 1;
+        }
+        Ok(n)
     }
 
     /// Is GRO on?
@@ -129,12 +166,7 @@ impl UdpBatchReceiver {
                             }
                         }
                     }
-                    let from = m.address.and_then(|a| {
-                        a.as_sockaddr_in()
-                            .map(|v4| SocketAddr::from((v4.ip(), v4.port())))
-                            .or_else(|| a.as_sockaddr_in6().map(|v6| SocketAddr::from((v6.ip(), v6.port()))))
-                    });
-                    return Ok(Some(Batch { len: m.bytes, seg, from }));
+                    return Ok(Some(Batch { len: m.bytes, seg: seg.max(1), from: m.address.and_then(|a| to_std(&a)) }));
                 }
                 Err(nix::errno::Errno::EINTR) => {}
                 Err(nix::errno::Errno::EAGAIN) => return Ok(None),
@@ -147,6 +179,12 @@ impl UdpBatchReceiver {
     pub const fn socket(&self) -> &UdpSocket {
         &self.sock
     }
+}
+
+fn to_std(a: &SockaddrStorage) -> Option<SocketAddr> {
+    a.as_sockaddr_in()
+        .map(|v4| SocketAddr::from((v4.ip(), v4.port())))
+        .or_else(|| a.as_sockaddr_in6().map(|v6| SocketAddr::from((v6.ip(), v6.port()))))
 }
 
 /// What the kernel granted for a socket buffer.
@@ -204,6 +242,32 @@ mod tests {
             got.extend_from_slice(&buf[..b.len]);
         }
         assert_eq!(got, data, "every datagram, in order, intact");
+    }
+
+    #[test]
+    fn recv_many_takes_several_datagrams_in_one_call() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
+        // Plain sends of different sizes: GRO cannot coalesce them.
+        for i in 1..=5u8 {
+            tx.send(&vec![i; 10 * usize::from(i)]).unwrap();
+        }
+        let mut r = UdpBatchReceiver::new(rx);
+        let mut buf = vec![0u8; SLOTS * SLOT];
+        let mut out = [Batch { len: 0, seg: 1, from: None }; SLOTS];
+        let mut lens = Vec::new();
+        while lens.len() < 5 {
+            let n = r.recv_many(&mut buf, &mut out).unwrap();
+            assert!(n > 0, "within the timeout");
+            for (k, b) in out[..n].iter().enumerate() {
+                let first = buf[k * SLOT];
+                assert!(buf[k * SLOT..k * SLOT + b.len].iter().all(|&x| x == first));
+                lens.push(b.len);
+            }
+        }
+        assert_eq!(lens, [10, 20, 30, 40, 50]);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! - [`multicast`], [`iface`]: group joins and interface lookup.
 //! - [`pin`]: CPU pinning and "where am I running".
 //! - [`pmtu`]: Don't-Fragment sockets and the kernel's path MTU, for `doctor`.
+//! - [`ready`]: readiness of many sockets (epoll) with nanosecond sleeps, and writability.
 //! - `fake` (feature `fake`): an in-memory echo link on a virtual clock for the engines' tests,
 //!   and `alloc_count`, a counting allocator for no-allocation tests.
 //!
@@ -23,6 +24,7 @@ pub mod io;
 pub mod multicast;
 pub mod pin;
 pub mod pmtu;
+pub mod ready;
 pub mod tcp;
 pub mod tcpinfo;
 pub mod udp;

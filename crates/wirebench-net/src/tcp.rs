@@ -98,18 +98,15 @@ impl ProbeIo for TcpProbeIo {
                 self.start = 0;
             }
             let now = self.clock.now_ns();
-            if self.wait == Wait::Block {
-                let remaining = deadline_ns.saturating_sub(now);
-                if remaining < self.timeout_ns / 2 && !wait::readable(&self.stream, remaining)? {
-                    return Ok(None);
-                }
+            if !wait::before_read(&self.stream, self.wait, now, deadline_ns, self.timeout_ns)? {
+                return Ok(None);
             }
             match self.stream.read(&mut self.buf[self.end..]) {
                 Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
                 Ok(n) => self.end += n,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    if self.wait == Wait::Block || now >= deadline_ns {
+                    if wait::give_up(self.wait, now, deadline_ns) {
                         return Ok(None);
                     }
                     std::hint::spin_loop();

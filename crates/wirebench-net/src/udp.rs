@@ -109,13 +109,8 @@ impl ProbeIo for UdpProbeIo {
     fn recv_until(&mut self, buf: &mut [u8], deadline_ns: u64) -> io::Result<Option<Received>> {
         loop {
             let now = self.clock.now_ns();
-            if self.wait == Wait::Block {
-                let remaining = deadline_ns.saturating_sub(now);
-                // Far from the deadline, one blocking recvfrom (its SO_RCVTIMEO is the
-                // timeout); near it, ppoll for the exact remainder first.
-                if remaining < self.timeout_ns / 2 && !wait::readable(&self.sock, remaining)? {
-                    return Ok(None);
-                }
+            if !wait::before_read(&self.sock, self.wait, now, deadline_ns, self.timeout_ns)? {
+                return Ok(None);
             }
             // A connected socket only hears its peer: `recv` spares the address copy.
             let r = match self.peer {
@@ -126,7 +121,7 @@ impl ProbeIo for UdpProbeIo {
                 Ok((len, from)) => return Ok(Some(Received { len, from, at_ns: self.clock.now_ns() })),
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    if self.wait == Wait::Block || now >= deadline_ns {
+                    if wait::give_up(self.wait, now, deadline_ns) {
                         return Ok(None);
                     }
                     std::hint::spin_loop();

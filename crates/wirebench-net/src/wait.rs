@@ -7,6 +7,8 @@ use std::os::fd::AsFd;
 use nix::poll::{PollFd, PollFlags, ppoll};
 use nix::sys::time::TimeSpec;
 
+use crate::udp::Wait;
+
 /// Waits up to `timeout_ns` for `fd` to become readable. True if it is.
 pub(crate) fn readable(fd: &impl AsFd, timeout_ns: u64) -> io::Result<bool> {
     let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
@@ -16,4 +18,20 @@ pub(crate) fn readable(fd: &impl AsFd, timeout_ns: u64) -> io::Result<bool> {
         Err(nix::errno::Errno::EINTR) => Ok(false),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Before a read of a probe transport: in blocking mode near the deadline, `ppoll` for the
+/// exact remainder (far from it, the socket's own `SO_RCVTIMEO`, the probe timeout, bounds the
+/// read). False when nothing came in time.
+pub(crate) fn before_read(fd: &impl AsFd, wait: Wait, now: u64, deadline_ns: u64, timeout_ns: u64) -> io::Result<bool> {
+    let remaining = deadline_ns.saturating_sub(now);
+    if wait == Wait::Block && remaining < timeout_ns / 2 {
+        return readable(fd, remaining);
+    }
+    Ok(true)
+}
+
+/// After a read found nothing (would block, or timed out): give up, or spin again?
+pub(crate) fn give_up(wait: Wait, now: u64, deadline_ns: u64) -> bool {
+    wait == Wait::Block || now >= deadline_ns
 }

@@ -108,7 +108,7 @@ fn table(mode: &'static str, names: &[&'static str], runs: &[&Run<'_>], f: fn(&R
 }
 
 /// Compares `runs`: the first run of each mode is that mode's baseline; environments are
-/// compared with the very first run.
+/// compared with the very first run. Proxy runs get no table.
 pub fn compare(runs: &[Run<'_>]) -> Comparison {
     let mut tables = Vec::new();
     let mut modes: Vec<&'static str> = Vec::new();
@@ -120,10 +120,12 @@ pub fn compare(runs: &[Run<'_>]) -> Comparison {
     }
     for m in modes {
         let of_mode: Vec<&Run<'_>> = runs.iter().filter(|r| mode(r.report) == m).collect();
-        tables.push(match m {
-            "ping" => table(m, &PING_ROWS, &of_mode, ping_values),
-            _ => table(m, &STREAM_ROWS, &of_mode, stream_values),
-        });
+        match m {
+            "ping" => tables.push(table(m, &PING_ROWS, &of_mode, ping_values)),
+            "stream" => tables.push(table(m, &STREAM_ROWS, &of_mode, stream_values)),
+            // A proxy run is a tool's setting, not a measurement to rank: not compared.
+            _ => {}
+        }
     }
     let environment = match runs.split_first() {
         Some((base, rest)) => rest
@@ -141,6 +143,7 @@ pub fn mode(r: &Report) -> &'static str {
     match r.results {
         Results::Ping(_) => "ping",
         Results::Stream(_) => "stream",
+        Results::Proxy(_) => "proxy",
     }
 }
 

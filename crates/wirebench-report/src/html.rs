@@ -6,6 +6,7 @@
 //! section per run with its tables, charts and environment.
 
 mod ping;
+mod proxy;
 mod stream;
 
 use std::io::{self, Write};
@@ -135,6 +136,7 @@ fn headline(r: &Run<'_>) -> Vec<String> {
     let what = match &r.report.results {
         Results::Ping(p) => ping::headline(p),
         Results::Stream(s) => stream::headline(s),
+        Results::Proxy(p) => proxy::headline(p),
     };
     vec![r.name.to_owned(), compare::mode(r.report).to_owned(), outcome.to_owned(), what]
 }
@@ -172,6 +174,7 @@ fn run(out: &mut dyn Write, i: usize, r: &Run<'_>) -> io::Result<()> {
     match &r.report.results {
         Results::Ping(_) => ping::section(out, r)?,
         Results::Stream(_) => stream::section(out, r)?,
+        Results::Proxy(_) => proxy::section(out, r)?,
     }
     environment(out, r.report)?;
     writeln!(out, "</section>")

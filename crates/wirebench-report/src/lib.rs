@@ -5,7 +5,8 @@
 //! - [`distribution`]: HdrHistogram's percentile distribution (the layout Aeron's Ping
 //!   prints, and the `.hgrm` file format HdrHistogram's plotter reads).
 //! - [`hlog`]: HdrHistogram interval logs.
-//! - [`text`]: the one-line summaries and the terminal report of a ping run;
+//! - [`proxy`]: the proxy's requested-vs-achieved lines and table.
+//! - [`text`]: the one-line summaries and the terminal report of a run;
 //!   [`stream_text`]: the same for a stream run.
 //! - [`env`]: a run's environment as rows, and the differences that matter.
 //! - [`compare`]: runs side by side with ratios.
@@ -19,6 +20,7 @@ pub mod env;
 mod fixtures;
 pub mod hlog;
 pub mod html;
+pub mod proxy;
 pub mod stream_text;
 pub mod text;
 

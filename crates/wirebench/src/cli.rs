@@ -31,4 +31,20 @@ pub enum Command {
     /// Check this host for what skews or breaks measurements (socket buffers, MTU and path
     /// MTU, multicast routes, CPUs, clocksource) and print the fix; changes nothing.
     Doctor(crate::doctor::Args),
+    /// UDP/TCP impairment proxy: delay, jitter, loss (random, bursty), reorder, duplicate,
+    /// rate; reports requested vs achieved.
+    Proxy(Box<crate::proxy::Args>),
+    /// Print (or apply, or clear) tc/iptables scripts that shape clients' links.
+    Shape(crate::shape::Args),
+}
+
+/// Parses one mode's flags as its subcommand would (for the suite, and for tests of a mode's
+/// `Config`).
+pub fn parse_mode<A: clap::Args>(name: &str, args: &[&str]) -> Result<A, clap::Error> {
+    #[derive(Parser)]
+    struct One<A: clap::Args> {
+        #[command(flatten)]
+        a: A,
+    }
+    Ok(One::<A>::try_parse_from(std::iter::once(name).chain(args.iter().copied()))?.a)
 }

@@ -2,10 +2,10 @@
 //! integration tests call the same function in-process.
 //!
 //! Layout: [`cli`] (the command line), one module per mode ([`serve`], [`ping`],
-//! [`stream`], [`listen`], [`suite`], [`report`], [`doctor`]), and the shared pieces every
-//! mode uses the same way: [`shutdown`] (Ctrl-C to a flag every loop polls), [`host`] (the
-//! environment recorded in reports), [`output`] (atomic result files), [`progress`] (bar or
-//! plain lines on stderr) and [`error`] (exit codes).
+//! [`stream`], [`listen`], [`suite`], [`proxy`], [`shape`], [`report`], [`doctor`]), and the
+//! shared pieces every mode uses the same way: [`shutdown`] (Ctrl-C to a flag every loop
+//! polls), [`host`] (the environment recorded in reports), [`output`] (atomic result files),
+//! [`progress`] (bar or plain lines on stderr) and [`error`] (exit codes).
 
 pub mod cli;
 pub mod control;
@@ -17,8 +17,10 @@ pub mod listen;
 pub mod output;
 pub mod ping;
 pub mod progress;
+pub mod proxy;
 pub mod report;
 pub mod serve;
+pub mod shape;
 pub mod shutdown;
 pub mod stream;
 pub mod suite;
@@ -65,6 +67,8 @@ pub fn run(cli: &Cli, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
         Command::Suite(a) => suite::run(a, ctx).map(|_| 0),
         Command::Report(a) => report::run(a, ctx).map(|()| 0),
         Command::Doctor(a) => doctor::run(a, ctx),
+        Command::Proxy(a) => proxy::run(a, ctx).map(|_| 0),
+        Command::Shape(a) => shape::run(a, ctx).map(|()| 0),
     }
 }
 
@@ -99,6 +103,16 @@ fn one_line(text: &str) -> String {
     let body = text.split("\n\nUsage:").next().unwrap_or(text);
     let body = body.split("\n\nFor more information").next().unwrap_or(body);
     body.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A run's session id, which nobody else will pick: the standard library's per-process
+/// random hash keys mixed with the time and the process id.
+pub(crate) fn session_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.write_u32(std::process::id());
+    h.finish()
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -15,7 +15,7 @@ use wirebench_core::report::{Outcome, ReceiverResult, Report, Results, StreamRes
 use wirebench_core::stream::{StreamCounts, StreamRx};
 use wirebench_core::units::Span;
 use wirebench_core::wire::stream;
-use wirebench_net::batch::{UdpBatchReceiver, size_buffers};
+use wirebench_net::batch::{Batch, SLOT, SLOTS, UdpBatchReceiver, size_buffers};
 use wirebench_net::clock::{Clock, MonoClock};
 
 use crate::Ctx;
@@ -115,7 +115,8 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let clock = MonoClock::default();
     let start_ns = clock.now_ns();
     let mut rx = UdpBatchReceiver::new(sock);
-    let mut buf = vec![0u8; 65_536];
+    let mut buf = vec![0u8; SLOTS * SLOT];
+    let mut slots = [Batch { len: 0, seg: 1, from: None }; SLOTS];
     let mut pubs: Vec<Publisher> = Vec::new();
     let mut index: HashMap<Key, usize> = HashMap::new();
     let mut foreign = 0u64;
@@ -130,9 +131,10 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         if over {
             break;
         }
-        if let Some(b) = rx.recv(&mut buf)? {
+        let filled = rx.recv_many(&mut buf, &mut slots)?;
+        for (k, b) in slots[..filled].iter().enumerate() {
             let from = b.from.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
-            for m in buf[..b.len].chunks(b.seg) {
+            for m in buf[k * SLOT..k * SLOT + b.len].chunks(b.seg) {
                 let Ok(h) = stream::parse_datagram(m) else {
                     foreign += 1;
                     continue;

@@ -132,7 +132,7 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
     let ecfg = EngineConfig {
         size: cfg.size,
         flags: if cfg.reply_group.is_some() { FLAG_REPLY_GROUP } else { 0 },
-        session: session_id(),
+        session: crate::session_id(),
         pacing: cfg.pacing,
         warmup: cfg.warmup,
         stop: cfg.stop,
@@ -242,16 +242,6 @@ fn progress_total(cfg: &Config) -> Option<crate::progress::Total> {
         }
         (None, None) => None,
     }
-}
-
-/// A session id nobody else will pick: the standard library's per-process random hash keys
-/// mixed with the time.
-fn session_id() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
-    h.write_u32(std::process::id());
-    h.finish()
 }
 
 fn print(cfg: &Config, report: &Report, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {

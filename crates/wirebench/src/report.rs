@@ -96,7 +96,8 @@ pub fn write_text(runs: &[Run<'_>], table: bool, out: &mut dyn std::io::Write) -
         writeln!(out, "{}", env::one_line(r.report))?;
         match compare::mode(r.report) {
             "ping" => text::ping(out, r.report, table)?,
-            _ => stream_text::stream(out, r.report)?,
+            "stream" => stream_text::stream(out, r.report)?,
+            _ => wirebench_report::proxy::summary(out, r.report)?,
         }
     }
     Ok(())

@@ -169,16 +169,9 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     Ok(report)
 }
 
-fn session_id() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
-    h.finish()
-}
-
 /// One run with `spec`.
 fn once(cfg: &Config, spec: &RunSpec, ctx: &mut Ctx<'_>) -> anyhow::Result<RunOut> {
-    let session = session_id();
+    let session = crate::session_id();
     if cfg.no_control {
         return udp::publish_only(cfg, spec, session, ctx);
     }

@@ -87,6 +87,8 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Vec<Report>> {
         rows.push(row(step.name, &m.report));
         reports.push(m.report);
     }
+    let proxy_line =
+        if ctx.shutdown.is_set() { None } else { Some(proxy_step(&server, args, ctx, &mut rows, &mut reports)?) };
     let mut stream_rows = Vec::new();
     for step in stream_steps(&target, args.scale) {
         if ctx.shutdown.is_set() {
@@ -102,11 +104,14 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Vec<Report>> {
     }
     let counters = server.stop();
     print_table(ctx, &rows)?;
+    if let Some(line) = proxy_line {
+        writeln!(ctx.out, "{line}")?;
+    }
     print_stream_table(ctx, &stream_rows)?;
     writeln!(ctx.out, "serve: {counters}")?;
-    // The HTML page of every step (`wirebench report` renders the same from the JSON).
-    let names: Vec<&str> =
-        steps(&target, args.scale).iter().chain(&stream_steps(&target, args.scale)).map(|s| s.name).collect();
+    // The HTML page of every step (`wirebench report` renders the same from the JSON), each
+    // named after its file.
+    let names: Vec<String> = reports.iter().map(step_name).collect();
     let runs: Vec<wirebench_report::Run<'_>> =
         names.iter().zip(&reports).map(|(name, report)| wirebench_report::Run { name, report }).collect();
     let html = args.out.join("index.html");
@@ -115,19 +120,23 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Vec<Report>> {
     Ok(reports)
 }
 
+/// A step's name: the stem of the JSON file it was saved to (`ping-udp`), else its mode.
+fn step_name(r: &Report) -> String {
+    r.config
+        .get("json")
+        .and_then(serde_json::Value::as_str)
+        .and_then(|p| std::path::Path::new(p).file_stem())
+        .map_or_else(|| wirebench_report::compare::mode(r).to_owned(), |s| s.to_string_lossy().into_owned())
+}
+
 fn ping_args(args: &[String]) -> anyhow::Result<ping::Args> {
     parse_args::<ping::Args>("ping", args)
 }
 
 /// Parses a mode's flags as its subcommand would.
 fn parse_args<A: clap::Args>(name: &str, args: &[String]) -> anyhow::Result<A> {
-    #[derive(clap::Parser)]
-    struct P<A: clap::Args> {
-        #[command(flatten)]
-        a: A,
-    }
-    use clap::Parser as _;
-    Ok(P::<A>::try_parse_from(std::iter::once(name.to_owned()).chain(args.iter().cloned()))?.a)
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Ok(crate::cli::parse_mode(name, &args)?)
 }
 
 fn stream_row(name: &str, r: &Report) -> Vec<String> {
@@ -212,6 +221,72 @@ fn print_rows(ctx: &mut Ctx<'_>, head: &[&str], rows: &[Vec<String>]) -> anyhow:
         writeln!(ctx.out, "{}", cells.join("  ").trim_end())?;
     }
     Ok(())
+}
+
+// ---- proxy step (issue 5) ----
+
+/// The proxy step's delay, each way.
+const PROXY_DELAY_NS: u64 = 500_000;
+
+/// Ping through an in-process UDP proxy that adds 500 us each way; saves the ping and the
+/// proxy reports and returns the line comparing the measured added round trip (against the
+/// first step's direct p50) with the requested one.
+fn proxy_step(
+    server: &Server,
+    args: &Args,
+    ctx: &mut Ctx<'_>,
+    rows: &mut Vec<Vec<String>>,
+    reports: &mut Vec<Report>,
+) -> anyhow::Result<String> {
+    use wirebench_core::impair::Spec;
+    let started = std::time::SystemTime::now();
+    let pcfg =
+        crate::proxy::Config::loopback(server.local_addr(), Spec { delay_ns: PROXY_DELAY_NS, ..Spec::default() });
+    let proxy = crate::proxy::Proxy::start(&pcfg)?;
+    #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "small positive counts")]
+    let n = |base: f64| ((base * args.scale).round() as u64).max(10).to_string();
+    let via = proxy.local_addr().to_string();
+    let a = ping_args(&[via, "--count".into(), n(2_000.0), "--warmup".into(), n(100.0)])?;
+    let mut cfg = PingConfig::from_args(&a)?;
+    cfg.json = Some(args.out.join("ping-udp-proxy-500us.json"));
+    let measured = ping::measure(&cfg, ctx);
+    let results = proxy.stop();
+    let m = measured?;
+    ping::save(&cfg, &m)?;
+    let own = |d: &wirebench_core::report::ProxyDirection| d.achieved.added_delay.summary.at(50.0).unwrap_or(0);
+    let (up, down) = (own(&results.up), own(&results.down));
+    let preport = crate::proxy::report(&pcfg, results, &ctx.argv, started, wirebench_core::report::Outcome::Completed);
+    crate::output::write_json(&args.out.join("proxy-udp-500us.json"), &preport)?;
+    reports.push(preport);
+    let p50 = |r: &Report| {
+        if let Results::Ping(p) = &r.results {
+            p.responders.first().and_then(|x| x.latency.summary.at(50.0))
+        } else {
+            None
+        }
+    };
+    let line = match (reports.first().and_then(p50), p50(&m.report)) {
+        (Some(direct), Some(through)) => {
+            #[expect(clippy::cast_precision_loss, reason = "display values")]
+            let added = through as f64 - direct as f64;
+            format!(
+                "proxy: requested +{} round trip ({} each way); measured +{} us at p50 (through the proxy {} us, \
+                 direct {} us; endpoints that sleep between probes move this by tens of us, see docs/modes/proxy.md); \
+                 the proxy's own added delay p50 up {} / down {} us",
+                wirebench_core::units::humanize_ns(u128::from(2 * PROXY_DELAY_NS)),
+                wirebench_core::units::humanize_ns(u128::from(PROXY_DELAY_NS)),
+                us(added),
+                us_u(through),
+                us_u(direct),
+                us_u(up),
+                us_u(down)
+            )
+        }
+        _ => "proxy: no round trip measured".to_owned(),
+    };
+    rows.push(row("ping-udp-proxy-500us", &m.report));
+    reports.push(m.report);
+    Ok(line)
 }
 
 #[cfg(test)]

@@ -130,7 +130,7 @@ impl<'a> Probe<'a> {
             return Err(DecodeError::Truncated { need: MIN_LEN, got: buf.len() });
         }
         let declared = usize::from(u16::from_be_bytes([buf[LEN_OFFSET], buf[LEN_OFFSET + 1]]));
-        if declared != buf.len() {
+        if declared != buf.len() || declared > MAX_LEN {
             return Err(DecodeError::Length { declared, got: buf.len() });
         }
         Ok(Self { buf })
@@ -264,6 +264,17 @@ mod tests {
         assert_eq!(Probe::parse(&b), Err(DecodeError::Kind(77)));
         assert_eq!(Probe::parse(&good[..36]), Err(DecodeError::Length { declared: 40, got: 36 }));
         assert_eq!(Probe::parse(&good[..20]), Err(DecodeError::Truncated { need: MIN_LEN, got: 20 }));
+    }
+
+    #[test]
+    fn parse_and_frame_len_agree_past_the_largest_probe() {
+        // 65,508 bytes: longer than any UDP probe can be.
+        let mut b = vec![0u8; MAX_LEN + 1];
+        b[..8].copy_from_slice(&[0x57, 0x42, 1, 1, 0xff, 0xe4, 0, 0]);
+        assert!(Probe::parse(&b).is_err());
+        let mut h = [0u8; 8];
+        h.copy_from_slice(&b[..8]);
+        assert!(frame_len(&h).is_err());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use wirebench_core::stream::{StreamCounts, StreamRx};
 use wirebench_core::wire::stream;
-use wirebench_net::batch::UdpBatchReceiver;
+use wirebench_net::batch::{Batch, SLOT, SLOTS, UdpBatchReceiver};
 use wirebench_net::clock::{Clock, MonoClock};
 
 /// Most publishers in one stream.
@@ -77,15 +77,16 @@ fn publish(p: &Progress, a: &Accounts) {
 /// Receives UDP until told to finish (then drains), or `abort` is set.
 pub fn udp(rx: &mut UdpBatchReceiver, acc: &mut Accounts, p: &Arc<Progress>, abort: &AtomicBool) -> io::Result<()> {
     let clock = MonoClock::default();
-    let mut buf = vec![0u8; 65_536];
+    let mut buf = vec![0u8; SLOTS * SLOT];
+    let mut out = [Batch { len: 0, seg: 1, from: None }; SLOTS];
     let mut next_publish = clock.now_ns() + 1_000_000_000;
     let mut finish_at: Option<u64> = None;
     let mut last_data = clock.now_ns();
     while !abort.load(Ordering::Relaxed) {
-        let got = rx.recv(&mut buf)?;
+        let n = rx.recv_many(&mut buf, &mut out)?;
         let now = clock.now_ns();
-        if let Some(b) = got {
-            for m in buf[..b.len].chunks(b.seg) {
+        for (k, b) in out[..n].iter().enumerate() {
+            for m in buf[k * SLOT..k * SLOT + b.len].chunks(b.seg) {
                 acc.on_message(m, now);
             }
             last_data = now;

@@ -208,17 +208,10 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct T {
-        #[command(flatten)]
-        a: Args,
-    }
 
     fn cfg(args: &[&str]) -> Result<Config, String> {
-        let t = T::try_parse_from(std::iter::once("stream").chain(args.iter().copied())).map_err(|e| e.to_string())?;
-        Config::from_args(&t.a).map_err(|e| e.0)
+        let a: Args = crate::cli::parse_mode("stream", args).map_err(|e| e.to_string())?;
+        Config::from_args(&a).map_err(|e| e.0)
     }
 
     #[test]

@@ -29,5 +29,10 @@ fn suite_writes_a_valid_report_per_step() {
     let html = out.join("index.html");
     assert!(r.out.contains(&format!("report: {}", html.display())), "{}", r.out);
     let page = std::fs::read_to_string(&html).unwrap();
-    assert_eq!(page.matches("<section class=\"run\"").count(), 8);
+    assert_eq!(
+        page.matches("<section class=\"run\"").count(),
+        10,
+        "4 pings, the ping through the proxy, the proxy, 4 streams"
+    );
+    assert!(page.contains("<h2>proxy</h2>") && page.contains("added delay by percentile"));
 }

@@ -1,0 +1,166 @@
+//! Terminal text of `wirebench proxy`: what was requested, one line per interval, and the
+//! final requested-vs-achieved table per direction.
+
+use std::io::{self, Write};
+
+use wirebench_core::report::{
+    Outcome, ProxyAchieved, ProxyDirection, ProxyInterval, ProxyIntervalSide, ProxyRequested, Report, Results,
+};
+use wirebench_core::units::humanize_ns;
+
+/// `60.76mbit/s`, `1.2gbit/s`, `950kbit/s`.
+pub fn bps(v: f64) -> String {
+    let (x, unit) = if v >= 1e9 {
+        (v / 1e9, "gbit/s")
+    } else if v >= 1e6 {
+        (v / 1e6, "mbit/s")
+    } else if v >= 1e3 {
+        (v / 1e3, "kbit/s")
+    } else {
+        (v, "bit/s")
+    };
+    format!("{x:.2}{unit}")
+}
+
+fn ns(v: u64) -> String {
+    humanize_ns(u128::from(v))
+}
+
+#[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "display of a positive mean")]
+fn ns_f(v: f64) -> String {
+    ns(v.max(0.0).round() as u64)
+}
+
+fn pct(v: f64) -> String {
+    let s = format!("{v:.4}");
+    format!("{}%", s.trim_end_matches('0').trim_end_matches('.'))
+}
+
+fn requested_text(r: &ProxyRequested) -> [String; 5] {
+    let jitter = match (&r.jitter_dist, r.jitter_ns) {
+        (Some(d), j) if j > 0 => format!(" jitter {} {d}", ns(j)),
+        _ => String::new(),
+    };
+    let loss = match (r.loss_burst_p_pct, r.loss_burst_r_pct) {
+        (Some(p), Some(q)) => {
+            format!("{} (burst p {} r {}, mean burst {:.1})", pct(r.loss_pct), pct(p), pct(q), 100.0 / q)
+        }
+        _ => pct(r.loss_pct),
+    };
+    let rate = r.rate_bps.map_or_else(
+        || "none".to_owned(),
+        |b| {
+            #[expect(clippy::cast_precision_loss, reason = "display")]
+            let f = b as f64;
+            format!("{} (burst {} B, queue {})", bps(f), r.burst_bytes.unwrap_or(0), ns(r.queue_limit_ns))
+        },
+    );
+    let reorder =
+        if r.reorder_pct > 0.0 { format!("{} (gap {})", pct(r.reorder_pct), ns(r.reorder_gap_ns)) } else { pct(0.0) };
+    [format!("{}{jitter}", ns(r.delay_ns)), loss, reorder, pct(r.duplicate_pct), rate]
+}
+
+/// The impairment asked of each direction, one line each.
+pub fn requested_lines(out: &mut dyn Write, up: &ProxyRequested, down: &ProxyRequested) -> io::Result<()> {
+    for (name, r) in [("up", up), ("down", down)] {
+        let [delay, loss, reorder, dup, rate] = requested_text(r);
+        writeln!(out, "  {name:<4} delay {delay}, loss {loss}, reorder {reorder}, duplicate {dup}, rate {rate}")?;
+    }
+    Ok(())
+}
+
+fn side(s: &ProxyIntervalSide) -> String {
+    format!(
+        "{} in {} out, delay p50 {} p99 {}, loss {}, drops {}, reorder {}, dup {}, {}",
+        s.packets_in,
+        s.packets_out,
+        ns(s.delay_p50_ns),
+        ns(s.delay_p99_ns),
+        pct(s.loss_pct),
+        pct(s.drop_pct),
+        pct(s.reorder_pct),
+        s.duplicates,
+        bps(s.rate_bps)
+    )
+}
+
+/// One interval: `[  3.0s] up: ... | down: ...`.
+pub fn interval_line(out: &mut dyn Write, iv: &ProxyInterval) -> io::Result<()> {
+    #[expect(clippy::cast_precision_loss, reason = "display")]
+    let end = (iv.start_ns + iv.duration_ns) as f64 / 1e9;
+    writeln!(out, "[{end:6.1}s] up: {} | down: {}", side(&iv.up), side(&iv.down))
+}
+
+fn achieved_text(a: &ProxyAchieved) -> [String; 5] {
+    let s = &a.added_delay.summary;
+    let q = |p: f64| s.at(p).map_or_else(|| "-".to_owned(), ns);
+    let delay = if s.count == 0 {
+        "nothing delivered".to_owned()
+    } else {
+        format!(
+            "p50 {} p90 {} p99 {} p99.9 {} max {} (mean {}, sd {})",
+            q(50.0),
+            q(90.0),
+            q(99.0),
+            q(99.9),
+            ns(s.max_ns),
+            ns_f(s.mean_ns),
+            ns_f(s.stddev_ns)
+        )
+    };
+    [
+        delay,
+        format!(
+            "{} ({} of {}); queue drops {}, send drops {}",
+            pct(a.loss_pct),
+            a.lost,
+            a.packets_in,
+            a.queue_drops,
+            a.send_drops
+        ),
+        format!("{} ({})", pct(a.reorder_pct), a.reordered),
+        format!("{} ({})", pct(a.duplicate_pct), a.duplicates),
+        format!("{} (offered {})", bps(a.rate_bps), bps(a.offered_bps)),
+    ]
+}
+
+fn direction(out: &mut dyn Write, name: &str, d: &ProxyDirection) -> io::Result<()> {
+    writeln!(out, "{name}: {} in, {} delivered", d.achieved.packets_in, d.achieved.packets_out)?;
+    let req = requested_text(&d.requested);
+    let ach = achieved_text(&d.achieved);
+    let rows = ["added delay", "loss", "reorder", "duplicate", "rate"];
+    let w = req.iter().map(String::len).max().unwrap_or(0);
+    for ((row, r), a) in rows.iter().zip(&req).zip(&ach) {
+        writeln!(out, "  {row:<11}  requested {r:<w$}  achieved {a}")?;
+    }
+    Ok(())
+}
+
+/// The final report of a proxy run.
+pub fn summary(out: &mut dyn Write, report: &Report) -> io::Result<()> {
+    let Results::Proxy(p) = &report.results else { return Ok(()) };
+    writeln!(
+        out,
+        "proxy {} {} -> {}: {} flows ({} refused or unreachable)",
+        p.proto, p.listen, p.upstream, p.flows, p.flows_failed
+    )?;
+    direction(out, "up (client -> upstream)", &p.up)?;
+    direction(out, "down (upstream -> client)", &p.down)?;
+    if report.outcome == Outcome::Interrupted {
+        writeln!(out, "interrupted: results so far")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units() {
+        assert_eq!(bps(60_760_000.0), "60.76mbit/s");
+        assert_eq!(bps(5.2e9), "5.20gbit/s");
+        assert_eq!(pct(1.0), "1%");
+        assert_eq!(pct(0.25), "0.25%");
+    }
+}
