@@ -5,6 +5,7 @@
 //! - [`udp`] and [`tcp`]: the real probe transports, blocking or busy-polling.
 //! - [`multicast`], [`iface`]: group joins and interface lookup.
 //! - [`pin`]: CPU pinning and "where am I running".
+//! - [`pmtu`]: Don't-Fragment sockets and the kernel's path MTU, for `doctor`.
 //! - [`ready`]: readiness of many sockets (epoll) with nanosecond sleeps, and writability.
 //! - `fake` (feature `fake`): an in-memory echo link on a virtual clock for the engines' tests,
 //!   and `alloc_count`, a counting allocator for no-allocation tests.
@@ -22,6 +23,7 @@ pub mod iface;
 pub mod io;
 pub mod multicast;
 pub mod pin;
+pub mod pmtu;
 pub mod ready;
 pub mod tcp;
 pub mod tcpinfo;

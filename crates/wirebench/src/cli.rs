@@ -25,6 +25,12 @@ pub enum Command {
     /// The main job with no setup: serve in-process on loopback and a short tour of every
     /// measurement, saved to wirebench-report/.
     Suite(crate::suite::Args),
+    /// Render saved reports: text, one self-contained HTML page with charts, or runs side by
+    /// side with ratios (--compare).
+    Report(crate::report::Args),
+    /// Check this host for what skews or breaks measurements (socket buffers, MTU and path
+    /// MTU, multicast routes, CPUs, clocksource) and print the fix; changes nothing.
+    Doctor(crate::doctor::Args),
     /// UDP/TCP impairment proxy: delay, jitter, loss (random, bursty), reorder, duplicate,
     /// rate; reports requested vs achieved.
     Proxy(Box<crate::proxy::Args>),

@@ -1,11 +1,18 @@
-//! The environment of a run, recorded in every report: host, kernel, CPU, clocksource and
-//! the sysctls that change network measurements.
+//! The environment of a run, recorded in every report: host, kernel, CPU, clocksource,
+//! the sysctls that change network measurements, the interfaces used and their MTU, and
+//! the git commit of the build.
+
+pub mod net;
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::net::SocketAddr;
 use std::time::SystemTime;
 
-use wirebench_core::report::{Host, Meta};
+use wirebench_core::report::{Host, Meta, NetInterface};
+
+/// The git commit this binary was built from (set by `build.rs` in a git checkout).
+pub const GIT_COMMIT: Option<&str> = option_env!("WIREBENCH_GIT_COMMIT");
 
 /// Sysctls recorded in every report.
 pub const SYSCTLS: [&str; 8] = [
@@ -49,7 +56,30 @@ pub fn capture() -> Host {
         cpus: u32::try_from(wirebench_net::pin::cpu_count()).unwrap_or(u32::MAX),
         clocksource: read_trim("/sys/devices/system/clocksource/clocksource0/current_clocksource").unwrap_or_default(),
         sysctls,
+        interfaces: default_interface().into_iter().collect(),
     }
+}
+
+fn default_interface() -> Option<NetInterface> {
+    let name = net::default_route_interface(&net::routes())?;
+    Some(NetInterface { mtu: net::mtu(&name), name, role: "default route".into() })
+}
+
+/// The interfaces a run toward `peer` uses: `interface` (an `--interface` name or address)
+/// if given, else the one the kernel routes `peer` by; then the default route's, if it is
+/// another.
+pub fn interfaces(peer: Option<SocketAddr>, interface: Option<&str>) -> Vec<NetInterface> {
+    let chosen = match (interface, peer) {
+        (Some(i), _) => net::interface_name(i).map(|n| (n, "--interface".to_owned())),
+        (None, Some(p)) => net::interface_towards(p).map(|n| (n, format!("route to {p}"))),
+        (None, None) => None,
+    };
+    let mut out: Vec<NetInterface> =
+        chosen.into_iter().map(|(name, role)| NetInterface { mtu: net::mtu(&name), name, role }).collect();
+    if let Some(d) = default_interface().filter(|d| out.iter().all(|o| o.name != d.name)) {
+        out.push(d);
+    }
+    out
 }
 
 /// The report's `meta` for a run that started at `started` and took `duration_ns`.
@@ -61,5 +91,20 @@ pub fn meta(argv: &[String], started: SystemTime, duration_ns: u64) -> Meta {
         started_at: humantime::format_rfc3339_micros(started).to_string(),
         duration_ns,
         host: capture(),
+        git_commit: GIT_COMMIT.map(str::to_owned),
     }
+}
+
+/// [`meta`] for a run toward `peer` (and `--interface`, if given): also records the
+/// interface the traffic used and its MTU.
+pub fn meta_to(
+    argv: &[String],
+    started: SystemTime,
+    duration_ns: u64,
+    peer: Option<SocketAddr>,
+    interface: Option<&str>,
+) -> Meta {
+    let mut m = meta(argv, started, duration_ns);
+    m.host.interfaces = interfaces(peer, interface);
+    m
 }

@@ -2,19 +2,23 @@
 //! integration tests call the same function in-process.
 //!
 //! Layout: [`cli`] (the command line), one module per mode ([`serve`], [`ping`],
-//! [`suite`], [`proxy`], [`shape`]), and the shared pieces every mode uses the same way: [`shutdown`] (Ctrl-C
-//! to a flag every loop polls), [`host`] (the environment recorded in reports), [`output`]
-//! (atomic result files) and [`error`] (exit codes).
+//! [`stream`], [`listen`], [`suite`], [`proxy`], [`shape`], [`report`], [`doctor`]), and the
+//! shared pieces every mode uses the same way: [`shutdown`] (Ctrl-C to a flag every loop
+//! polls), [`host`] (the environment recorded in reports), [`output`] (atomic result files),
+//! [`progress`] (bar or plain lines on stderr) and [`error`] (exit codes).
 
 pub mod cli;
 pub mod control;
+pub mod doctor;
 pub mod error;
 pub mod flow;
 pub mod host;
 pub mod listen;
 pub mod output;
 pub mod ping;
+pub mod progress;
 pub mod proxy;
+pub mod report;
 pub mod serve;
 pub mod shape;
 pub mod shutdown;
@@ -61,13 +65,16 @@ pub fn run(cli: &Cli, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
         }
         Command::Listen(a) => listen::run(a, ctx).map(|_| 0),
         Command::Suite(a) => suite::run(a, ctx).map(|_| 0),
+        Command::Report(a) => report::run(a, ctx).map(|()| 0),
+        Command::Doctor(a) => doctor::run(a, ctx),
         Command::Proxy(a) => proxy::run(a, ctx).map(|_| 0),
         Command::Shape(a) => shape::run(a, ctx).map(|()| 0),
     }
 }
 
 /// Parses `argv`, runs it, prints any error as one line to `err`, and returns the exit
-/// code: 0 ok, 1 runtime or network failure, 2 usage or configuration error.
+/// code: 0 ok, 1 runtime or network failure, 2 usage or configuration error, 3 the run
+/// finished but a check failed (`doctor`).
 pub fn main_with(argv: Vec<String>, shutdown: Shutdown, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     let cli = match Cli::try_parse_from(&argv) {
         Ok(c) => c,

@@ -18,6 +18,8 @@ mod results;
 
 use std::net::SocketAddrV4;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::{Instant, SystemTime};
 
 use anyhow::{Context as _, anyhow};
@@ -143,6 +145,12 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
         cpu_probe: wirebench_net::pin::current_cpu,
     };
     let shutdown = ctx.shutdown.clone();
+    let sent = Arc::new(AtomicU64::new(0));
+    let progress = progress_total(cfg).map(|total| {
+        let label = crate::progress::label("ping", cfg.target.addr());
+        crate::progress::Progress::start(label, total, Arc::clone(&sent), cfg.quiet)
+    });
+    let sent = &*sent;
     let out = std::thread::scope(|s| {
         s.spawn(|| {
             if let Some(c) = cfg.cpu {
@@ -151,13 +159,13 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
             let wait = if cfg.spin { Wait::Spin } else { Wait::Block };
             match (cfg.proto, cfg.target) {
                 (Proto::Udp, Target::Unicast(a)) => {
-                    drive(&mut UdpProbeIo::unicast(a, wait, cfg.timeout)?, &clock, &ecfg, &shutdown, cfg)
+                    drive(&mut UdpProbeIo::unicast(a, wait, cfg.timeout)?, &clock, &ecfg, &shutdown, cfg, sent)
                 }
                 (Proto::Udp, Target::Multicast(g)) => {
                     let interface = cfg.interface.as_deref().map(wirebench_net::iface::ipv4_of).transpose()?;
                     let opts = SenderOpts { interface, ttl: cfg.ttl, loopback: cfg.multicast_loop };
                     let mut io = UdpProbeIo::multicast(g, &opts, cfg.reply_group, wait, cfg.timeout)?;
-                    drive(&mut io, &clock, &ecfg, &shutdown, cfg)
+                    drive(&mut io, &clock, &ecfg, &shutdown, cfg, sent)
                 }
                 (Proto::Tcp, Target::Unicast(a)) => {
                     let mut io = TcpProbeIo::connect(a, wait, cfg.timeout).map_err(|e| {
@@ -165,7 +173,7 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
                             "{e}: is `wirebench serve` running there? (start one with `wirebench serve --listen {a}`)"
                         )
                     })?;
-                    drive(&mut io, &clock, &ecfg, &shutdown, cfg)
+                    drive(&mut io, &clock, &ecfg, &shutdown, cfg, sent)
                 }
                 (Proto::Tcp, Target::Multicast(_)) => unreachable!("refused by Config"),
             }
@@ -173,11 +181,12 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
         .join()
         .map_err(|_| anyhow!("the measuring thread panicked"))?
     })?;
+    drop(progress);
     let results = results::build(cfg, &out);
     let duration_ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
     let report = Report {
         schema_version: wirebench_core::report::SCHEMA_VERSION,
-        meta: crate::host::meta(&ctx.argv, started, duration_ns),
+        meta: crate::host::meta_to(&ctx.argv, started, duration_ns, Some(cfg.target.addr()), cfg.interface.as_deref()),
         config: cfg.to_json(),
         outcome: out.outcome,
         results: Results::Ping(results),
@@ -191,8 +200,10 @@ fn drive<I: ProbeIo>(
     ecfg: &EngineConfig,
     shutdown: &crate::shutdown::Shutdown,
     cfg: &Config,
+    sent: &AtomicU64,
 ) -> anyhow::Result<EngineOutput> {
-    engine::run(io, clock, ecfg, shutdown.flag()).map_err(|e| match e {
+    let mut io = crate::progress::Counted::new(io, sent);
+    engine::run(&mut io, clock, ecfg, shutdown.flag()).map_err(|e| match e {
         EngineError::NoResponder { refused } => {
             let addr = cfg.target.addr();
             let how = if refused { "the port is closed" } else { "no reply" };
@@ -206,6 +217,31 @@ fn drive<I: ProbeIo>(
         }
         EngineError::Io(e) => anyhow!("{} {}: {e}", cfg.proto.name(), cfg.target.addr()),
     })
+}
+
+/// What the progress display counts toward: probes (warm-up included) when the run stops
+/// at a count, else time (the warm-up's too, when it can be known: its deadline, or its count
+/// at the rate).
+fn progress_total(cfg: &Config) -> Option<crate::progress::Total> {
+    use crate::progress::Total;
+    use wirebench_core::schedule::Pacing;
+    match (cfg.stop.max_count, cfg.stop.deadline) {
+        (Some(n), _) => Some(Total::Count(n.saturating_add(cfg.warmup.max_count.unwrap_or(0)))),
+        (None, Some(d)) => {
+            #[expect(clippy::cast_precision_loss, reason = "an estimate for display")]
+            let at_rate = match (cfg.warmup.max_count, cfg.pacing) {
+                (Some(w), Pacing::Rate(r)) => Some(std::time::Duration::from_secs_f64(w as f64 / r.per_sec())),
+                (Some(_), Pacing::Closed) => Some(std::time::Duration::ZERO),
+                (None, _) => None,
+            };
+            let warmup = match (at_rate, cfg.warmup.deadline) {
+                (Some(a), Some(w)) => a.min(w),
+                (a, w) => a.or(w).unwrap_or_default(),
+            };
+            Some(Total::Time(d + warmup))
+        }
+        (None, None) => None,
+    }
 }
 
 fn print(cfg: &Config, report: &Report, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {

@@ -18,7 +18,7 @@ mod session;
 mod tcp;
 mod udp;
 
-use std::net::SocketAddrV4;
+use std::net::{SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime};
 
@@ -108,7 +108,7 @@ pub struct Args {
 pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let cfg = Config::from_args(args)?;
     let report = measure(&cfg, ctx)?;
-    print::summary(ctx.out, &report)?;
+    wirebench_report::stream_text::summary(ctx.out, &report)?;
     save(&cfg, &report)?;
     Ok(report)
 }
@@ -155,7 +155,13 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     results.warnings.extend(last.warnings);
     let report = Report {
         schema_version: wirebench_core::report::SCHEMA_VERSION,
-        meta: crate::host::meta(&ctx.argv, started, u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX)),
+        meta: crate::host::meta_to(
+            &ctx.argv,
+            started,
+            u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX),
+            cfg.group.map(SocketAddr::V4).or_else(|| cfg.targets.first().copied()),
+            cfg.interface.as_deref(),
+        ),
         config: serde_json::to_value(cfg).unwrap_or_default(),
         outcome,
         results: Results::Stream(results),
@@ -217,7 +223,7 @@ fn find_max_rate(cfg: &Config, ctx: &mut Ctx<'_>, results: &mut StreamResults) -
             passed: t.passed,
         };
         if !cfg.quiet {
-            print::trial(ctx.out, &row, cfg.size);
+            let _ = wirebench_report::stream_text::trial(ctx.out, &row, cfg.size);
         }
         rows.push(row);
     };
@@ -254,7 +260,7 @@ fn sweep(cfg: &Config, ctx: &mut Ctx<'_>, results: &mut StreamResults) -> anyhow
         let bits: f64 = last.receivers.iter().map(|r| r.total.bits_per_sec(span)).sum();
         let row = SweepRow { size, per_s: got, bits_per_s: bits, loss };
         if !cfg.quiet {
-            print::sweep_row(ctx.out, &row);
+            let _ = wirebench_report::stream_text::sweep_row(ctx.out, &row);
         }
         results.sweep.push(row);
     }

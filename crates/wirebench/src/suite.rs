@@ -1,6 +1,6 @@
 //! `wirebench suite`: the main job with no setup. Starts `serve` in-process on loopback,
 //! runs a short tour of every measurement that exists, prints one table and writes one
-//! JSON report per step to `wirebench-report/`.
+//! JSON report per step and an HTML page of them all (`index.html`) to `wirebench-report/`.
 
 use std::path::PathBuf;
 
@@ -109,7 +109,24 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Vec<Report>> {
     }
     print_stream_table(ctx, &stream_rows)?;
     writeln!(ctx.out, "serve: {counters}")?;
+    // The HTML page of every step (`wirebench report` renders the same from the JSON), each
+    // named after its file.
+    let names: Vec<String> = reports.iter().map(step_name).collect();
+    let runs: Vec<wirebench_report::Run<'_>> =
+        names.iter().zip(&reports).map(|(name, report)| wirebench_report::Run { name, report }).collect();
+    let html = args.out.join("index.html");
+    crate::report::write_html(&html, "wirebench suite", &runs, false)?;
+    writeln!(ctx.out, "report: {}", html.display())?;
     Ok(reports)
+}
+
+/// A step's name: the stem of the JSON file it was saved to (`ping-udp`), else its mode.
+fn step_name(r: &Report) -> String {
+    r.config
+        .get("json")
+        .and_then(serde_json::Value::as_str)
+        .and_then(|p| std::path::Path::new(p).file_stem())
+        .map_or_else(|| wirebench_report::compare::mode(r).to_owned(), |s| s.to_string_lossy().into_owned())
 }
 
 fn ping_args(args: &[String]) -> anyhow::Result<ping::Args> {
@@ -240,6 +257,7 @@ fn proxy_step(
     let (up, down) = (own(&results.up), own(&results.down));
     let preport = crate::proxy::report(&pcfg, results, &ctx.argv, started, wirebench_core::report::Outcome::Completed);
     crate::output::write_json(&args.out.join("proxy-udp-500us.json"), &preport)?;
+    reports.push(preport);
     let p50 = |r: &Report| {
         if let Results::Ping(p) = &r.results {
             p.responders.first().and_then(|x| x.latency.summary.at(50.0))

@@ -53,6 +53,10 @@ pub struct Meta {
     pub duration_ns: u64,
     /// The host the report was written on.
     pub host: Host,
+    /// The git commit wirebench was built from, when built from a git checkout (reports
+    /// written before this field existed read as `None`).
+    #[serde(default)]
+    pub git_commit: Option<String>,
 }
 
 /// The host's identity and the settings that change results.
@@ -70,6 +74,10 @@ pub struct Host {
     pub clocksource: String,
     /// Sysctls that matter for network measurements, by name.
     pub sysctls: BTreeMap<String, String>,
+    /// The interfaces the run's traffic used, where known: the one toward the target, and
+    /// the default route's (empty in reports written before this field existed).
+    #[serde(default)]
+    pub interfaces: Vec<NetInterface>,
 }
 
 /// Mode-specific results.
@@ -440,4 +448,15 @@ pub struct ProxyIntervalSide {
     pub delay_p50_ns: u64,
     /// Added delay, 99th percentile, ns.
     pub delay_p99_ns: u64,
+}
+
+/// A network interface a run used, with its MTU.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetInterface {
+    /// Interface name (`eth0`, `lo`).
+    pub name: String,
+    /// Its MTU in bytes, if it could be read.
+    pub mtu: Option<u32>,
+    /// Why it is listed: `route to ADDR`, `--interface`, or `default route`.
+    pub role: String,
 }

@@ -5,10 +5,12 @@
 
 mod alloc; // the measured loop allocates nothing per probe (counting allocator)
 mod cli; // bad input, absent and dead peers, Ctrl-C: exit codes and partial reports
+mod doctor; // verdicts on loopback, bad flags; in namespaces: veth MTU 1400, no multicast route, path MTU
 mod fake; // the engine on the in-memory link: loss, lateness, CO correction, one-way
 mod netns; // namespaces: ping across a veth pair, multicast across a bridge (root)
 mod ping; // loopback UDP and TCP against an in-process serve; schema; hgrm; hlog
 mod proxy; // impairment proxy accuracy, loss, TCP rate, refusals; shape tc script and apply/clear
+mod report; // text, HTML and --compare of saved runs; environment capture; bad input exits 2
 mod serve_noise; // 100,000 bad datagrams at serve during a ping
 mod stream; // stream and listen on loopback: complete, both sides, reverse only to the client
 mod suite;

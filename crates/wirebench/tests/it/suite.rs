@@ -25,4 +25,14 @@ fn suite_writes_a_valid_report_per_step() {
         assert!(r.out.contains(step), "the table names {step}: {}", r.out);
     }
     assert!(r.out.contains("p99.99"));
+    // one HTML page of every step, and where it is
+    let html = out.join("index.html");
+    assert!(r.out.contains(&format!("report: {}", html.display())), "{}", r.out);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_eq!(
+        page.matches("<section class=\"run\"").count(),
+        10,
+        "4 pings, the ping through the proxy, the proxy, 4 streams"
+    );
+    assert!(page.contains("<h2>proxy</h2>") && page.contains("added delay by percentile"));
 }

@@ -1,0 +1,159 @@
+//! Fixed reports for the renderers' tests.
+
+use std::collections::BTreeMap;
+
+use wirebench_core::latency::{Percentile, Summary, histogram, record};
+use wirebench_core::report::{
+    Host, IntervalRow, LatencyView, Meta, NetInterface, Outcome, PingResults, ReceiverResult, Report, ResponderResult,
+    Results, SearchResult, StreamResults, SweepRow, ThreadInfo, TrialRow, encode_histogram,
+};
+use wirebench_core::stream::StreamCounts;
+
+pub(crate) fn meta() -> Meta {
+    let mut sysctls = BTreeMap::new();
+    sysctls.insert("net.core.rmem_max".to_owned(), "4194304".to_owned());
+    Meta {
+        tool: "wirebench".into(),
+        version: "0.1.0".into(),
+        command_line: vec!["wirebench".into(), "ping".into(), "127.0.0.1:7878".into()],
+        started_at: "2026-01-01T00:00:00Z".into(),
+        duration_ns: 1_500_000_000,
+        host: Host {
+            hostname: "a".into(),
+            kernel: "6.18".into(),
+            cpu_model: "AMD EPYC".into(),
+            cpus: 2,
+            clocksource: "tsc".into(),
+            sysctls,
+            interfaces: vec![NetInterface { name: "lo".into(), mtu: Some(65536), role: "route to x".into() }],
+        },
+        git_commit: Some("a071b60d5d4e57".into()),
+    }
+}
+
+/// A view of `n` samples at `base_ns`, `base_ns + 1000`, ... (so p50 is about
+/// `base_ns + 500 * n`).
+pub(crate) fn view(base_ns: u64, n: u64) -> LatencyView {
+    let mut h = histogram();
+    for i in 0..n {
+        record(&mut h, base_ns + i * 1000);
+    }
+    LatencyView {
+        measures: "rtt_from_send".into(),
+        summary: Summary {
+            count: n,
+            min_ns: base_ns,
+            max_ns: base_ns + (n - 1) * 1000,
+            mean_ns: 0.0,
+            stddev_ns: 0.0,
+            percentiles: vec![Percentile { p: 50.0, ns: base_ns + n / 2 * 1000 }],
+        },
+        histogram: encode_histogram(&h),
+    }
+}
+
+fn responder(addr: &str, base_ns: u64) -> ResponderResult {
+    ResponderResult {
+        addr: addr.into(),
+        received: 100,
+        lost: 1,
+        late: 0,
+        duplicates: 0,
+        latency: view(base_ns, 100),
+        uncorrected: None,
+        warmup: view(base_ns, 10),
+        network: None,
+        dwell: None,
+        one_way: None,
+        clamped: 0,
+    }
+}
+
+/// A closed-loop UDP ping with one responder per entry of `bases` (first sample, ns).
+pub(crate) fn ping(bases: &[u64]) -> Report {
+    let responders: Vec<ResponderResult> =
+        bases.iter().enumerate().map(|(i, b)| responder(&format!("10.0.0.{}:7878", i + 1), *b)).collect();
+    Report {
+        schema_version: 1,
+        meta: meta(),
+        config: serde_json::json!({}),
+        outcome: Outcome::Completed,
+        results: Results::Ping(PingResults {
+            proto: "udp".into(),
+            target: "10.0.0.1:7878".into(),
+            pacing: "closed".into(),
+            probe_size: 32,
+            probe_form: "compact".into(),
+            sent: 101,
+            warmup_sent: 10,
+            timeout_ns: 1_000_000_000,
+            rate: None,
+            thread: ThreadInfo { spin: false, pinned_cpu: None, seen_cpus: vec![0] },
+            combined: None,
+            responders,
+            ignored: 0,
+        }),
+    }
+}
+
+fn counts(received: u64, missing: u64, span_ns: u64) -> StreamCounts {
+    StreamCounts {
+        received,
+        bytes: received * 1000,
+        expected: received + missing,
+        first_ns: 1,
+        last_ns: 1 + span_ns,
+        ..StreamCounts::default()
+    }
+}
+
+/// A UDP stream of 1000-byte messages: `received` of `sent` over one second, two intervals,
+/// a two-trial search and a two-size sweep.
+pub(crate) fn stream(sent: u64, received: u64) -> Report {
+    let half = counts(received / 2, (sent - received) / 2, 500_000_000);
+    let receiver = ReceiverResult {
+        addr: "127.0.0.1:7878".into(),
+        direction: "forward".into(),
+        sent,
+        total: counts(received, sent - received, 1_000_000_000),
+        publishers: vec![],
+        intervals: vec![
+            IntervalRow { at_ns: 500_000_000, counts: half },
+            IntervalRow { at_ns: 1_000_000_000, counts: half },
+        ],
+    };
+    let trial = |rate: f64, loss: f64| TrialRow {
+        rate_per_s: Some(rate),
+        sent_per_s: rate,
+        sent: 100,
+        received: 100,
+        loss,
+        passed: loss == 0.0,
+    };
+    Report {
+        schema_version: 1,
+        meta: meta(),
+        config: serde_json::json!({}),
+        outcome: Outcome::Completed,
+        results: Results::Stream(StreamResults {
+            proto: "udp".into(),
+            direction: "forward".into(),
+            size: 1000,
+            publishers: 1,
+            rate_per_s: None,
+            sender: None,
+            receivers: vec![receiver],
+            search: Some(SearchResult {
+                loss_target: 0.0,
+                trials: vec![trial(2000.0, 0.1), trial(1000.0, 0.0)],
+                best_per_s: 1000.0,
+                best_bits_per_s: 8e6,
+            }),
+            sweep: vec![
+                SweepRow { size: 64, per_s: 1e6, bits_per_s: 5.12e8, loss: 0.0 },
+                SweepRow { size: 1024, per_s: 5e5, bits_per_s: 4.096e9, loss: 0.01 },
+            ],
+            warnings: vec![],
+        }),
+    }
+}

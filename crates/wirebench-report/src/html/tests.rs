@@ -1,0 +1,71 @@
+//! The page's skeleton: sections, charts with data, nothing fetched.
+
+use super::*;
+use crate::charts::DATA_LINE_MARK;
+use crate::fixtures;
+
+fn page(runs: &[Run<'_>], compare: bool) -> String {
+    let mut out = Vec::new();
+    write(&Page { title: "wirebench <report>", runs, compare }, &mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// The SVG of each `<figure class="chart">`, in order.
+fn charts(html: &str) -> Vec<&str> {
+    html.split("<figure class=\"chart\">").skip(1).map(|f| &f[..f.find("</svg>").unwrap()]).collect()
+}
+
+#[test]
+fn skeleton() {
+    let (p, s) = (fixtures::ping(&[10_000]), fixtures::stream(1000, 900));
+    let runs = [Run { name: "rtt", report: &p }, Run { name: "udp", report: &s }];
+    let html = page(&runs, false);
+    assert!(html.starts_with("<!DOCTYPE html>\n<html lang=\"en\">"));
+    assert!(html.trim_end().ends_with("</html>"));
+    assert!(html.contains("<title>wirebench &lt;report&gt;</title>"), "the title is escaped");
+    assert_eq!(html.matches("<section class=\"run\"").count(), 2);
+    assert!(html.contains("id=\"overview\"") && !html.contains("id=\"compare\""));
+    assert_eq!(html.matches("<h3>Environment</h3>").count(), 2);
+    assert!(html.contains("<td>kernel</td><td>6.18</td>"));
+    assert!(html.contains("0.1.0 (a071b60d5d4e)"), "version and commit");
+    // overview + ping section; stream: throughput, loss, search, sweep
+    let c = charts(&html);
+    assert_eq!(c.len(), 6, "{html}");
+    assert!(html.contains("<h3>Size sweep</h3>") && html.contains("<td>1024</td>"));
+    for svg in &c {
+        assert!(svg.contains(DATA_LINE_MARK) || svg.contains("<circle"), "every chart has data: {svg}");
+    }
+}
+
+#[test]
+fn self_contained() {
+    let p = fixtures::ping(&[10_000]);
+    let html = page(&[Run { name: "rtt", report: &p }], false);
+    for banned in ["<script", "<link", "src=", "@import", "url("] {
+        assert!(!html.contains(banned), "{banned}");
+    }
+    // the only URL is the SVG namespace, which is never fetched
+    assert_eq!(html.matches("http").count(), html.matches("http://www.w3.org/2000/svg").count());
+}
+
+#[test]
+fn two_responders_give_two_lines() {
+    let p = fixtures::ping(&[10_000, 50_000]);
+    let html = page(&[Run { name: "mc", report: &p }], false);
+    let c = charts(&html);
+    assert_eq!(c[0].matches(DATA_LINE_MARK).count(), 2, "overview: one line per responder");
+    assert!(c[0].contains("mc 10.0.0.1:7878") && c[0].contains("mc 10.0.0.2:7878"));
+    assert_eq!(c[1].matches(DATA_LINE_MARK).count(), 2, "the run's own chart too");
+}
+
+#[test]
+fn comparison_section_with_environment_warning() {
+    let a = fixtures::ping(&[10_000]);
+    let mut b = fixtures::ping(&[20_000]);
+    b.meta.host.kernel = "6.1".into();
+    let html = page(&[Run { name: "a", report: &a }, Run { name: "b", report: &b }], true);
+    assert!(html.contains("id=\"compare\""));
+    assert!(html.contains("<p class=\"warn\">warning: environments differ"));
+    assert!(html.contains("kernel 6.18 vs 6.1"));
+    assert_eq!(charts(&html)[0].matches(DATA_LINE_MARK).count(), 2, "one line per run");
+}

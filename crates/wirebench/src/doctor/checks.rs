@@ -1,0 +1,353 @@
+//! The verdicts: pure functions from what was read on the host to OK, WARN or FAIL with
+//! the fix, so every rule is tested with plain values. Thresholds follow what wirebench's
+//! modes ask for and the tuning sections of the Aeron and Coherence guides.
+
+use std::net::Ipv4Addr;
+
+use super::{Check, Verdict};
+use crate::host::net::Route;
+
+fn check(name: &str, verdict: Verdict, detail: String, fix: Option<String>) -> Check {
+    Check { name: name.to_owned(), verdict, detail, fix }
+}
+
+fn mib(v: u64) -> String {
+    #[expect(clippy::cast_precision_loss, reason = "display values")]
+    let m = v as f64 / f64::from(1u32 << 20);
+    format!("{m:.1} MiB")
+}
+
+/// A socket buffer maximum (`net.core.rmem_max`, `wmem_max`) against the `want` bytes each
+/// stream socket asks for: a smaller maximum silently caps the buffer (root is not capped,
+/// other users are), and a UDP receiver with a small buffer drops bursts.
+pub(super) fn buffer_max(name: &str, value: Option<u64>, want: u64) -> Check {
+    let fix = Some(format!("sysctl -w {name}={want}"));
+    match value {
+        None => check(name, Verdict::Warn, "unreadable".into(), fix),
+        Some(v) if v >= want => {
+            check(name, Verdict::Ok, format!("{v} ({}), stream sockets ask for {}", mib(v), mib(want)), None)
+        }
+        Some(v) => check(
+            name,
+            Verdict::Warn,
+            format!(
+                "{v} ({}) is below the {} each stream socket asks for: non-root runs get smaller buffers and drop bursts",
+                mib(v),
+                mib(want)
+            ),
+            fix,
+        ),
+    }
+}
+
+/// The interface's state: missing or down is a FAIL.
+pub(super) fn interface(name: &str, up: Option<bool>) -> Check {
+    match up {
+        None => check(
+            "interface",
+            Verdict::Fail,
+            format!("{name}: no such interface"),
+            Some("pick one from `ip link` with --interface".into()),
+        ),
+        Some(false) => {
+            check("interface", Verdict::Fail, format!("{name} is down"), Some(format!("ip link set dev {name} up")))
+        }
+        Some(true) => check("interface", Verdict::Ok, format!("{name} is up"), None),
+    }
+}
+
+/// The interface MTU: below 1500 the defaults fragment (stream sends 1468-byte payloads).
+pub(super) fn mtu(iface: &str, mtu: Option<u32>) -> Check {
+    match mtu {
+        None => check("MTU", Verdict::Warn, format!("{iface}: unreadable"), None),
+        Some(m) if m >= 1500 => {
+            check("MTU", Verdict::Ok, format!("{iface}: {m}, largest UDP payload without fragmenting {}", m - 28), None)
+        }
+        Some(m) => check(
+            "MTU",
+            Verdict::Warn,
+            format!(
+                "{iface}: {m} is below 1500: UDP payloads above {} fragment (stream's default 1468 does)",
+                m.saturating_sub(28)
+            ),
+            Some(format!(
+                "use --size {} (or ip link set dev {iface} mtu 1500 if the network carries it)",
+                m.saturating_sub(28)
+            )),
+        ),
+    }
+}
+
+/// The path MTU a DF probe search found, against the interface's.
+pub(super) fn path_mtu(target: &str, found: Result<super::pmtu::Found, String>) -> Check {
+    match found {
+        Err(e) => check(
+            "path MTU",
+            Verdict::Fail,
+            format!("to {target}: {e}"),
+            Some(format!("start `wirebench serve` on {target}, or open UDP to it")),
+        ),
+        Ok(f) if f.mtu < f.first_hop => check(
+            "path MTU",
+            Verdict::Warn,
+            format!(
+                "to {target}: {} (first hop {}): a hop on the path has a smaller MTU; largest safe UDP payload {} ({} probes)",
+                f.mtu, f.first_hop, f.payload, f.probes
+            ),
+            Some(format!("use --size {} or smaller", f.payload)),
+        ),
+        Ok(f) => check(
+            "path MTU",
+            Verdict::Ok,
+            format!("to {target}: {}, largest safe UDP payload {} ({} probes)", f.mtu, f.payload, f.probes),
+            None,
+        ),
+    }
+}
+
+/// The route multicast to `group` takes. wirebench sets `IP_MULTICAST_IF` when given
+/// `--interface`, so a missing route is a WARN: other tools (and wirebench without
+/// `--interface`) fail with "Network is unreachable" or leave by the wrong interface.
+pub(super) fn multicast_route(iface: &str, group: Ipv4Addr, routes: &[Route]) -> Check {
+    let name = "multicast route";
+    let fix = Some(format!("ip route add 224.0.0.0/4 dev {iface}"));
+    let best = routes.iter().filter(|r| r.covers(group)).max_by_key(|r| u32::from(r.mask).leading_ones());
+    match best {
+        None => check(
+            name,
+            Verdict::Warn,
+            format!(
+                "no route for {group}: senders that do not set IP_MULTICAST_IF get \"Network is unreachable\" (wirebench --interface {iface} sets it)"
+            ),
+            fix,
+        ),
+        Some(r) if r.iface != iface => check(
+            name,
+            Verdict::Warn,
+            format!(
+                "{group} is routed via {}, not {iface}: senders that do not set IP_MULTICAST_IF use {}",
+                r.iface, r.iface
+            ),
+            fix,
+        ),
+        Some(r) if r.is_default() => check(
+            name,
+            Verdict::Warn,
+            format!("{group} follows the default route via {iface}: it works until the default route changes"),
+            fix,
+        ),
+        Some(r) => check(
+            name,
+            Verdict::Ok,
+            format!("{group} is routed via {iface} ({}/{})", r.dest, u32::from(r.mask).leading_ones()),
+            None,
+        ),
+    }
+}
+
+/// The interface's multicast flag (loopback carries multicast without it).
+pub(super) fn multicast_flag(iface: &str, multicast: bool, loopback: bool) -> Check {
+    if multicast || loopback {
+        check("multicast flag", Verdict::Ok, format!("{iface} carries multicast"), None)
+    } else {
+        check(
+            "multicast flag",
+            Verdict::Fail,
+            format!("{iface} has no MULTICAST flag: groups cannot be joined or sent to on it"),
+            Some(format!("ip link set dev {iface} multicast on")),
+        )
+    }
+}
+
+/// `force_igmp_version`: 0 lets the kernel speak IGMPv3 (v2 once it hears a v2 querier);
+/// Aeron's guide and AWS Transit Gateway multicast want v2 forced.
+pub(super) fn igmp(iface: &str, value: Option<&str>) -> Check {
+    let fix = format!("sysctl -w net.ipv4.conf.{iface}.force_igmp_version=2");
+    match value {
+        Some("2") => check("IGMP version", Verdict::Ok, format!("{iface}: forced to IGMPv2"), None),
+        Some("0") | None => check(
+            "IGMP version",
+            Verdict::Ok,
+            format!(
+                "{iface}: automatic (IGMPv3, v2 when a v2 querier answers); networks that need v2 (AWS Transit Gateway, Aeron's guide): {fix}"
+            ),
+            None,
+        ),
+        Some("1") => check(
+            "IGMP version",
+            Verdict::Warn,
+            format!("{iface}: forced to IGMPv1 (no leave messages: groups linger on switches)"),
+            Some(fix),
+        ),
+        Some(v) => check("IGMP version", Verdict::Ok, format!("{iface}: forced to IGMPv{v}"), None),
+    }
+}
+
+/// Reverse-path filtering: strict mode (1) drops multicast (and unicast) whose source is not
+/// routed back out of the receiving interface. The effective value is the larger of `all`
+/// and the interface's.
+pub(super) fn rp_filter(iface: &str, all: Option<u8>, own: Option<u8>) -> Check {
+    let v = all.unwrap_or(0).max(own.unwrap_or(0));
+    if v == 1 {
+        check(
+            "rp_filter",
+            Verdict::Warn,
+            format!(
+                "{iface}: strict (1): datagrams from sources not routed back via {iface} are dropped, multicast included"
+            ),
+            Some(format!("sysctl -w net.ipv4.conf.all.rp_filter=2; sysctl -w net.ipv4.conf.{iface}.rp_filter=2")),
+        )
+    } else {
+        let words = if v == 0 { "off" } else { "loose" };
+        check("rp_filter", Verdict::Ok, format!("{iface}: {words} ({v})"), None)
+    }
+}
+
+/// Busy-polling both ends of a test takes a core each, plus one for everything else.
+pub(super) fn cpus(n: u32) -> Check {
+    if n >= 4 {
+        check("CPUs", Verdict::Ok, format!("{n}: room for busy-polling both ends (--spin) and the rest"), None)
+    } else {
+        check(
+            "CPUs",
+            Verdict::Warn,
+            format!(
+                "{n}: busy-polling both ends of a same-host test (--spin) takes {} of them; anything else running shows up in the tail",
+                n.min(2)
+            ),
+            Some("busy-poll one end only, pin with --cpu, and run benchmarks alone".into()),
+        )
+    }
+}
+
+/// The CPU frequency governors (none: a VM or fixed frequency).
+pub(super) fn governor(governors: &[String]) -> Check {
+    let slow: Vec<&String> = governors.iter().filter(|g| *g != "performance").collect();
+    if governors.is_empty() {
+        check("frequency governor", Verdict::Ok, "no cpufreq (a VM, or a fixed frequency)".into(), None)
+    } else if slow.is_empty() {
+        check("frequency governor", Verdict::Ok, "performance on every CPU".into(), None)
+    } else {
+        check(
+            "frequency governor",
+            Verdict::Warn,
+            format!(
+                "{} (not performance) on {} of {} CPUs: clock ramps add latency after idle",
+                slow[0],
+                slow.len(),
+                governors.len()
+            ),
+            Some("cpupower frequency-set -g performance".into()),
+        )
+    }
+}
+
+/// Clocksources whose reads stay in user space (vDSO).
+const FAST_CLOCKS: [&str; 4] = ["tsc", "kvm-clock", "arch_sys_counter", "hyperv_clocksource_tsc_page"];
+
+/// The clocksource: timestamps are taken per probe, so a clock read that is a system call
+/// (hpet, acpi_pm) adds about a microsecond to each.
+pub(super) fn clocksource(current: &str, available: &str) -> Check {
+    if FAST_CLOCKS.contains(&current) {
+        check("clocksource", Verdict::Ok, format!("{current} (read in user space)"), None)
+    } else {
+        let fix = available
+            .split_whitespace()
+            .find(|c| FAST_CLOCKS.contains(c))
+            .map(|c| format!("echo {c} > /sys/devices/system/clocksource/clocksource0/current_clocksource"));
+        check(
+            "clocksource",
+            Verdict::Warn,
+            format!("{current}: every clock read is a system call (about 1 us per timestamp)"),
+            fix,
+        )
+    }
+}
+
+/// Kernel busy polling (`busy_poll`, `busy_read`): informational, wirebench's --spin polls
+/// in user space and needs neither.
+pub(super) fn busy_poll(poll: Option<&str>, read: Option<&str>) -> Check {
+    let (p, r) = (poll.unwrap_or("?"), read.unwrap_or("?"));
+    check(
+        "busy poll",
+        Verdict::Ok,
+        format!("net.core.busy_poll {p}, busy_read {r} (wirebench --spin polls in user space and needs neither)"),
+        None,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::net::parse_routes;
+
+    #[test]
+    fn buffers_against_sixteen_mib() {
+        let want = 16 << 20;
+        assert_eq!(buffer_max("net.core.rmem_max", Some(want), want).verdict, Verdict::Ok);
+        let c = buffer_max("net.core.rmem_max", Some(4_194_304), want);
+        assert_eq!(c.verdict, Verdict::Warn);
+        assert_eq!(c.fix.as_deref(), Some("sysctl -w net.core.rmem_max=16777216"));
+        assert!(c.detail.starts_with("4194304 (4.0 MiB) is below the 16.0 MiB"), "{}", c.detail);
+    }
+
+    #[test]
+    fn mtu_and_path_mtu() {
+        assert_eq!(mtu("eth0", Some(1500)).verdict, Verdict::Ok);
+        let c = mtu("veth0", Some(1400));
+        assert_eq!(c.verdict, Verdict::Warn);
+        assert!(c.fix.unwrap().starts_with("use --size 1372"));
+        let f = |mtu, first_hop| super::super::pmtu::Found { payload: mtu - 28, mtu, first_hop, probes: 9 };
+        assert_eq!(path_mtu("b:7878", Ok(f(1500, 1500))).verdict, Verdict::Ok);
+        let c = path_mtu("b:7878", Ok(f(1400, 1500)));
+        assert_eq!((c.verdict, c.fix.as_deref()), (Verdict::Warn, Some("use --size 1372 or smaller")));
+        assert_eq!(path_mtu("b:7878", Err("no echo".into())).verdict, Verdict::Fail);
+    }
+
+    #[test]
+    fn multicast_routes() {
+        let hdr = "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\n";
+        let default = "eth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n";
+        let mc_lo = "lo\t000000E0\t00000000\t0001\t0\t0\t0\t000000F0\t0\t0\t0\n";
+        let g = Ipv4Addr::new(239, 255, 0, 1);
+        let routes = parse_routes(&format!("{hdr}{default}{mc_lo}"));
+        assert_eq!(multicast_route("lo", g, &routes).verdict, Verdict::Ok);
+        let c = multicast_route("eth0", g, &routes);
+        assert_eq!(c.verdict, Verdict::Warn);
+        assert!(c.detail.contains("routed via lo, not eth0"), "{}", c.detail);
+        assert_eq!(c.fix.as_deref(), Some("ip route add 224.0.0.0/4 dev eth0"));
+        let only_default = parse_routes(&format!("{hdr}{default}"));
+        assert!(multicast_route("eth0", g, &only_default).detail.contains("default route"));
+        let none = multicast_route("veth0", g, &[]);
+        assert_eq!(none.verdict, Verdict::Warn);
+        assert!(none.detail.starts_with("no route for 239.255.0.1"));
+    }
+
+    #[test]
+    fn multicast_details() {
+        assert_eq!(multicast_flag("lo", false, true).verdict, Verdict::Ok);
+        assert_eq!(multicast_flag("tun0", false, false).verdict, Verdict::Fail);
+        assert_eq!(igmp("eth0", Some("2")).verdict, Verdict::Ok);
+        assert_eq!(igmp("eth0", Some("1")).verdict, Verdict::Warn);
+        assert!(igmp("eth0", Some("0")).detail.contains("sysctl -w net.ipv4.conf.eth0.force_igmp_version=2"));
+        assert_eq!(rp_filter("eth0", Some(0), Some(1)).verdict, Verdict::Warn, "the larger of all and the interface");
+        assert_eq!(rp_filter("eth0", Some(2), Some(0)).verdict, Verdict::Ok);
+    }
+
+    #[test]
+    fn cpus_governor_clocksource() {
+        assert_eq!(cpus(2).verdict, Verdict::Warn);
+        assert_eq!(cpus(8).verdict, Verdict::Ok);
+        assert_eq!(governor(&[]).verdict, Verdict::Ok);
+        let c = governor(&["performance".into(), "powersave".into()]);
+        assert_eq!(c.verdict, Verdict::Warn);
+        assert!(c.detail.starts_with("powersave (not performance) on 1 of 2 CPUs"));
+        assert_eq!(clocksource("tsc", "tsc kvm-clock").verdict, Verdict::Ok);
+        let c = clocksource("hpet", "hpet acpi_pm tsc");
+        assert_eq!(c.verdict, Verdict::Warn);
+        assert_eq!(
+            c.fix.as_deref(),
+            Some("echo tsc > /sys/devices/system/clocksource/clocksource0/current_clocksource")
+        );
+    }
+}

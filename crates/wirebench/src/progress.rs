@@ -1,0 +1,165 @@
+//! Progress of a long run, on stderr so the results on stdout stay clean: nothing for the
+//! first [`DELAY`] (short runs print nothing extra), then an indicatif bar when stderr is a
+//! terminal, or a plain line every [`PLAIN_EVERY`] when it is not (a CI log). `--quiet`
+//! turns it off. A thread of its own draws it, so the measuring thread only bumps a counter.
+
+use std::io::{IsTerminal as _, Write as _};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use wirebench_net::io::{ProbeIo, Received};
+
+/// Runs shorter than this show no progress at all.
+pub const DELAY: Duration = Duration::from_secs(2);
+/// Plain lines (stderr not a terminal) come this often.
+pub const PLAIN_EVERY: Duration = Duration::from_secs(5);
+const BAR_EVERY: Duration = Duration::from_millis(200);
+
+/// What "done" is measured against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Total {
+    /// This many items (probes), counted by the run.
+    Count(u64),
+    /// This much time.
+    Time(Duration),
+}
+
+/// A progress display; stops (and clears its bar) when dropped.
+#[derive(Debug)]
+pub struct Progress {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Progress {
+    /// Shows the progress of `label` toward `total`, `done` counting items; nothing if
+    /// `quiet`.
+    pub fn start(label: String, total: Total, done: Arc<AtomicU64>, quiet: bool) -> Self {
+        if quiet {
+            return Self { stop: None, thread: None };
+        }
+        let (tx, rx) = mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("progress".into())
+            .spawn(move || {
+                let t0 = Instant::now();
+                if !matches!(rx.recv_timeout(DELAY), Err(RecvTimeoutError::Timeout)) {
+                    return;
+                }
+                let status = || status(total, done.load(Ordering::Relaxed), t0.elapsed());
+                if std::io::stderr().is_terminal() {
+                    bar(&label, &rx, status);
+                } else {
+                    loop {
+                        let (_, _, words) = status();
+                        let _ = writeln!(std::io::stderr(), "{label}: {words}");
+                        if !matches!(rx.recv_timeout(PLAIN_EVERY), Err(RecvTimeoutError::Timeout)) {
+                            return;
+                        }
+                    }
+                }
+            })
+            .ok();
+        Self { stop: Some(tx), thread }
+    }
+}
+
+fn bar(label: &str, rx: &mpsc::Receiver<()>, status: impl Fn() -> (u64, u64, String)) {
+    let (_, len, _) = status();
+    // Hidden until the first position and message are set, so no empty frame is drawn.
+    let pb = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden());
+    if let Ok(style) = ProgressStyle::with_template("{prefix} [{wide_bar}] {percent:>3}% {msg}") {
+        pb.set_style(style.progress_chars("=> "));
+    }
+    pb.set_prefix(label.to_owned());
+    let (pos, _, words) = status();
+    pb.set_position(pos);
+    pb.set_message(words);
+    pb.set_draw_target(ProgressDrawTarget::stderr());
+    loop {
+        let (pos, _, words) = status();
+        pb.set_position(pos);
+        pb.set_message(words);
+        if !matches!(rx.recv_timeout(BAR_EVERY), Err(RecvTimeoutError::Timeout)) {
+            break;
+        }
+    }
+    pb.finish_and_clear();
+}
+
+/// Position, length and words: `41200/102000 probes, 2.1 s` or `4.1/10.0 s`.
+pub fn status(total: Total, done: u64, elapsed: Duration) -> (u64, u64, String) {
+    let secs = elapsed.as_secs_f64();
+    match total {
+        Total::Count(n) => (done.min(n), n, format!("{done}/{n} probes, {secs:.1} s")),
+        Total::Time(d) => {
+            let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+            (ms(elapsed).min(ms(d)), ms(d), format!("{secs:.1}/{:.1} s", d.as_secs_f64()))
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A `ProbeIo` that counts what it sends, for the progress of a ping.
+#[derive(Debug)]
+pub struct Counted<'a, I> {
+    inner: &'a mut I,
+    sent: &'a AtomicU64,
+}
+
+impl<'a, I: ProbeIo> Counted<'a, I> {
+    /// Counts `inner`'s sends in `sent`.
+    pub fn new(inner: &'a mut I, sent: &'a AtomicU64) -> Self {
+        Self { inner, sent }
+    }
+}
+
+impl<I: ProbeIo> ProbeIo for Counted<'_, I> {
+    fn send(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.sent.fetch_add(1, Ordering::Relaxed);
+        self.inner.send(buf)
+    }
+
+    fn recv_until(&mut self, buf: &mut [u8], deadline_ns: u64) -> std::io::Result<Option<Received>> {
+        self.inner.recv_until(buf, deadline_ns)
+    }
+}
+
+/// `ping 127.0.0.1:7878`.
+pub fn label(mode: &str, target: SocketAddr) -> String {
+    format!("{mode} {target}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_words() {
+        let s = status(Total::Count(1000), 250, Duration::from_millis(2100));
+        assert_eq!(s, (250, 1000, "250/1000 probes, 2.1 s".into()));
+        let s = status(Total::Time(Duration::from_secs(10)), 0, Duration::from_millis(4100));
+        assert_eq!(s, (4100, 10_000, "4.1/10.0 s".into()));
+        assert_eq!(status(Total::Count(10), 12, Duration::ZERO).0, 10, "never past the end");
+    }
+
+    #[test]
+    fn a_short_run_prints_nothing_and_stops_at_once() {
+        let t0 = Instant::now();
+        drop(Progress::start("x".into(), Total::Count(1), Arc::new(AtomicU64::new(0)), false));
+        assert!(t0.elapsed() < DELAY, "dropping ends the thread without waiting for the delay");
+    }
+}

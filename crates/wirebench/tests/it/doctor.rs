@@ -1,0 +1,215 @@
+//! `wirebench doctor`: verdicts on loopback (path MTU to an in-process serve, a dead target
+//! FAILs with exit 3), bad flags exit 2; and, in network namespaces (root, the `netns-tests`
+//! feature), the verdicts for settings the test makes: a veth MTU of 1400 with no multicast
+//! route, and a router whose far side has MTU 1400 (path MTU below the first hop's).
+
+use std::net::UdpSocket;
+
+use crate::support::{read_json, serve, wirebench};
+
+fn check<'a>(findings: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    findings["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} check"))
+}
+
+#[test]
+fn path_mtu_to_a_loopback_serve() {
+    let srv = serve();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("doctor.json");
+    let target = srv.local_addr().to_string();
+    let r = wirebench(&["doctor", "--target", &target, "--json", json.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "nothing FAILs on loopback: {r:?}");
+    assert!(r.out.contains("interface lo (route to 127.0.0.1:"), "{}", r.out);
+    let v = read_json(&json);
+    assert_eq!(v["interface"], "lo");
+    let p = check(&v, "path MTU");
+    assert_eq!(p["verdict"], "OK", "{p}");
+    assert!(p["detail"].as_str().unwrap().contains("largest safe UDP payload 65507"), "{p}");
+    for name in [
+        "net.core.rmem_max",
+        "net.core.wmem_max",
+        "MTU",
+        "multicast route",
+        "IGMP version",
+        "rp_filter",
+        "CPUs",
+        "clocksource",
+    ] {
+        let c = check(&v, name);
+        assert!(["OK", "WARN"].contains(&c["verdict"].as_str().unwrap()), "{c}");
+        if c["verdict"] == "WARN" {
+            assert!(c["fix"].is_string(), "a WARN says how to fix it: {c}");
+        }
+    }
+    assert!(srv.stop().udp_probes >= 2, "the probes went to serve");
+}
+
+#[test]
+fn a_target_that_does_not_answer_fails_with_exit_3() {
+    let closed = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+    let r = wirebench(&["doctor", "--target", &closed]);
+    assert_eq!(r.code, 3, "{r:?}");
+    let line = r.out.lines().find(|l| l.starts_with("FAIL  path MTU")).expect("a FAIL line");
+    assert!(line.contains("no echo from"), "{line}");
+    assert!(r.out.lines().last().unwrap().starts_with("1 FAIL, "), "{}", r.out);
+}
+
+#[test]
+fn bad_flags_exit_2() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["doctor", "--interface", "no-such-if0"], "--interface no-such-if0: no such interface"),
+        (&["doctor", "--group", "10.0.0.1"], "not an IPv4 multicast address"),
+        (&["doctor", "--target", "nowhere"], "bad address"),
+    ];
+    for (args, want) in cases {
+        let r = wirebench(args);
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        assert_eq!(r.err.lines().count(), 1, "{args:?}: {:?}", r.err);
+        assert!(r.err.contains(want), "{args:?}: {:?}", r.err);
+    }
+}
+
+#[cfg(feature = "netns-tests")]
+mod netns {
+    //! Namespaces this module creates and always removes (the `Lab` pattern of
+    //! `tests/it/netns.rs`, trimmed to what doctor needs).
+
+    use std::io::{BufRead, BufReader};
+    use std::process::{Child, Command, Stdio};
+
+    use super::check;
+
+    const BIN: &str = env!("CARGO_BIN_EXE_wirebench");
+
+    fn sh(args: &[&str]) {
+        let out = Command::new(args[0]).args(&args[1..]).output().expect("iproute2 is installed");
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    struct Lab {
+        tag: String,
+        namespaces: Vec<String>,
+        children: Vec<Child>,
+    }
+
+    impl Lab {
+        fn new(test: &str) -> Self {
+            Self { tag: format!("wb{}{test}", std::process::id()), namespaces: Vec::new(), children: Vec::new() }
+        }
+
+        fn ns(&mut self, name: &str) -> String {
+            let full = format!("{}-{name}", self.tag);
+            let _ = Command::new("ip").args(["netns", "del", &full]).output();
+            sh(&["ip", "netns", "add", &full]);
+            self.namespaces.push(full.clone());
+            sh(&["ip", "-n", &full, "link", "set", "lo", "up"]);
+            full
+        }
+
+        /// A veth pair `a_if` (in `a`) to `b_if` (in `b`), addressed, with `mtu` on both ends.
+        fn link(a: &str, a_if: &str, a_ip: &str, b: &str, b_if: &str, b_ip: &str, mtu: &str) {
+            sh(&["ip", "link", "add", a_if, "netns", a, "type", "veth", "peer", "name", b_if, "netns", b]);
+            for (ns, dev, ip) in [(a, a_if, a_ip), (b, b_if, b_ip)] {
+                sh(&["ip", "-n", ns, "addr", "add", ip, "dev", dev]);
+                sh(&["ip", "-n", ns, "link", "set", dev, "mtu", mtu, "up"]);
+            }
+        }
+
+        fn serve(&mut self, ns: &str, listen: &str) {
+            let mut child = Command::new("ip")
+                .args(["netns", "exec", ns, BIN, "serve", "--listen", listen])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn serve");
+            let mut line = String::new();
+            BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+            assert!(line.contains("listening"), "serve in {ns} did not start: {line:?}");
+            self.children.push(child);
+        }
+
+        /// `wirebench doctor ARGS --json` in `ns`: exit code, stdout and the findings.
+        fn doctor(ns: &str, args: &[&str]) -> (Option<i32>, String, serde_json::Value) {
+            let dir = tempfile::tempdir().unwrap();
+            let json = dir.path().join("d.json");
+            let out = Command::new("ip")
+                .args(["netns", "exec", ns, BIN, "doctor", "--json", json.to_str().unwrap()])
+                .args(args)
+                .output()
+                .expect("run doctor");
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert!(json.exists(), "{text} {}", String::from_utf8_lossy(&out.stderr));
+            (out.status.code(), text, crate::support::read_json(&json))
+        }
+    }
+
+    impl Drop for Lab {
+        fn drop(&mut self) {
+            for c in &mut self.children {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            for ns in &self.namespaces {
+                let _ = Command::new("ip").args(["netns", "del", ns]).output();
+            }
+        }
+    }
+
+    #[test]
+    fn a_1400_mtu_veth_without_a_multicast_route() {
+        let mut lab = Lab::new("dmtu");
+        let a = lab.ns("a");
+        let b = lab.ns("b");
+        Lab::link(&a, "veth0", "10.77.11.1/24", &b, "veth0", "10.77.11.2/24", "1400");
+        let (code, text, v) = Lab::doctor(&a, &["--interface", "veth0"]);
+        assert_eq!(code, Some(0), "WARNs only: {text}");
+        let mtu = check(&v, "MTU");
+        assert_eq!(mtu["verdict"], "WARN", "{mtu}");
+        assert!(mtu["detail"].as_str().unwrap().starts_with("veth0: 1400 is below 1500"), "{mtu}");
+        assert_eq!(mtu["fix"], "use --size 1372 (or ip link set dev veth0 mtu 1500 if the network carries it)");
+        let route = check(&v, "multicast route");
+        assert_eq!(route["verdict"], "WARN", "{route}");
+        assert!(route["detail"].as_str().unwrap().starts_with("no route for 239.255.0.1"), "{route}");
+        assert_eq!(route["fix"], "ip route add 224.0.0.0/4 dev veth0");
+        assert_eq!(check(&v, "interface")["verdict"], "OK");
+        assert_eq!(check(&v, "multicast flag")["verdict"], "OK");
+
+        // with the route the fix names, the same check passes
+        sh(&["ip", "-n", &a, "route", "add", "224.0.0.0/4", "dev", "veth0"]);
+        let (_, _, v) = Lab::doctor(&a, &["--interface", "veth0", "--group", "239.1.2.3:5000"]);
+        let route = check(&v, "multicast route");
+        assert_eq!(route["verdict"], "OK", "{route}");
+        assert!(route["detail"].as_str().unwrap().starts_with("239.1.2.3 is routed via veth0"));
+    }
+
+    /// a (MTU 1500) -- router -- (MTU 1400) b: the first hop allows 1472-byte payloads, the
+    /// path only 1372; the router's "fragmentation needed" (or silence) tells.
+    #[test]
+    fn path_mtu_below_the_first_hop() {
+        let mut lab = Lab::new("dpmtu");
+        let a = lab.ns("a");
+        let rtr = lab.ns("r");
+        let b = lab.ns("b");
+        Lab::link(&a, "eth0", "10.77.12.1/24", &rtr, "ra", "10.77.12.254/24", "1500");
+        Lab::link(&rtr, "rb", "10.77.13.254/24", &b, "eth0", "10.77.13.2/24", "1400");
+        sh(&["ip", "netns", "exec", &rtr, "sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+        sh(&["ip", "-n", &a, "route", "add", "default", "via", "10.77.12.254"]);
+        sh(&["ip", "-n", &b, "route", "add", "default", "via", "10.77.13.254"]);
+        lab.serve(&b, "10.77.13.2:7878");
+        let (code, text, found) = Lab::doctor(&a, &["--target", "10.77.13.2:7878"]);
+        assert_eq!(code, Some(0), "{text}");
+        assert_eq!(found["interface"], "eth0");
+        assert_eq!(check(&found, "MTU")["verdict"], "OK");
+        let p = check(&found, "path MTU");
+        assert_eq!(p["verdict"], "WARN", "{p}");
+        let detail = p["detail"].as_str().unwrap();
+        assert!(detail.starts_with("to 10.77.13.2:7878: 1400 (first hop 1500)"), "{detail}");
+        assert!(detail.contains("largest safe UDP payload 1372"), "{detail}");
+        assert_eq!(p["fix"], "use --size 1372 or smaller");
+    }
+}

@@ -1,0 +1,132 @@
+//! `wirebench report` on reports saved by real runs: text, one HTML page, comparison;
+//! environment capture (interface, MTU, git commit) in what ping and stream save; bad input
+//! exits 2 with one line; a report written before the environment fields existed still loads.
+
+use std::path::{Path, PathBuf};
+
+use crate::support::{assert_valid_report, read_json, serve, wirebench};
+
+/// A ping and a stream saved to `dir`, against an in-process serve.
+fn saved_runs(dir: &Path) -> (PathBuf, PathBuf) {
+    let srv = serve();
+    let target = srv.local_addr().to_string();
+    let ping = dir.join("rtt.json");
+    let r = wirebench(&["ping", &target, "--count", "300", "--warmup", "10", "-q", "--json", ping.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let stream = dir.join("udp.json");
+    let args = ["stream", &target, "--count", "2000", "--rate", "20k/s", "--size", "256", "-q", "--json"];
+    let r = wirebench(&[&args[..], &[stream.to_str().unwrap()]].concat());
+    assert_eq!(r.code, 0, "{r:?}");
+    (ping, stream)
+}
+
+#[test]
+fn reports_record_the_interface_mtu_and_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ping, stream) = saved_runs(dir.path());
+    for path in [ping, stream] {
+        let v = read_json(&path);
+        assert_valid_report(&v);
+        let first = &v["meta"]["host"]["interfaces"][0];
+        assert_eq!(first["name"], "lo", "{path:?}: {first}");
+        assert!(first["role"].as_str().unwrap().starts_with("route to 127.0.0.1:"), "{first}");
+        assert!(first["mtu"].as_u64().unwrap() > 0);
+        // built from a git checkout (the tests run in one)
+        assert_eq!(v["meta"]["git_commit"].as_str().map(str::len), Some(40), "{}", v["meta"]);
+    }
+}
+
+#[test]
+fn text_html_and_compare() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ping, stream) = saved_runs(dir.path());
+    let (p, s) = (ping.to_str().unwrap(), stream.to_str().unwrap());
+
+    let r = wirebench(&["report", p, s]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.out.starts_with("== rtt ==\n"), "{}", r.out);
+    assert!(r.out.contains("\n== udp ==\n"));
+    assert!(r.out.contains("ping udp 127.0.0.1:"), "the ping text");
+    assert!(r.out.contains("stream udp forward: 256-byte messages"), "the stream text");
+    assert!(r.out.contains("received 2000 of 2000 sent"));
+    let r = wirebench(&["report", p, "--table"]);
+    assert!(r.out.contains("1/(1-Percentile)"), "--table adds the distribution");
+
+    let html = dir.path().join("out/page.html");
+    let r = wirebench(&["report", p, s, "--html", html.to_str().unwrap(), "--title", "two runs"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.out.trim(), format!("HTML report: {}", html.display()));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<title>two runs</title>"));
+    assert_eq!(page.matches("<section class=\"run\"").count(), 2);
+    assert!(page.contains(wirebench_report::charts::DATA_LINE_MARK), "the latency chart has data");
+    assert!(!page.contains("<script"));
+
+    let r = wirebench(&["report", p, p, "--compare"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.out.starts_with("ping runs (ratios against "), "{}", r.out);
+    assert!(r.out.contains("(x1.00)"), "a run against itself: {}", r.out);
+    assert!(!r.out.contains("warning"), "same environment: {}", r.out);
+}
+
+#[test]
+fn compare_warns_when_environments_differ() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ping, _) = saved_runs(dir.path());
+    let mut v = read_json(&ping);
+    v["meta"]["host"]["kernel"] = "5.10.0-old".into();
+    v["meta"]["host"]["sysctls"]["net.core.rmem_max"] = "212992".into();
+    let other = dir.path().join("older.json");
+    std::fs::write(&other, v.to_string()).unwrap();
+    let r = wirebench(&["report", ping.to_str().unwrap(), other.to_str().unwrap(), "--compare"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let warning = r.out.lines().find(|l| l.starts_with("warning: environments differ")).expect("a warning");
+    assert!(warning.contains("older: kernel ") && warning.contains("vs 5.10.0-old"), "{warning}");
+    assert!(warning.contains("net.core.rmem_max"), "{warning}");
+}
+
+#[test]
+fn a_report_from_before_the_environment_fields_loads() {
+    let seed = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/seeds/report_json/report-ping-full.json");
+    let v = read_json(Path::new(seed));
+    assert!(v["meta"].get("git_commit").is_none() && v["meta"]["host"].get("interfaces").is_none());
+    assert_valid_report(&v);
+    let r = wirebench(&["report", seed]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.out.contains("== report-ping-full =="));
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_owned()
+    };
+    let not_json = write("notes.json", "hello");
+    let not_report = write("other.json", r#"{"name": "something else"}"#);
+    let newer = write("newer.json", r#"{"schema_version": 2, "meta": {}}"#);
+    let bad_histogram = {
+        let seed = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/seeds/report_json/report-ping-full.json");
+        let mut v = read_json(Path::new(seed));
+        v["results"]["responders"][0]["latency"]["histogram"] = "AAAA".into();
+        write("broken.json", &v.to_string())
+    };
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["report", &not_json], "notes.json: not JSON"),
+        (vec!["report", &not_report], "other.json: not a wirebench report"),
+        (vec!["report", &newer], "newer.json: schema_version 2 is newer than this wirebench reads (1)"),
+        (vec!["report", &bad_histogram], "broken.json: responder"),
+        (vec!["report", "/nonexistent/r.json"], "cannot read /nonexistent/r.json"),
+        (vec!["report", &not_json, "--compare"], "--compare needs at least two reports"),
+        (vec!["report"], "FILE.json"),
+    ];
+    for (args, want) in cases {
+        let r = wirebench(&args);
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        assert_eq!(r.err.lines().count(), 1, "{args:?}: one line, got {:?}", r.err);
+        assert!(r.err.contains(want), "{args:?}: {:?} should mention {want}", r.err);
+        assert!(r.out.is_empty(), "{args:?}: nothing printed before the error");
+    }
+}
