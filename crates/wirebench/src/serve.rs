@@ -257,9 +257,8 @@ pub struct Server {
 impl Server {
     /// Binds every socket (errors here are the user's to fix) and starts the threads.
     pub fn start(cfg: &Config, shutdown: Shutdown) -> anyhow::Result<Self> {
-        let udp = UdpSocket::bind(cfg.listen).with_context(|| format!("cannot bind udp {}", cfg.listen))?;
+        let (udp, tcp) = bind_pair(cfg.listen)?;
         let addr = udp.local_addr()?;
-        let tcp = TcpListener::bind(addr).with_context(|| format!("cannot bind tcp {addr}"))?;
         let counters = Arc::new(Counters::default());
         let mut sockets = vec![udp];
         for g in &cfg.join {
@@ -312,6 +311,22 @@ impl Server {
         }
         self.stop()
     }
+}
+
+/// Binds UDP and TCP on the same port. With port 0 the kernel picks the UDP port, which a
+/// TCP socket (a busy host's outgoing connection) may already hold: then try another.
+fn bind_pair(listen: SocketAddr) -> anyhow::Result<(UdpSocket, TcpListener)> {
+    const TRIES: usize = 32;
+    for _ in 0..TRIES {
+        let udp = UdpSocket::bind(listen).with_context(|| format!("cannot bind udp {listen}"))?;
+        let addr = udp.local_addr()?;
+        match TcpListener::bind(addr) {
+            Ok(tcp) => return Ok((udp, tcp)),
+            Err(e) if listen.port() == 0 && e.kind() == std::io::ErrorKind::AddrInUse => {}
+            Err(e) => return Err(e).with_context(|| format!("cannot bind tcp {addr}")),
+        }
+    }
+    anyhow::bail!("no port free for both udp and tcp on {} after {TRIES} tries", listen.ip())
 }
 
 /// `wirebench serve`: runs until Ctrl-C, then prints the counters.
