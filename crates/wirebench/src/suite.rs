@@ -81,6 +81,8 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Vec<Report>> {
         }
         let a = ping_args(&step.args)?;
         let mut cfg = PingConfig::from_args(&a)?;
+        // The suite prints its own table: no progress lines from the steps.
+        cfg.quiet = true;
         cfg.json = Some(args.out.join(format!("{}.json", step.name)));
         let m = ping::measure(&cfg, ctx)?;
         ping::save(&cfg, &m)?;
@@ -248,6 +250,7 @@ fn proxy_step(
     let via = proxy.local_addr().to_string();
     let a = ping_args(&[via, "--count".into(), n(2_000.0), "--warmup".into(), n(100.0)])?;
     let mut cfg = PingConfig::from_args(&a)?;
+    cfg.quiet = true;
     cfg.json = Some(args.out.join("ping-udp-proxy-500us.json"));
     let measured = ping::measure(&cfg, ctx);
     let results = proxy.stop();
