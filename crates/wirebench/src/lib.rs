@@ -2,7 +2,7 @@
 //! integration tests call the same function in-process.
 //!
 //! Layout: [`cli`] (the command line), one module per mode ([`serve`], [`ping`],
-//! [`suite`], [`proxy`], [`shape`]), and the shared pieces every mode uses the same way: [`shutdown`] (Ctrl-C
+//! [`suite`], [`proxy`], [`shape`], [`room`], [`load`]), and the shared pieces every mode uses the same way: [`shutdown`] (Ctrl-C
 //! to a flag every loop polls), [`host`] (the environment recorded in reports), [`output`]
 //! (atomic result files) and [`error`] (exit codes).
 
@@ -12,9 +12,11 @@ pub mod error;
 pub mod flow;
 pub mod host;
 pub mod listen;
+pub mod load;
 pub mod output;
 pub mod ping;
 pub mod proxy;
+pub mod room;
 pub mod serve;
 pub mod shape;
 pub mod shutdown;
@@ -63,6 +65,8 @@ pub fn run(cli: &Cli, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
         Command::Suite(a) => suite::run(a, ctx).map(|_| 0),
         Command::Proxy(a) => proxy::run(a, ctx).map(|_| 0),
         Command::Shape(a) => shape::run(a, ctx).map(|()| 0),
+        Command::Room(a) => room::run(a, ctx).map(|_| 0),
+        Command::Load(a) => load::run(a, ctx).map(|r| load::exit_code(&r)),
     }
 }
 

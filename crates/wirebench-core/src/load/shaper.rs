@@ -85,6 +85,11 @@ impl Shaper {
         }
     }
 
+    /// The added one-way delay, ns.
+    pub const fn delay_ns(&self) -> u64 {
+        self.delay_ns
+    }
+
     /// When a frame of `len` bytes handed over at `now_ns` reaches the other end.
     pub fn arrive(&mut self, len: u64, now_ns: u64) -> u64 {
         self.leave(len, now_ns).saturating_add(self.delay_ns)
