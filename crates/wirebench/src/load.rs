@@ -158,7 +158,8 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
         .build()
         .context("cannot start the runtime")?;
     let t0 = Instant::now();
-    let wall0_ns = u64::try_from(started.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos())).unwrap_or(0);
+    let wall0_ns =
+        u64::try_from(started.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos())).unwrap_or(0);
     let end_ns = u64::try_from((cfg.ramp + cfg.duration).as_nanos()).unwrap_or(u64::MAX);
     let link_delay = cfg.link_up.map_or(0, |l| l.delay_ns) + cfg.link_down.map_or(0, |l| l.delay_ns);
     let quit_ns = end_ns + 500_000_000 + 2 * link_delay;
@@ -259,7 +260,15 @@ pub fn save(cfg: &Config, report: &Report) -> anyhow::Result<()> {
             for r in &l.series {
                 #[expect(clippy::cast_precision_loss, reason = "display values")]
                 let us = |v: u64| v as f64 / 1e3;
-                writeln!(w, "{},{},{},{:.1},{:.1}", r.at_s, r.sent, r.received, us(r.delay_p50_ns), us(r.delay_p99_ns))?;
+                writeln!(
+                    w,
+                    "{},{},{},{:.1},{:.1}",
+                    r.at_s,
+                    r.sent,
+                    r.received,
+                    us(r.delay_p50_ns),
+                    us(r.delay_p99_ns)
+                )?;
             }
             Ok(())
         })?;

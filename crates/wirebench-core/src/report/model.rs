@@ -154,7 +154,8 @@ pub struct LatencyView {
     /// What is timed: `rtt_from_send` (closed loop), `rtt_from_intended_send`
     /// (open loop, coordinated-omission corrected), `rtt_from_actual_send` (open loop,
     /// uncorrected), `network_rtt` (dwell subtracted), `dwell`, or `added_delay` (proxy:
-    /// release minus arrival).
+    /// release minus arrival); load: `delay_from_send`, `delay_from_intended_send`,
+    /// `reply_from_send`, `connect_time`, `shaper_hold`.
     pub measures: String,
     /// Summary values.
     pub summary: Summary,

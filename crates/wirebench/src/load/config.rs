@@ -179,15 +179,13 @@ impl Config {
         };
         for s in &a.size {
             let (name, bytes) = s.split_once('=').ok_or_else(|| usage(format!("--size '{s}' is not TYPE=BYTES")))?;
-            let bytes: usize = bytes.trim().parse().map_err(|_| usage(format!("--size '{s}': bytes is not a number")))?;
+            let bytes: usize =
+                bytes.trim().parse().map_err(|_| usage(format!("--size '{s}': bytes is not a number")))?;
             if bytes > 1 << 20 {
                 return Err(usage(format!("--size '{s}': at most 1 MiB")));
             }
-            let names: Vec<String> = if name == "*" {
-                mix.types().iter().map(|t| t.name.clone()).collect()
-            } else {
-                vec![name.to_owned()]
-            };
+            let names: Vec<String> =
+                if name == "*" { mix.types().iter().map(|t| t.name.clone()).collect() } else { vec![name.to_owned()] };
             for n in names {
                 mix.type_mut(&n).ok_or_else(|| usage(format!("--size: '{n}' is not in the mix")))?.size = bytes;
             }

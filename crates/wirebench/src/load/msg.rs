@@ -60,18 +60,18 @@ impl Template {
             let hole = ["{type}", "{req}", "{sender}", "{room}", "{seq}", "{ts}", "{it}", "{pad}"]
                 .iter()
                 .position(|h| rest.starts_with(h));
-            match hole {
-                Some(k) => {
-                    if !lit.is_empty() {
-                        parts.push(Part::Lit(std::mem::take(&mut lit)));
-                    }
-                    parts.push([Part::Kind, Part::Req, Part::Sender, Part::Room, Part::Seq, Part::Ts, Part::It, Part::Pad][k].clone());
-                    rest = &rest[rest.find('}').map_or(rest.len(), |e| e + 1)..];
+            if let Some(k) = hole {
+                if !lit.is_empty() {
+                    parts.push(Part::Lit(std::mem::take(&mut lit)));
                 }
-                None => {
-                    lit.push('{');
-                    rest = &rest[1..];
-                }
+                parts.push(
+                    [Part::Kind, Part::Req, Part::Sender, Part::Room, Part::Seq, Part::Ts, Part::It, Part::Pad][k]
+                        .clone(),
+                );
+                rest = &rest[rest.find('}').map_or(rest.len(), |e| e + 1)..];
+            } else {
+                lit.push('{');
+                rest = &rest[1..];
             }
         }
         lit.push_str(rest);
@@ -163,8 +163,15 @@ fn string_after<'a>(b: &'a [u8], key: &[u8]) -> Option<&'a str> {
 mod tests {
     use super::*;
 
-    const F: Fields<'static> =
-        Fields { kind: "cursor", req: false, sender: 7, room: 1, seq: 3, ts_us: 1_700_000_000_000_001, it_us: 1_700_000_000_000_000 };
+    const F: Fields<'static> = Fields {
+        kind: "cursor",
+        req: false,
+        sender: 7,
+        room: 1,
+        seq: 3,
+        ts_us: 1_700_000_000_000_001,
+        it_us: 1_700_000_000_000_000,
+    };
 
     #[test]
     fn renders_padded_and_parses_back() {

@@ -35,7 +35,13 @@ fn cells(v: &LatencyView, ps: &[f64]) -> Vec<String> {
 
 fn table(w: &mut dyn Write, head: &[String], rows: &[Vec<String>]) -> io::Result<()> {
     let widths: Vec<usize> = (0..head.len())
-        .map(|i| std::iter::once(head).chain(rows.iter().map(Vec::as_slice)).map(|r| r.get(i).map_or(0, String::len)).max().unwrap_or(0))
+        .map(|i| {
+            std::iter::once(head)
+                .chain(rows.iter().map(Vec::as_slice))
+                .map(|r| r.get(i).map_or(0, String::len))
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     for r in std::iter::once(head).chain(rows.iter().map(Vec::as_slice)) {
         let line: Vec<String> = r.iter().enumerate().map(|(i, c)| format!("{c:>w$}", w = widths[i])).collect();
@@ -54,7 +60,8 @@ pub(super) fn report(cfg: &Config, report: &Report, w: &mut dyn Write) -> io::Re
     }
     summary(l, w)?;
     let ps = &cfg.percentiles;
-    let mut head: Vec<String> = ["type", "share%", "bytes", "sent", "recv", "avg ms"].iter().map(|s| (*s).into()).collect();
+    let mut head: Vec<String> =
+        ["type", "share%", "bytes", "sent", "recv", "avg ms"].iter().map(|s| (*s).into()).collect();
     head.extend(ps.iter().map(|p| format!("p{p}")));
     head.push("max".into());
     let row = |t: &wirebench_core::report::LoadTypeResult, v: &LatencyView| {
@@ -84,6 +91,7 @@ pub(super) fn report(cfg: &Config, report: &Report, w: &mut dyn Write) -> io::Re
     )?;
     for (name, link) in [("upload", &l.link_up), ("download", &l.link_down)] {
         if let Some(k) = link {
+            #[expect(clippy::cast_precision_loss, reason = "display values")]
             let rate = k.requested_bps.map_or_else(|| "unlimited".into(), |b| format!("{:.3} Mbit/s", b as f64 / 1e6));
             writeln!(
                 w,

@@ -48,7 +48,6 @@ impl Merged {
 }
 
 /// Builds the results from what the clients recorded.
-#[expect(clippy::too_many_arguments, reason = "one call site")]
 pub(super) fn build(
     cfg: &Config,
     plan: &Plan,
@@ -146,7 +145,11 @@ pub(super) fn build(
         received_per_s: per_s(all.received + replies),
         sent: all.sent,
         received: all.received + replies,
-        slip_mean_ns: if all.sent == 0 { 0 } else { u64::try_from(slip_sum / u128::from(all.sent)).unwrap_or(u64::MAX) },
+        slip_mean_ns: if all.sent == 0 {
+            0
+        } else {
+            u64::try_from(slip_sum / u128::from(all.sent)).unwrap_or(u64::MAX)
+        },
         slip_max_ns: slip_max,
         overall: all.row("all", 100.0, replies > 0, 0, ps),
         types,
