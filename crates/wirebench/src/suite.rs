@@ -275,39 +275,6 @@ fn proxy_step(
     Ok(line)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_step_parses() {
-        for s in steps("127.0.0.1:7878", 0.1) {
-            let a = ping_args(&s.args).unwrap();
-            PingConfig::from_args(&a).unwrap();
-        }
-        for s in stream_steps("127.0.0.1:7878", 0.1) {
-            let a = parse_args::<crate::stream::Args>("stream", &s.args).unwrap();
-            crate::stream::Config::from_args(&a).unwrap();
-        }
-    }
-
-    #[test]
-    fn a_ten_second_budget() {
-        use std::time::Duration;
-        // The suite is the README's first command: keep it short.
-        let d: Duration = Duration::from_secs(10);
-        let probes: u64 = steps("127.0.0.1:7878", 1.0)
-            .iter()
-            .map(|s| {
-                let i = s.args.iter().position(|a| a == "--count").unwrap();
-                s.args[i + 1].parse::<u64>().unwrap()
-            })
-            .sum();
-        // Even at a slow 100 us per blocking round trip the probes fit in the budget.
-        assert!(Duration::from_micros(100) * u32::try_from(probes).unwrap() < d);
-    }
-}
-
 // ---- load step (issue 4) ----
 
 /// 200 WebSocket clients in rooms of 5 at 2 events/s each for 10 s (scaled, at least 1 s)
@@ -351,4 +318,37 @@ fn load_step(args: &Args, ctx: &mut Ctx<'_>, reports: &mut Vec<Report>) -> anyho
     };
     reports.push(report);
     Ok(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_step_parses() {
+        for s in steps("127.0.0.1:7878", 0.1) {
+            let a = ping_args(&s.args).unwrap();
+            PingConfig::from_args(&a).unwrap();
+        }
+        for s in stream_steps("127.0.0.1:7878", 0.1) {
+            let a = parse_args::<crate::stream::Args>("stream", &s.args).unwrap();
+            crate::stream::Config::from_args(&a).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_ten_second_budget() {
+        use std::time::Duration;
+        // The suite is the README's first command: keep it short.
+        let d: Duration = Duration::from_secs(10);
+        let probes: u64 = steps("127.0.0.1:7878", 1.0)
+            .iter()
+            .map(|s| {
+                let i = s.args.iter().position(|a| a == "--count").unwrap();
+                s.args[i + 1].parse::<u64>().unwrap()
+            })
+            .sum();
+        // Even at a slow 100 us per blocking round trip the probes fit in the budget.
+        assert!(Duration::from_micros(100) * u32::try_from(probes).unwrap() < d);
+    }
 }

@@ -468,8 +468,8 @@ pub struct LoadResults {
     pub connections: LoadConnections,
     /// Events all clients together meant to send per second once connected.
     pub requested_send_per_s: f64,
-    /// Events sent per second, measured over the run (what the server received, as the
-    /// clients see it).
+    /// Events sent per second over the mean client's sending time (duration plus half the
+    /// ramp): what the server received, as the clients see it.
     pub achieved_send_per_s: f64,
     /// Messages the clients received per second (what the server sent, as the clients see
     /// it), replies included.

@@ -107,8 +107,10 @@ pub(super) fn build(
         let q = |p: f64| if tail.2.is_empty() { 0 } else { tail.2.value_at_quantile(p) };
         series.push(LoadSecond { at_s, sent: tail.0, received: tail.1, delay_p50_ns: q(0.5), delay_p99_ns: q(0.99) });
     }
-    // Rates over the sending period (ramp + duration, or less when stopped early).
-    let send_secs = Duration::from_nanos(plan.end_ns).min(elapsed).as_secs_f64().max(1e-9);
+    // Rates over the mean client's sending time: clients join evenly over the ramp and
+    // send until the end (or until a stop), so on average from ramp / 2.
+    let half_ramp = cfg.ramp / 2;
+    let send_secs = Duration::from_nanos(plan.end_ns).min(elapsed).saturating_sub(half_ramp).as_secs_f64().max(1e-9);
     #[expect(clippy::cast_precision_loss, reason = "display values")]
     let per_s = |v: u64| v as f64 / send_secs;
     let events = all.sent + all.received + replies;

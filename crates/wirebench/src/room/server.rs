@@ -123,7 +123,13 @@ pub struct RoomServer {
 impl RoomServer {
     /// Binds (errors come back here) and starts serving on its own runtime.
     pub fn start(cfg: &Config) -> anyhow::Result<Self> {
-        let std_listener = std::net::TcpListener::bind(cfg.listen)?;
+        // A deep accept queue: 10,000 clients connecting within a second overflow the
+        // standard library's 128 and wait for SYN retransmits (1 s, then 3 s).
+        let sock = socket2::Socket::new(socket2::Domain::for_address(cfg.listen), socket2::Type::STREAM, None)?;
+        sock.set_reuse_address(true)?;
+        sock.bind(&cfg.listen.into())?;
+        sock.listen(8192)?;
+        let std_listener: std::net::TcpListener = sock.into();
         std_listener.set_nonblocking(true)?;
         let addr = std_listener.local_addr()?;
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -233,17 +239,31 @@ async fn connection(sock: TcpStream, id: u64, rooms: Arc<Rooms>, shared: Arc<Sha
                 Some(Ok(_)) => {}
                 Some(Err(_)) | None => break,
             },
-            r = rx.recv() => match r {
-                Ok((from, m)) => {
-                    if from != id {
-                        if ws.send(m).await.is_err() { break }
-                        shared.sent.fetch_add(1, Ordering::Relaxed);
+            r = rx.recv() => {
+                // Everything already queued for this member goes out with one flush (one
+                // write syscall under load, not one per message).
+                let mut next = Some(r);
+                let mut wrote = 0u64;
+                while let Some(r) = next.take() {
+                    match r {
+                        Ok((from, m)) if from != id => {
+                            if ws.feed(m).await.is_err() { break }
+                            wrote += 1;
+                        }
+                        Ok(_) => {}
+                        Err(broadcast::error::RecvError::Lagged(n)) => {
+                            shared.lagged.fetch_add(n, Ordering::Relaxed);
+                        }
+                        Err(broadcast::error::RecvError::Closed) => break,
                     }
+                    next = match rx.try_recv() {
+                        Ok(v) => Some(Ok(v)),
+                        Err(broadcast::error::TryRecvError::Lagged(n)) => Some(Err(broadcast::error::RecvError::Lagged(n))),
+                        Err(_) => None,
+                    };
                 }
-                Err(broadcast::error::RecvError::Lagged(n)) => {
-                    shared.lagged.fetch_add(n, Ordering::Relaxed);
-                }
-                Err(broadcast::error::RecvError::Closed) => break,
+                if wrote > 0 && ws.flush().await.is_err() { break }
+                shared.sent.fetch_add(wrote, Ordering::Relaxed);
             },
             _ = stop.changed() => break,
         }
