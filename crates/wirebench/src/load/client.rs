@@ -126,7 +126,7 @@ async fn client(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<
     let mut seq = 0u64;
     let mut up = Shaped::new(cfg.link_up);
     let mut down = Shaped::new(cfg.link_down);
-    let mut queue: VecDeque<(u64, Message)> = VecDeque::new();
+    let mut queue: VecDeque<(u64, u64, Message)> = VecDeque::new();
     let mut buf = String::new();
     let sleep = tokio::time::sleep_until(plan.at(next.min(plan.quit_ns)));
     tokio::pin!(sleep);
@@ -172,20 +172,19 @@ async fn client(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<
                     let m = Message::text(buf.as_str());
                     stats.with(id, |s| {
                         s.on_send(t, now - next);
-                        if let Some(u) = up.as_mut() {
-                            let at = u.pass(len, now);
-                            latency::record(&mut s.up_hold, at - now);
-                            queue.push_back((at, m));
-                        } else {
-                            queue.push_back((now, m));
-                        }
+                        let at = up.as_mut().map_or(now, |u| u.pass(len, now));
+                        queue.push_back((at, now, m));
                     });
                     seq += 1;
                     next += cfg.arrivals.gap(&mut rng);
                 }
                 let mut wrote = false;
-                while queue.front().is_some_and(|(at, _)| *at <= now) {
-                    let (_, m) = queue.pop_front().expect("checked");
+                while queue.front().is_some_and(|(at, _, _)| *at <= now) {
+                    let (_, handed, m) = queue.pop_front().expect("checked");
+                    if up.is_some() {
+                        // Achieved: when the frame is written, not when the shaper said.
+                        stats.with(id, |s| latency::record(&mut s.up_hold, now - handed));
+                    }
                     if ws.feed(m).await.is_err() {
                         stats.with(id, |s| s.error(ErrorKind::Send));
                         lost = true;
@@ -198,11 +197,15 @@ async fn client(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<
                     break;
                 }
                 let due = if next < plan.end_ns { next } else { plan.quit_ns };
-                let wake = queue.front().map_or(due, |(at, _)| due.min(*at));
+                let wake = queue.front().map_or(due, |(at, _, _)| due.min(*at));
                 sleep.as_mut().reset(plan.at(wake));
             }
         }
     }
+    // Close with a reset: no TIME_WAIT left on thousands of local ports (this side closes
+    // first), which would otherwise keep them from other programs binding for a minute.
+    let _ = socket2::SockRef::from(ws.get_ref()).set_linger(Some(Duration::ZERO));
+    drop(ws);
     if lost && !*stop.borrow() && plan.now_ns() < plan.quit_ns {
         Stats::bump(&stats.disconnects);
     }
