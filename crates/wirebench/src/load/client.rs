@@ -113,11 +113,11 @@ async fn client(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<
     };
     let Ok(mut ws) = ws else {
         Stats::bump(&stats.failed);
-        stats.with(id, |s| s.error(ErrorKind::Connect));
+        stats.with(|s| s.error(ErrorKind::Connect));
         return;
     };
     let connected_at = plan.now_ns();
-    stats.with(id, |s| latency::record(&mut s.connect, connected_at - t_connect));
+    stats.with(|s| latency::record(&mut s.connect, connected_at - t_connect));
     Stats::bump(&stats.connected);
     Stats::bump(&stats.open);
 
@@ -140,7 +140,7 @@ async fn client(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<
                 Some(Ok(Message::Binary(b))) => on_message(id, &b, plan, stats, down.as_mut()),
                 Some(Ok(_)) => {}
                 Some(Err(_)) => {
-                    stats.with(id, |s| s.error(ErrorKind::Read));
+                    stats.with(|s| s.error(ErrorKind::Read));
                     lost = true;
                     break;
                 }
@@ -170,7 +170,7 @@ async fn client(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<
                     cfg.template.render(&f, et.size, &mut buf);
                     let len = buf.len() as u64;
                     let m = Message::text(buf.as_str());
-                    stats.with(id, |s| {
+                    stats.with(|s| {
                         s.on_send(t, now - next);
                         let at = up.as_mut().map_or(now, |u| u.pass(len, now));
                         queue.push_back((at, now, m));
@@ -183,10 +183,10 @@ async fn client(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<
                     let (_, handed, m) = queue.pop_front().expect("checked");
                     if up.is_some() {
                         // Achieved: when the frame is written, not when the shaper said.
-                        stats.with(id, |s| latency::record(&mut s.up_hold, now - handed));
+                        stats.with(|s| latency::record(&mut s.up_hold, now - handed));
                     }
                     if ws.feed(m).await.is_err() {
-                        stats.with(id, |s| s.error(ErrorKind::Send));
+                        stats.with(|s| s.error(ErrorKind::Send));
                         lost = true;
                         break;
                     }
@@ -225,20 +225,20 @@ fn on_message(id: u64, b: &[u8], plan: &Plan, stats: &Stats, down: Option<&mut S
     // delivered it (nothing here reacts to a received message, so no holding is needed).
     let arrive = down.map_or(now, |d| d.pass(b.len() as u64, now));
     let Some(seen) = msg::parse(b) else {
-        stats.with(id, |s| s.error(ErrorKind::Malformed));
+        stats.with(|s| s.error(ErrorKind::Malformed));
         return;
     };
     let Some(t) = plan.cfg.mix.types().iter().position(|e| e.name == seen.kind) else {
-        stats.with(id, |s| s.error(ErrorKind::UnknownType));
+        stats.with(|s| s.error(ErrorKind::UnknownType));
         return;
     };
     let at_ns = plan.wall0_ns + arrive;
     let Some(delay) = at_ns.checked_sub(seen.ts_us * 1_000) else {
-        stats.with(id, |s| s.error(ErrorKind::NegativeDelay));
+        stats.with(|s| s.error(ErrorKind::NegativeDelay));
         return;
     };
     let intended = seen.it_us.and_then(|it| at_ns.checked_sub(it * 1_000));
-    stats.with(id, |s| {
+    stats.with(|s| {
         if arrive > now {
             latency::record(&mut s.down_hold, arrive - now);
         }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use wirebench_core::latency::{Summary, histogram};
+use wirebench_core::latency::Summary;
 use wirebench_core::load::{Link, Stat, Threshold};
 use wirebench_core::report::{
     LatencyView, LoadConnections, LoadLink, LoadResults, LoadSecond, LoadTypeResult, ProcessUse, ThresholdResult,
@@ -13,7 +13,7 @@ use wirebench_core::report::{
 
 use super::client::Plan;
 use super::config::Config;
-use super::stats::{ErrorKind, Stats};
+use super::stats::{ErrorKind, Stats, histogram};
 
 fn view(measures: &str, h: &Histogram<u64>, ps: &[f64]) -> LatencyView {
     LatencyView { measures: measures.into(), summary: Summary::of(h, ps), histogram: encode_histogram(h) }
