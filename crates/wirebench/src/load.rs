@@ -181,6 +181,7 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
         )?;
     }
     let mut series = Vec::new();
+    let frame = Frame { cfg, plan: &plan, stats: &stats, started, cpu0, argv: ctx.argv.clone(), room_in_process };
     let out = &mut *ctx.out;
     let shutdown = ctx.shutdown.clone();
     let outcome = rt.block_on(async {
@@ -215,6 +216,10 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
                 }
                 series.push(row);
                 next_second += 1;
+                // A long run keeps its data if it is killed: the report so far, every 10 s.
+                if let Some(path) = cfg.json.as_ref().filter(|_| next_second.is_multiple_of(FLUSH_EVERY_S)) {
+                    let _ = crate::output::write_json(path, &frame.report(series.clone(), Outcome::Interrupted));
+                }
             }
             if Stats::get(&stats.done) == cfg.clients {
                 break Outcome::Completed;
@@ -236,17 +241,38 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
             cfg.addr
         );
     }
-    let cpu1 = limits::cpu_ns();
-    let cpu = (cpu1.0.saturating_sub(cpu0.0), cpu1.1.saturating_sub(cpu0.1));
-    let elapsed = t0.elapsed();
-    let results = results::build(cfg, &plan, &stats, series, cpu, elapsed, room_in_process);
-    Ok(Report {
-        schema_version: wirebench_core::report::SCHEMA_VERSION,
-        meta: crate::host::meta(&ctx.argv, started, u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX)),
-        config: cfg.to_json(),
-        outcome,
-        results: Results::Load(results),
-    })
+    Ok(frame.report(series, outcome))
+}
+
+/// Seconds between the partial reports a long run writes to `--json`.
+const FLUSH_EVERY_S: u64 = 10;
+
+/// What a report needs besides the recordings.
+struct Frame<'a> {
+    cfg: &'a Config,
+    plan: &'a Plan,
+    stats: &'a Stats,
+    started: SystemTime,
+    cpu0: (u64, u64),
+    argv: Vec<String>,
+    room_in_process: bool,
+}
+
+impl Frame<'_> {
+    /// The report of what was recorded so far.
+    fn report(&self, series: Vec<LoadSecond>, outcome: Outcome) -> Report {
+        let cpu1 = limits::cpu_ns();
+        let cpu = (cpu1.0.saturating_sub(self.cpu0.0), cpu1.1.saturating_sub(self.cpu0.1));
+        let elapsed = self.plan.t0.elapsed();
+        let results = results::build(self.cfg, self.plan, self.stats, series, cpu, elapsed, self.room_in_process);
+        Report {
+            schema_version: wirebench_core::report::SCHEMA_VERSION,
+            meta: crate::host::meta(&self.argv, self.started, u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX)),
+            config: self.cfg.to_json(),
+            outcome,
+            results: Results::Load(results),
+        }
+    }
 }
 
 /// Writes the JSON report and the series CSV asked for.

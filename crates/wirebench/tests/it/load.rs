@@ -237,3 +237,15 @@ request = true
     std::fs::write(&f, "clients = 1\nbogus = 2\n").unwrap();
     assert!(parse(&["ws://127.0.0.1:9/r", "--scenario", f.to_str().unwrap()]).is_err());
 }
+
+#[test]
+fn room_cli_refuses_a_bad_address_and_prints_its_counters_on_ctrl_c() {
+    let r = wirebench(&["room", "--listen", "nowhere"]);
+    assert_eq!(r.code, 2, "{}", r.err);
+    let stop = Shutdown::new();
+    stop.trigger();
+    let r = wirebench_with(&["room", "--listen", "127.0.0.1:0"], stop);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(r.out.contains("ws://127.0.0.1:") && r.out.contains("room: received 0 sent 0"), "{}", r.out);
+    assert!(r.out.contains("us per message event"), "{}", r.out);
+}
