@@ -131,10 +131,18 @@ async fn client(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<
     let sleep = tokio::time::sleep_until(plan.at(next.min(plan.quit_ns)));
     tokio::pin!(sleep);
     let mut lost = false;
+    let mut halted = false;
+    // One registration with the stop signal for the whole run, not one per wake-up (all
+    // clients share it, and registering takes its lock).
+    let stopped = stop.changed();
+    tokio::pin!(stopped);
     loop {
         tokio::select! {
             biased;
-            _ = stop.changed() => break,
+            _ = &mut stopped => {
+                halted = true;
+                break;
+            }
             m = ws.next() => match m {
                 Some(Ok(Message::Text(t))) => on_message(id, t.as_bytes(), plan, stats, down.as_mut()),
                 Some(Ok(Message::Binary(b))) => on_message(id, &b, plan, stats, down.as_mut()),
@@ -206,7 +214,7 @@ async fn client(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<
     // first), which would otherwise keep them from other programs binding for a minute.
     let _ = socket2::SockRef::from(ws.get_ref()).set_linger(Some(Duration::ZERO));
     drop(ws);
-    if lost && !*stop.borrow() && plan.now_ns() < plan.quit_ns {
+    if lost && !halted && plan.now_ns() < plan.quit_ns {
         Stats::bump(&stats.disconnects);
     }
     stats.open.fetch_sub(1, Ordering::Relaxed);
