@@ -223,6 +223,9 @@ async fn connection(sock: TcpStream, id: u64, rooms: Arc<Rooms>, shared: Arc<Sha
     shared.connections.fetch_add(1, Ordering::Relaxed);
     shared.open.fetch_add(1, Ordering::Relaxed);
     let (tx, mut rx) = rooms.join(&path);
+    // One registration with the stop signal per connection, not one per wake-up.
+    let stopped = stop.changed();
+    tokio::pin!(stopped);
     loop {
         tokio::select! {
             m = ws.next() => match m {
@@ -265,7 +268,7 @@ async fn connection(sock: TcpStream, id: u64, rooms: Arc<Rooms>, shared: Arc<Sha
                 if wrote > 0 && ws.flush().await.is_err() { break }
                 shared.sent.fetch_add(wrote, Ordering::Relaxed);
             },
-            _ = stop.changed() => break,
+            _ = &mut stopped => break,
         }
     }
     drop(rx);
