@@ -17,6 +17,7 @@
 //! - [`rng`]: a seeded generator for simulated links.
 //! - [`impair`]: impairment decisions (delay, jitter, loss, reorder, duplicate, rate).
 //! - [`ratesearch`]: RFC 2544 binary search for the highest loss-free rate.
+//! - [`load`]: event mix, client schedules, link shaper and thresholds of `wirebench load`.
 //! - [`units`]: human units (`10ms`, `50k/s`) as newtypes.
 //! - [`report`]: the versioned `Report` and the histogram codec.
 
@@ -24,6 +25,7 @@ pub mod clocksync;
 pub mod impair;
 pub mod jitter;
 pub mod latency;
+pub mod load;
 pub mod ratesearch;
 pub mod report;
 pub mod rng;

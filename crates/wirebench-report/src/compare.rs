@@ -144,6 +144,7 @@ pub fn mode(r: &Report) -> &'static str {
         Results::Ping(_) => "ping",
         Results::Stream(_) => "stream",
         Results::Proxy(_) => "proxy",
+        Results::Load(_) => "load",
     }
 }
 

@@ -5,6 +5,7 @@
 //! style, and a table of each run's headline figures), the comparison when asked, then one
 //! section per run with its tables, charts and environment.
 
+mod load;
 mod ping;
 mod proxy;
 mod stream;
@@ -137,6 +138,7 @@ fn headline(r: &Run<'_>) -> Vec<String> {
         Results::Ping(p) => ping::headline(p),
         Results::Stream(s) => stream::headline(s),
         Results::Proxy(p) => proxy::headline(p),
+        Results::Load(l) => load::headline(l),
     };
     vec![r.name.to_owned(), compare::mode(r.report).to_owned(), outcome.to_owned(), what]
 }
@@ -175,6 +177,7 @@ fn run(out: &mut dyn Write, i: usize, r: &Run<'_>) -> io::Result<()> {
         Results::Ping(_) => ping::section(out, r)?,
         Results::Stream(_) => stream::section(out, r)?,
         Results::Proxy(_) => proxy::section(out, r)?,
+        Results::Load(_) => load::section(out, r)?,
     }
     environment(out, r.report)?;
     writeln!(out, "</section>")

@@ -36,6 +36,12 @@ pub enum Command {
     Proxy(Box<crate::proxy::Args>),
     /// Print (or apply, or clear) tc/iptables scripts that shape clients' links.
     Shape(crate::shape::Args),
+    /// A reference WebSocket room server: relays each message to the room's other members,
+    /// answers requests; counts msgs/s and its own CPU.
+    Room(crate::room::Args),
+    /// Application load over WebSocket: clients in rooms, an open-loop event mix, delay from
+    /// departure to arrival at every receiver, per-client link shaping, thresholds.
+    Load(Box<crate::load::Args>),
 }
 
 /// Parses one mode's flags as its subcommand would (for the suite, and for tests of a mode's

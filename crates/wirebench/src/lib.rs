@@ -2,10 +2,10 @@
 //! integration tests call the same function in-process.
 //!
 //! Layout: [`cli`] (the command line), one module per mode ([`serve`], [`ping`],
-//! [`stream`], [`listen`], [`suite`], [`proxy`], [`shape`], [`report`], [`doctor`]), and the
-//! shared pieces every mode uses the same way: [`shutdown`] (Ctrl-C to a flag every loop
-//! polls), [`host`] (the environment recorded in reports), [`output`] (atomic result files),
-//! [`progress`] (bar or plain lines on stderr) and [`error`] (exit codes).
+//! [`stream`], [`listen`], [`suite`], [`proxy`], [`shape`], [`report`], [`doctor`], [`room`],
+//! [`load`]), and the shared pieces every mode uses the same way: [`shutdown`] (Ctrl-C to a
+//! flag every loop polls), [`host`] (the environment recorded in reports), [`output`] (atomic
+//! result files), [`progress`] (bar or plain lines on stderr) and [`error`] (exit codes).
 
 pub mod cli;
 pub mod control;
@@ -14,11 +14,13 @@ pub mod error;
 pub mod flow;
 pub mod host;
 pub mod listen;
+pub mod load;
 pub mod output;
 pub mod ping;
 pub mod progress;
 pub mod proxy;
 pub mod report;
+pub mod room;
 pub mod serve;
 pub mod shape;
 pub mod shutdown;
@@ -69,6 +71,8 @@ pub fn run(cli: &Cli, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
         Command::Doctor(a) => doctor::run(a, ctx),
         Command::Proxy(a) => proxy::run(a, ctx).map(|_| 0),
         Command::Shape(a) => shape::run(a, ctx).map(|()| 0),
+        Command::Room(a) => room::run(a, ctx).map(|_| 0),
+        Command::Load(a) => load::run(a, ctx).map(|r| load::exit_code(&r)),
     }
 }
 

@@ -97,6 +97,7 @@ pub fn write_text(runs: &[Run<'_>], table: bool, out: &mut dyn std::io::Write) -
         match compare::mode(r.report) {
             "ping" => text::ping(out, r.report, table)?,
             "stream" => stream_text::stream(out, r.report)?,
+            "load" => crate::load::render_text(r.report, out)?,
             _ => wirebench_report::proxy::summary(out, r.report)?,
         }
     }

@@ -105,11 +105,15 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Vec<Report>> {
         reports.push(r);
     }
     let counters = server.stop();
+    let load_line = if ctx.shutdown.is_set() { None } else { Some(load_step(args, ctx, &mut reports)?) };
     print_table(ctx, &rows)?;
     if let Some(line) = proxy_line {
         writeln!(ctx.out, "{line}")?;
     }
     print_stream_table(ctx, &stream_rows)?;
+    if let Some(line) = load_line {
+        writeln!(ctx.out, "{line}")?;
+    }
     writeln!(ctx.out, "serve: {counters}")?;
     // The HTML page of every step (`wirebench report` renders the same from the JSON), each
     // named after its file.
@@ -289,6 +293,51 @@ fn proxy_step(
     };
     rows.push(row("ping-udp-proxy-500us", &m.report));
     reports.push(m.report);
+    Ok(line)
+}
+
+// ---- load step (issue 4) ----
+
+/// 200 WebSocket clients in rooms of 5 at 2 events/s each for 10 s (scaled, at least 1 s)
+/// against an in-process `wirebench room`; saves `load-ws-200.json` and returns its line.
+fn load_step(args: &Args, ctx: &mut Ctx<'_>, reports: &mut Vec<Report>) -> anyhow::Result<String> {
+    let room = crate::room::RoomServer::start(&crate::room::Config::loopback())?;
+    #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "small positive durations")]
+    let duration = format!("{}ms", ((10_000.0 * args.scale).round() as u64).max(1_000));
+    let url = format!("ws://{}/rooms/suite", room.local_addr());
+    let flags = [url, "--clients".into(), "200".into(), "--duration".into(), duration];
+    let mut cfg = crate::load::Config::from_args(&parse_args::<crate::load::Args>("load", &flags)?)?;
+    cfg.extra_fds = cfg.clients;
+    cfg.quiet = true;
+    cfg.json = Some(args.out.join("load-ws-200.json"));
+    let measured = crate::load::measure(&cfg, ctx, true);
+    let counters = room.stop();
+    let report = measured?;
+    crate::load::save(&cfg, &report)?;
+    let line = match &report.results {
+        Results::Load(l) => {
+            #[expect(clippy::cast_precision_loss, reason = "display values")]
+            let ms = |v: Option<u64>| v.map_or_else(|| "-".into(), |v| format!("{:.3}", v as f64 / 1e6));
+            let s = &l.overall.delay.summary;
+            format!(
+                "load-ws-200: {} clients x {}/s over WebSocket, rooms of {} (in-process room): sent {:.1}/s of {:.1} requested, \
+                 received {:.1}/s, delay p50 {} ms p99 {} ms max {} ms; room {} relayed, process cpu {:.2}s",
+                l.clients,
+                l.rate_per_client,
+                l.room_size,
+                l.achieved_send_per_s,
+                l.requested_send_per_s,
+                l.received_per_s,
+                ms(s.at(50.0)),
+                ms(s.at(99.0)),
+                ms(Some(s.max_ns)),
+                counters.sent,
+                std::time::Duration::from_nanos(counters.cpu_ns).as_secs_f64(),
+            )
+        }
+        _ => "load-ws-200: no results".into(),
+    };
+    reports.push(report);
     Ok(line)
 }
 

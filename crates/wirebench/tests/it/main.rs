@@ -7,6 +7,7 @@ mod alloc; // the measured loop allocates nothing per probe (counting allocator)
 mod cli; // bad input, absent and dead peers, Ctrl-C: exit codes and partial reports
 mod doctor; // verdicts on loopback, bad flags; in namespaces: veth MTU 1400, no multicast route, path MTU
 mod fake; // the engine on the in-memory link: loss, lateness, CO correction, one-way
+mod load; // WebSocket load against an in-process room: delay, thresholds, dead server (issue 4)
 mod netns; // namespaces: ping across a veth pair, multicast across a bridge (root)
 mod ping; // loopback UDP and TCP against an in-process serve; schema; hgrm; hlog
 mod proxy; // impairment proxy accuracy, loss, TCP rate, refusals; shape tc script and apply/clear

@@ -17,6 +17,7 @@ fn suite_writes_a_valid_report_per_step() {
         "stream-udp-64",
         "stream-tcp",
         "stream-loss-free-64",
+        "load-ws-200",
     ] {
         let path = out.join(format!("{step}.json"));
         let v = read_json(&path);
@@ -31,8 +32,9 @@ fn suite_writes_a_valid_report_per_step() {
     let page = std::fs::read_to_string(&html).unwrap();
     assert_eq!(
         page.matches("<section class=\"run\"").count(),
-        10,
-        "4 pings, the ping through the proxy, the proxy, 4 streams"
+        11,
+        "4 pings, the ping through the proxy, the proxy, 4 streams, the load step"
     );
     assert!(page.contains("<h2>proxy</h2>") && page.contains("added delay by percentile"));
+    assert!(page.contains("<h2>load") && page.contains(": delay by percentile"), "the load run has its section");
 }

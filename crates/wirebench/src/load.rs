@@ -1,0 +1,313 @@
+//! `wirebench load`: application load over WebSocket. Many clients in rooms each send an
+//! open-loop mix of events; every other member of the room records the delay from the
+//! message's departure to its arrival.
+//!
+//! Method. Client `i` joins room `i / room_size` at `ramp * i / clients`, then sends at its
+//! intended times (fixed interval with a random phase, or Poisson): a send that is due goes
+//! out however late, and never waits for a reply (open loop). Each message carries its send
+//! time and its intended send time (wall clock, µs). A receiver records arrival minus send
+//! time (`delay_from_send`, what the app's users see) and arrival minus intended send time
+//! (`delay_from_intended_send`, which also counts the generator's own lateness: coordinated
+//! omission corrected). A request event is answered to its sender only; the sender records
+//! reply arrival minus send time. All clients run in one process on a two-worker tokio
+//! runtime, so sender and receiver clocks are the same clock.
+//!
+//! `--link RATE/DELAY` shapes each client's upload in user space: a frame waits in a token
+//! bucket at RATE, then DELAY more, before it is written. `--link-down` shapes downloads
+//! arithmetically: a frame counts as delivered when the shaped link would have delivered
+//! it. The report gives requested against achieved.
+
+pub mod client;
+pub mod config;
+pub mod limits;
+pub mod msg;
+mod print;
+mod results;
+pub mod stats;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::Context as _;
+pub use config::Config;
+use tokio::sync::watch;
+use wirebench_core::load::Link;
+use wirebench_core::report::{LoadSecond, Outcome, Report, Results};
+use wirebench_core::units::{MsgRate, Span};
+
+use self::client::Plan;
+use self::stats::Stats;
+use crate::Ctx;
+use crate::error::UsageError;
+
+/// `wirebench load` flags. Flags left out come from `--scenario`, then `--preset`, then
+/// the defaults.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Args {
+    /// ws://HOST:PORT/PATH of the server; `{room}` in it is replaced by the room number,
+    /// otherwise `-N` is appended to the path (e.g. ws://127.0.0.1:8080/rooms/demo).
+    pub url: Option<String>,
+    /// Simulated users [default: 10; collab-ide: 50].
+    #[arg(long, short = 'c')]
+    pub clients: Option<u64>,
+    /// Events per second per client [default: 2/s].
+    #[arg(long)]
+    pub rate: Option<MsgRate>,
+    /// How long every client sends, after the ramp [default: 10s; collab-ide: 5m].
+    #[arg(long, short = 'd')]
+    pub duration: Option<Span>,
+    /// Clients join evenly over this [default: 0s].
+    #[arg(long)]
+    pub ramp: Option<Span>,
+    /// Members per room [default: 5].
+    #[arg(long)]
+    pub room_size: Option<u64>,
+    /// Event mix, NAME=WEIGHT,... (save, open and list are requests) [default: collab-ide's].
+    #[arg(long)]
+    pub mix: Option<String>,
+    /// Message size of a type, TYPE=BYTES (`*` for all; repeatable) [default: 128].
+    #[arg(long, value_name = "TYPE=BYTES")]
+    pub size: Vec<String>,
+    /// `fixed` (interval with a random phase) or `poisson`.
+    #[arg(long)]
+    pub arrivals: Option<String>,
+    /// A TOML file with any of these settings (see docs/modes/load.md).
+    #[arg(long, value_name = "FILE.toml")]
+    pub scenario: Option<PathBuf>,
+    /// A ready-made scenario: collab-ide (50 clients, 2/s, 5m, rooms of 5, p96).
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// Each client's upload: RATE/DELAY, e.g. 60.76mbit/10ms (0/5ms: delay only).
+    #[arg(long, value_name = "RATE/DELAY")]
+    pub link: Option<Link>,
+    /// Each client's download: RATE/DELAY.
+    #[arg(long, value_name = "RATE/DELAY")]
+    pub link_down: Option<Link>,
+    /// Percentiles to report, e.g. 50,96,99.
+    #[arg(long, value_delimiter = ',')]
+    pub percentiles: Option<Vec<f64>>,
+    /// Fail (exit 3) unless this holds, e.g. 'p96<300ms', 'cursor:p99<50ms', 'reply:max<1s'
+    /// (repeatable).
+    #[arg(long)]
+    pub threshold: Vec<String>,
+    /// Message template with {type} {req} {sender} {room} {seq} {ts} {it} {pad}.
+    #[arg(long)]
+    pub template: Option<String>,
+    /// Seed of the clients' random choices.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Write the JSON report (also on Ctrl-C and when the server dies).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write the per-second series as CSV.
+    #[arg(long, value_name = "FILE")]
+    pub series: Option<PathBuf>,
+    /// No per-second lines.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+/// `wirebench load`: check, measure, print, save.
+pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
+    let cfg = Config::from_args(args)?;
+    let report = measure(&cfg, ctx, false)?;
+    print::report(&cfg.percentiles, &report, ctx.out)?;
+    save(&cfg, &report)?;
+    Ok(report)
+}
+
+/// The exit code a finished load run asks for: 1 when the server died, 3 when a threshold
+/// failed, else 0.
+pub fn exit_code(report: &Report) -> u8 {
+    if report.outcome == Outcome::PeerSilent {
+        return 1;
+    }
+    match &report.results {
+        Results::Load(l) if l.thresholds.iter().any(|t| !t.passed) => 3,
+        _ => 0,
+    }
+}
+
+/// Refuses a client count the open-file limit cannot hold (after raising it).
+pub fn check_fit(cfg: &Config) -> Result<(), UsageError> {
+    let soft = limits::raise_nofile();
+    let need = cfg.clients + cfg.extra_fds + limits::SPARE_FDS;
+    if need > soft {
+        return Err(UsageError(format!(
+            "{} clients need about {need} open files{}, but this process may open {soft} (hard limit {}): \
+             use fewer clients, or split them over several processes",
+            cfg.clients,
+            if cfg.extra_fds > 0 { " (the in-process room's sockets included)" } else { "" },
+            limits::nofile_hard()
+        )));
+    }
+    Ok(())
+}
+
+/// Runs the clients and builds the report (partial on Ctrl-C or a dead server).
+pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow::Result<Report> {
+    check_fit(cfg)?;
+    let started = SystemTime::now();
+    let cpu0 = limits::cpu_ns();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("wb-load")
+        .enable_io()
+        .enable_time()
+        .build()
+        .context("cannot start the runtime")?;
+    let t0 = Instant::now();
+    let wall0_ns =
+        u64::try_from(started.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos())).unwrap_or(0);
+    let end_ns = u64::try_from((cfg.ramp + cfg.duration).as_nanos()).unwrap_or(u64::MAX);
+    let link_delay = cfg.link_up.map_or(0, |l| l.delay_ns) + cfg.link_down.map_or(0, |l| l.delay_ns);
+    let quit_ns = end_ns + 500_000_000 + 2 * link_delay;
+    let plan = Arc::new(Plan { cfg: cfg.clone(), t0, wall0_ns, end_ns, quit_ns });
+    let stats = Arc::new(Stats::new(cfg.mix.types().len()));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    if !cfg.quiet {
+        writeln!(
+            ctx.out,
+            "wirebench load: {} clients in {} rooms of {}, {} each ({}), {} after a {} ramp, {}",
+            cfg.clients,
+            cfg.rooms(),
+            cfg.room_size,
+            cfg.rate,
+            cfg.arrivals.name(),
+            Span(cfg.duration),
+            Span(cfg.ramp),
+            cfg.url
+        )?;
+    }
+    let mut series = Vec::new();
+    let frame = Frame { cfg, plan: &plan, stats: &stats, started, cpu0, argv: ctx.argv.clone(), room_in_process };
+    let out = &mut *ctx.out;
+    let shutdown = ctx.shutdown.clone();
+    let outcome = rt.block_on(async {
+        let mut handles = Vec::with_capacity(usize::try_from(cfg.clients).unwrap_or(0));
+        for id in 0..cfg.clients {
+            handles.push(tokio::spawn(client::run(id, plan.clone(), stats.clone(), stop_rx.clone())));
+        }
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        let mut next_second = 1u64;
+        let outcome = loop {
+            tick.tick().await;
+            let now = plan.now_ns();
+            if shutdown.is_set() {
+                break Outcome::Interrupted;
+            }
+            let (connected, open, disc) =
+                (Stats::get(&stats.connected), Stats::get(&stats.open), Stats::get(&stats.disconnects));
+            if connected > 0 && open == 0 && disc > 0 && now < end_ns {
+                break Outcome::PeerSilent;
+            }
+            if now >= next_second * 1_000_000_000 {
+                let (sent, received, h) = stats.take_second();
+                let row = LoadSecond {
+                    at_s: next_second,
+                    sent,
+                    received,
+                    delay_p50_ns: if h.is_empty() { 0 } else { h.value_at_quantile(0.5) },
+                    delay_p99_ns: if h.is_empty() { 0 } else { h.value_at_quantile(0.99) },
+                };
+                if !cfg.quiet {
+                    let _ = writeln!(out, "{}", print::second(&row, open));
+                }
+                series.push(row);
+                next_second += 1;
+                // A long run keeps its data if it is killed: the report so far, every 10 s.
+                if let Some(path) = cfg.json.as_ref().filter(|_| next_second.is_multiple_of(FLUSH_EVERY_S)) {
+                    let _ = crate::output::write_json(path, &frame.report(series.clone(), Outcome::Interrupted));
+                }
+            }
+            if Stats::get(&stats.done) == cfg.clients {
+                break Outcome::Completed;
+            }
+        };
+        let _ = stop_tx.send(true);
+        for h in handles {
+            let _ = tokio::time::timeout(Duration::from_secs(2), h).await;
+        }
+        outcome
+    });
+    rt.shutdown_timeout(Duration::from_secs(1));
+    if Stats::get(&stats.connected) == 0 && outcome != Outcome::Interrupted {
+        anyhow::bail!(
+            "no client could connect to {} ({} attempts failed): is a WebSocket server running there? \
+             (start one with `wirebench room --listen {}`)",
+            cfg.room_url(0),
+            Stats::get(&stats.failed),
+            cfg.addr
+        );
+    }
+    Ok(frame.report(series, outcome))
+}
+
+/// Seconds between the partial reports a long run writes to `--json`.
+const FLUSH_EVERY_S: u64 = 10;
+
+/// What a report needs besides the recordings.
+struct Frame<'a> {
+    cfg: &'a Config,
+    plan: &'a Plan,
+    stats: &'a Stats,
+    started: SystemTime,
+    cpu0: (u64, u64),
+    argv: Vec<String>,
+    room_in_process: bool,
+}
+
+impl Frame<'_> {
+    /// The report of what was recorded so far.
+    fn report(&self, series: Vec<LoadSecond>, outcome: Outcome) -> Report {
+        let cpu1 = limits::cpu_ns();
+        let cpu = (cpu1.0.saturating_sub(self.cpu0.0), cpu1.1.saturating_sub(self.cpu0.1));
+        let elapsed = self.plan.t0.elapsed();
+        let results = results::build(self.cfg, self.plan, self.stats, series, cpu, elapsed, self.room_in_process);
+        Report {
+            schema_version: wirebench_core::report::SCHEMA_VERSION,
+            meta: crate::host::meta(&self.argv, self.started, u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX)),
+            config: self.cfg.to_json(),
+            outcome,
+            results: Results::Load(results),
+        }
+    }
+}
+
+/// Writes the JSON report and the series CSV asked for.
+pub fn save(cfg: &Config, report: &Report) -> anyhow::Result<()> {
+    if let Some(p) = &cfg.json {
+        crate::output::write_json(p, report)?;
+    }
+    if let (Some(p), Results::Load(l)) = (&cfg.series, &report.results) {
+        crate::output::write_atomic(p, |w| {
+            writeln!(w, "at_s,sent,received,delay_p50_us,delay_p99_us")?;
+            for r in &l.series {
+                #[expect(clippy::cast_precision_loss, reason = "display values")]
+                let us = |v: u64| v as f64 / 1e3;
+                writeln!(
+                    w,
+                    "{},{},{},{:.1},{:.1}",
+                    r.at_s,
+                    r.sent,
+                    r.received,
+                    us(r.delay_p50_ns),
+                    us(r.delay_p99_ns)
+                )?;
+            }
+            Ok(())
+        })?;
+    }
+    Ok(())
+}
+
+/// The terminal text of a saved load report (for `wirebench report`), at the percentiles the
+/// run recorded.
+pub fn render_text(report: &Report, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let ps: Vec<f64> = match &report.results {
+        Results::Load(l) => l.overall.delay.summary.percentiles.iter().map(|p| p.p).collect(),
+        _ => return Ok(()),
+    };
+    print::report(&ps, report, w)
+}

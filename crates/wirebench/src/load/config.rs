@@ -1,0 +1,328 @@
+//! `wirebench load` flags, the scenario file and the preset, layered into a validated
+//! [`Config`]: command line, then `--scenario FILE.toml`, then `--preset`, then defaults.
+
+use std::net::{SocketAddr, ToSocketAddrs as _};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+use wirebench_core::load::{Arrivals, EventType, Link, Mix, Threshold};
+use wirebench_core::units::{MsgRate, Span};
+
+use super::Args;
+use super::msg::{DEFAULT_TEMPLATE, Template};
+use crate::error::UsageError;
+
+/// A scenario file: everything the flags say, in TOML.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// `collab-ide` to start from the preset.
+    pub preset: Option<String>,
+    /// Target URL.
+    pub url: Option<String>,
+    /// Clients.
+    pub clients: Option<u64>,
+    /// Per-client rate, e.g. `"2/s"`.
+    pub rate: Option<String>,
+    /// e.g. `"5m"`.
+    pub duration: Option<String>,
+    /// e.g. `"10s"`.
+    pub ramp: Option<String>,
+    /// Members per room.
+    pub room_size: Option<u64>,
+    /// `fixed` or `poisson`.
+    pub arrivals: Option<String>,
+    /// e.g. `[50, 96, 99]`.
+    pub percentiles: Option<Vec<f64>>,
+    /// e.g. `["p96<300ms"]`.
+    pub thresholds: Option<Vec<String>>,
+    /// Upload link, e.g. `"60.76mbit/10ms"`.
+    pub link: Option<String>,
+    /// Download link.
+    pub link_down: Option<String>,
+    /// Message template.
+    pub template: Option<String>,
+    /// RNG seed.
+    pub seed: Option<u64>,
+    /// The event mix.
+    pub events: Option<Vec<ScenarioEvent>>,
+}
+
+/// One event type in a scenario file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioEvent {
+    /// Type name.
+    pub name: String,
+    /// Share.
+    pub weight: f64,
+    /// Size, bytes.
+    pub size: Option<usize>,
+    /// Answered to the sender only.
+    #[serde(default)]
+    pub request: bool,
+}
+
+/// A validated load configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The URL as given (may hold `{room}`).
+    pub url: String,
+    /// Resolved server address.
+    pub addr: SocketAddr,
+    /// Clients.
+    pub clients: u64,
+    /// Per-client event rate.
+    pub rate: MsgRate,
+    /// Sending time after the ramp.
+    pub duration: Duration,
+    /// Clients join evenly over this.
+    pub ramp: Duration,
+    /// Members per room.
+    pub room_size: u64,
+    /// The event mix with sizes and request marks.
+    pub mix: Mix,
+    /// Fixed interval with random phase, or Poisson.
+    pub arrivals: Arrivals,
+    /// Upload shaping.
+    pub link_up: Option<Link>,
+    /// Download shaping.
+    pub link_down: Option<Link>,
+    /// Percentiles to report.
+    pub percentiles: Vec<f64>,
+    /// Pass/fail criteria.
+    pub thresholds: Vec<Threshold>,
+    /// Message layout.
+    pub template: Template,
+    /// The template text (for the report).
+    pub template_text: String,
+    /// Seed of every client's RNG.
+    pub seed: u64,
+    /// JSON report.
+    pub json: Option<PathBuf>,
+    /// Per-second CSV.
+    pub series: Option<PathBuf>,
+    /// Summary only.
+    pub quiet: bool,
+    /// Sockets something else in this process holds (an in-process room): counted against
+    /// the open-file limit.
+    pub extra_fds: u64,
+}
+
+fn usage(msg: impl Into<String>) -> UsageError {
+    UsageError(msg.into())
+}
+
+fn span(s: &str, what: &str) -> Result<Duration, UsageError> {
+    s.parse::<Span>().map(|s| s.0).map_err(|e| usage(format!("{what}: {e}")))
+}
+
+impl Config {
+    /// Layers the flags over the scenario file over the preset over the defaults.
+    pub fn from_args(a: &Args) -> Result<Self, UsageError> {
+        let file = match &a.scenario {
+            Some(p) => {
+                let text = std::fs::read_to_string(p)
+                    .map_err(|e| usage(format!("cannot read scenario {}: {e}", p.display())))?;
+                toml::from_str::<Scenario>(&text)
+                    .map_err(|e| usage(format!("scenario {}: {}", p.display(), e.message())))?
+            }
+            None => Scenario::default(),
+        };
+        let preset = a.preset.as_deref().or(file.preset.as_deref());
+        let collab = match preset {
+            None => false,
+            Some("collab-ide") => true,
+            Some(other) => return Err(usage(format!("unknown preset '{other}' (known: collab-ide)"))),
+        };
+        let url = a.url.clone().or(file.url).ok_or_else(|| usage("give the server's URL (ws://HOST:PORT/PATH)"))?;
+        let addr = resolve(&url)?;
+        let clients = a.clients.or(file.clients).unwrap_or(if collab { 50 } else { 10 });
+        if clients == 0 {
+            return Err(usage("--clients must be at least 1"));
+        }
+        let rate = match (&a.rate, &file.rate) {
+            (Some(r), _) => *r,
+            (None, Some(r)) => r.parse().map_err(|e| usage(format!("scenario rate: {e}")))?,
+            (None, None) => MsgRate::new(2.0).expect("constant"),
+        };
+        let duration = match (&a.duration, &file.duration) {
+            (Some(d), _) => d.0,
+            (None, Some(d)) => span(d, "scenario duration")?,
+            (None, None) => Duration::from_secs(if collab { 300 } else { 10 }),
+        };
+        let ramp = match (&a.ramp, &file.ramp) {
+            (Some(d), _) => d.0,
+            (None, Some(d)) => span(d, "scenario ramp")?,
+            (None, None) => Duration::ZERO,
+        };
+        let room_size = a.room_size.or(file.room_size).unwrap_or(5);
+        if room_size < 2 {
+            return Err(usage("--room-size must be at least 2 (a message goes to the other members)"));
+        }
+        let requests = ["save", "open", "list"];
+        let mut mix = match (&a.mix, file.events) {
+            (Some(m), _) => Mix::parse(m, &requests).map_err(|e| usage(e.to_string()))?,
+            (None, Some(ev)) => Mix::new(
+                ev.into_iter()
+                    .map(|e| EventType {
+                        name: e.name,
+                        weight: e.weight,
+                        request: e.request,
+                        size: e.size.unwrap_or(wirebench_core::load::mix::DEFAULT_SIZE),
+                    })
+                    .collect(),
+            )
+            .map_err(|e| usage(e.to_string()))?,
+            (None, None) => Mix::collab_ide(),
+        };
+        for s in &a.size {
+            let (name, bytes) = s.split_once('=').ok_or_else(|| usage(format!("--size '{s}' is not TYPE=BYTES")))?;
+            let bytes: usize =
+                bytes.trim().parse().map_err(|_| usage(format!("--size '{s}': bytes is not a number")))?;
+            if bytes > 1 << 20 {
+                return Err(usage(format!("--size '{s}': at most 1 MiB")));
+            }
+            let names: Vec<String> =
+                if name == "*" { mix.types().iter().map(|t| t.name.clone()).collect() } else { vec![name.to_owned()] };
+            for n in names {
+                mix.type_mut(&n).ok_or_else(|| usage(format!("--size: '{n}' is not in the mix")))?.size = bytes;
+            }
+        }
+        let arrivals_name = a.arrivals.clone().or(file.arrivals).unwrap_or_else(|| "fixed".into());
+        #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "rate is at most 1e9/s")]
+        let interval_ns = (1e9 / rate.per_sec()).round().max(1.0) as u64;
+        let arrivals = match arrivals_name.as_str() {
+            "fixed" => Arrivals::Fixed { interval_ns },
+            "poisson" => Arrivals::Poisson { mean_ns: interval_ns },
+            other => return Err(usage(format!("--arrivals '{other}': use fixed or poisson"))),
+        };
+        let link = |flag: Option<Link>, file: Option<String>, what: &str| -> Result<Option<Link>, UsageError> {
+            match (flag, file) {
+                (Some(l), _) => Ok(Some(l)),
+                (None, Some(s)) => s.parse().map(Some).map_err(|e| usage(format!("scenario {what}: {e}"))),
+                (None, None) => Ok(None),
+            }
+        };
+        let link_up = link(a.link, file.link, "link")?;
+        let link_down = link(a.link_down, file.link_down, "link_down")?;
+        let mut percentiles = a
+            .percentiles
+            .clone()
+            .or(file.percentiles)
+            .unwrap_or_else(|| if collab { vec![50.0, 96.0, 99.0] } else { vec![50.0, 90.0, 99.0, 99.9] });
+        if let Some(p) = percentiles.iter().find(|p| !(0.0..=100.0).contains(*p)) {
+            return Err(usage(format!("--percentiles: {p} is not in 0..=100")));
+        }
+        let mut thresholds = Vec::new();
+        for t in a.threshold.iter().chain(file.thresholds.iter().flatten()) {
+            thresholds.push(t.parse::<Threshold>().map_err(|e| usage(e.to_string()))?);
+        }
+        for t in &thresholds {
+            if let Some(sc) = &t.scope
+                && sc != "reply"
+                && mix.type_mut(sc).is_none()
+            {
+                return Err(usage(format!("threshold '{}': '{sc}' is not an event type or 'reply'", t.expr)));
+            }
+            if let wirebench_core::load::Stat::Percentile(p) = t.stat
+                && !percentiles.iter().any(|q| (q - p).abs() < 1e-9)
+            {
+                percentiles.push(p);
+            }
+        }
+        percentiles.sort_by(f64::total_cmp);
+        percentiles.dedup();
+        let template_text = a.template.clone().or(file.template).unwrap_or_else(|| DEFAULT_TEMPLATE.into());
+        let template = Template::parse(&template_text).map_err(usage)?;
+        Ok(Self {
+            url,
+            addr,
+            clients,
+            rate,
+            duration,
+            ramp,
+            room_size,
+            mix,
+            arrivals,
+            link_up,
+            link_down,
+            percentiles,
+            thresholds,
+            template,
+            template_text,
+            seed: a.seed.or(file.seed).unwrap_or(1),
+            json: a.json.clone(),
+            series: a.series.clone(),
+            quiet: a.quiet,
+            extra_fds: 0,
+        })
+    }
+
+    /// Rooms: clients / room size, rounded up.
+    pub const fn rooms(&self) -> u64 {
+        self.clients.div_ceil(self.room_size)
+    }
+
+    /// The URL of room `k`: `{room}` replaced, or `-k` appended to the path.
+    pub fn room_url(&self, k: u64) -> String {
+        if self.url.contains("{room}") {
+            self.url.replace("{room}", &k.to_string())
+        } else if self.url.ends_with('/') {
+            format!("{}{k}", self.url)
+        } else {
+            format!("{}-{k}", self.url)
+        }
+    }
+
+    /// The configuration as the report records it.
+    pub fn to_json(&self) -> serde_json::Value {
+        let link = |l: Option<Link>| l.map(|l| l.to_string());
+        serde_json::json!({
+            "url": self.url,
+            "clients": self.clients,
+            "rate_per_client": self.rate.per_sec(),
+            "duration_ns": u64::try_from(self.duration.as_nanos()).unwrap_or(u64::MAX),
+            "ramp_ns": u64::try_from(self.ramp.as_nanos()).unwrap_or(u64::MAX),
+            "room_size": self.room_size,
+            "arrivals": self.arrivals.name(),
+            "mix": self.mix.types().iter().map(|t| serde_json::json!({
+                "name": t.name, "weight": t.weight, "request": t.request, "size": t.size,
+            })).collect::<Vec<_>>(),
+            "link_up": link(self.link_up),
+            "link_down": link(self.link_down),
+            "percentiles": self.percentiles,
+            "thresholds": self.thresholds.iter().map(|t| t.expr.clone()).collect::<Vec<_>>(),
+            "template": self.template_text,
+            "seed": self.seed,
+        })
+    }
+}
+
+/// Checks a `ws://HOST:PORT/PATH` URL and resolves its host once.
+pub fn resolve(url: &str) -> Result<SocketAddr, UsageError> {
+    let bad = |why: &str| usage(format!("URL '{url}' {why} (expected ws://HOST:PORT/PATH)"));
+    if url.starts_with("wss://") {
+        return Err(bad("uses TLS, which wirebench load does not speak"));
+    }
+    let rest = url.strip_prefix("ws://").ok_or_else(|| bad("is not a ws:// URL"))?;
+    let authority = rest.split('/').next().unwrap_or("");
+    if authority.is_empty() || authority.contains('@') {
+        return Err(bad("has no host"));
+    }
+    let with_port = if authority.rsplit_once(':').is_some_and(|(_, p)| p.bytes().all(|b| b.is_ascii_digit())) {
+        authority.to_owned()
+    } else {
+        format!("{authority}:80")
+    };
+    let addr = with_port
+        .to_socket_addrs()
+        .map_err(|e| bad(&format!("does not resolve: {e}")))?
+        .next()
+        .ok_or_else(|| bad("does not resolve"))?;
+    let probe = url.replace("{room}", "0");
+    tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(probe.as_str())
+        .map_err(|e| bad(&format!("is not valid: {e}")))?;
+    Ok(addr)
+}

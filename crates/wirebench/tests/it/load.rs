@@ -1,0 +1,251 @@
+//! `wirebench load` against an in-process `wirebench room` on 127.0.0.1: delay against a
+//! known added delay, thresholds and exit codes, bad input, a server that dies mid-run,
+//! Ctrl-C, and the scenario layering.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use wirebench::Shutdown;
+use wirebench::room::{self, RoomServer};
+
+use crate::support::{assert_valid_report, read_json, wirebench, wirebench_with};
+
+fn room() -> RoomServer {
+    RoomServer::start(&room::Config::loopback()).expect("room starts on loopback")
+}
+
+fn url(r: &RoomServer) -> String {
+    format!("ws://{}/rooms/t", r.local_addr())
+}
+
+fn ns(v: &Value) -> u64 {
+    v.as_u64().expect("an integer")
+}
+
+fn pct(view: &Value, p: f64) -> u64 {
+    view["summary"]["percentiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| (q["p"].as_f64().unwrap() - p).abs() < 1e-9)
+        .map(|q| ns(&q["ns"]))
+        .expect("percentile reported")
+}
+
+/// `v >= floor`, allowing HdrHistogram's 3-digit resolution (the minimum it reports is
+/// the lowest value of its bucket, up to 0.1 % below the sample).
+fn at_least(v: u64, floor: u64) -> bool {
+    v >= floor - floor / 1000
+}
+
+/// Waits (bounded) until the room has relayed `n` messages: the run is under way.
+fn wait_for_traffic(r: &RoomServer, n: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while r.counters().received < n {
+        assert!(Instant::now() < deadline, "no traffic reached the room");
+        std::thread::park_timeout(Duration::from_millis(5));
+    }
+}
+
+/// Upload delayed 20 ms, download 10 ms: every delivery takes at least 30 ms, and on
+/// loopback at most 30 ms + 25 ms at p50 (tokio's timer is 1 ms grained; the rest is a
+/// shared 2-core machine). Replies cross the upload and the download: at least 30 ms too.
+#[test]
+fn delay_is_at_least_the_added_delay_and_close_to_it() {
+    let r = room();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("load.json");
+    let series = dir.path().join("series.csv");
+    let run = wirebench(&[
+        "load",
+        &url(&r),
+        "--clients",
+        "10",
+        "--rate",
+        "20/s",
+        "--duration",
+        "1s",
+        "--link",
+        "0/20ms",
+        "--link-down",
+        "0/10ms",
+        "--json",
+        json.to_str().unwrap(),
+        "--series",
+        series.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(run.code, 0, "{}{}", run.out, run.err);
+    let rep = read_json(&json);
+    assert_valid_report(&rep);
+    let l = &rep["results"];
+    assert_eq!(rep["outcome"], "completed");
+    assert_eq!(l["connections"]["connected"], 10);
+    let sent = ns(&l["sent"]);
+    assert!((150..=210).contains(&sent), "10 clients x 20/s x 1 s: {sent}");
+    let all = &l["overall"];
+    let added = 30_000_000;
+    assert!(at_least(ns(&all["delay"]["summary"]["min_ns"]), added), "{}", all["delay"]["summary"]);
+    let p50 = pct(&all["delay"], 50.0);
+    assert!(p50 < added + 25_000_000, "p50 {p50} ns");
+    assert!(pct(&all["delay_intended"], 50.0) >= p50, "intended-send view includes send slip");
+    assert!(at_least(ns(&all["reply"]["summary"]["min_ns"]), added));
+    // every relayed message reaches the 4 other members of its room
+    let relayed: u64 =
+        l["types"].as_array().unwrap().iter().filter(|t| t["request"] == false).map(|t| ns(&t["sent"])).sum();
+    assert_eq!(ns(&all["received"]), relayed * 4);
+    assert_eq!(l["link_up"]["requested_delay_ns"], 20_000_000);
+    assert!(at_least(ns(&l["link_up"]["hold"]["summary"]["min_ns"]), 20_000_000));
+    let csv = std::fs::read_to_string(&series).unwrap();
+    assert!(csv.starts_with("at_s,sent,received,delay_p50_us,delay_p99_us\n1,"), "{csv}");
+    assert!(!l["series"].as_array().unwrap().is_empty());
+    let c = r.stop();
+    assert_eq!(c.received, sent);
+}
+
+#[test]
+fn thresholds_set_the_exit_code() {
+    let r = room();
+    let base = [
+        url(&r),
+        "--clients".into(),
+        "5".into(),
+        "--rate".into(),
+        "20/s".into(),
+        "--duration".into(),
+        "300ms".into(),
+        "-q".into(),
+    ];
+    let with = |t: &str| {
+        let mut a: Vec<&str> = vec!["load"];
+        a.extend(base.iter().map(String::as_str));
+        a.extend(["--link", "0/2ms", "--threshold", t]);
+        wirebench(&a)
+    };
+    let fail = with("p50<1ms");
+    assert_eq!(fail.code, 3, "{}{}", fail.out, fail.err);
+    assert!(fail.out.contains("threshold p50<1ms:") && fail.out.contains("FAILED"), "{}", fail.out);
+    let pass = with("p99<10s");
+    assert_eq!(pass.code, 0, "{}{}", pass.out, pass.err);
+    let reply = with("reply:max<10s");
+    assert_eq!(reply.code, 0, "{}{}", reply.out, reply.err);
+}
+
+#[test]
+fn bad_input_exits_2_and_no_server_exits_1() {
+    for bad in ["http://127.0.0.1:1/x", "ws://", "wss://127.0.0.1:1/x", "127.0.0.1:8080"] {
+        let r = wirebench(&["load", bad, "-d", "1s"]);
+        assert_eq!(r.code, 2, "{bad}: {}", r.err);
+        assert!(r.err.contains("URL"), "{}", r.err);
+    }
+    let r = wirebench(&["load", "ws://127.0.0.1:1/x", "--preset", "nope"]);
+    assert_eq!(r.code, 2, "{}", r.err);
+    let r = wirebench(&["load", "ws://127.0.0.1:1/x", "--threshold", "p96>3ms"]);
+    assert_eq!(r.code, 2, "{}", r.err);
+    let r = wirebench(&["load", "ws://127.0.0.1:1/x", "--clients", "1000000"]);
+    assert_eq!(r.code, 2, "{}", r.err);
+    assert!(r.err.contains("open files"), "{}", r.err);
+    // a port nobody listens on: runtime failure, with a hint
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let r = wirebench(&["load", &format!("ws://{closed}/x"), "--clients", "3", "-d", "200ms", "-q"]);
+    assert_eq!(r.code, 1, "{}{}", r.out, r.err);
+    assert!(r.err.contains("wirebench room"), "{}", r.err);
+}
+
+/// The room goes away mid-run: exit 1, a partial report printed and saved.
+#[test]
+fn a_server_killed_mid_run_gives_exit_1_and_a_partial_report() {
+    let r = room();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("partial.json");
+    let u = url(&r);
+    let j = json.to_str().unwrap().to_owned();
+    let t = std::thread::spawn(move || {
+        wirebench(&["load", &u, "--clients", "10", "--rate", "50/s", "--duration", "60s", "--json", &j, "-q"])
+    });
+    wait_for_traffic(&r, 50);
+    let _ = r.stop();
+    let run = t.join().unwrap();
+    assert_eq!(run.code, 1, "{}{}", run.out, run.err);
+    assert!(run.out.contains("partial results"), "{}", run.out);
+    let rep = read_json(&json);
+    assert_valid_report(&rep);
+    assert_eq!(rep["outcome"], "peer_silent");
+    assert!(ns(&rep["results"]["sent"]) >= 50);
+    assert_eq!(rep["results"]["connections"]["disconnects"], 10);
+}
+
+#[test]
+fn ctrl_c_stops_with_a_partial_report() {
+    let r = room();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("stopped.json");
+    let stop = Shutdown::new();
+    let (target, path, signal) = (url(&r), json.to_str().unwrap().to_owned(), stop.clone());
+    let t = std::thread::spawn(move || {
+        let a = ["load", &target, "--clients", "5", "--rate", "50/s", "--duration", "60s", "--json", &path, "-q"];
+        wirebench_with(&a, signal)
+    });
+    wait_for_traffic(&r, 20);
+    stop.trigger();
+    let run = t.join().unwrap();
+    assert_eq!(run.code, 0, "{}{}", run.out, run.err);
+    let rep = read_json(&json);
+    assert_eq!(rep["outcome"], "interrupted");
+    assert!(ns(&rep["results"]["received"]) > 0);
+}
+
+#[test]
+fn preset_scenario_file_and_flags_layer() {
+    use wirebench::load::{Args, Config};
+    let parse = |a: &[&str]| Config::from_args(&wirebench::cli::parse_mode::<Args>("load", a).unwrap());
+    let c = parse(&["ws://127.0.0.1:9/r", "--preset", "collab-ide"]).unwrap();
+    assert_eq!((c.clients, c.room_size, c.duration, c.rate.per_sec()), (50, 5, Duration::from_secs(300), 2.0));
+    assert!(c.percentiles.contains(&96.0));
+    let names: Vec<&str> = c.mix.types().iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["cursor", "modify", "save", "open", "list", "comment", "question"]);
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("s.toml");
+    std::fs::write(
+        &f,
+        r#"
+preset = "collab-ide"
+url = "ws://127.0.0.1:9/rooms/{room}"
+clients = 7
+duration = "2s"
+link = "60.76mbit/10ms"
+thresholds = ["p96<300ms"]
+[[events]]
+name = "key"
+weight = 9
+size = 300
+[[events]]
+name = "fetch"
+weight = 1
+request = true
+"#,
+    )
+    .unwrap();
+    let c = parse(&["--scenario", f.to_str().unwrap(), "--clients", "3"]).unwrap();
+    assert_eq!(c.clients, 3, "the command line wins");
+    assert_eq!(c.duration, Duration::from_secs(2));
+    assert_eq!(c.mix.types()[0].size, 300);
+    assert!(c.mix.types()[1].request);
+    assert_eq!(c.link_up.unwrap().delay_ns, 10_000_000);
+    assert_eq!(c.room_url(4), "ws://127.0.0.1:9/rooms/4");
+    assert_eq!(c.thresholds.len(), 1);
+    std::fs::write(&f, "clients = 1\nbogus = 2\n").unwrap();
+    assert!(parse(&["ws://127.0.0.1:9/r", "--scenario", f.to_str().unwrap()]).is_err());
+}
+
+#[test]
+fn room_cli_refuses_a_bad_address_and_prints_its_counters_on_ctrl_c() {
+    let r = wirebench(&["room", "--listen", "nowhere"]);
+    assert_eq!(r.code, 2, "{}", r.err);
+    let stop = Shutdown::new();
+    stop.trigger();
+    let r = wirebench_with(&["room", "--listen", "127.0.0.1:0"], stop);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(r.out.contains("ws://127.0.0.1:") && r.out.contains("room: received 0 sent 0"), "{}", r.out);
+    assert!(r.out.contains("us per message event"), "{}", r.out);
+}
