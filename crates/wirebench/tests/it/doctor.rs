@@ -76,88 +76,32 @@ fn bad_flags_exit_2() {
 
 #[cfg(feature = "netns-tests")]
 mod netns {
-    //! Namespaces this module creates and always removes (the `Lab` pattern of
-    //! `tests/it/netns.rs`, trimmed to what doctor needs).
+    //! Doctor's verdicts in namespaces this module creates (`tests/it/lab.rs`).
 
-    use std::io::{BufRead, BufReader};
-    use std::process::{Child, Command, Stdio};
+    use std::process::Command;
 
     use super::check;
+    use crate::lab::{BIN, Lab, sh};
 
-    const BIN: &str = env!("CARGO_BIN_EXE_wirebench");
-
-    fn sh(args: &[&str]) {
-        let out = Command::new(args[0]).args(&args[1..]).output().expect("iproute2 is installed");
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    /// A veth pair `a_if` (in `a`) to `b_if` (in `b`), addressed, with `mtu` on both ends.
+    fn link(a: &str, a_if: &str, a_ip: &str, b: &str, b_if: &str, b_ip: &str, mtu: &str) {
+        Lab::link(a, a_if, a_ip, b, b_if, Some(b_ip));
+        Lab::mtu(a, a_if, mtu);
+        Lab::mtu(b, b_if, mtu);
     }
 
-    struct Lab {
-        tag: String,
-        namespaces: Vec<String>,
-        children: Vec<Child>,
-    }
-
-    impl Lab {
-        fn new(test: &str) -> Self {
-            Self { tag: format!("wb{}{test}", std::process::id()), namespaces: Vec::new(), children: Vec::new() }
-        }
-
-        fn ns(&mut self, name: &str) -> String {
-            let full = format!("{}-{name}", self.tag);
-            let _ = Command::new("ip").args(["netns", "del", &full]).output();
-            sh(&["ip", "netns", "add", &full]);
-            self.namespaces.push(full.clone());
-            sh(&["ip", "-n", &full, "link", "set", "lo", "up"]);
-            full
-        }
-
-        /// A veth pair `a_if` (in `a`) to `b_if` (in `b`), addressed, with `mtu` on both ends.
-        fn link(a: &str, a_if: &str, a_ip: &str, b: &str, b_if: &str, b_ip: &str, mtu: &str) {
-            sh(&["ip", "link", "add", a_if, "netns", a, "type", "veth", "peer", "name", b_if, "netns", b]);
-            for (ns, dev, ip) in [(a, a_if, a_ip), (b, b_if, b_ip)] {
-                sh(&["ip", "-n", ns, "addr", "add", ip, "dev", dev]);
-                sh(&["ip", "-n", ns, "link", "set", dev, "mtu", mtu, "up"]);
-            }
-        }
-
-        fn serve(&mut self, ns: &str, listen: &str) {
-            let mut child = Command::new("ip")
-                .args(["netns", "exec", ns, BIN, "serve", "--listen", listen])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawn serve");
-            let mut line = String::new();
-            BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-            assert!(line.contains("listening"), "serve in {ns} did not start: {line:?}");
-            self.children.push(child);
-        }
-
-        /// `wirebench doctor ARGS --json` in `ns`: exit code, stdout and the findings.
-        fn doctor(ns: &str, args: &[&str]) -> (Option<i32>, String, serde_json::Value) {
-            let dir = tempfile::tempdir().unwrap();
-            let json = dir.path().join("d.json");
-            let out = Command::new("ip")
-                .args(["netns", "exec", ns, BIN, "doctor", "--json", json.to_str().unwrap()])
-                .args(args)
-                .output()
-                .expect("run doctor");
-            let text = String::from_utf8_lossy(&out.stdout).into_owned();
-            assert!(json.exists(), "{text} {}", String::from_utf8_lossy(&out.stderr));
-            (out.status.code(), text, crate::support::read_json(&json))
-        }
-    }
-
-    impl Drop for Lab {
-        fn drop(&mut self) {
-            for c in &mut self.children {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-            for ns in &self.namespaces {
-                let _ = Command::new("ip").args(["netns", "del", ns]).output();
-            }
-        }
+    /// `wirebench doctor ARGS --json` in `ns`: exit code, stdout and the findings.
+    fn doctor(ns: &str, args: &[&str]) -> (Option<i32>, String, serde_json::Value) {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("d.json");
+        let out = Command::new("ip")
+            .args(["netns", "exec", ns, BIN, "doctor", "--json", json.to_str().unwrap()])
+            .args(args)
+            .output()
+            .expect("run doctor");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(json.exists(), "{text} {}", String::from_utf8_lossy(&out.stderr));
+        (out.status.code(), text, crate::support::read_json(&json))
     }
 
     #[test]
@@ -165,8 +109,8 @@ mod netns {
         let mut lab = Lab::new("dmtu");
         let a = lab.ns("a");
         let b = lab.ns("b");
-        Lab::link(&a, "veth0", "10.77.11.1/24", &b, "veth0", "10.77.11.2/24", "1400");
-        let (code, text, v) = Lab::doctor(&a, &["--interface", "veth0"]);
+        link(&a, "veth0", "10.77.11.1/24", &b, "veth0", "10.77.11.2/24", "1400");
+        let (code, text, v) = doctor(&a, &["--interface", "veth0"]);
         assert_eq!(code, Some(0), "WARNs only: {text}");
         let mtu = check(&v, "MTU");
         assert_eq!(mtu["verdict"], "WARN", "{mtu}");
@@ -181,7 +125,7 @@ mod netns {
 
         // with the route the fix names, the same check passes
         sh(&["ip", "-n", &a, "route", "add", "224.0.0.0/4", "dev", "veth0"]);
-        let (_, _, v) = Lab::doctor(&a, &["--interface", "veth0", "--group", "239.1.2.3:5000"]);
+        let (_, _, v) = doctor(&a, &["--interface", "veth0", "--group", "239.1.2.3:5000"]);
         let route = check(&v, "multicast route");
         assert_eq!(route["verdict"], "OK", "{route}");
         assert!(route["detail"].as_str().unwrap().starts_with("239.1.2.3 is routed via veth0"));
@@ -195,13 +139,13 @@ mod netns {
         let a = lab.ns("a");
         let rtr = lab.ns("r");
         let b = lab.ns("b");
-        Lab::link(&a, "eth0", "10.77.12.1/24", &rtr, "ra", "10.77.12.254/24", "1500");
-        Lab::link(&rtr, "rb", "10.77.13.254/24", &b, "eth0", "10.77.13.2/24", "1400");
+        link(&a, "eth0", "10.77.12.1/24", &rtr, "ra", "10.77.12.254/24", "1500");
+        link(&rtr, "rb", "10.77.13.254/24", &b, "eth0", "10.77.13.2/24", "1400");
         sh(&["ip", "netns", "exec", &rtr, "sysctl", "-qw", "net.ipv4.ip_forward=1"]);
         sh(&["ip", "-n", &a, "route", "add", "default", "via", "10.77.12.254"]);
         sh(&["ip", "-n", &b, "route", "add", "default", "via", "10.77.13.254"]);
-        lab.serve(&b, "10.77.13.2:7878");
-        let (code, text, found) = Lab::doctor(&a, &["--target", "10.77.13.2:7878"]);
+        lab.serve(&b, &["serve", "--listen", "10.77.13.2:7878"]);
+        let (code, text, found) = doctor(&a, &["--target", "10.77.13.2:7878"]);
         assert_eq!(code, Some(0), "{text}");
         assert_eq!(found["interface"], "eth0");
         assert_eq!(check(&found, "MTU")["verdict"], "OK");

@@ -1,0 +1,84 @@
+//! The network-namespace harness (feature `netns-tests`, root and iproute2): namespaces,
+//! veth pairs and wirebench processes that are removed on drop, failure included. Names
+//! carry the process id and the test's tag, so tests can run in parallel.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_wirebench");
+
+/// Namespaces and processes that are removed on drop, failure included.
+pub(crate) struct Lab {
+    tag: String,
+    namespaces: Vec<String>,
+    children: Vec<Child>,
+}
+
+pub(crate) fn sh(args: &[&str]) {
+    let out = Command::new(args[0]).args(&args[1..]).output().expect("iproute2 is installed");
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+impl Lab {
+    pub(crate) fn new(test: &str) -> Self {
+        Self { tag: format!("wb{}{test}", std::process::id()), namespaces: Vec::new(), children: Vec::new() }
+    }
+
+    /// Creates namespace `name` (prefixed) with loopback up; returns its full name.
+    pub(crate) fn ns(&mut self, name: &str) -> String {
+        let full = format!("{}-{name}", self.tag);
+        let _ = Command::new("ip").args(["netns", "del", &full]).output();
+        sh(&["ip", "netns", "add", &full]);
+        self.namespaces.push(full.clone());
+        sh(&["ip", "-n", &full, "link", "set", "lo", "up"]);
+        full
+    }
+
+    /// A veth pair between two namespaces, addressed and up.
+    pub(crate) fn link(a: &str, a_if: &str, a_ip: &str, b: &str, b_if: &str, b_ip: Option<&str>) {
+        sh(&["ip", "link", "add", a_if, "netns", a, "type", "veth", "peer", "name", b_if, "netns", b]);
+        sh(&["ip", "-n", a, "addr", "add", a_ip, "dev", a_if]);
+        sh(&["ip", "-n", a, "link", "set", a_if, "up"]);
+        if let Some(ip) = b_ip {
+            sh(&["ip", "-n", b, "addr", "add", ip, "dev", b_if]);
+        }
+        sh(&["ip", "-n", b, "link", "set", b_if, "up"]);
+    }
+
+    /// Sets the MTU of `dev` in `ns`.
+    pub(crate) fn mtu(ns: &str, dev: &str, mtu: &str) {
+        sh(&["ip", "-n", ns, "link", "set", dev, "mtu", mtu]);
+    }
+
+    /// Starts `wirebench ARGS` in `ns` and waits for its "listening" line.
+    pub(crate) fn serve(&mut self, ns: &str, args: &[&str]) {
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", ns, BIN])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn serve");
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+        assert!(line.contains("listening"), "serve in {ns} did not start: {line:?}");
+        self.children.push(child);
+    }
+
+    /// Runs `wirebench ARGS` in `ns` to completion.
+    pub(crate) fn run(ns: &str, args: &[&str]) -> std::process::Output {
+        Command::new("ip").args(["netns", "exec", ns, BIN]).args(args).output().expect("run wirebench")
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for ns in &self.namespaces {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
