@@ -147,7 +147,7 @@ fn find(b: &[u8], key: &[u8]) -> Option<usize> {
 fn number_after(b: &[u8], key: &[u8]) -> Option<u64> {
     let at = find(b, key)?;
     let digits = b[at..].iter().take_while(|c| c.is_ascii_digit()).count();
-    if digits == 0 || digits > 19 {
+    if digits == 0 || digits > 20 {
         return None;
     }
     b[at..at + digits].iter().try_fold(0u64, |v, &c| v.checked_mul(10)?.checked_add(u64::from(c - b'0')))
@@ -187,6 +187,24 @@ mod tests {
         // shorter than the fields: no padding, nothing cut
         t.render(&F, 10, &mut s);
         assert!(s.contains(r#""pad":"""#));
+    }
+
+    proptest::proptest! {
+        /// Frames from the server are untrusted: any bytes give a verdict, never a panic,
+        /// and a message that parses keeps the fields it was rendered with.
+        #[test]
+        fn any_bytes_parse_or_not_but_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
+            let _ = parse(&bytes);
+        }
+
+        #[test]
+        fn rendered_messages_parse_back(sender in 0u64..u64::MAX, ts in 0u64..u64::MAX, size in 0usize..600) {
+            let t = Template::parse(DEFAULT_TEMPLATE).unwrap();
+            let mut s = String::new();
+            t.render(&Fields { sender, ts_us: ts, ..F }, size, &mut s);
+            let seen = parse(s.as_bytes()).unwrap();
+            proptest::prop_assert_eq!((seen.sender, seen.ts_us), (sender, ts));
+        }
     }
 
     #[test]
