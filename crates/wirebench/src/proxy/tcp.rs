@@ -18,7 +18,6 @@ use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown as Half, TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use wirebench_core::impair::{Impairment, Tally, Verdict};
@@ -46,42 +45,17 @@ pub(super) struct Acceptor {
 
 impl Acceptor {
     pub(super) fn run(self) {
-        if self.listener.set_nonblocking(true).is_err() {
-            return;
-        }
-        let open = Arc::new(AtomicU64::new(0));
-        let mut conns = Vec::new();
+        let Self { listener, cfg, counts, tx, shutdown } = self;
         let mut index = 0u64;
-        while !self.shutdown.is_set() {
-            match self.listener.accept() {
-                Ok((client, _)) => {
-                    if open.load(Ordering::Relaxed) >= self.cfg.max_flows as u64 {
-                        self.counts.failed();
-                        close_cleanly(&client);
-                        continue;
-                    }
-                    index += 1;
-                    open.fetch_add(1, Ordering::Relaxed);
-                    let (cfg, counts, tx, shutdown, open) =
-                        (self.cfg.clone(), self.counts.clone(), self.tx.clone(), self.shutdown.clone(), open.clone());
-                    let spawned = std::thread::Builder::new().name("proxy-tcp".into()).spawn(move || {
-                        connection(client, &cfg, index, &counts, &tx, &shutdown);
-                        open.fetch_sub(1, Ordering::Relaxed);
-                    });
-                    if let Ok(h) = spawned {
-                        conns.push(h);
-                    }
-                    conns.retain(|h| !h.is_finished());
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    let _ = wirebench_net::wait_readable(&self.listener, POLL);
-                }
-                Err(_) => {}
-            }
-        }
-        for h in conns {
-            let _ = h.join();
-        }
+        let refused = |client: TcpStream| {
+            counts.failed();
+            close_cleanly(&client);
+        };
+        crate::accept::run(&listener, &shutdown, "proxy-tcp", cfg.max_flows as u64, refused, |client| {
+            index += 1;
+            let (cfg, counts, tx, shutdown, index) = (cfg.clone(), counts.clone(), tx.clone(), shutdown.clone(), index);
+            Box::new(move || connection(client, &cfg, index, &counts, &tx, &shutdown))
+        });
     }
 }
 

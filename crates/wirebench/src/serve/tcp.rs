@@ -4,7 +4,7 @@
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use wirebench_core::wire::Kind;
 use wirebench_core::wire::probe::{self, Probe};
@@ -23,44 +23,13 @@ pub(super) struct Acceptor {
 
 impl Acceptor {
     pub(super) fn run(self) {
-        if self.listener.set_nonblocking(true).is_err() {
-            return;
-        }
-        let open = Arc::new(AtomicU64::new(0));
-        let mut conns = Vec::new();
-        while !self.shutdown.is_set() {
-            match self.listener.accept() {
-                Ok((stream, _)) => {
-                    if open.load(Ordering::Relaxed) >= MAX_TCP_CONNECTIONS {
-                        continue; // dropped: closes the connection
-                    }
-                    self.counters.tcp_connections.fetch_add(1, Ordering::Relaxed);
-                    open.fetch_add(1, Ordering::Relaxed);
-                    let c = Conn {
-                        stream,
-                        cfg: self.cfg.clone(),
-                        counters: self.counters.clone(),
-                        shutdown: self.shutdown.clone(),
-                    };
-                    let open = open.clone();
-                    let spawned = std::thread::Builder::new().name("serve-tcp-conn".into()).spawn(move || {
-                        c.run();
-                        open.fetch_sub(1, Ordering::Relaxed);
-                    });
-                    if let Ok(h) = spawned {
-                        conns.push(h);
-                    }
-                    conns.retain(|h| !h.is_finished());
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    let _ = wirebench_net::wait_readable(&self.listener, POLL);
-                }
-                Err(_) => {}
-            }
-        }
-        for h in conns {
-            let _ = h.join();
-        }
+        let Self { listener, cfg, counters, shutdown } = self;
+        // Over the cap: dropping the stream closes it.
+        crate::accept::run(&listener, &shutdown, "serve-tcp-conn", MAX_TCP_CONNECTIONS, drop, |stream| {
+            counters.tcp_connections.fetch_add(1, Ordering::Relaxed);
+            let c = Conn { stream, cfg: cfg.clone(), counters: counters.clone(), shutdown: shutdown.clone() };
+            Box::new(move || c.run())
+        });
     }
 }
 
