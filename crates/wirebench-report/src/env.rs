@@ -4,14 +4,7 @@
 use wirebench_core::report::{Meta, Report};
 
 /// Sysctls whose difference between two runs matters for a comparison.
-pub const COMPARED_SYSCTLS: [&str; 6] = [
-    "net.core.rmem_max",
-    "net.core.wmem_max",
-    "net.core.rmem_default",
-    "net.core.wmem_default",
-    "net.core.busy_poll",
-    "net.core.busy_read",
-];
+pub use wirebench_core::report::SOCKET_SYSCTLS as COMPARED_SYSCTLS;
 
 /// `eth0 (MTU 1500, default route)` for each interface, joined.
 pub fn interfaces(m: &Meta) -> String {

@@ -9,22 +9,14 @@ use std::fs;
 use std::net::SocketAddr;
 use std::time::SystemTime;
 
-use wirebench_core::report::{Host, Meta, NetInterface};
+use wirebench_core::report::{Host, Meta, NetInterface, SOCKET_SYSCTLS};
 
 /// The git commit this binary was built from (set by `build.rs` in a git checkout).
 pub const GIT_COMMIT: Option<&str> = option_env!("WIREBENCH_GIT_COMMIT");
 
-/// Sysctls recorded in every report.
-pub const SYSCTLS: [&str; 8] = [
-    "net.core.rmem_max",
-    "net.core.wmem_max",
-    "net.core.rmem_default",
-    "net.core.wmem_default",
-    "net.core.busy_poll",
-    "net.core.busy_read",
-    "net.ipv4.udp_mem",
-    "kernel.sched_min_granularity_ns",
-];
+/// Sysctls recorded in every report besides the socket ones
+/// (`wirebench_core::report::SOCKET_SYSCTLS`).
+pub const MORE_SYSCTLS: [&str; 2] = ["net.ipv4.udp_mem", "kernel.sched_min_granularity_ns"];
 
 fn read_trim(path: &str) -> Option<String> {
     fs::read_to_string(path).ok().map(|s| s.trim().to_owned())
@@ -48,7 +40,7 @@ pub fn capture() -> Host {
         })
         .unwrap_or_default();
     let sysctls: BTreeMap<String, String> =
-        SYSCTLS.iter().filter_map(|n| sysctl(n).map(|v| ((*n).to_owned(), v))).collect();
+        SOCKET_SYSCTLS.iter().chain(&MORE_SYSCTLS).filter_map(|n| sysctl(n).map(|v| ((*n).to_owned(), v))).collect();
     Host {
         hostname: nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).unwrap_or_default(),
         kernel: uname.map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_default(),

@@ -17,6 +17,17 @@ pub use ping::*;
 pub use proxy::*;
 pub use stream::*;
 
+/// The socket sysctls that change network measurements: recorded in every report, and a
+/// difference between two runs is worth a warning when they are compared.
+pub const SOCKET_SYSCTLS: [&str; 6] = [
+    "net.core.rmem_max",
+    "net.core.wmem_max",
+    "net.core.rmem_default",
+    "net.core.wmem_default",
+    "net.core.busy_poll",
+    "net.core.busy_read",
+];
+
 /// The schema version this build writes and the newest it reads.
 pub const SCHEMA_VERSION: u32 = 1;
 
