@@ -45,6 +45,21 @@ impl Lab {
         sh(&["ip", "-n", b, "link", "set", b_if, "up"]);
     }
 
+    /// `n` hosts `h1..hN`, each with `eth0` at `PREFIX.i/24`, on one bridge in a switch
+    /// namespace; returns the hosts' namespaces.
+    pub(crate) fn bridged_hosts(&mut self, n: usize, prefix: &str) -> Vec<String> {
+        let sw = self.ns("sw");
+        let hosts: Vec<String> = (1..=n).map(|i| self.ns(&format!("h{i}"))).collect();
+        sh(&["ip", "-n", &sw, "link", "add", "br0", "type", "bridge"]);
+        sh(&["ip", "-n", &sw, "link", "set", "br0", "up"]);
+        for (i, h) in hosts.iter().enumerate() {
+            let port = format!("p{i}");
+            Self::link(h, "eth0", &format!("{prefix}.{}/24", i + 1), &sw, &port, None);
+            sh(&["ip", "-n", &sw, "link", "set", &port, "master", "br0"]);
+        }
+        hosts
+    }
+
     /// Sets the MTU of `dev` in `ns`.
     pub(crate) fn mtu(ns: &str, dev: &str, mtu: &str) {
         sh(&["ip", "-n", ns, "link", "set", dev, "mtu", mtu]);

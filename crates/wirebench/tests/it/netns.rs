@@ -52,15 +52,7 @@ fn ping_across_a_veth_pair() {
 #[test]
 fn multicast_across_a_bridge_gives_one_result_per_responder() {
     let mut lab = Lab::new("mc");
-    let sw = lab.ns("sw");
-    let hosts: Vec<String> = (1..=3).map(|i| lab.ns(&format!("h{i}"))).collect();
-    sh(&["ip", "-n", &sw, "link", "add", "br0", "type", "bridge"]);
-    sh(&["ip", "-n", &sw, "link", "set", "br0", "up"]);
-    for (i, h) in hosts.iter().enumerate() {
-        let port = format!("p{i}");
-        Lab::link(h, "eth0", &format!("10.77.2.{}/24", i + 1), &sw, &port, None);
-        sh(&["ip", "-n", &sw, "link", "set", &port, "master", "br0"]);
-    }
+    let hosts = lab.bridged_hosts(3, "10.77.2");
     for (i, h) in hosts.iter().enumerate().skip(1) {
         let ip = format!("10.77.2.{}", i + 1);
         lab.serve(
@@ -175,15 +167,7 @@ fn loss_above_a_router_rate_limit_and_the_loss_free_rate() {
 #[test]
 fn a_multicast_stream_gives_one_row_per_receiver() {
     let mut lab = Lab::new("mcs");
-    let sw = lab.ns("sw");
-    let hosts: Vec<String> = (1..=3).map(|i| lab.ns(&format!("h{i}"))).collect();
-    sh(&["ip", "-n", &sw, "link", "add", "br0", "type", "bridge"]);
-    sh(&["ip", "-n", &sw, "link", "set", "br0", "up"]);
-    for (i, h) in hosts.iter().enumerate() {
-        let port = format!("p{i}");
-        Lab::link(h, "eth0", &format!("10.77.5.{}/24", i + 1), &sw, &port, None);
-        sh(&["ip", "-n", &sw, "link", "set", &port, "master", "br0"]);
-    }
+    let hosts = lab.bridged_hosts(3, "10.77.5");
     for (i, h) in hosts.iter().enumerate().skip(1) {
         let ip = format!("10.77.5.{}", i + 1);
         lab.serve(h, &["serve", "--listen", "0.0.0.0:7878", "--interface", &ip]);
