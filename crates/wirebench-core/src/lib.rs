@@ -7,6 +7,7 @@
 //! values (the quinn-proto rule). That keeps every piece testable on a virtual clock.
 //!
 //! Layout:
+//! - [`auth`]: HMAC-SHA256 keyed by a token (control handshakes, mesh probes, relayed datagrams).
 //! - [`wire`]: the probe header shared by `serve` and `ping`.
 //! - [`schedule`]: `Pacing`, `Stop` and the intended send times of open and closed loops.
 //! - [`latency`]: histograms per phase and view (corrected, uncorrected, warm-up).
@@ -21,6 +22,7 @@
 //! - [`units`]: human units (`10ms`, `50k/s`) as newtypes.
 //! - [`report`]: the versioned `Report` and the histogram codec.
 
+pub mod auth;
 pub mod clocksync;
 pub mod impair;
 pub mod jitter;
