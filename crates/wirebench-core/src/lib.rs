@@ -19,6 +19,8 @@
 //! - [`impair`]: impairment decisions (delay, jitter, loss, reorder, duplicate, rate).
 //! - [`ratesearch`]: RFC 2544 binary search for the highest loss-free rate.
 //! - [`load`]: event mix, client schedules, link shaper and thresholds of `wirebench load`.
+//! - [`mesh`]: the fleet mesh: peers, pair selection under a budget, paced probes, windows,
+//!   the agents' API, the merged matrix and its node/zone/path verdicts.
 //! - [`units`]: human units (`10ms`, `50k/s`) as newtypes.
 //! - [`report`]: the versioned `Report` and the histogram codec.
 
@@ -28,6 +30,7 @@ pub mod impair;
 pub mod jitter;
 pub mod latency;
 pub mod load;
+pub mod mesh;
 pub mod ratesearch;
 pub mod report;
 pub mod rng;

@@ -145,6 +145,7 @@ pub fn mode(r: &Report) -> &'static str {
         Results::Stream(_) => "stream",
         Results::Proxy(_) => "proxy",
         Results::Load(_) => "load",
+        Results::Mesh(_) => "mesh",
     }
 }
 

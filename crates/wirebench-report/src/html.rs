@@ -6,6 +6,7 @@
 //! section per run with its tables, charts and environment.
 
 mod load;
+mod mesh;
 mod ping;
 mod proxy;
 mod stream;
@@ -139,6 +140,7 @@ fn headline(r: &Run<'_>) -> Vec<String> {
         Results::Stream(s) => stream::headline(s),
         Results::Proxy(p) => proxy::headline(p),
         Results::Load(l) => load::headline(l),
+        Results::Mesh(m) => mesh::headline(m),
     };
     vec![r.name.to_owned(), compare::mode(r.report).to_owned(), outcome.to_owned(), what]
 }
@@ -178,6 +180,7 @@ fn run(out: &mut dyn Write, i: usize, r: &Run<'_>) -> io::Result<()> {
         Results::Stream(_) => stream::section(out, r)?,
         Results::Proxy(_) => proxy::section(out, r)?,
         Results::Load(_) => load::section(out, r)?,
+        Results::Mesh(_) => mesh::section(out, r)?,
     }
     environment(out, r.report)?;
     writeln!(out, "</section>")

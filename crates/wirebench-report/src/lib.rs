@@ -10,6 +10,7 @@
 //!   [`stream_text`]: the same for a stream run.
 //! - [`env`]: a run's environment as rows, and the differences that matter.
 //! - [`compare`]: runs side by side with ratios.
+//! - [`mesh`]: the mesh matrix as a terminal heatmap with its verdicts.
 //! - [`charts`]: SVG charts (plotters); [`html`]: one self-contained page of runs.
 
 pub mod charts;
@@ -20,6 +21,7 @@ pub mod env;
 mod fixtures;
 pub mod hlog;
 pub mod html;
+pub mod mesh;
 pub mod proxy;
 pub mod stream_text;
 pub mod text;

@@ -98,6 +98,7 @@ pub fn write_text(runs: &[Run<'_>], table: bool, out: &mut dyn std::io::Write) -
             "ping" => text::ping(out, r.report, table)?,
             "stream" => stream_text::stream(out, r.report)?,
             "load" => crate::load::render_text(r.report, out)?,
+            "mesh" => wirebench_report::mesh::mesh(out, r.report, false)?,
             _ => wirebench_report::proxy::summary(out, r.report)?,
         }
     }

@@ -8,11 +8,13 @@ use serde::{Deserialize, Serialize};
 use crate::latency::Summary;
 
 mod load;
+mod mesh;
 mod ping;
 mod proxy;
 mod stream;
 
 pub use load::*;
+pub use mesh::*;
 pub use ping::*;
 pub use proxy::*;
 pub use stream::*;
@@ -114,6 +116,8 @@ pub enum Results {
     Proxy(ProxyResults),
     /// `wirebench load` (issue 4).
     Load(LoadResults),
+    /// `wirebench mesh status` (issue 11).
+    Mesh(MeshResults),
 }
 
 /// One histogram, what it measures, its summary and the histogram itself.

@@ -1,0 +1,20 @@
+//! The fleet mesh's pure parts (`wirebench mesh`): peers and the peer list format, whom to
+//! probe and how often (Pingmesh levels under a budget), when (jittered phases), what each
+//! probe became (windows where `sent = received + lost` exactly), the agents' JSON API, the
+//! merged matrix and its verdicts (node, zone, path).
+//!
+//! - [`peer`]: `Peer`, list parsing, merging sources, diffs.
+//! - [`plan`]: pair selection and the cost arithmetic of a fleet.
+//! - [`pacer`]: due times with a random phase and jitter per target.
+//! - [`window`]: per-target accounting in fixed windows.
+//! - [`api`]: `/v1/matrix` and `/v1/peers`.
+//! - [`matrix`]: rows from agents or Prometheus, checked and merged.
+//! - [`verdict`]: node, zone and path problems.
+
+pub mod api;
+pub mod matrix;
+pub mod pacer;
+pub mod peer;
+pub mod plan;
+pub mod verdict;
+pub mod window;

@@ -1,0 +1,253 @@
+//! Peers: who an agent (or a relay) talks to, with the node name and zone labels a source
+//! knows, and the plain-text peer list format.
+//!
+//! A list has one peer a line: `HOST[:PORT] [name=NAME] [zone=ZONE]`; `#` starts a comment;
+//! blank lines are ignored. `HOST` is an IPv4/IPv6 address or a DNS name (resolved by the
+//! caller), `[v6]:port` for IPv6 with a port. Names and zones are label values: at most
+//! [`MAX_LABEL`] bytes of `A-Za-z0-9._-`, so they are safe in Prometheus labels, file
+//! names and terminals.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+
+/// Longest node name or zone accepted.
+pub const MAX_LABEL: usize = 63;
+/// Most peers one source may give (a larger list is refused, not truncated).
+pub const MAX_PEERS: usize = 20_000;
+
+/// A peer that discovery found: where its agent answers probes, and what it is called.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Peer {
+    /// Its probe address (the agent's serve port).
+    pub addr: SocketAddr,
+    /// Node name (Kubernetes `nodeName`, a `name=` in a list), if known.
+    pub name: Option<String>,
+    /// Zone or rack label, if known.
+    pub zone: Option<String>,
+}
+
+impl Peer {
+    /// A peer with no labels.
+    pub const fn at(addr: SocketAddr) -> Self {
+        Self { addr, name: None, zone: None }
+    }
+
+    /// What to call it: its name, or its address.
+    pub fn label(&self) -> String {
+        self.name.clone().unwrap_or_else(|| self.addr.to_string())
+    }
+}
+
+/// One line of a peer list before its host is resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerLine {
+    /// Address or DNS name.
+    pub host: String,
+    /// Port (the default when the line has none).
+    pub port: u16,
+    /// `name=`.
+    pub name: Option<String>,
+    /// `zone=`.
+    pub zone: Option<String>,
+}
+
+impl PeerLine {
+    /// The address, when the host is a literal IP.
+    pub fn literal(&self) -> Option<SocketAddr> {
+        self.host.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, self.port))
+    }
+}
+
+/// Why a peer list or entry was refused: the line and the reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("peer list line {line}: {problem}")]
+pub struct PeerError {
+    /// 1-based line number (1 for a single entry).
+    pub line: usize,
+    /// What is wrong.
+    pub problem: String,
+}
+
+/// Checks a name or zone label.
+pub fn check_label(what: &str, v: &str) -> Result<String, String> {
+    if v.is_empty() || v.len() > MAX_LABEL {
+        return Err(format!("{what} must be 1 to {MAX_LABEL} characters"));
+    }
+    if !v.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')) {
+        return Err(format!("{what} '{v}' may only hold letters, digits, '.', '_' and '-'"));
+    }
+    Ok(v.to_owned())
+}
+
+/// Splits `HOST[:PORT]` (IPv6 as `[addr]:port` or bare) into host and port.
+pub fn split_host_port(s: &str, default_port: u16) -> Result<(String, u16), String> {
+    let bad_port = |p: &str| format!("'{p}' is not a port");
+    if let Some(rest) = s.strip_prefix('[') {
+        let (host, tail) = rest.split_once(']').ok_or_else(|| format!("'{s}': missing ']'"))?;
+        let port = match tail.strip_prefix(':') {
+            Some(p) => p.parse().map_err(|_| bad_port(p))?,
+            None if tail.is_empty() => default_port,
+            None => return Err(format!("'{s}': junk after ']'")),
+        };
+        return Ok((host.to_owned(), port));
+    }
+    if s.parse::<IpAddr>().is_ok() {
+        return Ok((s.to_owned(), default_port)); // a bare IPv6 address has colons
+    }
+    match s.rsplit_once(':') {
+        Some((h, p)) => Ok((h.to_owned(), p.parse().map_err(|_| bad_port(p))?)),
+        None => Ok((s.to_owned(), default_port)),
+    }
+}
+
+fn check_host(h: &str) -> Result<(), String> {
+    let ok = !h.is_empty()
+        && h.len() <= 253
+        && (h.parse::<IpAddr>().is_ok() || h.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-')));
+    if ok { Ok(()) } else { Err(format!("'{h}' is not an address or host name")) }
+}
+
+/// Parses one entry (`HOST[:PORT] [name=N] [zone=Z]`).
+pub fn parse_entry(entry: &str, default_port: u16) -> Result<PeerLine, String> {
+    let mut words = entry.split_whitespace();
+    let first = words.next().ok_or("empty entry")?;
+    let (host, port) = split_host_port(first, default_port)?;
+    check_host(&host)?;
+    if port == 0 {
+        return Err(format!("'{first}': port 0"));
+    }
+    let (mut name, mut zone) = (None, None);
+    for w in words {
+        match w.split_once('=') {
+            Some(("name", v)) => name = Some(check_label("name", v)?),
+            Some(("zone", v)) => zone = Some(check_label("zone", v)?),
+            _ => return Err(format!("'{w}': expected name=NAME or zone=ZONE")),
+        }
+    }
+    Ok(PeerLine { host, port, name, zone })
+}
+
+/// Parses a whole list (a file's text).
+pub fn parse_list(text: &str, default_port: u16) -> Result<Vec<PeerLine>, PeerError> {
+    let mut out = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        if out.len() == MAX_PEERS {
+            return Err(PeerError { line: i + 1, problem: format!("more than {MAX_PEERS} peers") });
+        }
+        out.push(parse_entry(line, default_port).map_err(|problem| PeerError { line: i + 1, problem })?);
+    }
+    Ok(out)
+}
+
+/// The union of several sources' peers: one entry per address, sorted by address; where two
+/// sources know the same address, the first one's labels win and missing ones are filled
+/// from the next.
+pub fn merge(sources: &[Vec<Peer>]) -> Vec<Peer> {
+    let mut all: std::collections::BTreeMap<SocketAddr, Peer> = std::collections::BTreeMap::new();
+    for p in sources.iter().flatten() {
+        let e = all.entry(p.addr).or_insert_with(|| Peer::at(p.addr));
+        if e.name.is_none() {
+            e.name.clone_from(&p.name);
+        }
+        if e.zone.is_none() {
+            e.zone.clone_from(&p.zone);
+        }
+    }
+    all.into_values().collect()
+}
+
+/// What changed between two sorted peer sets.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Diff {
+    /// New addresses.
+    pub added: Vec<SocketAddr>,
+    /// Addresses gone.
+    pub removed: Vec<SocketAddr>,
+}
+
+impl Diff {
+    /// `new` against `old` (both as [`merge`] returns them).
+    pub fn between(old: &[Peer], new: &[Peer]) -> Self {
+        let olds: std::collections::BTreeSet<_> = old.iter().map(|p| p.addr).collect();
+        let news: std::collections::BTreeSet<_> = new.iter().map(|p| p.addr).collect();
+        Self { added: news.difference(&olds).copied().collect(), removed: olds.difference(&news).copied().collect() }
+    }
+
+    /// Nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty()
+    }
+}
+
+impl fmt::Display for Diff {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "+{} -{}", self.added.len(), self.removed.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(host: &str, port: u16, name: Option<&str>, zone: Option<&str>) -> PeerLine {
+        PeerLine { host: host.into(), port, name: name.map(Into::into), zone: zone.map(Into::into) }
+    }
+
+    #[test]
+    fn parses_a_list_with_comments_labels_and_default_ports() {
+        let text = "# fleet\n10.0.0.1:7000 name=a zone=z1\n\n10.0.0.2   # default port\nnode-3.example name=c\n[::1]:9 zone=v6\n::2\n";
+        let got = parse_list(text, 7878).unwrap();
+        assert_eq!(
+            got,
+            vec![
+                line("10.0.0.1", 7000, Some("a"), Some("z1")),
+                line("10.0.0.2", 7878, None, None),
+                line("node-3.example", 7878, Some("c"), None),
+                line("::1", 9, None, Some("v6")),
+                line("::2", 7878, None, None),
+            ]
+        );
+        assert_eq!(got[0].literal(), Some("10.0.0.1:7000".parse().unwrap()));
+        assert_eq!(got[2].literal(), None, "a name is resolved by the caller");
+    }
+
+    #[test]
+    fn refuses_bad_lines_with_their_number() {
+        for (text, at) in [
+            ("10.0.0.1\n10.0.0.2:x\n", 2),
+            ("10.0.0.1:0\n", 1),
+            ("a\nb\nc name=\n", 3),
+            ("x zone=has space\n", 1),
+            ("x colour=red\n", 1),
+            ("bad_host!\n", 1),
+            ("[::1\n", 1),
+            (&format!("x name={}\n", "n".repeat(64)), 1),
+        ] {
+            let e = parse_list(text, 1).unwrap_err();
+            assert_eq!(e.line, at, "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn refuses_lists_past_the_cap() {
+        let text = "10.0.0.1\n".repeat(MAX_PEERS + 1);
+        assert!(parse_list(&text, 1).unwrap_err().problem.contains("more than"));
+    }
+
+    #[test]
+    fn merge_keeps_one_per_address_and_fills_labels() {
+        let a: SocketAddr = "10.0.0.1:1".parse().unwrap();
+        let b: SocketAddr = "10.0.0.2:1".parse().unwrap();
+        let first = vec![Peer { addr: b, name: Some("b".into()), zone: None }];
+        let second = vec![Peer::at(a), Peer { addr: b, name: Some("other".into()), zone: Some("z".into()) }];
+        let m = merge(&[first, second]);
+        assert_eq!(m, vec![Peer::at(a), Peer { addr: b, name: Some("b".into()), zone: Some("z".into()) }]);
+        let d = Diff::between(&m[..1], &m[1..]);
+        assert_eq!((d.added, d.removed), (vec![b], vec![a]));
+        assert!(Diff::between(&m, &m).is_empty());
+    }
+}

@@ -1,0 +1,358 @@
+//! Pingmesh's verdicts on a matrix (Guo et al., SIGCOMM 2015, section 5): a node whose row
+//! *and* column are bad is a node problem (its own stack, NIC or link); a bad zone pair is a
+//! zone problem (a spine, an inter-zone link); a bad cell left over is a path problem.
+//!
+//! Order matters: a zone pair is judged first, but only where it stays bad with any one of
+//! its nodes left out (so one bad node is never a bad zone); cells a zone explains are not
+//! evidence against its nodes; cells explained by either are not reported again as paths.
+//!
+//! - A cell is *known* once it has at least `min_probes` probes decided, and *bad* when its
+//!   loss passes `max_loss` or its p99 passes `max_p99_ns`. An unanswered cell is bad.
+//! - Zone: for two zones (or one zone with itself), the cells between them: at least 2
+//!   known and at least 80 % bad, and still so without any one node's cells.
+//! - Node, worst first (cells of a node already named are no evidence against the others):
+//!   at least 3 nodes; among the cells no zone explains, the node's column has at least
+//!   2 known cells, at least half of them bad; and its row is at least half bad too, or its
+//!   agent is unreachable (no row at all: then every known cell of its column must be bad,
+//!   so a dead agent, not one stale report, makes a node "down").
+//! - Path: any other bad cell; both directions of a pair bad are one path, `a <-> b`.
+
+/// Thresholds for a bad cell.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Thresholds {
+    /// Loss fraction above which a cell is bad (0.01 = 1 %).
+    pub max_loss: f64,
+    /// p99 round trip above which a cell is bad, ns.
+    pub max_p99_ns: u64,
+    /// Fewer decided probes than this: not enough to judge.
+    pub min_probes: u64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Self { max_loss: 0.01, max_p99_ns: 10_000_000, min_probes: 5 }
+    }
+}
+
+/// A cell's numbers, as the verdict needs them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CellInput {
+    /// Probes decided.
+    pub sent: u64,
+    /// Of which lost.
+    pub lost: u64,
+    /// p99 round trip, when any was answered.
+    pub p99_ns: Option<u64>,
+}
+
+/// What one cell is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CellVerdict {
+    /// Too few probes (or none).
+    Unknown,
+    /// Within the thresholds.
+    Good,
+    /// Loss or p99 past a threshold.
+    Bad,
+}
+
+impl CellInput {
+    /// The cell's verdict.
+    pub fn verdict(&self, t: &Thresholds) -> CellVerdict {
+        if self.sent == 0 || self.sent < t.min_probes {
+            return CellVerdict::Unknown;
+        }
+        #[expect(clippy::cast_precision_loss, reason = "a ratio")]
+        let loss = self.lost.min(self.sent) as f64 / self.sent as f64;
+        let slow = self.p99_ns.is_some_and(|p| p > t.max_p99_ns);
+        if loss > t.max_loss || slow || self.lost >= self.sent { CellVerdict::Bad } else { CellVerdict::Good }
+    }
+}
+
+/// A named problem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Problem {
+    /// Node `i`: its row and column are bad; `down` when its agent gave no row and nobody
+    /// reached it.
+    Node {
+        /// Node index.
+        node: usize,
+        /// No row and an all-bad column.
+        down: bool,
+    },
+    /// Zones `a` and `b` (equal for a zone with itself).
+    Zone {
+        /// One zone.
+        a: String,
+        /// The other.
+        b: String,
+    },
+    /// One pair of nodes.
+    Path {
+        /// Source.
+        src: usize,
+        /// Destination.
+        dst: usize,
+        /// Both directions bad.
+        both: bool,
+    },
+}
+
+/// The grid the verdicts work on: `n` nodes, each cell `(src, dst)` at `src * n + dst`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Grid {
+    /// Zone of each node.
+    pub zones: Vec<Option<String>>,
+    /// Whether each node's agent gave no row (unreachable).
+    pub no_row: Vec<bool>,
+    /// Verdict of each cell.
+    pub cells: Vec<CellVerdict>,
+}
+
+impl Grid {
+    /// `n` nodes, every cell unknown, every agent reporting.
+    pub fn new(zones: Vec<Option<String>>) -> Self {
+        let n = zones.len();
+        Self { zones, no_row: vec![false; n], cells: vec![CellVerdict::Unknown; n * n] }
+    }
+
+    fn n(&self) -> usize {
+        self.zones.len()
+    }
+
+    /// Cell `(src, dst)`.
+    pub fn at(&self, src: usize, dst: usize) -> CellVerdict {
+        self.cells[src * self.n() + dst]
+    }
+
+    /// Sets cell `(src, dst)`.
+    pub fn set(&mut self, src: usize, dst: usize, v: CellVerdict) {
+        let n = self.n();
+        self.cells[src * n + dst] = v;
+    }
+
+    /// (known, bad) among `cells`.
+    fn count(&self, cells: impl Iterator<Item = (usize, usize)>) -> (usize, usize) {
+        cells.fold((0, 0), |(k, b), (s, d)| match self.at(s, d) {
+            CellVerdict::Unknown => (k, b),
+            CellVerdict::Good => (k + 1, b),
+            CellVerdict::Bad => (k + 1, b + 1),
+        })
+    }
+
+    /// Whether `cells` look like one failure of all of them: at least 2 known, at least 80 %
+    /// bad.
+    fn mostly_bad(&self, cells: &[(usize, usize)]) -> bool {
+        let (known, bad) = self.count(cells.iter().copied());
+        known >= 2 && bad * 5 >= known * 4
+    }
+
+    /// Every problem: zones first, then nodes, then paths.
+    pub fn problems(&self) -> Vec<Problem> {
+        let n = self.n();
+        let mut out = Vec::new();
+        let mut explained = vec![false; n * n];
+        let mut zones: Vec<&str> = self.zones.iter().flatten().map(String::as_str).collect();
+        zones.sort_unstable();
+        zones.dedup();
+        for (ai, a) in zones.iter().enumerate() {
+            for b in &zones[ai..] {
+                let in_zone = |i: usize, z: &str| self.zones[i].as_deref() == Some(z);
+                let pairs: Vec<(usize, usize)> = (0..n)
+                    .flat_map(|s| (0..n).map(move |d| (s, d)))
+                    .filter(|&(s, d)| s != d)
+                    .filter(|&(s, d)| (in_zone(s, a) && in_zone(d, b)) || (in_zone(s, b) && in_zone(d, a)))
+                    .collect();
+                // Still mostly bad without any one node: one bad node is not a bad zone.
+                let without = |x: usize| -> Vec<(usize, usize)> {
+                    pairs.iter().copied().filter(|&(s, d)| s != x && d != x).collect()
+                };
+                if self.mostly_bad(&pairs) && (0..n).all(|x| self.mostly_bad(&without(x))) {
+                    out.push(Problem::Zone { a: (*a).to_owned(), b: (*b).to_owned() });
+                    for (s, d) in pairs {
+                        explained[s * n + d] = true;
+                    }
+                }
+            }
+        }
+        // Nodes, worst first: once a node is named, its cells are no evidence against the
+        // others (with 3 nodes, one dead node leaves each other row and column half bad).
+        while n >= 3 && out.len() <= n {
+            let mut worst: Option<(usize, bool, f64)> = None;
+            for i in 0..n {
+                let open = |s: usize, d: usize| s != d && !explained[s * n + d];
+                let (ck, cb) = self.count((0..n).filter(|&s| open(s, i)).map(|s| (s, i)));
+                let (rk, rb) = self.count((0..n).filter(|&d| open(i, d)).map(|d| (i, d)));
+                let column_bad = ck >= 2 && 2 * cb >= ck;
+                let down = self.no_row[i] && rk == 0 && ck >= 2 && cb == ck;
+                let row_bad = rk >= 2 && 2 * rb >= rk;
+                if !(column_bad && (row_bad || down)) {
+                    continue;
+                }
+                #[expect(clippy::cast_precision_loss, reason = "a ratio")]
+                let how_bad = if down { 2.0 } else { (cb as f64 / ck as f64).min(rb as f64 / rk as f64) };
+                if worst.is_none_or(|(_, _, w)| how_bad > w) {
+                    worst = Some((i, down, how_bad));
+                }
+            }
+            let Some((i, down, _)) = worst else { break };
+            out.push(Problem::Node { node: i, down });
+            for j in 0..n {
+                explained[i * n + j] = true;
+                explained[j * n + i] = true;
+            }
+        }
+        for s in 0..n {
+            for d in 0..n {
+                if s == d || explained[s * n + d] || self.at(s, d) != CellVerdict::Bad {
+                    continue;
+                }
+                let both = self.at(d, s) == CellVerdict::Bad && !explained[d * n + s];
+                if both && d < s {
+                    continue; // reported as (d, s)
+                }
+                out.push(Problem::Path { src: s, dst: d, both });
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use CellVerdict::{Bad, Good, Unknown};
+
+    fn grid(n: usize, zone_of: impl Fn(usize) -> Option<&'static str>) -> Grid {
+        let mut g = Grid::new((0..n).map(|i| zone_of(i).map(str::to_owned)).collect());
+        for s in 0..n {
+            for d in 0..n {
+                if s != d {
+                    g.set(s, d, Good);
+                }
+            }
+        }
+        g
+    }
+
+    #[test]
+    fn cell_verdicts() {
+        let t = Thresholds { max_loss: 0.01, max_p99_ns: 1_000_000, min_probes: 5 };
+        let c = |sent, lost, p99| CellInput { sent, lost, p99_ns: p99 };
+        assert_eq!(c(0, 0, None).verdict(&t), Unknown);
+        assert_eq!(c(4, 4, None).verdict(&t), Unknown, "too few to judge");
+        assert_eq!(c(100, 1, Some(10)).verdict(&t), Good, "1 % is not past 1 %");
+        assert_eq!(c(100, 2, Some(10)).verdict(&t), Bad);
+        assert_eq!(c(100, 0, Some(1_000_001)).verdict(&t), Bad);
+        assert_eq!(c(5, 5, None).verdict(&t), Bad, "nothing answered");
+        let lenient = Thresholds { max_loss: 1.0, ..t };
+        assert_eq!(c(5, 5, None).verdict(&lenient), Bad, "unanswered is bad whatever the loss threshold");
+    }
+
+    #[test]
+    fn a_healthy_mesh_has_no_problems() {
+        assert!(grid(6, |_| None).problems().is_empty());
+    }
+
+    #[test]
+    fn a_bad_row_and_column_is_a_node() {
+        let mut g = grid(6, |_| None);
+        for j in 0..6 {
+            if j != 2 {
+                g.set(2, j, Bad);
+                g.set(j, 2, Bad);
+            }
+        }
+        assert_eq!(g.problems(), vec![Problem::Node { node: 2, down: false }]);
+    }
+
+    #[test]
+    fn a_dead_agent_is_a_node_down() {
+        let mut g = grid(6, |_| None);
+        g.no_row[4] = true;
+        for j in 0..6 {
+            g.set(4, j, Unknown);
+            if j != 4 {
+                g.set(j, 4, Bad);
+            }
+        }
+        assert_eq!(g.problems(), vec![Problem::Node { node: 4, down: true }]);
+        // The agent's API is down but its node still answers probes: not a node problem.
+        for j in 0..6 {
+            if j != 4 {
+                g.set(j, 4, Good);
+            }
+        }
+        assert!(g.problems().is_empty());
+    }
+
+    #[test]
+    fn one_bad_cell_is_a_path_and_both_directions_one_pair() {
+        let mut g = grid(6, |_| None);
+        g.set(1, 3, Bad);
+        assert_eq!(g.problems(), vec![Problem::Path { src: 1, dst: 3, both: false }]);
+        g.set(3, 1, Bad);
+        assert_eq!(g.problems(), vec![Problem::Path { src: 1, dst: 3, both: true }]);
+    }
+
+    #[test]
+    fn a_bad_zone_pair_is_a_zone_not_many_paths() {
+        // Zones a (0..3) and b (3..6); everything between them bad, inside fine.
+        let zone = |i: usize| Some(if i < 3 { "a" } else { "b" });
+        let mut g = grid(6, zone);
+        for s in 0..6 {
+            for d in 0..6 {
+                if zone(s) != zone(d) {
+                    g.set(s, d, Bad);
+                }
+            }
+        }
+        assert_eq!(g.problems(), vec![Problem::Zone { a: "a".into(), b: "b".into() }]);
+    }
+
+    #[test]
+    fn a_node_problem_is_not_also_a_zone_or_paths() {
+        let zone = |i: usize| Some(if i < 3 { "a" } else { "b" });
+        let mut g = grid(6, zone);
+        for j in 0..6 {
+            if j != 0 {
+                g.set(0, j, Bad);
+                g.set(j, 0, Bad);
+            }
+        }
+        g.set(4, 5, Bad); // and one unrelated path
+        assert_eq!(
+            g.problems(),
+            vec![Problem::Node { node: 0, down: false }, Problem::Path { src: 4, dst: 5, both: false }]
+        );
+    }
+
+    #[test]
+    fn one_bad_node_in_a_zone_of_two_is_a_node_not_a_zone() {
+        let zone = |i: usize| Some(if i < 2 { "a" } else { "b" });
+        let mut g = grid(6, zone);
+        for j in 1..6 {
+            g.set(0, j, Bad);
+            g.set(j, 0, Bad);
+        }
+        assert_eq!(g.problems(), vec![Problem::Node { node: 0, down: false }]);
+    }
+
+    #[test]
+    fn in_a_mesh_of_three_one_bad_node_is_named_alone() {
+        let mut g = grid(3, |_| None);
+        for j in 0..2 {
+            g.set(2, j, Bad);
+            g.set(j, 2, Bad);
+        }
+        assert_eq!(g.problems(), vec![Problem::Node { node: 2, down: false }]);
+    }
+
+    #[test]
+    fn two_nodes_cannot_tell_a_node_from_a_path() {
+        let mut g = grid(2, |_| None);
+        g.set(0, 1, Bad);
+        g.set(1, 0, Bad);
+        assert_eq!(g.problems(), vec![Problem::Path { src: 0, dst: 1, both: true }]);
+    }
+}
