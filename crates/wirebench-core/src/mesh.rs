@@ -4,6 +4,7 @@
 //! merged matrix and its verdicts (node, zone, path).
 //!
 //! - [`peer`]: `Peer`, list parsing, merging sources, diffs.
+//! - [`endpoints`]: peers from Kubernetes EndpointSlices.
 //! - [`plan`]: pair selection and the cost arithmetic of a fleet.
 //! - [`pacer`]: due times with a random phase and jitter per target.
 //! - [`window`]: per-target accounting in fixed windows.
@@ -12,6 +13,7 @@
 //! - [`verdict`]: node, zone and path problems.
 
 pub mod api;
+pub mod endpoints;
 pub mod matrix;
 pub mod pacer;
 pub mod peer;

@@ -42,6 +42,9 @@ pub enum Command {
     /// Application load over WebSocket: clients in rooms, an open-loop event mix, delay from
     /// departure to arrival at every receiver, per-client link shaping, thresholds.
     Load(Box<crate::load::Args>),
+    /// The fleet view: an agent on every node probing its peers (UDP, TCP, multicast), and
+    /// the node-to-node matrix with node, zone and path verdicts (`mesh agent`, `mesh status`).
+    Mesh(crate::mesh::Args),
 }
 
 /// Parses one mode's flags as its subcommand would (for the suite, and for tests of a mode's

@@ -3,19 +3,23 @@
 //!
 //! Layout: [`cli`] (the command line), one module per mode ([`serve`], [`ping`],
 //! [`stream`], [`listen`], [`suite`], [`proxy`], [`shape`], [`report`], [`doctor`], [`room`],
-//! [`load`]), and the shared pieces every mode uses the same way: [`shutdown`] (Ctrl-C to a
+//! [`load`], [`mesh`]), [`discovery`] (peers from lists, DNS and Kubernetes, for every
+//! command that talks to a fleet), and the shared pieces every mode uses the same way: [`shutdown`] (Ctrl-C to a
 //! flag every loop polls), [`host`] (the environment recorded in reports), [`output`] (atomic
 //! result files), [`progress`] (bar or plain lines on stderr) and [`error`] (exit codes).
 
 mod accept;
 pub mod cli;
 pub mod control;
+pub mod discovery;
 pub mod doctor;
 pub mod error;
 pub mod flow;
 pub mod host;
+pub mod http_client;
 pub mod listen;
 pub mod load;
+pub mod mesh;
 pub mod output;
 pub mod ping;
 pub mod progress;
@@ -74,6 +78,7 @@ pub fn run(cli: &Cli, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
         Command::Shape(a) => shape::run(a, ctx).map(|()| 0),
         Command::Room(a) => room::run(a, ctx).map(|_| 0),
         Command::Load(a) => load::run(a, ctx).map(|r| load::exit_code(&r)),
+        Command::Mesh(a) => mesh::run(a, ctx),
     }
 }
 

@@ -96,6 +96,9 @@ pub struct Config {
     /// Cap on how fast serve sends for a client (converted to messages per second at each
     /// request's message size).
     pub max_rate: Option<StreamRate>,
+    /// Mesh agents: answer only probes whose tag this key verifies, and tag the replies
+    /// (`wire::mesh`); others are counted `unauthenticated` and dropped.
+    pub probe_key: Option<wirebench_core::auth::Key>,
 }
 
 impl Config {
@@ -127,6 +130,7 @@ impl Config {
             token: a.token.clone(),
             max_duration: a.max_duration.0,
             max_rate: a.max_rate.filter(|r| *r != StreamRate::Max),
+            probe_key: None,
         })
     }
 
@@ -143,6 +147,7 @@ impl Config {
             token: None,
             max_duration: std::time::Duration::from_secs(600),
             max_rate: None,
+            probe_key: None,
         }
     }
 }
@@ -170,6 +175,8 @@ pub struct Counters {
     pub streams: AtomicU64,
     /// Control connections refused or broken (bad first frame, bad request, a client gone).
     pub control_errors: AtomicU64,
+    /// Probes without a right tag when a probe key is set (mesh agents).
+    pub unauthenticated: AtomicU64,
 }
 
 impl Counters {
@@ -197,6 +204,7 @@ impl Counters {
             send_errors: g(&self.send_errors),
             streams: g(&self.streams),
             control_errors: g(&self.control_errors),
+            unauthenticated: g(&self.unauthenticated),
         }
     }
 }
@@ -224,13 +232,15 @@ pub struct CounterSnapshot {
     pub streams: u64,
     /// Control errors.
     pub control_errors: u64,
+    /// Probes dropped for a missing or wrong tag.
+    pub unauthenticated: u64,
 }
 
 impl std::fmt::Display for CounterSnapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "answered {} udp + {} tcp probes on {} tcp connections; dropped {} malformed, {} foreign, {} other-version, {} not-a-probe; {} send errors; {} streams, {} control errors",
+            "answered {} udp + {} tcp probes on {} tcp connections; dropped {} malformed, {} foreign, {} other-version, {} not-a-probe, {} unauthenticated; {} send errors; {} streams, {} control errors",
             self.udp_probes,
             self.tcp_probes,
             self.tcp_connections,
@@ -238,6 +248,7 @@ impl std::fmt::Display for CounterSnapshot {
             self.foreign,
             self.bad_version,
             self.unexpected_kind,
+            self.unauthenticated,
             self.send_errors,
             self.streams,
             self.control_errors
@@ -293,6 +304,11 @@ impl Server {
     /// The counters so far.
     pub fn counters(&self) -> CounterSnapshot {
         self.counters.snapshot()
+    }
+
+    /// The live counters, for a mesh agent's metrics.
+    pub fn counters_handle(&self) -> Arc<Counters> {
+        self.counters.clone()
     }
 
     /// Stops every thread and returns the final counters.

@@ -146,6 +146,13 @@ impl MatrixBuilder {
             cells.push((c, Cell { sent: c.sent, lost: c.lost, rtt: c.rtt, histogram }));
         }
         let src = self.node(&rep.agent);
+        // An agent's own name and zone win over what its peers' lists call it.
+        if rep.agent.name.is_some() {
+            self.nodes[src].name.clone_from(&rep.agent.name);
+        }
+        if rep.agent.zone.is_some() {
+            self.nodes[src].zone.clone_from(&rep.agent.zone);
+        }
         self.nodes[src].reported = true;
         self.nodes[src].error = None;
         for (c, cell) in cells {
@@ -196,6 +203,13 @@ impl MatrixBuilder {
         if s != d {
             self.cells.insert((s, d, proto), Cell { sent, lost: lost.min(sent), rtt, histogram: None });
         }
+    }
+
+    /// Marks node `r` as having given its row (Prometheus: its scrape worked).
+    pub fn mark_reported(&mut self, r: &NodeRef) {
+        let i = self.node(r);
+        self.nodes[i].reported = true;
+        self.nodes[i].error = None;
     }
 
     /// Sets the window length (Prometheus: what the agents export).

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use wirebench_core::wire::Kind;
+use wirebench_core::wire::mesh as wire_mesh;
 use wirebench_core::wire::probe::{self, Probe};
 use wirebench_net::clock::wall_now_ns;
 
@@ -127,7 +128,17 @@ impl Conn {
             self.counters.unexpected_kind.fetch_add(1, Ordering::Relaxed);
             return true;
         }
+        if let Some(key) = &self.cfg.probe_key
+            && !wire_mesh::verify_probe(key, frame)
+        {
+            // A connection that sends forged probes is closed.
+            self.counters.unauthenticated.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
         probe::make_reply(frame, t2, wall_now_ns);
+        if let Some(key) = &self.cfg.probe_key {
+            wire_mesh::sign_reply(key, frame);
+        }
         let mut off = 0;
         while off < frame.len() {
             match self.stream.write(&frame[off..]) {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use wirebench_core::wire::Kind;
+use wirebench_core::wire::mesh as wire_mesh;
 use wirebench_core::wire::probe::{self, FLAG_REPLY_GROUP, Probe};
 use wirebench_net::clock::wall_now_ns;
 
@@ -55,11 +56,20 @@ impl Worker {
             self.counters.unexpected_kind.fetch_add(1, Ordering::Relaxed);
             return;
         }
+        if let Some(key) = &self.cfg.probe_key
+            && !wire_mesh::verify_probe(key, buf)
+        {
+            self.counters.unauthenticated.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let to = match self.cfg.reply_group {
             Some(g) if p.flags() & FLAG_REPLY_GROUP != 0 => SocketAddr::V4(g),
             _ => from,
         };
         probe::make_reply(buf, t2, wall_now_ns);
+        if let Some(key) = &self.cfg.probe_key {
+            wire_mesh::sign_reply(key, buf);
+        }
         match self.sock.send_to(buf, to) {
             Ok(_) => self.counters.udp_probes.fetch_add(1, Ordering::Relaxed),
             Err(_) => self.counters.send_errors.fetch_add(1, Ordering::Relaxed),

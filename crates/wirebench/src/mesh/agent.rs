@@ -1,0 +1,186 @@
+//! `wirebench mesh agent`: a serve (the same one `wirebench serve` runs, in-process, with a
+//! probe key when a token is set) that also probes its peers ([`super::prober`]), finds them
+//! ([`crate::discovery`]), and answers HTTP ([`super::http`]).
+//!
+//! Threads: serve's own, the prober, and a one-worker tokio runtime for HTTP and discovery.
+//! SIGINT/SIGTERM set the stop flag: the prober stops sending, serve answers what is in
+//! flight and stops, HTTP connections close; the process exits 0 within a second.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use wirebench_core::auth::Key;
+use wirebench_core::mesh::api::NodeRef;
+
+use super::config::{AgentArgs, AgentConfig};
+use super::http::{self, Api};
+use super::prober::{self, Group, ProberConfig, SelfMatch};
+use super::state::Shared;
+use crate::Ctx;
+use crate::discovery::{self, Options};
+use crate::serve::{self, CounterSnapshot, Server};
+use crate::shutdown::Shutdown;
+
+/// This host's addresses (every interface).
+pub fn local_ips() -> Vec<IpAddr> {
+    let Ok(addrs) = nix::ifaddrs::getifaddrs() else { return Vec::new() };
+    let mut v: Vec<IpAddr> = addrs
+        .filter_map(|a| a.address)
+        .filter_map(|s| {
+            s.as_sockaddr_in().map(|x| IpAddr::V4(x.ip())).or_else(|| s.as_sockaddr_in6().map(|x| IpAddr::V6(x.ip())))
+        })
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// A running agent.
+#[derive(Debug)]
+pub struct Agent {
+    server: Server,
+    prober: Option<JoinHandle<()>>,
+    http: Option<JoinHandle<()>>,
+    runtime: Option<tokio::runtime::Runtime>,
+    http_addr: SocketAddr,
+    shared: Arc<Shared>,
+    shutdown: Shutdown,
+}
+
+impl Agent {
+    /// Binds everything (errors here are the user's to fix) and starts probing.
+    pub fn start(cfg: &AgentConfig, shutdown: Shutdown, log: &discovery::Log) -> anyhow::Result<Self> {
+        let key = cfg.token.as_deref().map(|t| Key::new(t.as_bytes()));
+        let serve_cfg = serve::Config {
+            listen: cfg.listen,
+            join: cfg.multicast.into_iter().collect(),
+            interface: cfg.interface,
+            probe_key: key.clone(),
+            ..serve::Config::loopback()
+        };
+        let server = Server::start(&serve_cfg, shutdown.clone())?;
+        let listen = server.local_addr();
+        let local = local_ips();
+        let advertise = cfg.advertise.or_else(|| (!listen.ip().is_unspecified()).then_some(listen));
+        let me_addr = advertise.unwrap_or_else(|| {
+            let ip = local.iter().find(|ip| ip.is_ipv4() && !ip.is_loopback()).copied().unwrap_or(listen.ip());
+            SocketAddr::new(ip, listen.port())
+        });
+        let me = NodeRef { addr: me_addr.to_string(), name: Some(cfg.name.clone()), zone: cfg.zone.clone() };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("mesh-io")
+            .enable_all()
+            .build()
+            .context("cannot start the I/O runtime")?;
+        let opts = Options { default_port: listen.port(), refresh: cfg.refresh, kube: cfg.kube.clone() };
+        let board = discovery::spawn(cfg.sources.clone(), &opts, &shutdown, runtime.handle(), log);
+        let window_ns = u64::try_from(cfg.window.as_nanos()).unwrap_or(u64::MAX);
+        let shared = Arc::new(Shared::new(
+            me.clone(),
+            window_ns,
+            server.counters_handle(),
+            board.clone(),
+            key.clone(),
+            cfg.multicast.is_some(),
+        ));
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind(cfg.http))
+            .with_context(|| format!("cannot bind http {}", cfg.http))?;
+        let http_addr = listener.local_addr()?;
+        let pcfg = ProberConfig {
+            me,
+            self_match: SelfMatch { advertise, local_ips: local, port: listen.port() },
+            plan: cfg.plan,
+            protos: cfg.protos.clone(),
+            window: cfg.window,
+            timeout: cfg.timeout,
+            group: cfg.multicast.map(|group| Group {
+                group,
+                interface: cfg.interface,
+                ttl: cfg.ttl,
+                rate: cfg.multicast_rate,
+            }),
+            key,
+            bind: SocketAddr::new(listen.ip(), 0),
+            seed: crate::session_id(),
+        };
+        let prober = prober::spawn(pcfg, shared.clone(), board, shutdown.clone())?;
+        let api = Api {
+            shared: shared.clone(),
+            registry: Arc::new(super::metrics::registry(shared.clone())),
+            token_tag: cfg.token.as_deref().map(http::expected_tag),
+        };
+        let handle = runtime.handle().clone();
+        let stop = shutdown.clone();
+        let http = std::thread::Builder::new()
+            .name("mesh-http".into())
+            .spawn(move || handle.block_on(http::serve(listener, api, stop)))?;
+        Ok(Self { server, prober: Some(prober), http: Some(http), runtime: Some(runtime), http_addr, shared, shutdown })
+    }
+
+    /// The probe address (serve).
+    pub const fn probe_addr(&self) -> SocketAddr {
+        self.server.local_addr()
+    }
+
+    /// The HTTP address.
+    pub const fn http_addr(&self) -> SocketAddr {
+        self.http_addr
+    }
+
+    /// The agent's identity.
+    pub fn me(&self) -> &NodeRef {
+        &self.shared.me
+    }
+
+    /// Stops everything; returns serve's counters.
+    pub fn stop(mut self) -> CounterSnapshot {
+        self.shutdown.trigger();
+        if let Some(p) = self.prober.take() {
+            let _ = p.join();
+        }
+        if let Some(h) = self.http.take() {
+            let _ = h.join();
+        }
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(Duration::from_millis(300));
+        }
+        self.server.stop()
+    }
+
+    /// Waits for the stop signal (Ctrl-C, SIGTERM), then stops.
+    pub fn wait(self) -> CounterSnapshot {
+        while !self.shutdown.is_set() {
+            std::thread::park_timeout(crate::shutdown::POLL);
+        }
+        self.stop()
+    }
+}
+
+/// `wirebench mesh agent`: runs until Ctrl-C or SIGTERM.
+pub fn run(args: &AgentArgs, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
+    let cfg = AgentConfig::from_args(args)?;
+    let log: discovery::Log = Arc::new(|line| eprintln!("wirebench mesh agent: {line}"));
+    let agent = Agent::start(&cfg, ctx.shutdown.clone(), &log)?;
+    let sources: Vec<String> = cfg.sources.iter().map(discovery::Source::describe).collect();
+    writeln!(
+        ctx.out,
+        "wirebench mesh agent {}: listening on udp+tcp {} (as {}), http {}; peers from {}; window {}{}{} (Ctrl-C to stop)",
+        cfg.name,
+        agent.probe_addr(),
+        agent.me().addr,
+        agent.http_addr(),
+        sources.join(", "),
+        humantime::format_duration(cfg.window),
+        cfg.multicast.map_or_else(String::new, |g| format!(", multicast {g}")),
+        if cfg.token.is_some() { ", token required" } else { "" },
+    )?;
+    ctx.out.flush()?;
+    let c = agent.wait();
+    writeln!(ctx.out, "wirebench mesh agent: stopped; serve {c}")?;
+    Ok(())
+}

@@ -1,0 +1,406 @@
+//! `mesh agent` and `mesh status` flags, validated into configs (pure apart from reading a
+//! token file, the Kubernetes CA and the host name).
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use wirebench_core::mesh::api::Proto;
+use wirebench_core::mesh::peer::check_label;
+use wirebench_core::mesh::plan::PlanConfig;
+use wirebench_core::mesh::verdict::Thresholds;
+use wirebench_core::mesh::window::MAX_TIMEOUT_NS;
+use wirebench_core::units::{MsgRate, Span};
+
+use crate::discovery::{self, KubeAccess, Source};
+use crate::error::UsageError;
+
+/// The agent's probe port (its serve) by default.
+pub const DEFAULT_PORT: u16 = crate::serve::DEFAULT_PORT;
+/// The agent's HTTP port (API and metrics) by default.
+pub const DEFAULT_HTTP_PORT: u16 = 9878;
+
+/// `wirebench mesh agent` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AgentArgs {
+    /// Probe address: the serve this agent runs (UDP and TCP).
+    #[arg(long, default_value = "0.0.0.0:7878", env = "WIREBENCH_MESH_LISTEN")]
+    pub listen: String,
+    /// HTTP address for /metrics, /v1/matrix, /v1/peers, /healthz, /readyz.
+    #[arg(long, default_value = "0.0.0.0:9878", env = "WIREBENCH_MESH_HTTP")]
+    pub http: String,
+    /// This node's probe address as its peers see it (default: --listen when it names an
+    /// address, else this host's own addresses are recognised in the peer list).
+    #[arg(long, env = "WIREBENCH_MESH_ADVERTISE")]
+    pub advertise: Option<String>,
+    /// Node name [default: the host name].
+    #[arg(long, env = "WIREBENCH_MESH_NAME")]
+    pub name: Option<String>,
+    /// Zone or rack label.
+    #[arg(long, env = "WIREBENCH_MESH_ZONE")]
+    pub zone: Option<String>,
+    /// Peers: HOST[:PORT] [name=N] [zone=Z], file:PATH, dns:NAME[:PORT],
+    /// k8s:NAMESPACE/SERVICE[:PORT] (comma-separated, repeatable).
+    #[arg(long, env = "WIREBENCH_MESH_PEERS", value_name = "SOURCES")]
+    pub peers: Vec<String>,
+    /// Re-read peer files and re-resolve names this often.
+    #[arg(long, default_value = "30s")]
+    pub refresh: Span,
+    /// Probes per second per peer per transport, before the budget.
+    #[arg(long, default_value = "2/s")]
+    pub rate: MsgRate,
+    /// Most probes per second this agent sends in all (unicast).
+    #[arg(long, default_value = "100/s")]
+    pub budget: MsgRate,
+    /// Transports probed: udp, tcp or both.
+    #[arg(long, default_value = "udp,tcp", value_delimiter = ',')]
+    pub proto: Vec<String>,
+    /// Length of a window (what /v1/matrix and the per-peer metrics cover).
+    #[arg(long, default_value = "60s")]
+    pub window: Span,
+    /// A probe not answered within this is lost.
+    #[arg(long, default_value = "1s")]
+    pub timeout: Span,
+    /// Up to this many nodes everyone probes everyone (Pingmesh level 1).
+    #[arg(long, default_value_t = 200)]
+    pub full_mesh_max: usize,
+    /// Past that: peers probed in each other zone.
+    #[arg(long, default_value_t = 3)]
+    pub inter_zone: usize,
+    /// Also probe this multicast group: who hears whom (every agent joins it).
+    #[arg(long, value_name = "GROUP:PORT")]
+    pub multicast: Option<SocketAddrV4>,
+    /// Group probes per second.
+    #[arg(long, default_value = "1/s")]
+    pub multicast_rate: MsgRate,
+    /// Interface (name or IPv4 address) for the group.
+    #[arg(long, env = "WIREBENCH_INTERFACE")]
+    pub interface: Option<String>,
+    /// Multicast TTL.
+    #[arg(long, default_value_t = 1)]
+    pub ttl: u32,
+    /// Shared secret: probes carry a keyed MAC, the HTTP API needs `Authorization: Bearer`.
+    #[arg(long, env = "WIREBENCH_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Read the token from this file instead.
+    #[arg(long, env = "WIREBENCH_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Kubernetes API for k8s: peers [default: in-cluster].
+    #[arg(long, env = "WIREBENCH_K8S_API")]
+    pub k8s_api: Option<String>,
+    /// ServiceAccount token file [default: in-cluster].
+    #[arg(long, env = "WIREBENCH_K8S_TOKEN_FILE")]
+    pub k8s_token_file: Option<PathBuf>,
+    /// The API's CA bundle [default: in-cluster].
+    #[arg(long, env = "WIREBENCH_K8S_CA_FILE")]
+    pub k8s_ca_file: Option<PathBuf>,
+}
+
+/// A validated agent configuration.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// Probe address.
+    pub listen: SocketAddr,
+    /// HTTP address.
+    pub http: SocketAddr,
+    /// Advertised probe address, if known.
+    pub advertise: Option<SocketAddr>,
+    /// Name.
+    pub name: String,
+    /// Zone.
+    pub zone: Option<String>,
+    /// Peer sources.
+    pub sources: Vec<Source>,
+    /// Refresh period.
+    pub refresh: Duration,
+    /// Kubernetes API access, when a source needs it.
+    pub kube: Option<KubeAccess>,
+    /// Planning.
+    pub plan: PlanConfig,
+    /// Unicast transports.
+    pub protos: Vec<Proto>,
+    /// Window length.
+    pub window: Duration,
+    /// Probe timeout.
+    pub timeout: Duration,
+    /// Multicast group.
+    pub multicast: Option<SocketAddrV4>,
+    /// Group probes per second.
+    pub multicast_rate: f64,
+    /// Interface for the group.
+    pub interface: Option<Ipv4Addr>,
+    /// Multicast TTL.
+    pub ttl: u32,
+    /// Token.
+    pub token: Option<String>,
+}
+
+/// Reads `--token` or `--token-file` (one of them).
+pub fn token(token: Option<&String>, file: Option<&PathBuf>) -> Result<Option<String>, UsageError> {
+    let t = match (token, file) {
+        (Some(_), Some(_)) => return Err(UsageError("give --token or --token-file, not both".into())),
+        (Some(t), None) => t.clone(),
+        (None, Some(f)) => std::fs::read_to_string(f)
+            .map_err(|e| UsageError(format!("--token-file {}: {e}", f.display())))?
+            .trim_end_matches(['\n', '\r'])
+            .to_owned(),
+        (None, None) => return Ok(None),
+    };
+    if t.is_empty() || t.len() > 4096 || t.chars().any(char::is_control) {
+        return Err(UsageError("the token must be 1 to 4096 printable characters".into()));
+    }
+    Ok(Some(t))
+}
+
+fn host_name() -> String {
+    let raw = nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).unwrap_or_default();
+    let first = raw.split('.').next().unwrap_or("");
+    if check_label("name", first).is_ok() { first.to_owned() } else { "agent".to_owned() }
+}
+
+impl AgentConfig {
+    /// Validates `a`.
+    pub fn from_args(a: &AgentArgs) -> Result<Self, UsageError> {
+        let listen = crate::ping::resolve(&a.listen)?;
+        let http = crate::ping::resolve(&a.http)?;
+        let advertise = match &a.advertise {
+            Some(s) => Some(match s.parse::<std::net::IpAddr>() {
+                Ok(ip) => SocketAddr::new(ip, listen.port()),
+                Err(_) => s.parse().map_err(|_| UsageError(format!("--advertise '{s}': expected IP or IP:PORT")))?,
+            }),
+            None => (!listen.ip().is_unspecified()).then_some(listen),
+        };
+        if listen.port() == 0 && advertise.is_none() {
+            return Err(UsageError("--listen with port 0 needs --advertise IP:PORT".into()));
+        }
+        let name = match &a.name {
+            Some(n) => check_label("--name", n).map_err(UsageError)?,
+            None => host_name(),
+        };
+        let zone = a.zone.as_deref().map(|z| check_label("--zone", z)).transpose().map_err(UsageError)?;
+        let sources = discovery::parse(&a.peers, listen.port().max(1))?;
+        if sources.is_empty() {
+            return Err(UsageError("no peers: give --peers (a list, file:, dns: or k8s:)".into()));
+        }
+        let kube = if sources.iter().any(|s| matches!(s, Source::Kubernetes(_))) {
+            Some(KubeAccess::from_flags(a.k8s_api.as_deref(), a.k8s_token_file.clone(), a.k8s_ca_file.clone())?)
+        } else {
+            None
+        };
+        let mut protos = Vec::new();
+        for p in &a.proto {
+            match Proto::parse(p.trim()) {
+                Some(p @ (Proto::Udp | Proto::Tcp)) if !protos.contains(&p) => protos.push(p),
+                _ => return Err(UsageError(format!("--proto '{p}': expected udp, tcp or udp,tcp"))),
+            }
+        }
+        let (window, timeout) = (a.window.0, a.timeout.0);
+        if timeout < Duration::from_millis(1) || timeout.as_nanos() > u128::from(MAX_TIMEOUT_NS) {
+            return Err(UsageError("--timeout must be between 1ms and 4s".into()));
+        }
+        if window < Duration::from_millis(100) || window < 2 * timeout || window > Duration::from_secs(3600) {
+            return Err(UsageError("--window must be at least 100ms and twice --timeout, at most 1h".into()));
+        }
+        if a.refresh.0 < Duration::from_secs(1) {
+            return Err(UsageError("--refresh must be at least 1s".into()));
+        }
+        if a.full_mesh_max < 2 {
+            return Err(UsageError("--full-mesh-max must be at least 2".into()));
+        }
+        if a.rate.per_sec() > 1000.0 || a.budget.per_sec() > 100_000.0 || a.multicast_rate.per_sec() > 1000.0 {
+            return Err(UsageError("--rate and --multicast-rate at most 1000/s, --budget at most 100k/s".into()));
+        }
+        if a.multicast.is_some_and(|g| !g.ip().is_multicast()) {
+            return Err(UsageError("--multicast needs a group in 224.0.0.0/4".into()));
+        }
+        if a.ttl == 0 || a.ttl > 255 {
+            return Err(UsageError("--ttl must be 1 to 255".into()));
+        }
+        let interface = a
+            .interface
+            .as_deref()
+            .map(wirebench_net::iface::ipv4_of)
+            .transpose()
+            .map_err(|e| UsageError(e.to_string()))?;
+        Ok(Self {
+            listen,
+            http,
+            advertise,
+            name,
+            zone,
+            sources,
+            refresh: a.refresh.0,
+            kube,
+            plan: PlanConfig {
+                rate: a.rate.per_sec(),
+                budget: a.budget.per_sec(),
+                #[expect(clippy::cast_possible_truncation, reason = "at most 2")]
+                transports: protos.len() as u32,
+                full_mesh_max: a.full_mesh_max,
+                inter_zone: a.inter_zone,
+            },
+            protos,
+            window,
+            timeout,
+            multicast: a.multicast,
+            multicast_rate: a.multicast_rate.per_sec(),
+            interface,
+            ttl: a.ttl,
+            token: token(a.token.as_ref(), a.token_file.as_ref())?,
+        })
+    }
+}
+
+/// `wirebench mesh status` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StatusArgs {
+    /// Agents' HTTP URLs (http://HOST:9878) to pull the latest window from.
+    #[arg(value_name = "AGENT_URL")]
+    pub agents: Vec<String>,
+    /// Read the matrix from this Prometheus server (http://HOST:9090) instead.
+    #[arg(long, value_name = "URL")]
+    pub prometheus: Option<String>,
+    /// Token for the agents' API (or Prometheus, if it wants one).
+    #[arg(long, env = "WIREBENCH_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Read the token from this file.
+    #[arg(long, env = "WIREBENCH_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+    /// A cell is bad past this loss, in percent.
+    #[arg(long, default_value_t = 1.0)]
+    pub max_loss: f64,
+    /// A cell is bad past this p99.
+    #[arg(long, default_value = "10ms")]
+    pub max_p99: Span,
+    /// Fewer probes than this in a cell: not judged.
+    #[arg(long, default_value_t = 5)]
+    pub min_probes: u64,
+    /// Save the matrix (a wirebench report: `wirebench report FILE --html` draws it).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Colour the heatmap: auto (on a terminal), always, never.
+    #[arg(long, default_value = "auto")]
+    pub color: String,
+    /// Longest wait for each agent (or Prometheus).
+    #[arg(long, default_value = "5s")]
+    pub timeout: Span,
+}
+
+/// A validated status configuration.
+#[derive(Debug, Clone)]
+pub struct StatusConfig {
+    /// Agents' base URLs.
+    pub agents: Vec<hyper::Uri>,
+    /// Or Prometheus.
+    pub prometheus: Option<hyper::Uri>,
+    /// Token.
+    pub token: Option<String>,
+    /// Verdict thresholds.
+    pub thresholds: Thresholds,
+    /// Output file.
+    pub json: Option<PathBuf>,
+    /// Colour: `None` for auto.
+    pub color: Option<bool>,
+    /// Per-request timeout.
+    pub timeout: Duration,
+}
+
+fn base_url(s: &str) -> Result<hyper::Uri, UsageError> {
+    let with_scheme = if s.contains("://") { s.to_owned() } else { format!("http://{s}") };
+    let u: hyper::Uri = with_scheme.parse().map_err(|_| UsageError(format!("'{s}' is not a URL")))?;
+    if u.scheme_str() != Some("http") || u.host().is_none() {
+        return Err(UsageError(format!("'{s}': expected http://HOST:PORT")));
+    }
+    Ok(u)
+}
+
+impl StatusConfig {
+    /// Validates `a`.
+    pub fn from_args(a: &StatusArgs) -> Result<Self, UsageError> {
+        if a.agents.is_empty() == a.prometheus.is_none() {
+            return Err(UsageError("give agent URLs or --prometheus URL (one of the two)".into()));
+        }
+        if a.agents.len() > wirebench_core::mesh::peer::MAX_PEERS {
+            return Err(UsageError("too many agents".into()));
+        }
+        if !(0.0..=100.0).contains(&a.max_loss) {
+            return Err(UsageError("--max-loss is a percentage, 0 to 100".into()));
+        }
+        let color = match a.color.as_str() {
+            "auto" => None,
+            "always" => Some(true),
+            "never" => Some(false),
+            o => return Err(UsageError(format!("--color '{o}': auto, always or never"))),
+        };
+        if a.timeout.0 < Duration::from_millis(1) || a.timeout.0 > Duration::from_secs(300) {
+            return Err(UsageError("--timeout must be between 1ms and 5m".into()));
+        }
+        Ok(Self {
+            agents: a.agents.iter().map(|s| base_url(s)).collect::<Result<_, _>>()?,
+            prometheus: a.prometheus.as_deref().map(base_url).transpose()?,
+            token: token(a.token.as_ref(), a.token_file.as_ref())?,
+            thresholds: Thresholds {
+                max_loss: a.max_loss / 100.0,
+                max_p99_ns: u64::try_from(a.max_p99.0.as_nanos()).unwrap_or(u64::MAX),
+                min_probes: a.min_probes,
+            },
+            json: a.json.clone(),
+            color,
+            timeout: a.timeout.0,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(args: &[&str]) -> Result<AgentConfig, UsageError> {
+        AgentConfig::from_args(&crate::cli::parse_mode::<AgentArgs>("agent", args).unwrap())
+    }
+
+    #[test]
+    fn agent_defaults_and_derived_values() {
+        let c = agent(&["--peers", "10.0.0.1,10.0.0.2:7000", "--listen", "10.0.0.9:7878", "--name", "n9"]).unwrap();
+        assert_eq!(c.advertise, Some("10.0.0.9:7878".parse().unwrap()));
+        assert_eq!(c.protos, vec![Proto::Udp, Proto::Tcp]);
+        assert_eq!(c.plan, PlanConfig { rate: 2.0, budget: 100.0, transports: 2, full_mesh_max: 200, inter_zone: 3 });
+        assert_eq!((c.window, c.timeout), (Duration::from_secs(60), Duration::from_secs(1)));
+        assert_eq!(c.name, "n9");
+        assert!(c.token.is_none() && c.kube.is_none());
+        let c = agent(&["--peers", "a.example", "--proto", "tcp", "--advertise", "10.1.1.1"]).unwrap();
+        assert_eq!((c.protos.as_slice(), c.plan.transports), ([Proto::Tcp].as_slice(), 1));
+        assert_eq!(c.advertise, Some("10.1.1.1:7878".parse().unwrap()));
+    }
+
+    #[test]
+    fn agent_refuses_bad_settings() {
+        for args in [
+            &["--listen", "10.0.0.1:7878"][..],
+            &["--peers", "x", "--proto", "sctp"],
+            &["--peers", "x", "--window", "1s", "--timeout", "800ms"],
+            &["--peers", "x", "--timeout", "5s", "--window", "1m"],
+            &["--peers", "x", "--multicast", "10.0.0.1:5000"],
+            &["--peers", "x", "--name", "bad name"],
+            &["--peers", "x", "--token", ""],
+            &["--peers", "x", "--listen", "0.0.0.0:0"],
+            &["--peers", "x", "--rate", "5000/s"],
+            &["--peers", "k8s:ns/svc", "--k8s-api", "http://insecure"],
+        ] {
+            assert!(agent(args).is_err(), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn status_needs_one_source() {
+        let st =
+            |args: &[&str]| StatusConfig::from_args(&crate::cli::parse_mode::<StatusArgs>("status", args).unwrap());
+        assert!(st(&[]).is_err());
+        assert!(st(&["http://a:1", "--prometheus", "http://p:9090"]).is_err());
+        let c = st(&["10.0.0.1:9878", "--max-loss", "2", "--max-p99", "5ms"]).unwrap();
+        assert_eq!(c.agents[0].to_string(), "http://10.0.0.1:9878/");
+        assert!((c.thresholds.max_loss - 0.02).abs() < 1e-12 && c.thresholds.max_p99_ns == 5_000_000);
+        assert!(st(&["https://a:1"]).is_err(), "agents speak plain HTTP");
+        assert!(st(&["a:1", "--color", "sometimes"]).is_err());
+    }
+}

@@ -1,0 +1,250 @@
+//! `/metrics`: the agent's state in the OpenMetrics text format, encoded by the
+//! `prometheus-client` crate from a snapshot at each scrape (a peer that is dropped is gone
+//! from the next scrape; nothing is kept per label set that ever existed).
+//!
+//! Per agent (52 series with UDP, TCP and one discovery source; the multicast histogram adds
+//! 19): `wirebench_mesh_agent_info{node,addr,zone}`, `wirebench_mesh_peers{state}`,
+//! `wirebench_mesh_probe_budget_per_second`, `wirebench_mesh_probe_rate_per_second`,
+//! `wirebench_mesh_window_seconds`, `wirebench_mesh_rtt_seconds` (histogram by `proto`),
+//! `wirebench_mesh_unauthenticated_total{direction}`, `wirebench_mesh_probes_answered_total
+//! {proto}`, `wirebench_mesh_replies_unmatched_total`, `wirebench_mesh_http_unauthorized_total`,
+//! `wirebench_mesh_discovery_errors_total{source}`, `process_cpu_seconds_total`,
+//! `process_resident_memory_bytes`.
+//!
+//! Per probed peer (`peer` is its probe address; 1 series, plus 8 per transport):
+//! `wirebench_mesh_peer_info{peer,node,zone}`, and by `peer,proto`:
+//! `wirebench_mesh_peer_rtt_seconds{quantile="0|0.5|0.99|1"}` (min, p50, p99, max of the
+//! last window, from its HdrHistogram), `wirebench_mesh_peer_window_sent`,
+//! `wirebench_mesh_peer_window_lost` (the last window), `wirebench_mesh_peer_probes_sent_total`,
+//! `wirebench_mesh_peer_probes_lost_total` (since the agent started).
+
+use std::fmt::{self, Write as _};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric as _, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+use wirebench_core::mesh::api::Proto;
+
+use super::state::Shared;
+
+/// The collector behind `/metrics`.
+#[derive(Debug)]
+pub struct MeshCollector(pub Arc<Shared>);
+
+type Labels = Vec<(&'static str, String)>;
+
+fn gauge(e: &mut DescriptorEncoder<'_>, name: &str, help: &str, rows: &[(Labels, f64)]) -> fmt::Result {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut m = e.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for (labels, v) in rows {
+        if labels.is_empty() {
+            m.encode_gauge(v)?;
+        } else {
+            m.encode_family(labels)?.encode_gauge(v)?;
+        }
+    }
+    Ok(())
+}
+
+fn counter(e: &mut DescriptorEncoder<'_>, name: &str, help: &str, rows: &[(Labels, u64)]) -> fmt::Result {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut m = e.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (labels, v) in rows {
+        if labels.is_empty() {
+            m.encode_counter::<NoLabelSet, _, u64>(v, None)?;
+        } else {
+            m.encode_family(labels)?.encode_counter::<NoLabelSet, _, u64>(v, None)?;
+        }
+    }
+    Ok(())
+}
+
+fn info(e: &mut DescriptorEncoder<'_>, name: &str, help: &str, rows: &[Labels]) -> fmt::Result {
+    let mut m = e.encode_descriptor(name, help, None, MetricType::Info)?;
+    for labels in rows {
+        m.encode_info(labels)?;
+    }
+    Ok(())
+}
+
+/// CPU seconds (user + system) and resident bytes of this process.
+pub fn process_use() -> (f64, u64) {
+    #[expect(clippy::cast_precision_loss, reason = "seconds as a display value")]
+    let cpu = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).map_or(0.0, |u| {
+        let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
+        t(u.user_time()) + t(u.system_time())
+    });
+    // statm: size resident shared ... in pages.
+    let rss_pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()))
+        .unwrap_or(0);
+    (cpu, rss_pages * 4096)
+}
+
+impl Collector for MeshCollector {
+    #[expect(clippy::cast_precision_loss, reason = "metric values are floats")]
+    fn encode(&self, mut e: DescriptorEncoder<'_>) -> fmt::Result {
+        let s = &self.0;
+        let me = &s.me;
+        info(
+            &mut e,
+            "wirebench_mesh_agent",
+            "This agent: node name, probe address, zone",
+            &[vec![
+                ("node", me.name.clone().unwrap_or_default()),
+                ("addr", me.addr.clone()),
+                ("zone", me.zone.clone().unwrap_or_default()),
+            ]],
+        )?;
+        let plan = s.peers();
+        let probed = plan.peers.iter().filter(|p| p.probed).count();
+        gauge(
+            &mut e,
+            "wirebench_mesh_peers",
+            "Peers discovered, and of those probed",
+            &[
+                (vec![("state", "discovered".into())], plan.peers.len() as f64),
+                (vec![("state", "probed".into())], probed as f64),
+            ],
+        )?;
+        gauge(
+            &mut e,
+            "wirebench_mesh_probe_budget_per_second",
+            "Most unicast probes per second",
+            &[(vec![], plan.budget_per_s)],
+        )?;
+        gauge(
+            &mut e,
+            "wirebench_mesh_probe_rate_per_second",
+            "Unicast probes per second planned",
+            &[(vec![], plan.probes_per_s)],
+        )?;
+        gauge(&mut e, "wirebench_mesh_window_seconds", "Length of a window", &[(vec![], s.window_ns as f64 / 1e9)])?;
+        {
+            let mut m = e.encode_descriptor(
+                "wirebench_mesh_rtt_seconds",
+                "Round trips of every probe this agent sent",
+                None,
+                MetricType::Histogram,
+            )?;
+            for p in Proto::ALL {
+                let h = s.rtt_of(p);
+                if p == Proto::Multicast && !s.multicast {
+                    continue;
+                }
+                h.encode(m.encode_family(&vec![("proto", p.name().to_owned())])?)?;
+            }
+        }
+        let serve = s.serve.snapshot();
+        counter(
+            &mut e,
+            "wirebench_mesh_unauthenticated",
+            "Probes and replies dropped for a missing or wrong tag",
+            &[
+                (vec![("direction", "probe".into())], serve.unauthenticated),
+                (vec![("direction", "reply".into())], s.replies_unauthenticated.load(Ordering::Relaxed)),
+            ],
+        )?;
+        counter(
+            &mut e,
+            "wirebench_mesh_probes_answered",
+            "Probes this agent answered",
+            &[(vec![("proto", "udp".into())], serve.udp_probes), (vec![("proto", "tcp".into())], serve.tcp_probes)],
+        )?;
+        counter(
+            &mut e,
+            "wirebench_mesh_replies_unmatched",
+            "Replies that were late, duplicate or to nothing sent",
+            &[(vec![], s.replies_unmatched.load(Ordering::Relaxed))],
+        )?;
+        counter(
+            &mut e,
+            "wirebench_mesh_http_unauthorized",
+            "HTTP requests refused for a missing or wrong token",
+            &[(vec![], s.http_unauthorized.load(Ordering::Relaxed))],
+        )?;
+        let errors: Vec<(Labels, u64)> =
+            s.board.errors().into_iter().map(|(src, n)| (vec![("source", src)], n)).collect();
+        counter(&mut e, "wirebench_mesh_discovery_errors", "Failed discovery rounds by source", &errors)?;
+        let (cpu, rss) = process_use();
+        {
+            let mut m =
+                e.encode_descriptor("process_cpu_seconds", "User and system CPU time", None, MetricType::Counter)?;
+            m.encode_counter::<NoLabelSet, _, f64>(&cpu, None)?;
+        }
+        gauge(&mut e, "process_resident_memory_bytes", "Resident memory", &[(vec![], rss as f64)])?;
+        per_peer(s, &mut e)
+    }
+}
+
+fn quantile_label(q: f64) -> String {
+    let mut s = String::new();
+    let _ = write!(s, "{q}");
+    s
+}
+
+/// The per-peer series, from the latest closed window and the running totals.
+#[expect(clippy::cast_precision_loss, reason = "metric values are floats")]
+fn per_peer(s: &Shared, e: &mut DescriptorEncoder<'_>) -> fmt::Result {
+    let m = s.matrix();
+    let totals = s.totals();
+    let plan = s.peers();
+    let infos: Vec<Labels> = plan
+        .peers
+        .iter()
+        .filter(|p| p.probed)
+        .map(|p| {
+            vec![
+                ("peer", p.peer.addr.clone()),
+                ("node", p.peer.name.clone().unwrap_or_default()),
+                ("zone", p.peer.zone.clone().unwrap_or_default()),
+            ]
+        })
+        .collect();
+    if !infos.is_empty() {
+        info(e, "wirebench_mesh_peer", "A probed peer: node name and zone", &infos)?;
+    }
+    let key = |addr: &str, p: Proto| vec![("peer", addr.to_owned()), ("proto", p.name().to_owned())];
+    let mut rtt = Vec::new();
+    let (mut wsent, mut wlost) = (Vec::new(), Vec::new());
+    for c in &m.cells {
+        if let Some(r) = c.rtt {
+            for (q, ns) in [(0.0, r.min_ns), (0.5, r.p50_ns), (0.99, r.p99_ns), (1.0, r.max_ns)] {
+                let mut l = key(&c.peer.addr, c.proto);
+                l.push(("quantile", quantile_label(q)));
+                rtt.push((l, ns as f64 / 1e9));
+            }
+        }
+        wsent.push((key(&c.peer.addr, c.proto), c.sent as f64));
+        wlost.push((key(&c.peer.addr, c.proto), c.lost as f64));
+    }
+    gauge(e, "wirebench_mesh_peer_rtt_seconds", "Round trip in the last window: min, p50, p99, max", &rtt)?;
+    gauge(e, "wirebench_mesh_peer_window_sent", "Probes sent in the last window", &wsent)?;
+    gauge(e, "wirebench_mesh_peer_window_lost", "Probes lost in the last window", &wlost)?;
+    let sent: Vec<(Labels, u64)> = totals.iter().map(|((a, p), t)| (key(a, *p), t.sent)).collect();
+    let lost: Vec<(Labels, u64)> = totals.iter().map(|((a, p), t)| (key(a, *p), t.lost)).collect();
+    counter(e, "wirebench_mesh_peer_probes_sent", "Probes sent since the agent started (closed windows)", &sent)?;
+    counter(e, "wirebench_mesh_peer_probes_lost", "Probes lost since the agent started (closed windows)", &lost)
+}
+
+/// A registry holding only the mesh collector.
+pub fn registry(shared: Arc<Shared>) -> Registry {
+    let mut r = Registry::default();
+    r.register_collector(Box::new(MeshCollector(shared)));
+    r
+}
+
+/// The text of one scrape.
+pub fn scrape(r: &Registry) -> String {
+    let mut out = String::new();
+    let _ = prometheus_client::encoding::text::encode(&mut out, r);
+    out
+}
