@@ -169,12 +169,14 @@ impl MatrixBuilder {
     }
 
     /// An agent that did not answer (or was refused): its row is missing. It is matched to
-    /// the one node at `ip` if there is exactly one, else listed under `label`.
+    /// the one node at `ip` whose row is missing (several agents can share an address on
+    /// one host), else listed under `label`. Call after every report is added.
     pub fn add_unreachable(&mut self, ip: Option<IpAddr>, label: &str, why: &str) {
         let hits: Vec<usize> = self
             .nodes
             .iter()
             .enumerate()
+            .filter(|(_, n)| !n.reported && n.error.is_none())
             .filter(|(_, n)| ip.is_some_and(|ip| n.addr.parse::<SocketAddr>().is_ok_and(|a| a.ip() == ip)))
             .map(|(i, _)| i)
             .collect();
@@ -441,6 +443,25 @@ mod tests {
         }
         assert_eq!(all.at(50.0), Some(h.value_at_quantile(0.5)));
         assert_eq!(all.max_ns, h.max());
+    }
+
+    #[test]
+    fn an_unreachable_agent_sharing_an_address_is_the_one_without_a_row() {
+        // Three agents on one host: 127.0.0.1:1, :2 and :3; the one on :3 is down.
+        let at = |p: u16| NodeRef { addr: format!("127.0.0.1:{p}"), name: None, zone: None };
+        let mut b = MatrixBuilder::new("agents");
+        for me in [1u16, 2] {
+            let cells = [1u16, 2, 3]
+                .into_iter()
+                .filter(|&p| p != me)
+                .map(|p| CellReport { peer: at(p), ..cell(0, Proto::Udp, &[100], 0) })
+                .collect();
+            b.add_report(&MatrixReport { agent: at(me), ..report(0, cells) }).unwrap();
+        }
+        b.add_unreachable(Some("127.0.0.1".parse().unwrap()), "http://127.0.0.1:9003", "refused");
+        let r = b.finish(&Thresholds::default());
+        assert_eq!(r.nodes.len(), 3);
+        assert_eq!((r.nodes[2].addr.as_str(), r.nodes[2].error.as_deref()), ("127.0.0.1:3", Some("refused")));
     }
 
     #[test]

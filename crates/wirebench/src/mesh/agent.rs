@@ -41,11 +41,12 @@ pub fn local_ips() -> Vec<IpAddr> {
 /// A running agent.
 #[derive(Debug)]
 pub struct Agent {
-    server: Server,
+    server: Option<Server>,
     prober: Option<JoinHandle<()>>,
     http: Option<JoinHandle<()>>,
     runtime: Option<tokio::runtime::Runtime>,
     http_addr: SocketAddr,
+    probe_addr: SocketAddr,
     shared: Arc<Shared>,
     shutdown: Shutdown,
 }
@@ -58,13 +59,19 @@ impl Agent {
             listen: cfg.listen,
             join: cfg.multicast.into_iter().collect(),
             interface: cfg.interface,
+            // Streams to an agent need the same token as its probes and API.
+            token: cfg.token.clone(),
             probe_key: key.clone(),
             ..serve::Config::loopback()
         };
         let server = Server::start(&serve_cfg, shutdown.clone())?;
         let listen = server.local_addr();
         let local = local_ips();
-        let advertise = cfg.advertise.or_else(|| (!listen.ip().is_unspecified()).then_some(listen));
+        // Port 0 in the config: the port serve was given.
+        let advertise = cfg
+            .advertise
+            .map(|a| if a.port() == 0 { SocketAddr::new(a.ip(), listen.port()) } else { a })
+            .or_else(|| (!listen.ip().is_unspecified()).then_some(listen));
         let me_addr = advertise.unwrap_or_else(|| {
             let ip = local.iter().find(|ip| ip.is_ipv4() && !ip.is_loopback()).copied().unwrap_or(listen.ip());
             SocketAddr::new(ip, listen.port())
@@ -119,12 +126,21 @@ impl Agent {
         let http = std::thread::Builder::new()
             .name("mesh-http".into())
             .spawn(move || handle.block_on(http::serve(listener, api, stop)))?;
-        Ok(Self { server, prober: Some(prober), http: Some(http), runtime: Some(runtime), http_addr, shared, shutdown })
+        Ok(Self {
+            probe_addr: listen,
+            server: Some(server),
+            prober: Some(prober),
+            http: Some(http),
+            runtime: Some(runtime),
+            http_addr,
+            shared,
+            shutdown,
+        })
     }
 
     /// The probe address (serve).
     pub const fn probe_addr(&self) -> SocketAddr {
-        self.server.local_addr()
+        self.probe_addr
     }
 
     /// The HTTP address.
@@ -139,6 +155,11 @@ impl Agent {
 
     /// Stops everything; returns serve's counters.
     pub fn stop(mut self) -> CounterSnapshot {
+        self.halt()
+    }
+
+    /// Stops the prober, HTTP, discovery and serve, in that order.
+    fn halt(&mut self) -> CounterSnapshot {
         self.shutdown.trigger();
         if let Some(p) = self.prober.take() {
             let _ = p.join();
@@ -149,7 +170,7 @@ impl Agent {
         if let Some(rt) = self.runtime.take() {
             rt.shutdown_timeout(Duration::from_millis(300));
         }
-        self.server.stop()
+        self.server.take().map(Server::stop).unwrap_or_default()
     }
 
     /// Waits for the stop signal (Ctrl-C, SIGTERM), then stops.
@@ -158,6 +179,12 @@ impl Agent {
             std::thread::park_timeout(crate::shutdown::POLL);
         }
         self.stop()
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.halt();
     }
 }
 

@@ -168,11 +168,8 @@ impl AgentConfig {
                 Ok(ip) => SocketAddr::new(ip, listen.port()),
                 Err(_) => s.parse().map_err(|_| UsageError(format!("--advertise '{s}': expected IP or IP:PORT")))?,
             }),
-            None => (!listen.ip().is_unspecified()).then_some(listen),
+            None => (!listen.ip().is_unspecified() && listen.port() != 0).then_some(listen),
         };
-        if listen.port() == 0 && advertise.is_none() {
-            return Err(UsageError("--listen with port 0 needs --advertise IP:PORT".into()));
-        }
         let name = match &a.name {
             Some(n) => check_label("--name", n).map_err(UsageError)?,
             None => host_name(),
@@ -383,7 +380,6 @@ mod tests {
             &["--peers", "x", "--multicast", "10.0.0.1:5000"],
             &["--peers", "x", "--name", "bad name"],
             &["--peers", "x", "--token", ""],
-            &["--peers", "x", "--listen", "0.0.0.0:0"],
             &["--peers", "x", "--rate", "5000/s"],
             &["--peers", "k8s:ns/svc", "--k8s-api", "http://insecure"],
         ] {

@@ -2,7 +2,7 @@
 //! `prometheus-client` crate from a snapshot at each scrape (a peer that is dropped is gone
 //! from the next scrape; nothing is kept per label set that ever existed).
 //!
-//! Per agent (52 series with UDP, TCP and one discovery source; the multicast histogram adds
+//! Per agent (53 series with UDP, TCP and one discovery source; the multicast histogram adds
 //! 19): `wirebench_mesh_agent_info{node,addr,zone}`, `wirebench_mesh_peers{state}`,
 //! `wirebench_mesh_probe_budget_per_second`, `wirebench_mesh_probe_rate_per_second`,
 //! `wirebench_mesh_window_seconds`, `wirebench_mesh_rtt_seconds` (histogram by `proto`),
@@ -93,7 +93,8 @@ impl Collector for MeshCollector {
     #[expect(clippy::cast_precision_loss, reason = "metric values are floats")]
     fn encode(&self, mut e: DescriptorEncoder<'_>) -> fmt::Result {
         let s = &self.0;
-        let me = &s.me;
+        let plan = s.peers();
+        let me = &plan.agent;
         info(
             &mut e,
             "wirebench_mesh_agent",
@@ -104,7 +105,6 @@ impl Collector for MeshCollector {
                 ("zone", me.zone.clone().unwrap_or_default()),
             ]],
         )?;
-        let plan = s.peers();
         let probed = plan.peers.iter().filter(|p| p.probed).count();
         gauge(
             &mut e,

@@ -49,6 +49,8 @@ const UDP_TOKEN: u64 = u64::MAX;
 const GROUP_TOKEN: u64 = u64::MAX - 1;
 /// The pacer's id for group sends.
 const GROUP_ID: u64 = u64::MAX - 2;
+/// Datagrams read per socket per wake-up.
+const DRAIN_BATCH: usize = 256;
 
 /// The multicast part of the config.
 #[derive(Debug, Clone, Copy)]
@@ -169,11 +171,7 @@ pub fn spawn(
     let now = clock.now_ns();
     let mut rng = SplitMix64::new(cfg.seed);
     let session = rng.next_u64();
-    let mut probe = vec![0u8; PROBE_LEN];
-    probe::init(&mut probe, session, 0);
-    if cfg.key.is_some() {
-        wire_mesh::mark(&mut probe);
-    }
+    let probe = vec![0u8; PROBE_LEN];
     let windows = Windows {
         start_ns: now,
         len_ns: u64::try_from(cfg.window.as_nanos()).unwrap_or(u64::MAX),
@@ -266,6 +264,7 @@ impl Prober {
                             send_tcp(
                                 &mut self.probe,
                                 self.cfg.key.as_ref(),
+                                self.session.wrapping_add(id),
                                 &self.clock,
                                 &self.ready,
                                 slot,
@@ -289,6 +288,13 @@ impl Prober {
     /// Re-plans from discovery's list: adds and drops targets, re-times them.
     fn replan(&mut self, now: u64) {
         let all = self.board.peers();
+        // Labels the fleet gives this agent (a Kubernetes EndpointSlice knows its node's
+        // zone) fill what the command line left out.
+        if self.cfg.me.zone.is_none()
+            && let Some(me) = all.iter().find(|p| self.cfg.self_match.is_self(p.addr))
+        {
+            self.cfg.me.zone.clone_from(&me.zone);
+        }
         let peers: Vec<&Peer> = all.iter().filter(|p| !self.cfg.self_match.is_self(p.addr)).collect();
         let keys: Vec<String> = peers.iter().map(|p| p.addr.to_string()).collect();
         let cands: Vec<Candidate<'_>> =
@@ -393,7 +399,7 @@ impl Prober {
         match slot.proto {
             Proto::Udp => {
                 let t1 = self.clock.now_ns();
-                stamp(&mut self.probe, self.cfg.key.as_ref(), seq, t1);
+                stamp(&mut self.probe, self.cfg.key.as_ref(), self.session.wrapping_add(id), seq, t1);
                 // A send the kernel refuses is a probe that never arrives: lost, as it should.
                 let _ = self.udp.send_to(&self.probe, slot.peer.addr);
                 slot.target.on_send(seq, t1, &self.windows);
@@ -403,6 +409,7 @@ impl Prober {
                     send_tcp(
                         &mut self.probe,
                         self.cfg.key.as_ref(),
+                        self.session.wrapping_add(id),
                         &self.clock,
                         &self.ready,
                         slot,
@@ -436,7 +443,7 @@ impl Prober {
         let seq = self.group_seq;
         self.group_seq += 1;
         let t1 = self.clock.now_ns();
-        stamp(&mut self.probe, self.cfg.key.as_ref(), seq, t1);
+        stamp(&mut self.probe, self.cfg.key.as_ref(), self.session.wrapping_add(GROUP_ID), seq, t1);
         let _ = sock.send_to(&self.probe, g.group);
         for &id in self.group_by_ip.values() {
             if let Some(s) = self.slots.get_mut(&id) {
@@ -447,7 +454,8 @@ impl Prober {
 
     fn drain_udp(&mut self, group: bool) {
         let mut buf = [0u8; 2048];
-        loop {
+        // At most a batch per wake-up: a flood at this socket must not starve the schedule.
+        for _ in 0..DRAIN_BATCH {
             let sock = if group { self.group_sock.as_ref() } else { Some(&self.udp) };
             let Some(sock) = sock else { return };
             let (n, from) = match sock.recv_from(&mut buf) {
@@ -459,7 +467,10 @@ impl Prober {
             let id = if group {
                 self.group_by_ip.get(&from.ip()).copied()
             } else {
-                self.by_key.get(&(from, Proto::Udp)).copied()
+                Probe::parse(&buf[..n])
+                    .ok()
+                    .map(|p| p.session().wrapping_sub(self.session))
+                    .filter(|id| self.slots.get(id).is_some_and(|s| s.proto == Proto::Udp))
             };
             match id {
                 Some(id) => self.on_reply(id, &buf[..n], now),
@@ -491,7 +502,8 @@ impl Prober {
             self.shared.replies_unmatched.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        if p.kind() != Kind::Reply || p.session() != self.session {
+        let target = self.slots.get(&id).map(|s| if s.proto == Proto::Multicast { GROUP_ID } else { id });
+        if p.kind() != Kind::Reply || Some(p.session()) != target.map(|t| self.session.wrapping_add(t)) {
             self.shared.replies_unmatched.fetch_add(1, Ordering::Relaxed);
             return;
         }
@@ -574,8 +586,12 @@ fn node_ref(p: &Peer) -> NodeRef {
     NodeRef { addr: p.addr.to_string(), name: p.name.clone(), zone: p.zone.clone() }
 }
 
-/// Sequence number, send time and (with a key) the tag.
-fn stamp(buf: &mut [u8], key: Option<&Key>, seq: u64, t1: u64) {
+/// A probe for `session`: sequence number, send time and (with a key) the tag.
+fn stamp(buf: &mut [u8], key: Option<&Key>, session: u64, seq: u64, t1: u64) {
+    probe::init(buf, session, 0);
+    if key.is_some() {
+        wire_mesh::mark(buf);
+    }
     probe::stamp(buf, seq, t1);
     if let Some(k) = key {
         wire_mesh::sign_probe(k, buf);
@@ -583,9 +599,11 @@ fn stamp(buf: &mut [u8], key: Option<&Key>, seq: u64, t1: u64) {
 }
 
 /// Sends TCP probe `seq` on an open connection (closing it if it cannot take the probe).
+#[expect(clippy::too_many_arguments, reason = "the prober's pieces, borrowed apart")]
 fn send_tcp(
     buf: &mut [u8],
     key: Option<&Key>,
+    session: u64,
     clock: &MonoClock,
     ready: &ReadySet,
     slot: &mut Slot,
@@ -594,7 +612,7 @@ fn send_tcp(
 ) {
     let Some(Conn::Up { stream, .. }) = slot.conn.as_mut() else { return };
     let t1 = clock.now_ns();
-    stamp(buf, key, seq, t1);
+    stamp(buf, key, session, seq, t1);
     let ok = tcp::send(stream, buf);
     slot.target.on_send(seq, t1, w);
     if !ok {

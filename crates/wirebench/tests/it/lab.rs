@@ -7,11 +7,19 @@ use std::process::{Child, Command, Stdio};
 
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_wirebench");
 
+/// Held by the tests that run many processes at once (the mesh's six agents and Prometheus,
+/// the Kubernetes API server), so they do not also run at the same time as each other.
+pub(crate) fn heavy() -> std::sync::MutexGuard<'static, ()> {
+    static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    HEAVY.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Namespaces and processes that are removed on drop, failure included.
 pub(crate) struct Lab {
     tag: String,
     namespaces: Vec<String>,
     children: Vec<Child>,
+    root_links: Vec<String>,
 }
 
 pub(crate) fn sh(args: &[&str]) {
@@ -21,7 +29,12 @@ pub(crate) fn sh(args: &[&str]) {
 
 impl Lab {
     pub(crate) fn new(test: &str) -> Self {
-        Self { tag: format!("wb{}{test}", std::process::id()), namespaces: Vec::new(), children: Vec::new() }
+        Self {
+            tag: format!("wb{}{test}", std::process::id()),
+            namespaces: Vec::new(),
+            children: Vec::new(),
+            root_links: Vec::new(),
+        }
     }
 
     /// Creates namespace `name` (prefixed) with loopback up; returns its full name.
@@ -80,6 +93,51 @@ impl Lab {
         self.children.push(child);
     }
 
+    /// The full name of namespace `name` of this lab.
+    pub(crate) fn name(&self, name: &str) -> String {
+        format!("{}-{name}", self.tag)
+    }
+
+    /// Gives the test process (the root namespace) an address on `sw`'s bridge `br0`, so it
+    /// reaches the hosts directly; the veth goes with the switch namespace.
+    pub(crate) fn attach_root(&mut self, sw: &str, cidr: &str) {
+        // One name per attachment: tests of one process run in parallel.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let root_if = format!("wb{}r{n}", std::process::id());
+        let _ = Command::new("ip").args(["link", "del", &root_if]).output();
+        sh(&["ip", "link", "add", &root_if, "type", "veth", "peer", "name", "root0", "netns", sw]);
+        sh(&["ip", "-n", sw, "link", "set", "root0", "master", "br0"]);
+        sh(&["ip", "-n", sw, "link", "set", "root0", "up"]);
+        sh(&["ip", "addr", "add", cidr, "dev", &root_if]);
+        sh(&["ip", "link", "set", &root_if, "up"]);
+        self.root_links.push(root_if);
+    }
+
+    /// Starts any program in `ns` (output discarded); returns its index for [`Self::kill`].
+    pub(crate) fn spawn(&mut self, ns: &str, program: &str, args: &[&str]) -> usize {
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns, program])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        self.children.push(child);
+        self.children.len() - 1
+    }
+
+    /// Kills process `idx` (from [`Self::spawn`], or the last [`Self::serve`]).
+    pub(crate) fn kill(&mut self, idx: usize) {
+        let _ = self.children[idx].kill();
+        let _ = self.children[idx].wait();
+    }
+
+    /// The index the next [`Self::serve`] or [`Self::spawn`] will get.
+    pub(crate) fn next_index(&self) -> usize {
+        self.children.len()
+    }
+
     /// Runs `wirebench ARGS` in `ns` to completion.
     pub(crate) fn run(ns: &str, args: &[&str]) -> std::process::Output {
         Command::new("ip").args(["netns", "exec", ns, BIN]).args(args).output().expect("run wirebench")
@@ -91,6 +149,9 @@ impl Drop for Lab {
         for c in &mut self.children {
             let _ = c.kill();
             let _ = c.wait();
+        }
+        for l in &self.root_links {
+            let _ = Command::new("ip").args(["link", "del", l]).output();
         }
         for ns in &self.namespaces {
             let _ = Command::new("ip").args(["netns", "del", ns]).output();

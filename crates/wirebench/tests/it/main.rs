@@ -10,6 +10,11 @@ mod fake; // the engine on the in-memory link: loss, lateness, CO correction, on
 #[cfg(feature = "netns-tests")]
 mod lab; // the namespace harness: namespaces, veths and processes removed on drop
 mod load; // WebSocket load against an in-process room: delay, thresholds, dead server (issue 4)
+mod mesh; // mesh agents on loopback: the matrix, views agreeing, peers coming and going, tokens, HTTP bounds
+#[cfg(feature = "netns-tests")]
+mod mesh_k8s; // EndpointSlice discovery against a real kube-apiserver; the manifests pass server validation
+#[cfg(feature = "netns-tests")]
+mod mesh_netns; // six agents in namespaces, a real Prometheus, node/path impairments, a killed agent
 mod netns; // namespaces: ping across a veth pair, multicast across a bridge (root)
 mod ping; // loopback UDP and TCP against an in-process serve; schema; hgrm; hlog
 mod proxy; // impairment proxy accuracy, loss, TCP rate, refusals; shape tc script and apply/clear
