@@ -2,7 +2,7 @@
 # A real Kubernetes control plane for the mesh tests: etcd + kube-apiserver on 127.0.0.1,
 # built from source through the Go module proxy (no container images, no kubelet).
 #
-#   apiserver.sh build          build bin/{etcd,kube-apiserver} if missing (cold: minutes)
+#   apiserver.sh build          build bin/{etcd,kube-apiserver} if missing (cold: minutes), fetch the CRDs
 #   apiserver.sh start          build if needed, start, print the kubeconfig path (last line)
 #   apiserver.sh stop           stop this instance (by the PIDs it recorded)
 #   apiserver.sh crds           copy prometheus-operator's PodMonitor CRD into $BASE/crds
@@ -104,6 +104,7 @@ build() {
   flock 9
   etcd_ok || build_etcd
   k8s_ok || build_apiserver
+  crds >/dev/null
   exec 9>&-
 }
 
