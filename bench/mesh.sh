@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# What a mesh agent costs, and whether its matrix agrees with `wirebench ping`.
+#
+#  1. Cost: one agent probing 10, 100 and 1,000 peers with the default budget (and 1,000 in
+#     a full mesh: --full-mesh-max 2000). The peers are 127.1.x.y addresses on loopback, all
+#     answered by one `wirebench serve` on 0.0.0.0, which therefore shows what answering the
+#     same probe rate costs. CPU from /proc/PID/stat (utime + stime) over the run, RSS from
+#     /proc/PID/status (VmRSS) at the end, each checked against the agent's own /metrics;
+#     probes per second from the agent's counters. Goal (issue 11): under 1 % of one core
+#     and under 50 MB RSS at 1,000 peers with the default budget.
+#  2. Accuracy: two network namespaces on a veth pair, an agent in each; while they probe,
+#     `wirebench ping` runs between the same namespaces at the same rate to the same serve
+#     (UDP, then TCP); the matrix cell's p50 must be within 5 % of ping's (from actual send).
+#
+# Root (namespaces). Run alone: flock /tmp/bench.lock bench/mesh.sh [SECONDS]   (default 60)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECS=${1:-60}
+OUT=bench/out/mesh-$(date -u +%Y%m%dT%H%M%SZ)
+mkdir -p "$OUT"
+cargo build --release -q -p wirebench
+WB=$PWD/target/release/wirebench
+HZ=$(getconf CLK_TCK)
+
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  ip netns del wbmeshA 2>/dev/null || true
+  ip netns del wbmeshB 2>/dev/null || true
+}
+trap cleanup EXIT
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+# Waits until URL answers 200 (bounded).
+wait_ok() { for _ in $(seq 300); do curl -sf "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "no answer from $1" >&2; exit 1; }
+metric() { curl -s "$1/metrics" | awk -v m="$2" '$1 == m {print $2}'; }
+sent_total() { curl -s "$1/metrics" | awk '/^wirebench_mesh_peer_probes_sent_total/ {s += $2} END {print s + 0}'; }
+
+# ---------------------------------------------------------------- 1. cost ----
+$WB serve --listen 0.0.0.0:17970 >"$OUT/serve.log" 2>&1 &
+SERVE=$!; pids+=("$SERVE")
+echo "| peers | probed | planned probes/s | sent probes/s | agent CPU (% of a core) | agent RSS (MB) | /metrics RSS (MB) | answering serve CPU (% of a core) |" | tee "$OUT/cost.md"
+echo "|---|---|---|---|---|---|---|---|" | tee -a "$OUT/cost.md"
+run_cost() { # N [extra agent flags]
+  local n=$1; shift
+  local f="$OUT/peers-$n.txt" http=http://127.0.0.1:17972
+  : >"$f"
+  for i in $(seq 0 $((n - 1))); do echo "127.1.$((i / 250)).$((i % 250 + 1)):17970" >>"$f"; done
+  $WB mesh agent --listen 127.0.0.1:17971 --http 127.0.0.1:17972 --peers "file:$f" --window 10s --name bench "$@" \
+    >"$OUT/agent-$n.log" 2>&1 &
+  local agent=$!; pids+=("$agent")
+  wait_ok "$http/readyz"
+  sleep 12   # one window closed: the plan and the connections are in place
+  local a0 s0 p0 t0 a1 s1 p1 t1
+  a0=$(cpu_ticks "$agent"); s0=$(cpu_ticks "$SERVE"); p0=$(sent_total "$http"); t0=$(date +%s.%N)
+  sleep "$SECS"
+  a1=$(cpu_ticks "$agent"); s1=$(cpu_ticks "$SERVE"); p1=$(sent_total "$http"); t1=$(date +%s.%N)
+  local probed planned rss mrss
+  probed=$(curl -s "$http/v1/peers" | python3 -c 'import json,sys; p=json.load(sys.stdin); print(sum(x["probed"] for x in p["peers"]))')
+  planned=$(curl -s "$http/v1/peers" | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["probes_per_s"], 1))')
+  rss=$(rss_kb "$agent"); mrss=$(metric "$http" process_resident_memory_bytes)
+  kill -TERM "$agent"; wait "$agent" || true
+  python3 - "$n$*" "$probed" "$planned" "$a0" "$a1" "$s0" "$s1" "$p0" "$p1" "$t0" "$t1" "$rss" "$mrss" "$HZ" <<'EOF' | tee -a "$OUT/cost.md"
+import sys
+n, probed, planned, a0, a1, s0, s1, p0, p1, t0, t1, rss, mrss, hz = sys.argv[1:]
+dt = float(t1) - float(t0)
+cpu = lambda x, y: 100.0 * (float(y) - float(x)) / float(hz) / dt
+print(f"| {n} | {probed} | {planned} | {(float(p1) - float(p0)) / dt:.1f} | {cpu(a0, a1):.2f} | {int(rss) / 1024:.1f} | "
+      f"{float(mrss) / 2**20:.1f} | {cpu(s0, s1):.2f} |")
+EOF
+}
+run_cost 10
+run_cost 100
+run_cost 1000
+run_cost 1000 --full-mesh-max 2000
+kill -TERM "$SERVE"; wait "$SERVE" || true
+
+# ------------------------------------------------------------ 2. accuracy ----
+ip netns add wbmeshA; ip netns add wbmeshB
+ip link add ma netns wbmeshA type veth peer name mb netns wbmeshB
+ip -n wbmeshA addr add 10.77.68.1/24 dev ma; ip -n wbmeshB addr add 10.77.68.2/24 dev mb
+for n in wbmeshA wbmeshB; do ip -n $n link set lo up; done
+ip -n wbmeshA link set ma up; ip -n wbmeshB link set mb up
+ip netns exec wbmeshB $WB mesh agent --listen 10.77.68.2:7878 --http 10.77.68.2:9878 --peers 10.77.68.1:7878 \
+  --window 30s --rate 20/s >"$OUT/agentB.log" 2>&1 &
+pids+=($!)
+ip netns exec wbmeshA $WB mesh agent --listen 10.77.68.1:7878 --http 10.77.68.1:9878 --peers 10.77.68.2:7878 \
+  --window 30s --rate 20/s >"$OUT/agentA.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 300); do ip netns exec wbmeshA curl -sf http://10.77.68.1:9878/readyz >/dev/null 2>&1 && break; sleep 0.1; done
+echo | tee -a "$OUT/accuracy.md"
+echo "| transport | matrix p50 (us) | ping p50 (us) | matrix / ping | within 5 % |" | tee -a "$OUT/accuracy.md"
+echo "|---|---|---|---|---|" | tee -a "$OUT/accuracy.md"
+for proto in udp tcp; do
+  # 90 s of ping at the agent's rate: the matrix window read afterwards lies inside it.
+  ip netns exec wbmeshA $WB ping 10.77.68.2:7878 --proto "$proto" --size 64 --rate 20/s --count 1800 -q \
+    --json "$OUT/ping-$proto.json" >/dev/null
+  ip netns exec wbmeshA curl -s http://10.77.68.1:9878/v1/matrix >"$OUT/matrix-$proto.json"
+  python3 - "$proto" "$OUT/ping-$proto.json" "$OUT/matrix-$proto.json" <<'EOF' | tee -a "$OUT/accuracy.md"
+import json, sys
+proto, ping, matrix = sys.argv[1:]
+r = json.load(open(ping))["results"]["responders"][0]
+view = r["uncorrected"] or r["latency"]
+p50 = [q["ns"] for q in view["summary"]["percentiles"] if q["p"] == 50.0][0]
+cell = [c for c in json.load(open(matrix))["cells"] if c["proto"] == proto][0]
+m = cell["rtt"]["p50_ns"]
+ratio = m / p50
+print(f"| {proto} | {m / 1000:.1f} | {p50 / 1000:.1f} | {ratio:.3f} | {'yes' if abs(ratio - 1) <= 0.05 else 'NO'} |")
+EOF
+done
+echo "results in $OUT"
