@@ -232,7 +232,20 @@ impl MatrixBuilder {
         for (new, &old) in order.iter().enumerate() {
             new_of[old] = new;
         }
-        let nodes: Vec<MeshNode> = order.iter().map(|&o| self.nodes[o].clone()).collect();
+        let mut nodes: Vec<MeshNode> = order.iter().map(|&o| self.nodes[o].clone()).collect();
+        // Two nodes with one name (agents on one host all default to its host name) would be
+        // two rows called the same: those are shown by address.
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        for n in &nodes {
+            if let Some(name) = &n.name {
+                *seen.entry(name.clone()).or_default() += 1;
+            }
+        }
+        for n in &mut nodes {
+            if n.name.as_ref().is_some_and(|name| seen[name] > 1) {
+                n.name = None;
+            }
+        }
         let zones: Vec<Option<String>> = nodes.iter().map(|n| n.zone.clone()).collect();
         let mut unicast = Grid::new(zones.clone());
         let mut multicast = Grid::new(zones);
@@ -462,6 +475,19 @@ mod tests {
         let r = b.finish(&Thresholds::default());
         assert_eq!(r.nodes.len(), 3);
         assert_eq!((r.nodes[2].addr.as_str(), r.nodes[2].error.as_deref()), ("127.0.0.1:3", Some("refused")));
+    }
+
+    #[test]
+    fn nodes_sharing_a_name_are_shown_by_address() {
+        let mut b = MatrixBuilder::new("agents");
+        let same = |p: u16| NodeRef { addr: format!("127.0.0.1:{p}"), name: Some("vm".into()), zone: None };
+        b.add_report(&MatrixReport {
+            agent: same(1),
+            ..report(0, vec![CellReport { peer: same(2), ..cell(0, Proto::Udp, &[9], 0) }])
+        })
+        .unwrap();
+        let r = b.finish(&Thresholds::default());
+        assert_eq!(r.nodes.iter().map(MeshNode::label).collect::<Vec<_>>(), ["127.0.0.1:1", "127.0.0.1:2"]);
     }
 
     #[test]
