@@ -29,6 +29,18 @@ impl ReadySet {
         Ok(self.epoll.add(fd.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, token))?)
     }
 
+    /// Watches `fd` for writability under `token` (a connect in progress: ready when it
+    /// finished, either way; errors and hang-ups are always reported).
+    pub fn add_writable(&self, fd: &impl AsFd, token: u64) -> io::Result<()> {
+        Ok(self.epoll.add(fd.as_fd(), EpollEvent::new(EpollFlags::EPOLLOUT, token))?)
+    }
+
+    /// Watches a descriptor already in the set for readability instead.
+    pub fn set_readable(&self, fd: &impl AsFd, token: u64) -> io::Result<()> {
+        let mut ev = EpollEvent::new(EpollFlags::EPOLLIN, token);
+        Ok(self.epoll.modify(fd.as_fd(), &mut ev)?)
+    }
+
     /// Stops watching `fd`.
     pub fn remove(&self, fd: &impl AsFd) -> io::Result<()> {
         Ok(self.epoll.delete(fd.as_fd())?)
@@ -84,5 +96,24 @@ mod tests {
         set.wait(0, &mut ready).unwrap();
         assert!(ready.is_empty());
         assert!(wait_writable(&a, Duration::from_millis(10)).unwrap());
+    }
+
+    #[test]
+    fn a_finished_connect_is_reported_then_only_replies() {
+        use std::io::Write as _;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut far, _) = l.accept().unwrap();
+        let mut set = ReadySet::new(8).unwrap();
+        let mut ready = Vec::with_capacity(8);
+        set.add_writable(&c, 3).unwrap();
+        set.wait(1_000_000_000, &mut ready).unwrap();
+        assert_eq!(ready, [3], "writable: the connect finished");
+        set.set_readable(&c, 4).unwrap();
+        set.wait(0, &mut ready).unwrap();
+        assert!(ready.is_empty(), "nothing to read yet");
+        far.write_all(b"x").unwrap();
+        set.wait(1_000_000_000, &mut ready).unwrap();
+        assert_eq!(ready, [4]);
     }
 }

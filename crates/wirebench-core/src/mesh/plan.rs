@@ -144,6 +144,9 @@ pub const SERIES_PER_AGENT: u64 = 53;
 pub const SERIES_PER_PEER_TRANSPORT: u64 = 8;
 /// Series per probed peer whatever the transports (its info series).
 pub const SERIES_PER_PEER: u64 = 1;
+/// Series a multicast group adds per agent (its round-trip histogram: 16 buckets, `+Inf`,
+/// `_sum`, `_count`); each peer then has the multicast transport's 8 as well.
+pub const SERIES_MULTICAST: u64 = 19;
 
 /// What a fleet costs, for the docs' table.
 #[derive(Debug, Clone, Copy, PartialEq)]

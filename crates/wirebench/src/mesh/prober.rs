@@ -43,8 +43,9 @@ use crate::shutdown::Shutdown;
 
 /// Every probe: the full form plus room for a tag.
 pub const PROBE_LEN: usize = wire_mesh::MIN_LEN;
-/// Housekeeping (expiry, closing windows, connects, discovery) at least this often.
-const TICK_NS: u64 = 20_000_000;
+/// Housekeeping (closing windows, connect timeouts, discovery) at least this often; a
+/// finished connect is seen at once (its socket is in the ready set for writability).
+const TICK_NS: u64 = 100_000_000;
 const UDP_TOKEN: u64 = u64::MAX;
 const GROUP_TOKEN: u64 = u64::MAX - 1;
 /// The pacer's id for group sends.
@@ -228,7 +229,7 @@ impl Prober {
                 match t {
                     UDP_TOKEN => self.drain_udp(false),
                     GROUP_TOKEN => self.drain_udp(true),
-                    id => self.read_tcp(id),
+                    id => self.on_ready(id),
                 }
             }
         }
@@ -243,46 +244,56 @@ impl Prober {
             self.replan(now);
         }
         let timeout = self.windows.timeout_ns;
-        for (&id, slot) in &mut self.slots {
-            let Some(conn) = slot.conn.as_mut() else { continue };
-            if let Conn::Connecting { stream, since, waiting } = conn {
-                let outcome = tcp::finished(stream).or_else(|| (now >= *since + timeout).then_some(false));
-                match outcome {
-                    None => {}
-                    Some(true) => {
-                        let Conn::Connecting { stream, waiting, .. } =
-                            std::mem::replace(conn, Conn::Down { retry_at: 0 })
-                        else {
-                            unreachable!("matched above")
-                        };
-                        if self.ready.add(&stream, id).is_err() {
-                            *conn = Conn::Down { retry_at: now + timeout };
-                            continue;
-                        }
-                        *conn = Conn::Up { stream, rbuf: Vec::new() };
-                        if let Some(seq) = waiting {
-                            send_tcp(
-                                &mut self.probe,
-                                self.cfg.key.as_ref(),
-                                self.session.wrapping_add(id),
-                                &self.clock,
-                                &self.ready,
-                                slot,
-                                seq,
-                                &self.windows,
-                            );
-                        }
-                    }
-                    Some(false) => {
-                        if let Some(seq) = waiting.take() {
-                            slot.target.on_send(seq, now, &self.windows); // could not be sent: lost
-                        }
-                        *conn = Conn::Down { retry_at: now + timeout };
-                    }
+        for slot in self.slots.values_mut() {
+            if let Some(Conn::Connecting { stream, since, waiting }) = slot.conn.as_mut()
+                && now >= *since + timeout
+            {
+                let _ = self.ready.remove(&*stream);
+                if let Some(seq) = waiting.take() {
+                    slot.target.on_send(seq, now, &self.windows); // could not be sent: lost
                 }
+                slot.conn = Some(Conn::Down { retry_at: now + timeout });
             }
         }
         self.close_windows(now);
+    }
+
+    /// A TCP target's socket is ready: a connect finished, or replies arrived.
+    fn on_ready(&mut self, id: u64) {
+        let connecting = self.slots.get(&id).is_some_and(|s| matches!(s.conn, Some(Conn::Connecting { .. })));
+        if connecting { self.connect_done(id) } else { self.read_tcp(id) }
+    }
+
+    /// A connect finished: the connection is up (and the probe that waited goes now), or it
+    /// failed (and that probe is lost).
+    fn connect_done(&mut self, id: u64) {
+        let now = self.clock.now_ns();
+        let timeout = self.windows.timeout_ns;
+        let Some(slot) = self.slots.get_mut(&id) else { return };
+        let Some(Conn::Connecting { stream, .. }) = slot.conn.as_ref() else { return };
+        let Some(ok) = tcp::finished(stream) else { return };
+        let Some(Conn::Connecting { stream, waiting, .. }) = slot.conn.take() else { return };
+        if !ok || self.ready.set_readable(&stream, id).is_err() {
+            let _ = self.ready.remove(&stream);
+            if let Some(seq) = waiting {
+                slot.target.on_send(seq, now, &self.windows); // could not be sent: lost
+            }
+            slot.conn = Some(Conn::Down { retry_at: now + timeout });
+            return;
+        }
+        slot.conn = Some(Conn::Up { stream, rbuf: Vec::new() });
+        if let Some(seq) = waiting {
+            send_tcp(
+                &mut self.probe,
+                self.cfg.key.as_ref(),
+                self.session.wrapping_add(id),
+                &self.clock,
+                &self.ready,
+                slot,
+                seq,
+                &self.windows,
+            );
+        }
     }
 
     /// Re-plans from discovery's list: adds and drops targets, re-times them.
@@ -380,7 +391,7 @@ impl Prober {
             if s.proto == Proto::Multicast {
                 self.group_by_ip.remove(&s.peer.addr.ip());
             }
-            if let Some(Conn::Up { stream, .. }) = &s.conn {
+            if let Some(Conn::Up { stream, .. } | Conn::Connecting { stream, .. }) = &s.conn {
                 let _ = self.ready.remove(stream);
             }
         }
@@ -425,7 +436,9 @@ impl Prober {
                     }
                 }
                 Some(Conn::Down { retry_at }) if now >= *retry_at => {
-                    if let Ok(stream) = tcp::connect(slot.peer.addr) {
+                    if let Ok(stream) = tcp::connect(slot.peer.addr)
+                        && self.ready.add_writable(&stream, id).is_ok()
+                    {
                         slot.conn = Some(Conn::Connecting { stream, since: now, waiting: Some(seq) });
                     } else {
                         slot.target.on_send(seq, now, &self.windows);

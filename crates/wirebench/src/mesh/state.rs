@@ -17,6 +17,8 @@ use crate::serve::Counters;
 /// Upper bounds of the per-agent round-trip histograms, seconds: 25 us to 2.5 s.
 pub const RTT_BUCKETS: [f64; 16] =
     [25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1.0, 2.5];
+// The docs' series arithmetic (core `SERIES_MULTICAST`): the buckets, `+Inf`, `_sum`, `_count`.
+const _: () = assert!(RTT_BUCKETS.len() as u64 + 3 == wirebench_core::mesh::plan::SERIES_MULTICAST);
 
 /// Cumulative probes to one peer over one transport.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

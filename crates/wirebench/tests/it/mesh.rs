@@ -27,8 +27,23 @@ pub(crate) fn get(addr: SocketAddr, path: &str, token: Option<&str>) -> (u16, St
     let mut raw = String::new();
     s.read_to_string(&mut raw).unwrap();
     let status = raw.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = raw.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned();
-    (status, body)
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let chunked = head.lines().any(|l| l.to_ascii_lowercase().replace(' ', "") == "transfer-encoding:chunked");
+    (status, if chunked { dechunk(body) } else { body.to_owned() })
+}
+
+/// A chunked body (Prometheus sends larger answers so), joined.
+fn dechunk(mut rest: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, tail)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16).expect("a chunk size");
+        if n == 0 {
+            break;
+        }
+        out.push_str(&tail[..n]);
+        rest = tail[n..].strip_prefix("\r\n").expect("a chunk ends with CRLF");
+    }
+    out
 }
 
 /// `get`, or `None` when the connection fails (for conditions polled while the agent is

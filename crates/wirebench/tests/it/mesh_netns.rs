@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use wirebench_core::mesh::plan::{SERIES_MULTICAST, SERIES_PER_AGENT, SERIES_PER_PEER, SERIES_PER_PEER_TRANSPORT};
 use wirebench_core::report::{Report, Results};
 
 use crate::lab::{BIN, Lab, sh};
@@ -35,6 +36,41 @@ fn prom_query(q: &str) -> serde_json::Value {
     assert_eq!(status, 200, "{body}");
     serde_json::from_str(&body).unwrap()
 }
+
+/// An instant query's rows: labels and value.
+fn prom_rows(q: &str) -> Vec<(serde_json::Value, f64)> {
+    let v = prom_query(q);
+    assert_eq!(v["status"], "success", "{q}: {v}");
+    v["data"]["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["metric"].clone(), r["value"][1].as_str().unwrap().parse::<f64>().unwrap()))
+        .collect()
+}
+
+/// Polls an instant query until `cond` holds on its rows (bounded); on a timeout, shows them.
+fn prom_until(
+    q: &str,
+    what: &str,
+    cond: impl Fn(&[(serde_json::Value, f64)]) -> bool,
+) -> Vec<(serde_json::Value, f64)> {
+    let end = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let rows = prom_rows(q);
+        if cond(&rows) {
+            return rows;
+        }
+        assert!(std::time::Instant::now() < end, "timed out waiting for {what}: {q} gave {rows:?}");
+        std::thread::park_timeout(Duration::from_millis(500));
+    }
+}
+
+/// The alerting queries docs/modes/mesh.md gives, exactly as printed there.
+const LOSS_PER_CELL: &str = "sum by (instance, peer, proto) (increase(wirebench_mesh_peer_probes_lost_total[5m])) / sum by (instance, peer, proto) (increase(wirebench_mesh_peer_probes_sent_total[5m]))";
+const FLEET_P99_UDP: &str =
+    "histogram_quantile(0.99, sum by (le) (rate(wirebench_mesh_rtt_seconds_bucket{proto=\"udp\"}[5m])))";
+const BUDGET_USE: &str = "wirebench_mesh_probe_rate_per_second / wirebench_mesh_probe_budget_per_second";
 
 /// `mesh status` (in this process, which reaches the bridge): exit code, text, report.
 fn status(dir: &std::path::Path, source: &[String]) -> (u8, String, Report) {
@@ -174,6 +210,31 @@ fn six_agents_prometheus_and_the_verdicts() {
     let (_, out, _) = status(dir.path(), &agents);
     eprintln!("== healthy, from the agents ==\n{out}");
 
+    // Series in Prometheus per agent, as the docs' arithmetic says: the fixed ones, the
+    // multicast histogram, and 1 + 8 per transport for each of its 5 peers; Prometheus's own
+    // count of what it scraped and what it stores agree.
+    let per_agent = SERIES_PER_AGENT + SERIES_MULTICAST + 5 * (SERIES_PER_PEER + 3 * SERIES_PER_PEER_TRANSPORT);
+    #[expect(clippy::cast_precision_loss, reason = "a few hundred")]
+    let want = per_agent as f64;
+    let all_six = |rows: &[(serde_json::Value, f64)]| rows.len() == 6 && rows.iter().all(|r| (r.1 - want).abs() < 0.5);
+    prom_until("scrape_samples_scraped{job=\"wirebench-mesh\"}", "the documented series per agent", all_six);
+    prom_until(
+        "count by (instance) ({job=\"wirebench-mesh\", __name__=~\"wirebench_.*|process_.*\"})",
+        "the documented series per agent, stored",
+        all_six,
+    );
+    // The documented alerting queries answer: a loss ratio per cell (every ordered pair, every
+    // transport), the fleet's UDP p99 (healthy here: below 100 ms), the budget use.
+    prom_until(LOSS_PER_CELL, "a loss ratio for all 90 cells", |rows| {
+        rows.len() == 90 && rows.iter().all(|r| (0.0..=1.0).contains(&r.1))
+    });
+    let p99 = prom_until(FLEET_P99_UDP, "the fleet's UDP p99", |rows| rows.len() == 1);
+    assert!(p99[0].1 > 0.0 && p99[0].1 < 0.1, "healthy fleet p99 {p99:?}");
+    // 5 peers x 2 transports x 10/s = the 100/s budget.
+    let budget = prom_until(BUDGET_USE, "budget use", |rows| rows.len() == 6);
+    assert!(budget.iter().all(|r| (r.1 - 1.0).abs() < 1e-9), "{budget:?}");
+    eprintln!("== documented queries, healthy: {per_agent} series per agent; fleet UDP p99 {} s ==", p99[0].1);
+
     // Node h3, first by delay: its egress behind a 4 Mbit/s tbf that a 20 Mbit/s stream keeps
     // full (the bucket holds a whole GSO super-packet, else tbf drops those outright): the
     // queue limit (rate x latency + burst, 121 KB) adds about 240 ms.
@@ -228,6 +289,19 @@ fn six_agents_prometheus_and_the_verdicts() {
     let (_, out, _) =
         status_until(dir.path(), &agents, "the agents' view to agree", |s| s.1.contains("unicast node h3: "));
     eprintln!("== h3 delayed and dropping, from the agents ==\n{out}");
+    // The documented queries see it too: every UDP cell into h3 is losing, and the fleet's
+    // UDP p99 is h3's queue.
+    let into_h3 = |rows: &[(serde_json::Value, f64)]| {
+        let cells: Vec<f64> = rows
+            .iter()
+            .filter(|r| r.0["proto"] == "udp" && r.0["peer"] == format!("{NET}.3:7878").as_str())
+            .map(|r| r.1)
+            .collect();
+        cells.len() == 5 && cells.iter().all(|&l| l > 0.0)
+    };
+    prom_until(LOSS_PER_CELL, "loss on every UDP cell into h3", into_h3);
+    let p99 = prom_until(FLEET_P99_UDP, "the fleet's UDP p99 past 100 ms", |rows| rows.len() == 1 && rows[0].1 > 0.1);
+    eprintln!("== documented queries, h3 impaired: fleet UDP p99 {} s ==", p99[0].1);
     lab.kill(flood);
     lab.kill(sink);
     in_ns(h3, &["tc", "qdisc", "del", "dev", "eth0", "root"]);
