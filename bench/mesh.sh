@@ -20,15 +20,19 @@
 #     arithmetic (53 + 17 per probed peer with UDP and TCP; core mesh::plan).
 #
 # Root (namespaces). Run alone: flock /tmp/bench.lock bench/mesh.sh [SECONDS] [cost|accuracy|all]
-# (defaults: 60 s, all)
+# (defaults: 60 s, all); WIREBENCH_BIN=path uses that binary instead of a release build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-60}
 PART=${2:-all}
 OUT=bench/out/mesh-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$OUT"
-cargo build --release -q -p wirebench
-WB=$PWD/target/release/wirebench
+WB=${WIREBENCH_BIN:-}
+if [ -z "$WB" ]; then
+  cargo build --release -q -p wirebench
+  WB=target/release/wirebench
+fi
+WB=$(realpath "$WB")
 HZ=$(getconf CLK_TCK)
 
 pids=()
