@@ -1,10 +1,14 @@
 //! The percentile distribution in HdrHistogram's own text layout
 //! (`AbstractHistogram.outputPercentileDistribution` in the Java library): the table Aeron's
-//! Ping prints, and the `.hgrm` format that HdrHistogram's plotter and tools read.
+//! Ping prints, and the `.hgrm` format that HdrHistogram's plotter and tools read. The rows
+//! are `wirebench_core::latency::distribution`: Java's percentile levels, each at the same
+//! rank as every other percentile wirebench shows (`bench/hdr-java.sh` compares the file with
+//! the Java library's output line for line).
 
 use std::io::{self, Write};
 
 use hdrhistogram::Histogram;
+use wirebench_core::latency;
 
 /// Ticks per half distance, as Aeron and `HistogramLogProcessor` use by default.
 pub const TICKS_PER_HALF_DISTANCE: u32 = 5;
@@ -15,17 +19,12 @@ pub fn write(h: &Histogram<u64>, scale: f64, out: &mut dyn Write) -> io::Result<
     writeln!(out, "{:>12} {:>14} {:>10} {:>14}\n", "Value", "Percentile", "TotalCount", "1/(1-Percentile)")?;
     #[expect(clippy::cast_precision_loss, reason = "display values")]
     let value = |v: u64| v as f64 / scale;
-    if !h.is_empty() {
-        let mut total = 0u64;
-        for it in h.iter_quantiles(TICKS_PER_HALF_DISTANCE) {
-            let q = it.quantile_iterated_to();
-            let v = value(it.value_iterated_to());
-            total += it.count_since_last_iteration();
-            if q < 1.0 {
-                writeln!(out, "{v:>12.digits$} {q:>2.12} {total:>10} {:>14.2}", 1.0 / (1.0 - q))?;
-            } else {
-                writeln!(out, "{v:>12.digits$} {q:>2.12} {total:>10}")?;
-            }
+    for s in latency::distribution(h, TICKS_PER_HALF_DISTANCE) {
+        let (v, q, total) = (value(s.value), s.level / 100.0, s.total);
+        if q < 1.0 {
+            writeln!(out, "{v:>12.digits$} {q:>2.12} {total:>10} {:>14.2}", 1.0 / (1.0 - q))?;
+        } else {
+            writeln!(out, "{v:>12.digits$} {q:>2.12} {total:>10}")?;
         }
     }
     let (mean, sd, max) =

@@ -274,9 +274,18 @@ impl Server {
                 multicast::set_sender(s, rg.into(), &opts)?;
             }
         }
+        let unicast = sockets[0].try_clone()?;
         let mut threads = Vec::new();
-        for s in sockets {
-            let w = udp::Worker { sock: s, cfg: cfg.clone(), counters: counters.clone(), shutdown: shutdown.clone() };
+        for (i, s) in sockets.into_iter().enumerate() {
+            // Group sockets (all but the first) answer from the unicast socket.
+            let reply_from = if i == 0 { None } else { Some(unicast.try_clone()?) };
+            let w = udp::Worker {
+                sock: s,
+                reply_from,
+                cfg: cfg.clone(),
+                counters: counters.clone(),
+                shutdown: shutdown.clone(),
+            };
             threads.push(std::thread::Builder::new().name("serve-udp".into()).spawn(move || w.run())?);
         }
         let acc =

@@ -7,6 +7,11 @@
 //! out at once and their slip is counted), receiving replies in between; latency is taken
 //! from the intended send time. Nothing in the per-probe path allocates: histograms, windows
 //! and buffers exist before the first probe.
+//!
+//! Timeouts never end a run: a lossy path is something to measure. The run gives up only when
+//! the peer is really gone: the kernel reports it unreachable (ICMP), the TCP connection
+//! closes, or nothing at all came back for `silence_ns` (`--give-up-after`). With several
+//! responders, how long the closed loop waits for each follows `latency::Patience`.
 
 use std::io::{self, ErrorKind};
 use std::net::SocketAddr;
@@ -14,24 +19,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use wirebench_core::latency::{self, Phase, ReplyObs, ReplyVerdict, ResponderStats};
-use wirebench_core::report::Outcome;
+use wirebench_core::latency::{self, Interval, Patience, Phase, ReplyObs, ReplyVerdict, ResponderStats, SEQ_WINDOW};
+use wirebench_core::report::{GaveUp, Outcome, Stopped};
 use wirebench_core::schedule::{Pacing, Schedule, Slip, Stop};
 use wirebench_core::seq::{Arrival, SeqWindow};
 use wirebench_core::wire::Kind;
 use wirebench_core::wire::probe::{self, Probe};
 use wirebench_net::io::{Clock, ProbeIo};
-use wirebench_report::hlog::Interval;
 
 /// Sequence numbers of discovery probes: far above any real run, so their replies can
 /// never be mistaken for a measured probe's.
 const DISCOVERY_BASE: u64 = u64::MAX - (1 << 20);
-/// Sequence numbers a responder window remembers (duplicates beyond it count as too old).
-const WINDOW: usize = 1 << 16;
 const INTERVAL_NS: u64 = 1_000_000_000;
-/// Closed loop: a responder that missed this many probes in a row is no longer waited for,
-/// so one dead multicast responder does not slow the run to one probe per timeout.
-const GIVE_UP_AFTER: u32 = 3;
 /// Where the thread runs is sampled every 1024 probes (a vDSO call).
 const CPU_SAMPLE_MASK: u64 = 1023;
 
@@ -58,7 +57,7 @@ pub struct EngineConfig {
     pub expect_responders: Option<usize>,
     /// The pinger's wall clock minus its monotonic clock.
     pub wall_minus_mono: i64,
-    /// Stop as `PeerSilent` when no reply arrived for this long.
+    /// Give up (`PeerSilent`) when nothing at all came back for this long.
     pub silence_ns: u64,
     /// Keep one histogram per second for an interval log.
     pub intervals: bool,
@@ -86,11 +85,13 @@ pub struct Responder {
     /// What was measured.
     pub stats: ResponderStats,
     window: SeqWindow,
-    /// One past the seq it last answered (closed loop: who answered the current probe).
+    /// One past the highest seq it answered (or the seq current when it was discovered):
+    /// decides whether the closed loop waits for it ([`Patience::waits_for`]).
     answered: u64,
-    /// Closed loop: probes in a row it did not answer in time. Past [`GIVE_UP_AFTER`] the
-    /// loop stops waiting for it (it is still counted, and waited for again once it answers).
-    missed: u32,
+    /// When its last reply (any phase) arrived, monotonic ns.
+    last_heard_ns: u64,
+    /// Set at the end if it stopped answering before the run ended.
+    pub stopped: Option<Stopped>,
 }
 
 /// What the loop measured.
@@ -108,9 +109,11 @@ pub struct EngineOutput {
     pub slip: Slip,
     /// Why it ended.
     pub outcome: Outcome,
+    /// Why it gave up, when it did (`outcome` is then `PeerSilent`).
+    pub gave_up: Option<GaveUp>,
     /// Datagrams that were not replies to this session.
     pub ignored: u64,
-    /// Open loop: corrected round trips merged across responders, one per second.
+    /// The main view's round trips merged across responders, one histogram per second.
     pub intervals: Vec<Interval>,
     /// Bit n set: the thread ran on CPU n at some sample.
     pub cpus_seen: u128,
@@ -134,7 +137,9 @@ struct Loop<'a, I, C> {
     measure_start_ns: u64,
     last_reply_ns: u64,
     interval: Option<(u64, Histogram<u64>)>,
-    silent: bool,
+    patience: Patience,
+    /// One past the last probe sent.
+    next_seq: u64,
 }
 
 /// Runs discovery, warm-up and measurement. Returns what was measured, also when stopped
@@ -159,6 +164,7 @@ pub fn run<I: ProbeIo, C: Clock>(
             measure_start_seq: 0,
             slip: Slip::default(),
             outcome: Outcome::Completed,
+            gave_up: None,
             ignored: 0,
             intervals: Vec::new(),
             cpus_seen: 0,
@@ -170,7 +176,8 @@ pub fn run<I: ProbeIo, C: Clock>(
         measure_start_ns: 0,
         last_reply_ns: 0,
         interval: None,
-        silent: false,
+        patience: Patience::new(cfg.timeout_ns),
+        next_seq: 0,
     };
     probe::init(&mut lp.send_buf, cfg.session, cfg.flags);
     lp.discover()?;
@@ -197,19 +204,25 @@ pub fn run<I: ProbeIo, C: Clock>(
     };
     match r {
         Ok(()) => {}
-        Err(e) if is_gone(&e) => lp.silent = true,
-        Err(e) => return Err(EngineError::Io(e)),
+        Err(e) => match gone(&e) {
+            Some(why) => lp.out.gave_up = Some(why),
+            None => return Err(EngineError::Io(e)),
+        },
     }
     lp.finish();
     Ok(lp.out)
 }
 
-/// The peer's port closed (ICMP unreachable) or its connection ended.
-fn is_gone(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        ErrorKind::ConnectionRefused | ErrorKind::ConnectionReset | ErrorKind::UnexpectedEof | ErrorKind::BrokenPipe
-    )
+/// Errors that say the peer is gone: unreachable (ICMP port, host or network unreachable)
+/// or its TCP connection ended.
+fn gone(e: &io::Error) -> Option<GaveUp> {
+    match e.kind() {
+        ErrorKind::ConnectionRefused | ErrorKind::HostUnreachable | ErrorKind::NetworkUnreachable => {
+            Some(GaveUp::Unreachable)
+        }
+        ErrorKind::ConnectionReset | ErrorKind::UnexpectedEof | ErrorKind::BrokenPipe => Some(GaveUp::Closed),
+        _ => None,
+    }
 }
 
 impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
@@ -251,7 +264,7 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
                             break;
                         }
                     }
-                    Err(e) if is_gone(&e) => return Err(EngineError::NoResponder { refused: true }),
+                    Err(e) if gone(&e).is_some() => return Err(EngineError::NoResponder { refused: true }),
                     Err(e) => return Err(EngineError::Io(e)),
                 }
                 if self.discovery_done() {
@@ -282,6 +295,9 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
         self.measure_start_ns = now;
         self.out.measure_start_seq = seq;
         self.out.warmup_sent = seq;
+        for r in &mut self.out.responders {
+            r.stats.begin_measure(seq);
+        }
     }
 
     /// Moves from warm-up to measurement when the warm-up bound is reached; true once the
@@ -300,14 +316,25 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
 
     fn send(&mut self, seq: u64, t1: u64) -> io::Result<()> {
         probe::stamp(&mut self.send_buf, seq, t1);
+        self.next_seq = seq + 1;
         self.io.send(&self.send_buf)
+    }
+
+    fn gave_up(&self) -> bool {
+        self.out.gave_up.is_some()
+    }
+
+    /// Closed loop: the replies to the probe before `seq` are all in (from every responder
+    /// the loop waits for).
+    fn all_answered(&self, seq: u64) -> bool {
+        self.out.responders.iter().all(|x| x.answered >= seq || !Patience::waits_for(x.answered, seq))
     }
 
     fn closed(&mut self, start: u64) -> io::Result<()> {
         let mut seq = 0u64;
         let mut now = start;
         loop {
-            if self.stopped() || self.silent || self.advance_phase(seq, now) {
+            if self.stopped() || self.gave_up() || self.advance_phase(seq, now) {
                 break;
             }
             if seq & CPU_SAMPLE_MASK == 0 {
@@ -316,15 +343,17 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
             let t1 = self.clock.now_ns();
             self.send(seq, t1)?;
             seq += 1;
-            let deadline = t1 + self.cfg.timeout_ns;
+            let mut deadline = self.patience.deadline(t1, None);
+            let mut first_reply = true;
             while let Some(r) = self.io.recv_until(&mut self.recv_buf, deadline)? {
                 self.on_datagram(r.len, r.from, r.at_ns);
-                if self.out.responders.iter().all(|x| x.answered == seq || x.missed >= GIVE_UP_AFTER) {
+                if self.all_answered(seq) {
                     break;
                 }
-            }
-            for x in &mut self.out.responders {
-                x.missed = if x.answered == seq { 0 } else { x.missed.saturating_add(1) };
+                if first_reply && self.out.responders.iter().any(|x| x.answered == seq) {
+                    first_reply = false;
+                    deadline = self.patience.deadline(t1, Some(r.at_ns));
+                }
             }
             now = self.clock.now_ns();
             self.check_silence(now);
@@ -338,7 +367,7 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
         let mut seq = 0u64;
         let mut now = start;
         loop {
-            if self.stopped() || self.silent {
+            if self.stopped() || self.gave_up() {
                 break;
             }
             let due = schedule.intended(seq);
@@ -359,12 +388,15 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
             self.check_silence(now);
         }
         self.record_sent(seq);
-        // Drain: replies to the last probes, until every responder answered everything or
-        // the last probe's timeout passed.
+        // Drain: replies to the last probes, until every responder still answering answered
+        // everything or the last probe's timeout passed.
         let end = now + self.cfg.timeout_ns;
         let want = self.out.sent + self.out.warmup_sent;
-        while !self.stopped() && !self.silent {
-            let all_in = self.out.responders.iter().all(|r| r.stats.received + r.stats.warmup_received >= want);
+        while !self.stopped() && !self.gave_up() {
+            let all_in =
+                self.out.responders.iter().all(|r| {
+                    r.stats.received + r.stats.warmup_received >= want || !Patience::waits_for(r.answered, seq)
+                });
             if all_in {
                 break;
             }
@@ -385,8 +417,9 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
     }
 
     fn check_silence(&mut self, now: u64) {
-        if now.saturating_sub(self.last_reply_ns) > self.cfg.silence_ns {
-            self.silent = true;
+        let quiet = now.saturating_sub(self.last_reply_ns);
+        if quiet > self.cfg.silence_ns {
+            self.out.gave_up = Some(GaveUp::Silence { for_ns: quiet });
         }
     }
 
@@ -413,17 +446,25 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
         } else {
             let first = if seq >= DISCOVERY_BASE { 0 } else { seq };
             let open = matches!(self.cfg.pacing, Pacing::Rate(_));
+            let mut stats = ResponderStats::new(open, first);
+            if self.measure_start != u64::MAX {
+                stats.begin_measure(self.measure_start);
+            }
             self.out.responders.push(Responder {
                 addr: from,
-                stats: ResponderStats::new(open, first),
-                window: SeqWindow::new(WINDOW),
-                answered: u64::MAX,
-                missed: 0,
+                stats,
+                window: SeqWindow::new(SEQ_WINDOW),
+                answered: self.next_seq,
+                last_heard_ns: at_ns,
+                stopped: None,
             });
             self.out.responders.len() - 1
         };
         self.last_reply_ns = at_ns;
+        self.out.responders[idx].last_heard_ns = at_ns;
         if seq >= DISCOVERY_BASE {
+            // Discovery replies teach the closed loop how long the responders take.
+            self.patience.on_round_trip(at_ns.saturating_sub(p.t1()));
             return;
         }
         let phase = self.phase_of(seq);
@@ -447,11 +488,12 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
                 }
             }
             Arrival::New => {
-                r.answered = seq + 1;
-                if let ReplyVerdict::OnTime { rtt_ns } = r.stats.on_reply(&obs, timeout)
-                    && phase == Phase::Measure
-                {
-                    self.on_interval_sample(rtt_ns, at_ns);
+                r.answered = r.answered.max(seq + 1);
+                if let ReplyVerdict::OnTime { rtt_ns } = r.stats.on_reply(&obs, timeout) {
+                    self.patience.on_round_trip(at_ns.saturating_sub(obs.t1));
+                    if phase == Phase::Measure {
+                        self.on_interval_sample(rtt_ns, at_ns);
+                    }
                 }
             }
         }
@@ -477,6 +519,15 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
         let end = self.clock.now_ns();
         self.out.end_ns = end;
         self.sample_cpu();
+        let end_seq = self.out.measure_start_seq + self.out.sent;
+        for r in &mut self.out.responders {
+            r.stats.finish(end_seq);
+            let (trailing, before) = (r.stats.runs.trailing(), r.stats.runs.longest_ended());
+            if self.patience.stopped(trailing, before, end.saturating_sub(r.last_heard_ns)) {
+                r.stopped =
+                    Some(Stopped { at_ns: r.last_heard_ns.saturating_sub(self.out.start_ns), unanswered: trailing });
+            }
+        }
         if let Some((begin, h)) = self.interval.take()
             && !h.is_empty()
         {
@@ -489,7 +540,7 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
         }
         if self.stopped() {
             self.out.outcome = Outcome::Interrupted;
-        } else if self.silent {
+        } else if self.gave_up() {
             self.out.outcome = Outcome::PeerSilent;
         }
     }

@@ -144,9 +144,11 @@ fn a_peer_that_dies_mid_run_exits_1_with_a_partial_report() {
         h.join().unwrap()
     });
     assert_eq!(r.code, 1, "{r:?}");
-    assert!(r.out.contains("stopped answering"), "{}", r.out);
+    // its port closed: the kernel says so (ICMP port unreachable), and that ends the run
+    assert!(r.out.contains("the target is unreachable (ICMP unreachable): gave up; results so far"), "{}", r.out);
     let report: Report = serde_json::from_value(read_json(&json)).unwrap();
     assert_eq!(report.outcome, Outcome::PeerSilent);
     let Results::Ping(p) = report.results else { panic!("a ping report") };
+    assert_eq!(p.gave_up, Some(wirebench_core::report::GaveUp::Unreachable));
     assert!(p.responders[0].received >= 2_000);
 }
