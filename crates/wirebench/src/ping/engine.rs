@@ -388,20 +388,35 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
             self.check_silence(now);
         }
         self.record_sent(seq);
-        // Drain: replies to the last probes, until every responder still answering answered
-        // everything or the last probe's timeout passed.
+        // Drain: replies to the last probes, until every responder answered everything or
+        // the last probe's timeout passed. With several responders, one silent for longer
+        // than the grace has stopped answering and is not waited for.
         let end = now + self.cfg.timeout_ns;
         let want = self.out.sent + self.out.warmup_sent;
+        let several = self.out.responders.len() > 1;
         while !self.stopped() && !self.gave_up() {
-            let all_in =
-                self.out.responders.iter().all(|r| {
-                    r.stats.received + r.stats.warmup_received >= want || !Patience::waits_for(r.answered, seq)
-                });
+            let (now, grace) = (self.clock.now_ns(), self.patience.grace_ns());
+            let mut until = end;
+            let mut all_in = true;
+            for r in &self.out.responders {
+                if r.stats.received + r.stats.warmup_received >= want {
+                    continue;
+                }
+                let gives_up_at = r.last_heard_ns.saturating_add(grace);
+                if several && now >= gives_up_at {
+                    continue;
+                }
+                all_in = false;
+                if several {
+                    until = until.min(gives_up_at);
+                }
+            }
             if all_in {
                 break;
             }
-            match self.io.recv_until(&mut self.recv_buf, end)? {
+            match self.io.recv_until(&mut self.recv_buf, until)? {
                 Some(r) => self.on_datagram(r.len, r.from, r.at_ns),
+                None if until < end => {}
                 None => break,
             }
         }

@@ -163,6 +163,35 @@ fn a_multicast_responder_that_loses_one_reply_is_still_waited_for() {
     }
 }
 
+#[test]
+fn open_loop_drains_every_reply_still_in_flight() {
+    // 20 ms round trip at 10k/s: 200 probes are in flight when the last one is sent.
+    let (mut l, clock) = link(vec![responder(1, 10_000, 10_000)], 1);
+    let mut c = cfg(2_000, 1_000_000);
+    c.pacing = Pacing::Rate(MsgRate::new(10_000.0).unwrap());
+    let out = run(&mut l, &clock, &c);
+    let r = &out.responders[0];
+    assert_eq!((r.stats.received, r.stats.lost(out.sent, out.measure_start_seq), r.stopped), (2_000, 0, None));
+}
+
+#[test]
+fn open_loop_does_not_wait_out_a_dead_responder_at_the_end() {
+    let (mut l, clock) = link(vec![responder(1, 10, 10), responder(2, 20, 20)], 1);
+    l.mute_from = vec![u64::MAX, 501];
+    let mut c = cfg(2_000, 1_000_000);
+    c.pacing = Pacing::Rate(MsgRate::new(10_000.0).unwrap());
+    c.multicast = true;
+    c.expect_responders = Some(2);
+    let out = run(&mut l, &clock, &c);
+    let (alive, dead) = (&out.responders[0], &out.responders[1]);
+    assert_eq!((alive.stats.received, dead.stats.received), (2_000, 499));
+    assert_eq!(dead.stopped.map(|s| s.unanswered), Some(1_501));
+    // Sending ends when the 2001st probe would be due (200 ms); the live responder's last
+    // replies were in by then, and the dead one's 1 s timeout was not waited out.
+    let took = wirebench_net::io::Clock::now_ns(&clock) - out.start_ns;
+    assert!(took < 200_000_000 + 100_000, "{took}");
+}
+
 /// Drops the probes of sends `drop.0..drop.1` (1-based, discovery included).
 struct DropSends {
     inner: FakeLink,
