@@ -13,18 +13,19 @@
 //! closes, or nothing at all came back for `silence_ns` (`--give-up-after`). With several
 //! responders, how long the closed loop waits for each follows `latency::Patience`.
 
+mod replies;
+
 use std::io::{self, ErrorKind};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use wirebench_core::latency::{self, Interval, Patience, Phase, ReplyObs, ReplyVerdict, ResponderStats, SEQ_WINDOW};
+use wirebench_core::latency::{self, Interval, Patience, Phase, ResponderStats};
 use wirebench_core::report::{GaveUp, Outcome, Stopped};
 use wirebench_core::schedule::{Pacing, Schedule, Slip, Stop};
-use wirebench_core::seq::{Arrival, SeqWindow};
-use wirebench_core::wire::Kind;
-use wirebench_core::wire::probe::{self, Probe};
+use wirebench_core::seq::SeqWindow;
+use wirebench_core::wire::probe;
 use wirebench_net::io::{Clock, ProbeIo};
 
 /// Sequence numbers of discovery probes: far above any real run, so their replies can
@@ -205,7 +206,11 @@ pub fn run<I: ProbeIo, C: Clock>(
     match r {
         Ok(()) => {}
         Err(e) => match gone(&e) {
-            Some(why) => lp.out.gave_up = Some(why),
+            Some(why) => {
+                // The loop ended on the error, before counting what it sent.
+                lp.record_sent(lp.next_seq);
+                lp.out.gave_up = Some(why);
+            }
             None => return Err(EngineError::Io(e)),
         },
     }
@@ -316,8 +321,9 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
 
     fn send(&mut self, seq: u64, t1: u64) -> io::Result<()> {
         probe::stamp(&mut self.send_buf, seq, t1);
+        self.io.send(&self.send_buf)?;
         self.next_seq = seq + 1;
-        self.io.send(&self.send_buf)
+        Ok(())
     }
 
     fn gave_up(&self) -> bool {
@@ -442,92 +448,6 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
         if let Some(c) = (self.cfg.cpu_probe)().filter(|&c| c < 128) {
             self.out.cpus_seen |= 1 << c;
         }
-    }
-
-    /// Accounts one datagram: a reply to this session from a known or new responder, or
-    /// something to ignore.
-    fn on_datagram(&mut self, len: usize, from: SocketAddr, at_ns: u64) {
-        let Ok(p) = Probe::parse(&self.recv_buf[..len]) else {
-            self.out.ignored += 1;
-            return;
-        };
-        if p.kind() != Kind::Reply || p.session() != self.cfg.session {
-            self.out.ignored += 1;
-            return;
-        }
-        let seq = p.seq();
-        let idx = if let Some(i) = self.out.responders.iter().position(|r| r.addr == from) {
-            i
-        } else {
-            let first = if seq >= DISCOVERY_BASE { 0 } else { seq };
-            let open = matches!(self.cfg.pacing, Pacing::Rate(_));
-            let mut stats = ResponderStats::new(open, first);
-            if self.measure_start != u64::MAX {
-                stats.begin_measure(self.measure_start);
-            }
-            self.out.responders.push(Responder {
-                addr: from,
-                stats,
-                window: SeqWindow::new(SEQ_WINDOW),
-                answered: self.next_seq,
-                last_heard_ns: at_ns,
-                stopped: None,
-            });
-            self.out.responders.len() - 1
-        };
-        self.last_reply_ns = at_ns;
-        self.out.responders[idx].last_heard_ns = at_ns;
-        if seq >= DISCOVERY_BASE {
-            // Discovery replies teach the closed loop how long the responders take.
-            self.patience.on_round_trip(at_ns.saturating_sub(p.t1()));
-            return;
-        }
-        let phase = self.phase_of(seq);
-        let intended = self.schedule.map(|s| s.intended(seq));
-        let obs = ReplyObs {
-            seq,
-            phase,
-            t1: p.t1(),
-            t4: at_ns,
-            intended,
-            responder: p.responder_times(),
-            wall_minus_mono: self.cfg.wall_minus_mono,
-        };
-        let timeout = self.cfg.timeout_ns;
-        let r = &mut self.out.responders[idx];
-        match r.window.on_seq(seq) {
-            Arrival::Duplicate => r.stats.on_duplicate(),
-            Arrival::TooOld => {
-                if phase == Phase::Measure {
-                    r.stats.late += 1;
-                }
-            }
-            Arrival::New => {
-                r.answered = r.answered.max(seq + 1);
-                if let ReplyVerdict::OnTime { rtt_ns } = r.stats.on_reply(&obs, timeout) {
-                    self.patience.on_round_trip(at_ns.saturating_sub(obs.t1));
-                    if phase == Phase::Measure {
-                        self.on_interval_sample(rtt_ns, at_ns);
-                    }
-                }
-            }
-        }
-    }
-
-    fn on_interval_sample(&mut self, rtt_ns: u64, at_ns: u64) {
-        let Some((begin, h)) = self.interval.as_mut() else { return };
-        if at_ns >= *begin + INTERVAL_NS {
-            let start = Duration::from_nanos(*begin - self.out.start_ns);
-            self.out.intervals.push(Interval {
-                start,
-                length: Duration::from_nanos(INTERVAL_NS),
-                histogram: h.clone(),
-            });
-            h.reset();
-            // Skip empty seconds rather than log them.
-            *begin += (at_ns - *begin) / INTERVAL_NS * INTERVAL_NS;
-        }
-        latency::record(h, rtt_ns);
     }
 
     fn finish(&mut self) {

@@ -150,5 +150,9 @@ fn a_peer_that_dies_mid_run_exits_1_with_a_partial_report() {
     assert_eq!(report.outcome, Outcome::PeerSilent);
     let Results::Ping(p) = report.results else { panic!("a ping report") };
     assert_eq!(p.gave_up, Some(wirebench_core::report::GaveUp::Unreachable));
-    assert!(p.responders[0].received >= 2_000);
+    let r = &p.responders[0];
+    assert!(r.received >= 2_000);
+    // what was sent until the end is counted (it used to be 0 when the run ended on the error)
+    assert!(p.sent >= r.received && p.sent <= r.received + 2, "{} sent, {} received", p.sent, r.received);
+    assert_eq!(r.lost, p.sent - r.received);
 }
