@@ -7,7 +7,7 @@ use std::time::Instant;
 use wirebench::Shutdown;
 use wirebench_core::report::{Outcome, Report, Results};
 
-use crate::support::{read_json, serve, wirebench, wirebench_with};
+use crate::support::{assert_valid_report, read_json, serve, wirebench, wirebench_with};
 
 #[test]
 fn bad_input_exits_2_with_one_line() {
@@ -146,7 +146,9 @@ fn a_peer_that_dies_mid_run_exits_1_with_a_partial_report() {
     assert_eq!(r.code, 1, "{r:?}");
     // its port closed: the kernel says so (ICMP port unreachable), and that ends the run
     assert!(r.out.contains("the target is unreachable (ICMP unreachable): gave up; results so far"), "{}", r.out);
-    let report: Report = serde_json::from_value(read_json(&json)).unwrap();
+    let v = read_json(&json);
+    assert_valid_report(&v);
+    let report: Report = serde_json::from_value(v).unwrap();
     assert_eq!(report.outcome, Outcome::PeerSilent);
     let Results::Ping(p) = report.results else { panic!("a ping report") };
     assert_eq!(p.gave_up, Some(wirebench_core::report::GaveUp::Unreachable));
