@@ -15,7 +15,7 @@ pub const ANON_MAX_RATE: &str = "100mbit";
 /// Default: sessions at once.
 pub const MAX_SESSIONS: u32 = 64;
 /// Default: sessions at once from one source address.
-pub const MAX_SESSIONS_PER_SOURCE: u32 = 4;
+pub const MAX_SESSIONS_PER_SOURCE: u32 = 16;
 /// Default: bytes all sessions together may hold, MiB.
 pub const MEMORY_BUDGET_MIB: u64 = 256;
 /// Default: TCP connections at once (lowered to fit the open-file limit).
