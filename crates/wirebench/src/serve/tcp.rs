@@ -117,7 +117,9 @@ impl Conn {
             return;
         }
         let (first_within, idle) = (cfg.first_frame_timeout, cfg.idle_timeout);
-        let mut buf = vec![0u8; 4 * probe::MAX_LEN];
+        // Two of the largest frames: a partial frame (< MAX_LEN) moved to the front always
+        // leaves room for a whole one. 128 KiB a connection, touched only as frames arrive.
+        let mut buf = vec![0u8; 2 * probe::MAX_LEN];
         let (mut start, mut end) = (0usize, 0usize);
         let mut spinner = Spinner::new();
         let mut first = true;

@@ -220,15 +220,16 @@ fn a_tiny_rate_reverse_stream_stops_within_a_second() {
 }
 
 /// Issue 10, defect 4: a control frame stalled part-way, a probe client that never reads its
-/// replies, and a forward TCP session with one byte of a frame: a stop ends serve within a
-/// second with all three held.
+/// replies, and forward TCP sessions holding one byte of a frame or part of a finish: a stop
+/// ends serve within a second with all of them held.
 #[test]
 fn stalled_clients_do_not_hold_a_stop() {
     let srv = serve_with(|_| {});
     let addr = srv.local_addr();
-    // 1: four bytes of a control header.
+    // 1: a control header declaring 30 bytes, then 3 of them.
     let mut stalled = TcpStream::connect(addr).unwrap();
-    stalled.write_all(&wirebench_core::wire::control::header(30)[..4]).unwrap();
+    stalled.write_all(&wirebench_core::wire::control::header(30)).unwrap();
+    stalled.write_all(b"{\"t").unwrap();
     // 2: probes of 64 KB, never read: serve's writes fill both buffers and block.
     let mut deaf = TcpStream::connect(addr).unwrap();
     let mut p = vec![0u8; probe::MAX_LEN];
@@ -243,10 +244,14 @@ fn stalled_clients_do_not_hold_a_stop() {
             }
         })
     };
-    // 3: a forward TCP session, then one byte of a data frame.
+    // 3: a forward TCP session, then one byte of a data frame; 4: another, then the first
+    // bytes of a control frame (its finish) and nothing more.
     let (mut one, m) = start(addr, &request(Direction::Forward, StreamProto::Tcp, 1, None), None);
     assert!(matches!(m, Control::Ready { .. }), "{m:?}");
     one.write_all(&[0x57]).unwrap();
+    let (mut cut, m) = start(addr, &request(Direction::Forward, StreamProto::Tcp, 1, None), None);
+    assert!(matches!(m, Control::Ready { .. }), "{m:?}");
+    cut.write_all(&wirebench_core::wire::control::header(20)[..5]).unwrap();
     // Serve is stuck writing to the deaf client once its answered count stops moving.
     until("serve blocked on the deaf client", 20 * SECOND, || {
         let n = srv.counters().tcp_probes;

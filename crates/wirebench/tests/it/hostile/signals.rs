@@ -72,8 +72,8 @@ impl Drop for Serve {
     }
 }
 
-/// Every stall of issue 10 at once: a control header cut short, a probe client that never
-/// reads, a forward session holding one byte of a frame, and a reverse stream at the slowest
+/// Every stall of issue 10 at once: a control frame cut short, a probe client that never
+/// reads, a forward session holding part of a frame, and a reverse stream at the slowest
 /// rate (UDP and TCP). SIGINT and SIGTERM each end serve within a second, exit 0, and print
 /// the counters.
 #[test]
@@ -83,7 +83,8 @@ fn sigint_and_sigterm_exit_within_a_second_whatever_the_clients_do() {
         let addr = srv.addr;
         let mut held = Vec::new();
         let mut stalled = TcpStream::connect(addr).unwrap();
-        stalled.write_all(&wirebench_core::wire::control::header(30)[..5]).unwrap();
+        stalled.write_all(&wirebench_core::wire::control::header(30)).unwrap();
+        stalled.write_all(b"{\"t").unwrap();
         held.push(stalled);
         let deaf = TcpStream::connect(addr).unwrap();
         let mut deaf_w = deaf.try_clone().unwrap();
@@ -99,7 +100,7 @@ fn sigint_and_sigterm_exit_within_a_second_whatever_the_clients_do() {
         held.push(deaf);
         let (mut one, m) = start(addr, &request(Direction::Forward, StreamProto::Tcp, 1, None), None);
         assert!(matches!(m, Control::Ready { .. }), "{m:?}");
-        one.write_all(&[0x57]).unwrap();
+        one.write_all(&wirebench_core::wire::control::header(20)[..5]).unwrap();
         held.push(one);
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
         let slow = Some(MIN_RATE_PER_S);
