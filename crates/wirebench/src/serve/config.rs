@@ -145,6 +145,9 @@ impl Config {
         if a.token.as_deref().is_some_and(str::is_empty) {
             return Err(UsageError("--token is empty".into()));
         }
+        if a.max_duration.0.is_zero() || a.idle_timeout.0.is_zero() {
+            return Err(UsageError("--max-duration and --idle-timeout must be above 0".into()));
+        }
         if a.max_sessions == 0 || a.max_sessions_per_source == 0 || a.max_connections == 0 {
             return Err(UsageError(
                 "--max-sessions, --max-sessions-per-source and --max-connections take 1 or more".into(),

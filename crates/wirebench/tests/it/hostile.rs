@@ -315,11 +315,19 @@ fn a_refused_client_is_told_why() {
     assert!(srv.stop().refused_connections >= 2);
 }
 
-/// Issue 9/10: `--ttl 0` and `--ttl 256` are usage errors.
+/// Issue 9/10: `--ttl 0` and `--ttl 256` are usage errors, and so are limits of 0.
 #[test]
-fn serve_refuses_ttl_0_and_256() {
-    for ttl in ["0", "256"] {
-        let r = wirebench(&["serve", "--ttl", ttl]);
-        assert_eq!(r.code, 2, "--ttl {ttl}: {r:?}");
+fn serve_refuses_ttl_0_and_256_and_zero_limits() {
+    for bad in [
+        &["--ttl", "0"][..],
+        &["--ttl", "256"],
+        &["--max-duration", "0s"],
+        &["--idle-timeout", "0s"],
+        &["--max-sessions", "0"],
+        &["--max-connections", "0"],
+        &["--token", ""],
+    ] {
+        let r = wirebench(&[&["serve", "--listen", "127.0.0.1:0"][..], bad].concat());
+        assert_eq!(r.code, 2, "{bad:?}: {r:?}");
     }
 }

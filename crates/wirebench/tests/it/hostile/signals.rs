@@ -1,5 +1,6 @@
 //! The real binary under SIGINT and SIGTERM with hostile clients attached, and out of file
-//! descriptors: it exits 0 within a second, prints its counters, and does not spin.
+//! descriptors: it exits 0 within a second, prints its counters, and does not spin; and its
+//! memory under forward sessions stays inside the budget.
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
@@ -54,6 +55,13 @@ impl Serve {
             assert!(t.elapsed() < Duration::from_secs(5), "serve still running 5 s after {sig}");
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+
+    /// Resident memory, KiB.
+    fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
     }
 
     /// User + system CPU time so far, clock ticks.
@@ -140,4 +148,50 @@ fn out_of_file_descriptors_the_acceptor_does_not_spin() {
     let (_, code, out) = srv.signal(Signal::SIGTERM);
     assert_eq!(code, Some(0));
     assert!(out.contains("accept errors"), "{out}");
+}
+
+/// Issue 10, defect 5: forward sessions whose 64 publishers' windows are all written (a
+/// sequence jump wider than the window) stay inside the memory budget: 32 MiB admits three
+/// such sessions of about 9.2 MiB, and serve's RSS grows by about that, not by 8.4 MiB for
+/// every session asked for (before the budget, all 20 were admitted).
+#[test]
+fn forward_session_memory_stays_inside_the_budget() {
+    use wirebench_core::wire::stream;
+    let srv = Serve::start(&[], &["--memory-budget", "32", "--max-sessions-per-source", "100"]);
+    let before = srv.rss_kib();
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut held = Vec::new();
+    let mut admitted = 0;
+    for i in 0..20u64 {
+        let mut r = request(Direction::Forward, StreamProto::Udp, 64, None);
+        r.session = 100 + i;
+        let (c, m) = start(srv.addr, &r, None);
+        held.push(c);
+        let Control::Ready { data_port, .. } = m else {
+            assert!(matches!(&m, Control::Error { message } if message.contains("memory budget")), "{m:?}");
+            continue;
+        };
+        admitted += 1;
+        let mut d = [0u8; 64];
+        for p in 0..64 {
+            stream::init(&mut d, r.session, p);
+            for seq in [0, 1 << 21] {
+                stream::stamp(&mut d, seq, 0);
+                tx.send_to(&d, ("127.0.0.1", data_port)).unwrap();
+            }
+        }
+    }
+    assert_eq!(admitted, 3, "32 MiB holds three sessions of 64 publishers");
+    // Wait until the receivers have written their windows (RSS stops growing), bounded.
+    let mut last = 0;
+    super::raw::until("serve's RSS to settle", Duration::from_secs(10), || {
+        let now = srv.rss_kib();
+        let settled = now == last;
+        last = now;
+        std::thread::park_timeout(Duration::from_millis(200));
+        settled
+    });
+    let grew_mib = (srv.rss_kib().saturating_sub(before)) / 1024;
+    assert!(grew_mib < 48, "serve grew {grew_mib} MiB for a 32 MiB budget");
+    drop(held);
 }
