@@ -10,7 +10,7 @@ use anyhow::{Context as _, anyhow, bail};
 use wirebench_core::auth::Key;
 use wirebench_core::report::{IntervalRow, ReceiverResult, SenderResult};
 use wirebench_core::stream::StreamCounts;
-use wirebench_core::wire::control::{Control, PublisherCounts, StreamRequest};
+use wirebench_core::wire::control::{Control, Direction, Granted, PublisherCounts, StreamRequest};
 use wirebench_core::wire::handshake;
 
 use crate::control;
@@ -50,23 +50,44 @@ pub(super) type Event = (usize, Control);
 /// Connects to `addr`, asks for the stream, and waits for `Ready`. Returns the connection
 /// and the UDP data port and granted receive buffer.
 pub(super) fn start(addr: SocketAddr, req: &StreamRequest) -> anyhow::Result<(TcpStream, u16, usize)> {
-    start_with(addr, req, None)
+    start_with(addr, req, None, &mut Vec::new())
 }
 
 /// [`start`] for a run that receives reverse UDP data on `knock_from`: serve sends only to
-/// the port its knock came from, so the knock goes from that socket.
+/// the port its knock came from, so the knock goes from that socket. A serve that will send
+/// slower than asked (its rate cap) adds a line to `warnings`.
 pub(super) fn start_with(
     addr: SocketAddr,
     req: &StreamRequest,
     knock_from: Option<&UdpSocket>,
+    warnings: &mut Vec<String>,
 ) -> anyhow::Result<(TcpStream, u16, usize)> {
+    let (conn, port, rcvbuf, granted) = start_granted(addr, req, knock_from)?;
+    if req.direction != Direction::Forward
+        && let Some(g) = granted.rate_per_s
+        && req.rate_per_s.is_none_or(|asked| g < asked)
+    {
+        let asked = req.rate_per_s.map_or_else(|| "flat out".into(), rate_words);
+        warnings.push(format!(
+            "{addr} sends at most {} per publisher (its cap for this session; asked {asked}): serve --max-rate or a token raises it",
+            rate_words(g)
+        ));
+    }
+    Ok((conn, port, rcvbuf))
+}
+
+fn start_granted(
+    addr: SocketAddr,
+    req: &StreamRequest,
+    knock_from: Option<&UdpSocket>,
+) -> anyhow::Result<(TcpStream, u16, usize, Granted)> {
     let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
         .with_context(|| format!("cannot connect to {addr}: is `wirebench serve` running there?"))?;
     conn.set_nodelay(true)?;
     conn.set_read_timeout(Some(Duration::from_secs(10)))?;
     handshake(&mut conn, addr, req)?;
     match control::recv(&mut conn) {
-        Ok(Control::Ready { data_port, rcvbuf, .. }) => Ok((conn, data_port, rcvbuf)),
+        Ok(Control::Ready { data_port, rcvbuf, granted }) => Ok((conn, data_port, rcvbuf, granted)),
         Ok(Control::Knock { port, secret }) => {
             let sock = knock_from.ok_or_else(|| anyhow!("{addr} asked for a knock this run does not need"))?;
             let secret: [u8; handshake::SECRET_LEN] = handshake::unhex(&secret)
@@ -95,10 +116,10 @@ pub(super) fn start_with(
     }
 }
 
-fn after_knock(conn: TcpStream, addr: SocketAddr, m: Control) -> anyhow::Result<(TcpStream, u16, usize)> {
+fn after_knock(conn: TcpStream, addr: SocketAddr, m: Control) -> anyhow::Result<(TcpStream, u16, usize, Granted)> {
     conn.set_read_timeout(Some(Duration::from_secs(10)))?;
     match m {
-        Control::Ready { data_port, rcvbuf, .. } => Ok((conn, data_port, rcvbuf)),
+        Control::Ready { data_port, rcvbuf, granted } => Ok((conn, data_port, rcvbuf, granted)),
         Control::Error { message } => bail!("{addr} refused the stream: {message}"),
         other => bail!("{addr} answered {other:?} to a knock"),
     }

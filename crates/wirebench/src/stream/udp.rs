@@ -129,7 +129,7 @@ pub(super) fn run(cfg: &Config, spec: &RunSpec, session: u64, ctx: &mut Ctx<'_>)
             client_port: None,
             group: cfg.group,
         };
-        let (conn, data_port, rcvbuf) = session::start_with(target, &req, knock_from.as_ref())?;
+        let (conn, data_port, rcvbuf) = session::start_with(target, &req, knock_from.as_ref(), &mut out.warnings)?;
         if forward && rcvbuf > 0 && rcvbuf < STREAM_BUFFER {
             out.warnings.push(format!(
                 "{target}: receive buffer capped at {rcvbuf} bytes: sysctl -w net.core.rmem_max={STREAM_BUFFER}"

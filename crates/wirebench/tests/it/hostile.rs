@@ -55,6 +55,17 @@ fn the_rate_cap_is_on_the_session_total() {
     drop(srv);
 }
 
+/// A client capped by serve is told so (the run's warnings), not left to wonder.
+#[test]
+fn a_capped_client_is_told_the_granted_rate() {
+    let srv = serve_with(|c| c.max_rate = Some(StreamRate::Bits(10e6)));
+    let target = srv.local_addr().to_string();
+    let r = wirebench(&["stream", &target, "--reverse", "--count", "100", "--rate", "10k/s", "--size", "1250"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.out.contains("sends at most 1.0k msg/s per publisher"), "{}", r.out);
+    drop(srv);
+}
+
 /// Issue 10, defect 3: the CLI's defaults cap anonymous sessions (100 Mbit/s, 64 sessions, 16
 /// per address, 256 MiB) and serve streams only on loopback without a token or `--open`.
 #[test]
