@@ -8,12 +8,12 @@
 
 use std::io;
 use std::net::TcpStream;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use wirebench_core::budget::{self, Grant};
+use wirebench_core::budget::{self, Grant, Ledger, Ticket};
 use wirebench_core::wire::control::{self, Control, Direction, StreamProto, StreamRequest};
 use wirebench_core::wire::handshake::{self, NONCE_LEN};
 
@@ -93,13 +93,26 @@ pub(super) fn handle(mut conn: TcpStream, prefix: &[u8], shared: &Shared) {
         }
         Err(_) => return,
     };
+    let _held = Held { ledger: &shared.ledger, ticket: Some(ticket) };
     c.streams.fetch_add(1, Ordering::Relaxed);
     if super::stream::run(conn, &admitted, shared).is_err() {
         // The client went away mid-session, or stopped reading, or sent what is not ours.
         Counters::bump(&c.control_errors);
     }
-    if let Ok(mut l) = shared.ledger.lock() {
-        l.release(ticket);
+}
+
+/// A session's share of the budget, given back when the session ends however it ends (a
+/// panicking session thread included).
+struct Held<'a> {
+    ledger: &'a Mutex<Ledger>,
+    ticket: Option<Ticket>,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if let (Some(t), Ok(mut l)) = (self.ticket.take(), self.ledger.lock()) {
+            l.release(t);
+        }
     }
 }
 
@@ -227,7 +240,10 @@ impl SessionStop {
 }
 
 impl Drop for SessionStop {
+    /// The session is over, however it ended (an early error return included): whatever
+    /// still watches the flag stops.
     fn drop(&mut self) {
+        self.flag.store(true, Ordering::Relaxed);
         self.done.store(true, Ordering::Relaxed);
         if let Some(h) = self.watcher.take() {
             h.thread().unpark();
