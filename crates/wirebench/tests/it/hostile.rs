@@ -120,7 +120,7 @@ fn sessions_per_source_are_capped() {
 fn the_memory_budget_refuses_sessions() {
     let srv = serve_with(|c| {
         c.budget.per_source = 100;
-        c.budget.bytes = 16 << 20; // one 64-publisher session (about 9.2 MiB), not two
+        c.budget.bytes = 16 << 20; // one 64-publisher session (9.1 MiB), not two
     });
     let req = request(Direction::Forward, StreamProto::Udp, 64, None);
     let (_a, m) = start(srv.local_addr(), &req, None);

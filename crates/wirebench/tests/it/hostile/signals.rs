@@ -152,7 +152,7 @@ fn out_of_file_descriptors_the_acceptor_does_not_spin() {
 
 /// Issue 10, defect 5: forward sessions whose 64 publishers' windows are all written (a
 /// sequence jump wider than the window) stay inside the memory budget: 32 MiB admits three
-/// such sessions of about 9.2 MiB, and serve's RSS grows by about that, not by 8.4 MiB for
+/// such sessions of 9.1 MiB, and serve's RSS grows by about that, not by 8.4 MiB for
 /// every session asked for (before the budget, all 20 were admitted).
 #[test]
 fn forward_session_memory_stays_inside_the_budget() {
