@@ -21,6 +21,7 @@ mod error;
 pub mod fake;
 pub mod iface;
 pub mod io;
+mod mmsg;
 pub mod multicast;
 pub mod pin;
 pub mod pmtu;
