@@ -17,6 +17,7 @@ use std::net::SocketAddrV4;
 use serde::{Deserialize, Serialize};
 
 use super::{DecodeError, Kind, MAGIC, VERSION};
+use crate::snmp::Snmp;
 use crate::stream::StreamCounts;
 
 /// Control frame header size.
@@ -146,6 +147,17 @@ pub enum Control {
         received: Vec<PublisherCounts>,
         /// Sent per publisher (reverse).
         sent: Vec<u64>,
+        /// Reverse: how long serve's sending took (first send to the end of the last), ns,
+        /// the time base of the run's rates (0 from an older serve).
+        #[serde(default)]
+        send_ns: u64,
+        /// Forward: datagrams on the session's socket that were not its stream messages.
+        #[serde(default)]
+        foreign: u64,
+        /// Forward UDP: serve's host's kernel counters over the session (the difference of
+        /// `/proc/net/snmp`'s `Udp` and `Tcp` tables; host-wide).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kernel: Option<Snmp>,
     },
     /// Either way: a refusal or failure, in words.
     Error {

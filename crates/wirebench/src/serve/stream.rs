@@ -106,6 +106,7 @@ fn udp_session(conn: &mut TcpStream, req: &StreamRequest, cfg: &Config, shutdown
     let mut receiver: Option<JoinHandle<io::Result<Accounts>>> = None;
     let mut data_port = 0;
     let mut rcvbuf = 0;
+    let mut kernel_before = None;
     if req.direction != Direction::Reverse {
         let sock = match req.group {
             Some(g) => multicast::group_receiver(g, cfg.interface).map_err(io::Error::other)?,
@@ -116,11 +117,14 @@ fn udp_session(conn: &mut TcpStream, req: &StreamRequest, cfg: &Config, shutdown
         data_port = sock.local_addr()?.port();
         let (p, a) = (progress.clone(), abort.clone());
         let (session, pubs) = (req.session, req.publishers);
+        // GRO on before `ready`: datagrams queued before it would be split one by one.
+        let mut rx = UdpBatchReceiver::new(sock);
         receiver = Some(std::thread::spawn(move || {
             let mut acc = Accounts::new(session, pubs);
-            recv::udp(&mut UdpBatchReceiver::new(sock), &mut acc, &p, &a)?;
+            recv::udp(&mut rx, &mut acc, &p, &a)?;
             Ok(acc)
         }));
+        kernel_before = wirebench_net::snmp::read();
     }
     let mut senders = Vec::new();
     if req.direction != Direction::Forward {
@@ -158,14 +162,20 @@ fn udp_session(conn: &mut TcpStream, req: &StreamRequest, cfg: &Config, shutdown
     if !finished {
         abort.store(true, Ordering::Relaxed);
     }
-    let sent: Vec<u64> =
-        senders.into_iter().map(|h| h.join().ok().and_then(Result::ok).map_or(0, |s| s.messages)).collect();
+    let sent: Vec<send::Sent> =
+        senders.into_iter().map(|h| h.join().ok().and_then(Result::ok).unwrap_or_default()).collect();
     progress.finish.store(true, Ordering::Relaxed);
-    let received = match receiver {
-        Some(h) => h.join().map_err(|_| io::Error::other("receiver panicked"))??.counts(),
-        None => Vec::new(),
+    let (received, foreign) = match receiver {
+        Some(h) => {
+            let acc = h.join().map_err(|_| io::Error::other("receiver panicked"))??;
+            (acc.counts(), acc.foreign)
+        }
+        None => (Vec::new(), 0),
     };
-    control::send(conn, &Control::Result { received: publishers(received), sent })
+    let kernel = kernel_before.zip(wirebench_net::snmp::read()).map(|(a, b)| b.since(&a, &["Udp", "Tcp"]));
+    let send_ns = send::span_of(&sent);
+    let sent = sent.iter().map(|s| s.messages).collect();
+    control::send(conn, &Control::Result { received: publishers(received), sent, send_ns, foreign, kernel })
 }
 
 fn tcp_forward(conn: &mut TcpStream, req: &StreamRequest, shutdown: &Shutdown) -> io::Result<()> {
@@ -179,9 +189,16 @@ fn tcp_forward(conn: &mut TcpStream, req: &StreamRequest, shutdown: &Shutdown) -
     let leftover = recv::tcp(conn, &mut acc, shutdown.flag(), &mut tick)?;
     let Some(prefix) = leftover else { return Ok(()) };
     match control::recv_after(&prefix, conn)? {
-        Control::Finish { .. } => {
-            control::send(conn, &Control::Result { received: publishers(acc.counts()), sent: vec![] })
-        }
+        Control::Finish { .. } => control::send(
+            conn,
+            &Control::Result {
+                received: publishers(acc.counts()),
+                sent: vec![],
+                send_ns: 0,
+                foreign: acc.foreign,
+                kernel: None,
+            },
+        ),
         _ => Err(io::Error::other("expected finish")),
     }
 }
@@ -204,8 +221,11 @@ fn tcp_reverse(mut conn: TcpStream, req: &StreamRequest, cfg: &Config, shutdown:
     });
     let spec = reverse_spec(req, cfg, 0);
     let sent = send::run(&mut TcpOut { conn: &mut conn, size: req.size }, &spec, &stop);
-    let messages = sent.as_ref().map_or(0, |s| s.messages);
-    let r = control::send(&mut conn, &Control::Result { received: vec![], sent: vec![messages] });
+    let (messages, send_ns) = sent.as_ref().map_or((0, 0), |s| (s.messages, s.send_ns()));
+    let r = control::send(
+        &mut conn,
+        &Control::Result { received: vec![], sent: vec![messages], send_ns, foreign: 0, kernel: None },
+    );
     stop.store(true, Ordering::Relaxed);
     let _ = watcher.join();
     sent.map(|_| ()).and(r)
