@@ -164,22 +164,15 @@ pub(super) fn run(
             out.peer_lost = Some(format!("a serve did not send its results within {RESULT_WAIT:?}"));
             break;
         }
-        match events.recv_timeout(Duration::from_millis(20)) {
-            Ok((k, at, Control::Interval { publishers })) => {
-                let c = session::total(&session::counts_of(&publishers));
-                conns[k].snaps.push((session::ns_since(t0, at), c));
-                let i = conns[k].target;
-                print_rows(cfg, ctx, live, &conns, i, &mut printed[i]);
-            }
-            Ok((k, at, m @ Control::Result { .. })) => conns[k].result = ServeResult::of(m, at),
-            Ok((k, _, Control::Error { message })) => {
-                out.peer_lost = Some(format!("{}: {message}", cfg.targets[conns[k].target]));
-                stop.store(true, Ordering::Relaxed);
-            }
-            Ok(_) | Err(_) => {}
+        if let Ok(ev) = events.recv_timeout(Duration::from_millis(20)) {
+            on_event(ev, &mut conns, &mut out, &mut printed, &Shown { cfg, live, t0 }, ctx, &stop);
         }
         let got: u64 = conns.iter().filter_map(|c| c.snaps.last()).map(|s| s.1.received).sum();
         live.done.store(got, Ordering::Relaxed);
+    }
+    // Threads that finished have sent everything they will (a reverse thread's result).
+    while let Ok(ev) = events.try_recv() {
+        on_event(ev, &mut conns, &mut out, &mut printed, &Shown { cfg, live, t0 }, ctx, &stop);
     }
     let end = Instant::now();
     let mut outs = Vec::new();
@@ -239,6 +232,40 @@ pub(super) fn run(
         });
     }
     Ok(out)
+}
+
+/// What the live lines need.
+struct Shown<'a> {
+    cfg: &'a Config,
+    live: &'a Live,
+    t0: Instant,
+}
+
+/// One control message of connection `k`: a snapshot (and the rows it completes), serve's
+/// result, or an error that ends the run.
+fn on_event(
+    (k, at, m): Event,
+    conns: &mut [Conn],
+    out: &mut RunOut,
+    printed: &mut [usize],
+    shown: &Shown<'_>,
+    ctx: &mut Ctx<'_>,
+    stop: &AtomicBool,
+) {
+    match m {
+        Control::Interval { publishers } => {
+            let c = session::total(&session::counts_of(&publishers));
+            conns[k].snaps.push((session::ns_since(shown.t0, at), c));
+            let i = conns[k].target;
+            print_rows(shown.cfg, ctx, shown.live, conns, i, &mut printed[i]);
+        }
+        m @ Control::Result { .. } => conns[k].result = ServeResult::of(m, at),
+        Control::Error { message } => {
+            out.peer_lost = Some(format!("{}: {message}", shown.cfg.targets[conns[k].target]));
+            stop.store(true, Ordering::Relaxed);
+        }
+        _ => {}
+    }
 }
 
 /// A target's snapshots: row `m` sums every connection's `m`-th, at the latest of their times.
