@@ -100,10 +100,11 @@ impl Printer<'_> {
         let life = *e.rx.counts();
         let since = life.since(&e.at_last_report);
         let who = name(&e.key);
-        self.block(
-            &Block { title: "Now", who: &who, c: &since, span_ns: now.saturating_sub(e.last_report_ns), size: e.size },
-            now,
-        );
+        let span_ns = now.saturating_sub(e.last_report_ns);
+        // The closing report right after a regular one: an empty Now block says nothing.
+        if since.received > 0 || since.duplicates > 0 || span_ns >= 1_000_000 {
+            self.block(&Block { title: "Now", who: &who, c: &since, span_ns, size: e.size }, now);
+        }
         let title = expired.map_or_else(|| "Lifetime".to_owned(), |s| format!("Lifetime (silent for {s}: forgotten)"));
         self.block(&Block { title: &title, who: &who, c: &life, span_ns: life.span_ns(), size: e.size }, now);
         e.at_last_report = life;
