@@ -10,6 +10,7 @@ mod fake; // the engine on the in-memory link: loss, lateness, CO correction, on
 mod hostile; // serve against hostile clients: numbers, caps, knocks, tokens, stalls, signals (issue 10)
 #[cfg(feature = "netns-tests")]
 mod lab; // the namespace harness: namespaces, veths and processes removed on drop
+mod listen; // listen: DatagramTest's gap lines, the publisher budget
 mod load; // WebSocket load against an in-process room: delay, thresholds, dead server (issue 4)
 mod mesh; // mesh agents on loopback: the matrix, views agreeing, peers coming and going, tokens, HTTP bounds
 #[cfg(feature = "netns-tests")]
@@ -22,5 +23,6 @@ mod proxy; // impairment proxy accuracy, loss, TCP rate, refusals; shape tc scri
 mod report; // text, HTML and --compare of saved runs; environment capture; bad input exits 2
 mod serve_noise; // 100,000 bad datagrams at serve during a ping
 mod stream; // stream and listen on loopback: complete, both sides, reverse only to the client
+mod stream_rates; // one time base, interval rows and live lines, kernel counters, input rules
 mod suite; // the suite's steps and files
 mod support; // in-process serve and CLI runs, the report schema
