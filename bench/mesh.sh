@@ -11,7 +11,9 @@
 #  2. Accuracy: two network namespaces on a veth pair, an agent in each; while they probe,
 #     `wirebench ping` runs between the same namespaces at the same rate to the same serve
 #     (UDP, then TCP), and sockperf ping-pong (--full-rtt, 64 B) at the same rate to its own
-#     server beside it, over the same interval; the matrix cell's p50 must be within 5 % of
+#     server beside it, both started at the start of an agent window and lasting exactly that
+#     window (the load of a shared machine moves within a minute, so the three must cover the
+#     same seconds), and that window is the cell read; the matrix cell's p50 must be within 5 % of
 #     ping's (from actual send); sockperf is the outside anchor. Every process in A runs on
 #     CPU 0 and every one in B on CPU 1: a blocking round trip on this machine kind is
 #     bimodal (a wake-up on the same vCPU or the other one), and unpinned tools land in
@@ -101,30 +103,41 @@ ip -n wbmeshA addr add 10.77.68.1/24 dev wbma0; ip -n wbmeshB addr add 10.77.68.
 for n in wbmeshA wbmeshB; do ip -n $n link set lo up; done
 ip -n wbmeshA link set wbma0 up; ip -n wbmeshB link set wbmb0 up
 ip netns exec wbmeshB taskset -c 1 $WB mesh agent --listen 10.77.68.2:7878 --http 10.77.68.2:9878 --peers 10.77.68.1:7878 \
-  --window 30s --rate 20/s >"$OUT/agentB.log" 2>&1 &
+  --window 20s --rate 20/s >"$OUT/agentB.log" 2>&1 &
 pids+=($!)
 ip netns exec wbmeshA taskset -c 0 $WB mesh agent --listen 10.77.68.1:7878 --http 10.77.68.1:9878 --peers 10.77.68.2:7878 \
-  --window 30s --rate 20/s >"$OUT/agentA.log" 2>&1 &
+  --window 20s --rate 20/s >"$OUT/agentA.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 300); do ip netns exec wbmeshA curl -sf http://10.77.68.1:9878/readyz >/dev/null 2>&1 && break; sleep 0.1; done
 echo | tee -a "$OUT/accuracy.md"
 echo "| transport | matrix p50 (us) | ping p50 (us) | sockperf p50 (us) | matrix / ping | within 5 % | matrix / sockperf |" | tee -a "$OUT/accuracy.md"
 echo "|---|---|---|---|---|---|---|" | tee -a "$OUT/accuracy.md"
-# The agents' 30 s window read after SECS + 35 s of ping and sockperf lies inside both.
-RUN=$((SECS + 35))
+WIN=20
+# The agent's latest closed window: "index start_unix_ns" (index -1 before the first closes).
+window() {
+  ip netns exec wbmeshA curl -s http://10.77.68.1:9878/v1/matrix |
+    python3 -c 'import json,sys; w=json.load(sys.stdin).get("window"); print(*(w and (w["index"], w["start_unix_ns"]) or (-1, 0)))'
+}
 for proto in udp tcp; do
+  read -r k start < <(window)
+  for _ in $(seq 600); do [ "$k" -ge 0 ] && break; sleep 0.1; read -r k start < <(window); done
+  # The window after the open one: ping and sockperf run exactly through it.
+  target=$((k + 2)); at=$((start + 2 * WIN * 1000000000))
   sp=(); [ "$proto" = tcp ] && sp=(--tcp)
   ip netns exec wbmeshB taskset -c 1 sockperf sr -i 10.77.68.2 -p 11111 "${sp[@]}" >"$OUT/sockperf-server-$proto.log" 2>&1 &
   SP=$!; pids+=("$SP")
   for _ in $(seq 100); do grep -q "to block on socket\|poll\|busy" "$OUT/sockperf-server-$proto.log" 2>/dev/null && break; sleep 0.05; done
-  ip netns exec wbmeshA taskset -c 0 sockperf pp -i 10.77.68.2 -p 11111 "${sp[@]}" -m 64 --mps 20 -t "$RUN" --full-rtt \
+  sleep "$(python3 -c "import time; print(max(0.0, ($at - time.time_ns()) / 1e9))")"
+  ip netns exec wbmeshA taskset -c 0 sockperf pp -i 10.77.68.2 -p 11111 "${sp[@]}" -m 64 --mps 20 -t "$WIN" --full-rtt \
     >"$OUT/sockperf-$proto.txt" 2>&1 &
   SPC=$!
-  ip netns exec wbmeshA taskset -c 0 $WB ping 10.77.68.2:7878 --proto "$proto" --size 64 --rate 20/s --count $((RUN * 20)) -q \
+  ip netns exec wbmeshA taskset -c 0 $WB ping 10.77.68.2:7878 --proto "$proto" --size 64 --rate 20/s --count $((WIN * 20)) -q \
     --json "$OUT/ping-$proto.json" >/dev/null
   wait "$SPC"
   kill -TERM "$SP"; wait "$SP" 2>/dev/null || true
+  for _ in $(seq 600); do read -r k start < <(window); [ "$k" -ge "$target" ] && break; sleep 0.1; done
   ip netns exec wbmeshA curl -s http://10.77.68.1:9878/v1/matrix >"$OUT/matrix-$proto.json"
+  [ "$k" -eq "$target" ] || echo "warning: read window $k, not $target" >&2
   python3 - "$proto" "$OUT/ping-$proto.json" "$OUT/matrix-$proto.json" "$OUT/sockperf-$proto.txt" <<'EOF' | tee -a "$OUT/accuracy.md"
 import json, re, sys
 proto, ping, matrix, sockperf = sys.argv[1:]
