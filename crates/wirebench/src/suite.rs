@@ -70,6 +70,10 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Vec<Report>> {
     if !(args.scale > 0.0 && args.scale <= 100.0) {
         return Err(crate::error::UsageError(format!("--scale {} is not in (0, 100]", args.scale)).into());
     }
+    // The one folder wirebench makes: the suite's own, named by --out.
+    std::fs::create_dir_all(&args.out).map_err(|e| {
+        crate::error::UsageError(format!("--out {}: cannot create the folder: {e}", args.out.display()))
+    })?;
     let server = Server::start(&serve::Config::loopback(), Shutdown::new())?;
     let target = server.local_addr().to_string();
     writeln!(ctx.out, "wirebench suite: serve on {target} (in-process), reports in {}/", args.out.display())?;

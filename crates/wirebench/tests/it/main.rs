@@ -11,6 +11,7 @@ mod fake; // the engine on the in-memory link: loss, lateness, CO correction, on
 mod lab; // the namespace harness: namespaces, veths and processes removed on drop
 mod load; // WebSocket load against an in-process room: delay, thresholds, dead server (issue 4)
 mod netns; // namespaces: ping across a veth pair, multicast across a bridge (root)
+mod output; // result files: --json - to stdout, devices, unwritable paths, SIGTERM mid-run
 mod ping; // loopback UDP and TCP against an in-process serve; schema; hgrm; hlog
 mod proxy; // impairment proxy accuracy, loss, TCP rate, refusals; shape tc script and apply/clear
 mod report; // text, HTML and --compare of saved runs; environment capture; bad input exits 2
