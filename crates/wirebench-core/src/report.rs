@@ -4,6 +4,8 @@
 
 mod histo;
 mod model;
+pub mod read;
 
-pub use histo::{HistoError, decode_histogram, encode_histogram};
+pub use histo::{HistoError, MAX_HIGHEST, MAX_SIGFIG, decode_histogram, encode_histogram};
 pub use model::*;
+pub use read::{ReadError, read_report};
