@@ -74,6 +74,90 @@ fn ten_ms_each_way_adds_twenty_ms_to_the_round_trip() {
     assert!((added - 20_000_000).abs() <= 500_000, "round trip through {p} ns, direct {d} ns: added {added} ns");
 }
 
+/// Two bursts 500 ms apart through an 8 Mbit/s limit with a 5 ms delay. The achieved rate
+/// is bytes over the time releases were busy: first to last release it read about 1.4
+/// Mbit/s (the 6.23 of 60.76 Mbit/s). The added delay splits into the wait in the
+/// rate queue and the configured delay, and the two add up to it.
+#[test]
+fn the_achieved_rate_is_over_active_time_and_the_delay_is_split() {
+    let upstream = UdpSocket::bind("127.0.0.1:0").unwrap();
+    upstream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let spec = Spec {
+        delay_ns: 5_000_000,
+        rate_bps: Some(8_000_000),
+        burst_bytes: 1_514,
+        queue_limit_ns: 1_000_000_000,
+        ..Spec::default()
+    };
+    let proxy = Proxy::start(&Config::loopback(upstream.local_addr().unwrap(), spec)).unwrap();
+    let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+    client.connect(proxy.local_addr()).unwrap();
+    let mut buf = [0u8; 2048];
+    for burst in 0..2 {
+        for _ in 0..50 {
+            client.send(&[0u8; 1000]).unwrap();
+        }
+        for _ in 0..50 {
+            upstream.recv(&mut buf).expect("every datagram comes through");
+        }
+        if burst == 0 {
+            // The idle gap under test (traffic, not synchronisation).
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+    let r = proxy.stop();
+    let a = &r.up.achieved;
+    assert_eq!((a.packets_in, a.packets_out), (100, 100));
+    assert!((a.rate_bps - 8e6).abs() < 0.03 * 8e6, "rate {} bit/s over {} ns", a.rate_bps, a.active_ns);
+    assert!((90_000_000..150_000_000).contains(&a.active_ns), "two bursts of 49 ms: {}", a.active_ns);
+    let (q, p) = (a.queue_delay.as_ref().expect("a rate: queue view"), a.path_delay.as_ref().expect("path view"));
+    assert!(p.summary.at(50.0).unwrap().abs_diff(5_000_000) <= 200_000, "{:?}", p.summary);
+    assert!(q.summary.max_ns.abs_diff(49_000_000) <= 2_000_000, "the last of 50 waits 49 ms: {:?}", q.summary);
+    let sum = q.summary.mean_ns + p.summary.mean_ns;
+    let total = a.added_delay.summary.mean_ns;
+    assert!((total - sum).abs() <= 0.005 * total, "added {total} = queue + delay {sum}");
+    let text = {
+        let rep = wirebench::proxy::report(
+            &Config::loopback(upstream.local_addr().unwrap(), spec),
+            r,
+            &[],
+            std::time::SystemTime::now(),
+            Outcome::Completed,
+        );
+        let mut out = Vec::new();
+        wirebench_report::proxy::summary(&mut out, &rep).unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    assert!(text.contains("rate queue  requested up to 1s") && text.contains("s active (offered"), "{text}");
+}
+
+/// A proxy that ran on loopback records lo (the route to its upstream and to its client),
+/// not the default route's interface, so `--compare` against a loopback ping does not warn.
+#[test]
+fn a_proxy_on_loopback_records_the_interface_that_carried_the_traffic() {
+    let srv = serve();
+    let cfg = Config::loopback(srv.local_addr(), Spec::default());
+    let proxy = Proxy::start(&cfg).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ping = dir.path().join("ping.json");
+    let via = proxy.local_addr().to_string();
+    let r = wirebench(&["ping", &via, "--count", "50", "--warmup", "0", "-q", "--json", ping.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let res = proxy.stop();
+    srv.stop();
+    assert!(res.first_client.as_deref().is_some_and(|c| c.starts_with("127.0.0.1:")), "{:?}", res.first_client);
+    let rep = wirebench::proxy::report(&cfg, res, &[], std::time::SystemTime::now(), Outcome::Completed);
+    let first = &rep.meta.host.interfaces[0];
+    assert_eq!(first.name, "lo", "{:?}", rep.meta.host.interfaces);
+    assert!(first.role.starts_with("route to 127.0.0.1:"), "{first:?}");
+    let proxy_json = dir.path().join("proxy.json");
+    std::fs::write(&proxy_json, serde_json::to_string(&rep).unwrap()).unwrap();
+    assert_valid_report(&read_json(&proxy_json));
+    let r = wirebench(&["report", ping.to_str().unwrap(), proxy_json.to_str().unwrap(), "--compare"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.out.contains("interface MTU"), "{}", r.out);
+}
+
 /// The 99% binomial interval of `n` trials with probability `q` (normal approximation,
 /// fine for n q (1 - q) well above 10).
 fn binomial_99(n: u64, q: f64) -> (f64, f64) {
