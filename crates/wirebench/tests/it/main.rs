@@ -13,9 +13,10 @@ mod load; // WebSocket load against an in-process room: delay, thresholds, dead 
 mod netns; // namespaces: ping across a veth pair, multicast across a bridge (root)
 mod output; // result files: --json - to stdout, devices, unwritable paths, SIGTERM mid-run
 mod ping; // loopback UDP and TCP against an in-process serve; schema; hgrm; hlog
-mod proxy; // impairment proxy accuracy, loss, TCP rate, refusals; shape tc script and apply/clear
+mod proxy; // impairment proxy accuracy, loss, TCP rate, active-time rate, delay split, refusals
 mod report; // text, HTML and --compare of saved runs; environment capture; bad input exits 2
 mod serve_noise; // 100,000 bad datagrams at serve during a ping
+mod shape; // shape tc: the script; in namespaces apply/clear, foreign qdiscs left alone, NAT clients classified
 mod stream; // stream and listen on loopback: complete, both sides, reverse only to the client
 mod suite; // the suite's steps and files
 mod support; // in-process serve and CLI runs, the report schema
