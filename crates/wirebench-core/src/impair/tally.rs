@@ -22,7 +22,8 @@ pub enum DropReason {
     Queue,
     /// Queue full: the proxy already held its byte budget of delayed packets.
     Full,
-    /// The proxy could not forward it: the socket refused it or the flow was gone.
+    /// The proxy could not forward it: the socket refused it, the flow was gone, or it was
+    /// still waiting when the proxy stopped.
     Send,
 }
 

@@ -30,10 +30,10 @@ use super::collect::{Flush, FlushTx};
 use super::{Config, FlowCounts, SPIN_NS, seeds};
 use crate::shutdown::{POLL, Shutdown};
 
-/// Largest read.
-const CHUNK: usize = 256 * 1024;
+/// Largest read: with 1,024 connections, two pumps each, 128 MiB of read buffers.
+const CHUNK: usize = 64 * 1024;
 /// Free read buffers a pump keeps for reuse.
-const SPARE: usize = 8;
+const SPARE: usize = 2;
 /// How long to wait for the upstream to accept.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -207,6 +207,10 @@ impl Pump {
             let _ = self.dst.shutdown(Half::Both);
         }
         self.held.sub(self.queued);
+        // Chunks still queued at the stop are never sent: counted, so in = out + drops.
+        for _ in self.queue.drain(..) {
+            self.tally.on_drop(wirebench_core::impair::DropReason::Send);
+        }
         self.flush();
     }
 

@@ -171,7 +171,19 @@ impl Engine {
                 }
             }
         }
+        self.discard_held();
         self.flush();
+    }
+
+    /// At the stop, packets still waiting will never be sent: counted as send drops, so
+    /// what arrived is what was delivered plus what was dropped.
+    fn discard_held(&mut self) {
+        while let Some(Reverse((_, _, i))) = self.heap.pop() {
+            let m = self.meta[i];
+            self.dirs[m.dir].tally.on_drop(DropReason::Send);
+            let data = std::mem::take(&mut self.bufs[i]);
+            self.unhold(i, data);
+        }
     }
 
     fn drain_clients(&mut self, buf: &mut [u8]) -> usize {
@@ -420,6 +432,18 @@ mod tests {
         assert_eq!((e.heap.len(), e.held), (0, 0));
         assert!(buffers(&e) <= POOL_BYTES, "released buffers are kept only up to the pool");
         assert_eq!(e.dirs[UP].tally.send_drops, 17, "the flow had no socket: counted, not lost silently");
+    }
+
+    /// A stop with packets still waiting: they are send drops, so in = out + drops.
+    #[test]
+    fn packets_held_at_the_stop_are_counted() {
+        let mut e = engine(5_000_000_000, 1 << 20);
+        for t in 0..3 {
+            e.handle(UP, 0, &[1u8; 100], t);
+        }
+        e.discard_held();
+        let t = &e.dirs[UP].tally;
+        assert_eq!((t.packets_in, t.packets_out, t.dropped(), e.held), (3, 0, 3, 0));
     }
 
     #[test]

@@ -90,7 +90,8 @@ pub struct ProxyAchieved {
     /// packets (`--max-held`; 0 in reports written before it existed).
     #[serde(default)]
     pub full_drops: u64,
-    /// Not forwarded for another reason (socket refused, flow gone).
+    /// Not forwarded for another reason (socket refused, flow gone, still waiting at the
+    /// stop).
     pub send_drops: u64,
     /// `lost` over `packets_in`, percent: compare with the requested loss.
     pub loss_pct: f64,
