@@ -128,3 +128,22 @@ fn sigterm_mid_run_leaves_the_report_and_no_temporary_file() {
     assert_eq!(report.outcome, Outcome::Interrupted);
     assert!(!Path::new(&json).with_extension("tmp").exists());
 }
+
+/// `stream --help` said TCP messages default to 131072 bytes; a TCP stream sends 65535.
+/// The help's figure is read and checked against what a run with the default reports.
+#[test]
+fn the_help_states_the_tcp_size_a_run_uses() {
+    let help = wirebench(&["stream", "--help"]).out;
+    let tcp: usize = help
+        .split("[default: 1468 UDP, ")
+        .nth(1)
+        .and_then(|rest| rest.split(" TCP]").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no TCP default in {help}"));
+    let srv = serve();
+    let r = wirebench(&["stream", &srv.local_addr().to_string(), "--proto", "tcp", "-n", "10", "-q", "--json", "-"]);
+    srv.stop();
+    assert_eq!(r.code, 0, "{r:?}");
+    let wirebench_core::report::Results::Stream(s) = report_on_stdout(&r.out).results else { panic!("stream") };
+    assert_eq!(s.size, tcp, "--help says {tcp}");
+}
