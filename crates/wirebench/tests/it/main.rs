@@ -5,6 +5,7 @@
 
 mod alloc; // the measured loop allocates nothing per probe (counting allocator)
 mod cli; // bad input, absent and dead peers, Ctrl-C: exit codes and partial reports
+mod docs; // what a newcomer reads: every flag documented, docs stand alone, the suite steps as documented
 mod doctor; // verdicts on loopback, bad flags; in namespaces: veth MTU 1400, no multicast route, path MTU
 mod fake; // the engine on the in-memory link: loss, lateness, CO correction, one-way
 #[cfg(feature = "netns-tests")]
