@@ -29,12 +29,12 @@ struct Step {
     args: Vec<String>,
 }
 
-/// The stream steps: 3 s each (at least 2 s at any scale), so the per-interval charts have
+/// The stream steps: 3 s each (at least 3 s at any scale), so the per-interval charts have
 /// several points (serve reports a forward stream's receive side about once a second), with
 /// a quarter-length progress interval.
 fn stream_steps(target: &str, scale: f64) -> Vec<Step> {
     #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "small positive durations")]
-    let ms = ((3000.0 * scale).round() as u64).max(2000);
+    let ms = ((3000.0 * scale).round() as u64).max(3000);
     let (d, iv) = (format!("{ms}ms"), format!("{}ms", ms / 4));
     #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "small positive durations")]
     let trial = format!("{}ms", ((300.0 * scale).round() as u64).max(100));
@@ -308,12 +308,13 @@ fn proxy_step(
 
 // ---- load step (issue 4) ----
 
-/// 200 WebSocket clients in rooms of 5 at 2 events/s each for 5 s (scaled, at least 1 s)
+/// 200 WebSocket clients in rooms of 5 at 2 events/s each for 5 s (scaled, at least 3 s, so
+/// the per-second charts have points)
 /// against an in-process `wirebench room`; saves `load-ws-200.json` and returns its line.
 fn load_step(args: &Args, ctx: &mut Ctx<'_>, reports: &mut Vec<Report>) -> anyhow::Result<String> {
     let room = crate::room::RoomServer::start(&crate::room::Config::loopback())?;
     #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "small positive durations")]
-    let duration = format!("{}ms", ((5_000.0 * args.scale).round() as u64).max(1_000));
+    let duration = format!("{}ms", ((5_000.0 * args.scale).round() as u64).max(3_000));
     let url = format!("ws://{}/rooms/suite", room.local_addr());
     let flags = [url, "--clients".into(), "200".into(), "--duration".into(), duration];
     let mut cfg = crate::load::Config::from_args(&parse_args::<crate::load::Args>("load", &flags)?)?;

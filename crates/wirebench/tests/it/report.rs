@@ -36,6 +36,23 @@ fn reports_record_the_interface_mtu_and_commit() {
     }
 }
 
+/// Proxy and load reports recorded the default route's interface (eth0, MTU 1400) after a
+/// run on loopback, and `--compare` then warned of an MTU difference that was not there.
+#[test]
+fn a_load_report_records_the_interface_that_carried_the_traffic() {
+    let room = wirebench::room::RoomServer::start(&wirebench::room::Config::loopback()).unwrap();
+    let url = format!("ws://{}/rooms/t", room.local_addr());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("load.json");
+    let r = wirebench(&["load", &url, "--clients", "2", "--duration", "1s", "-q", "--json", json.to_str().unwrap()]);
+    room.stop();
+    assert_eq!(r.code, 0, "{r:?}");
+    let v = read_json(&json);
+    let first = &v["meta"]["host"]["interfaces"][0];
+    assert_eq!(first["name"], "lo", "{first}");
+    assert!(first["role"].as_str().unwrap().starts_with("route to 127.0.0.1:"), "{first}");
+}
+
 #[test]
 fn text_html_and_compare() {
     let dir = tempfile::tempdir().unwrap();
