@@ -3,6 +3,7 @@
 that cannot be right. CI runs it (.ci/run) as root, with the binary it built:
 
     .ci/readme_commands.py target/debug/wirebench [README.md]
+    .ci/readme_commands.py --self-test        # the impossible-number rules on made-up output
 
 How. Every line of a fenced block that reads `HOST$ wirebench ...` or `$ cargo run ... --
 ...` is a command, run in README order. HOST is a network namespace of a lab on one bridge
@@ -251,10 +252,39 @@ def impossible(text, report, crossed_link):
     return out
 
 
+def self_test():
+    """The impossible-number rules on made-up output, each case once right and once wrong."""
+    ping = lambda received, lost: {"results": {"mode": "ping", "sent": 100, "responders": [
+        {"addr": "b", "received": received, "lost": lost}]}}
+    stream = lambda received: {"results": {"mode": "stream", "receivers": [
+        {"addr": "b", "sent": 100, "total": {"received": received}}]}}
+    cases = [
+        ("b: received 90 of 100 sent (10 missing, loss 10.0000%), 80.4k msg/s 944.2 Mbit/s", None, True, 0),
+        ("b: received 90 of 100 sent (10 missing, loss 100.5000%)", None, False, 1),
+        ("b: received 101 of 100 sent (0 missing, loss 0.0000%)", None, False, 1),
+        ("b: received 90 of 100 sent, 80.4k msg/s 1.2 Gbit/s", None, True, 1),
+        ("b: received 90 of 100 sent, 80.4k msg/s 1.2 Gbit/s", None, False, 0),
+        ("sender: sent 1140348 messages, 1.141M msg/s 13.39 Gbit/s (UDP GSO)", None, True, 0),
+        ("", ping(90, 10), False, 0),
+        ("", ping(101, 0), False, 1),
+        ("", stream(100), False, 0),
+        ("", stream(120), False, 1),
+    ]
+    bad = [(t, r, c, n, impossible(t, r, c)) for t, r, c, n in cases if len(impossible(t, r, c)) != n]
+    for t, r, c, n, got in bad:
+        print(f"readme-check self-test: FAIL {t!r} {r} crossed={c}: expected {n} problem(s), got {got}")
+    print(f"readme-check self-test: {len(cases) - len(bad)} of {len(cases)} cases as expected")
+    return 1 if bad else 0
+
+
 def main():
     global BIN, WORK
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
     if os.geteuid() != 0:
         raise SystemExit("readme-check: needs root (network namespaces)")
+    if self_test() != 0:
+        return 1
     BIN = os.path.abspath(sys.argv[1])
     readme = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(__file__), "..", "README.md")
     WORK = tempfile.mkdtemp(prefix="readme-check-")
