@@ -80,6 +80,11 @@ fn an_unwritable_output_path_is_exit_2_before_anything_runs() {
         assert!(r.err.contains("cannot write there"), "{args:?}: {}", r.err);
     }
     assert_eq!(srv.counters().udp_probes, 0, "nothing was measured before the refusal");
+    // The suite makes its own --out folder, the one folder wirebench creates: where it
+    // cannot, that is bad input too.
+    let r = wirebench(&["suite", "--out", "/proc/wirebench-report"]);
+    assert_eq!((r.code, r.err.lines().count()), (2, 1), "{r:?}");
+    assert!(r.err.contains("--out /proc/wirebench-report: cannot create the folder"), "{}", r.err);
     assert!(!dir.path().join("no").exists() && !dir.path().join("new").exists(), "no folder was made");
     srv.stop();
 }
