@@ -290,8 +290,8 @@ def main():
     WORK = tempfile.mkdtemp(prefix="readme-check-")
     servers, failures, undo, ran = {}, [], [], 0
     t0 = time.monotonic()
-    lab_up()
     try:
+        lab_up()  # inside the try: a lab that fails half-way up is still taken down
         for h, c, why in SETUP:
             print(f"readme-check: setup {h}$ {c}  ({why})")
         steps = [(h, c, shlex.split(c)) for h, c, _ in SETUP] + commands(readme)
