@@ -8,7 +8,8 @@
 //!
 //! Layout:
 //! - [`auth`]: HMAC-SHA256 keyed by a token (control handshakes, mesh probes, relayed datagrams).
-//! - [`wire`]: the probe header shared by `serve` and `ping`.
+//! - [`budget`]: what a far end grants one client, and the ledger of its sessions and bytes.
+//! - [`wire`]: the probe, stream and control formats, and the control handshake.
 //! - [`schedule`]: `Pacing`, `Stop` and the intended send times of open and closed loops.
 //! - [`latency`]: histograms per phase and view (corrected, uncorrected, warm-up).
 //! - [`seq`]: a sliding window that tells new, duplicate and too-old sequence numbers apart.
@@ -23,6 +24,7 @@
 //! - [`report`]: the versioned `Report` and the histogram codec.
 
 pub mod auth;
+pub mod budget;
 pub mod clocksync;
 pub mod impair;
 pub mod jitter;

@@ -1,6 +1,7 @@
 //! wirebench's socket layer: everything that touches the kernel, behind narrow traits.
 //!
 //! - [`batch`]: UDP GSO/GRO batches and socket buffer sizing.
+//! - [`drops`]: what the kernel dropped on a UDP socket (`/proc/net/udp`).
 //! - [`io`]: the seam. `ProbeIo` (send a probe, receive until a deadline) and `Clock`.
 //! - [`udp`] and [`tcp`]: the real probe transports, blocking or busy-polling.
 //! - [`multicast`], [`iface`]: group joins and interface lookup.
@@ -16,6 +17,7 @@
 pub mod alloc_count;
 pub mod batch;
 pub mod clock;
+pub mod drops;
 mod error;
 #[cfg(feature = "fake")]
 pub mod fake;

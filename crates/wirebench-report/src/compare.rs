@@ -8,6 +8,7 @@
 use std::io::{self, Write};
 
 use hdrhistogram::Histogram;
+use wirebench_core::latency::value_at_percentile;
 use wirebench_core::report::{Report, Results, decode_histogram};
 
 use crate::Run;
@@ -70,8 +71,8 @@ fn ping_values(r: &Report) -> Vec<Option<f64>> {
     let lost = p.responders.iter().map(|r| r.lost).sum::<u64>() as f64;
     match ping_histogram(r).filter(|h| !h.is_empty()) {
         Some(h) => {
-            let q = |q: f64| Some(h.value_at_quantile(q) as f64);
-            vec![q(0.5), q(0.99), q(0.999), Some(h.max() as f64), Some(lost)]
+            let q = |p: f64| Some(value_at_percentile(&h, p) as f64);
+            vec![q(50.0), q(99.0), q(99.9), Some(h.max() as f64), Some(lost)]
         }
         None => vec![None, None, None, None, Some(lost)],
     }

@@ -66,6 +66,8 @@ fn responder(addr: &str, base_ns: u64) -> ResponderResult {
         dwell: None,
         one_way: None,
         clamped: 0,
+        max_lost_in_a_row: 1,
+        stopped: None,
     }
 }
 
@@ -92,6 +94,7 @@ pub(crate) fn ping(bases: &[u64]) -> Report {
             combined: None,
             responders,
             ignored: 0,
+            gave_up: None,
         }),
     }
 }

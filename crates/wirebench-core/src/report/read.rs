@@ -7,7 +7,8 @@
 //! 2. the typed [`Report`], straight from the bytes.
 //!
 //! Then every embedded histogram is decoded once (the codec bounds precision, range and
-//! size), so a report that loads renders without surprises.
+//! size), so a report that loads renders without surprises, and every summary is recomputed
+//! from its histogram.
 
 use std::cell::Cell;
 use std::fmt;
@@ -16,6 +17,7 @@ use std::io::{self, BufReader, Read};
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use super::{LatencyView, Report, Results, SCHEMA_VERSION, decode_histogram};
+use crate::latency::Summary;
 
 /// Largest report read, bytes (a day of per-second stream intervals is about 30 MB).
 pub const MAX_BYTES: u64 = 64 << 20;
@@ -198,30 +200,39 @@ fn skim<R: Read>(r: R) -> Result<Option<u64>, ReadError> {
 }
 
 /// Every embedded histogram, named for the messages.
-pub fn views(report: &Report) -> Vec<(String, &LatencyView)> {
-    let mut v: Vec<(String, &LatencyView)> = Vec::new();
-    match &report.results {
+fn views_mut(report: &mut Report) -> Vec<(String, &mut LatencyView)> {
+    let mut v: Vec<(String, &mut LatencyView)> = Vec::new();
+    match &mut report.results {
         Results::Ping(p) => {
-            for r in &p.responders {
-                let views =
-                    [Some(&r.latency), r.uncorrected.as_ref(), Some(&r.warmup), r.network.as_ref(), r.dwell.as_ref()];
-                v.extend(views.into_iter().flatten().map(|x| (format!("responder {}", r.addr), x)));
+            for r in &mut p.responders {
+                let name = format!("responder {}", r.addr);
+                let views = [
+                    Some(&mut r.latency),
+                    r.uncorrected.as_mut(),
+                    Some(&mut r.warmup),
+                    r.network.as_mut(),
+                    r.dwell.as_mut(),
+                ];
+                v.extend(views.into_iter().flatten().map(|x| (name.clone(), x)));
             }
-            v.extend(p.combined.iter().map(|x| ("combined".to_owned(), x)));
+            v.extend(p.combined.iter_mut().map(|x| ("combined".to_owned(), x)));
         }
         Results::Stream(_) => {}
         Results::Proxy(p) => {
-            v.push(("up".to_owned(), &p.up.achieved.added_delay));
-            v.push(("down".to_owned(), &p.down.achieved.added_delay));
+            for (name, a) in [("up", &mut p.up.achieved), ("down", &mut p.down.achieved)] {
+                let views = [Some(&mut a.added_delay), a.queue_delay.as_mut(), a.path_delay.as_mut()];
+                v.extend(views.into_iter().flatten().map(|x| (name.to_owned(), x)));
+            }
         }
         Results::Load(l) => {
-            v.push(("connections".to_owned(), &l.connections.connect_time));
-            for t in std::iter::once(&l.overall).chain(&l.types) {
-                let views = [Some(&t.delay), Some(&t.delay_intended), t.reply.as_ref()];
-                v.extend(views.into_iter().flatten().map(|x| (format!("type {}", t.name), x)));
+            v.push(("connections".to_owned(), &mut l.connections.connect_time));
+            for t in std::iter::once(&mut l.overall).chain(&mut l.types) {
+                let name = format!("type {}", t.name);
+                let views = [Some(&mut t.delay), Some(&mut t.delay_intended), t.reply.as_mut()];
+                v.extend(views.into_iter().flatten().map(|x| (name.clone(), x)));
             }
-            for (name, link) in [("link up", &l.link_up), ("link down", &l.link_down)] {
-                v.extend(link.iter().map(|k| (name.to_owned(), &k.hold)));
+            for (name, link) in [("link up", &mut l.link_up), ("link down", &mut l.link_down)] {
+                v.extend(link.iter_mut().map(|k| (name.to_owned(), &mut k.hold)));
             }
         }
     }
@@ -229,7 +240,10 @@ pub fn views(report: &Report) -> Vec<(String, &LatencyView)> {
 }
 
 /// Reads a report from the bytes `open` yields (called once per pass, each time from the
-/// start), within the limits, and checks that every histogram in it decodes.
+/// start), within the limits, and checks that every histogram in it decodes. Every summary
+/// is then recomputed from its histogram at the percentiles it lists (one pass per
+/// histogram, however many), so files from older versions show the figures of the one
+/// percentile definition (`latency::percentile`) in every view.
 pub fn read_report<R: Read>(mut open: impl FnMut() -> io::Result<R>) -> Result<Report, ReadError> {
     match skim(open().map_err(ReadError::Io)?)? {
         None | Some(0) => return Err(ReadError::NoVersion),
@@ -238,13 +252,15 @@ pub fn read_report<R: Read>(mut open: impl FnMut() -> io::Result<R>) -> Result<R
     }
     let over = Cell::new(false);
     let capped = Capped { inner: open().map_err(ReadError::Io)?, left: MAX_BYTES, over: &over };
-    let report: Report = serde_json::from_reader(BufReader::new(capped)).map_err(|e| match e {
+    let mut report: Report = serde_json::from_reader(BufReader::new(capped)).map_err(|e| match e {
         _ if over.get() => ReadError::TooLarge,
         e if e.is_io() => ReadError::Io(e.into()),
         e => ReadError::Shape(one_line(&e.to_string())),
     })?;
-    for (name, view) in views(&report) {
-        decode_histogram(&view.histogram).map_err(|e| ReadError::Histogram(format!("{name}: {e}")))?;
+    for (name, view) in views_mut(&mut report) {
+        let h = decode_histogram(&view.histogram).map_err(|e| ReadError::Histogram(format!("{name}: {e}")))?;
+        let ps: Vec<f64> = view.summary.percentiles.iter().map(|q| q.p).collect();
+        view.summary = Summary::of(&h, &ps);
     }
     Ok(report)
 }
@@ -276,6 +292,71 @@ mod tests {
         }
         let e = read(r#"{"schema_version": 1, "meta": {}}"#).unwrap_err().to_string();
         assert!(e.starts_with("not a wirebench report (missing field"), "{e}");
+    }
+
+    /// A report the first release wrote (`fuzz/seeds/report_load/`), as JSON to edit.
+    fn seed(name: &str) -> serde_json::Value {
+        let path = format!("{}/../../fuzz/seeds/report_load/{name}", env!("CARGO_MANIFEST_DIR"));
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    /// A histogram finer and wider than wirebench writes (5 digits over 1..2^63).
+    fn too_fine() -> String {
+        let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, u64::MAX >> 1, 5).unwrap();
+        h.record(1_000).unwrap();
+        crate::report::encode_histogram(&h)
+    }
+
+    #[test]
+    fn the_proxys_split_delay_histograms_are_checked_too() {
+        // queue_delay and path_delay went unchecked: rendered at any precision and range.
+        for key in ["queue_delay", "path_delay"] {
+            let mut v = seed("report-proxy.json");
+            let mut view = v["results"]["down"]["achieved"]["added_delay"].clone();
+            view["histogram"] = too_fine().into();
+            v["results"]["down"]["achieved"][key] = view;
+            let e = read(&v.to_string()).unwrap_err().to_string();
+            assert!(e.starts_with("down: ") && e.contains("5 significant digits"), "{key}: {e}");
+        }
+    }
+
+    #[test]
+    fn summaries_are_recomputed_from_the_histograms() {
+        // As an older wirebench wrote it: p99.9 of 1..=1000 ns one rank high (the maximum),
+        // in a ping view and in the proxy's; and 200,000 percentiles in one view (each looked
+        // up alone, that was 2 x 10^8 steps through the histogram).
+        let mut h = crate::latency::histogram();
+        for x in 1..=1_000 {
+            crate::latency::record(&mut h, x);
+        }
+        let mut old = Summary::of(&h, &[50.0, 99.9]);
+        old.percentiles[1].ns = 1_000;
+        let many: Vec<f64> = (0..200_000u32).map(|i| f64::from(i % 10_001) / 100.0).collect();
+        let mut lots = Summary::of(&h, &many);
+        lots.percentiles.iter_mut().for_each(|q| q.ns = 7);
+        let hist = crate::report::encode_histogram(&h);
+        let mut ping = seed("report-ping-full.json");
+        ping["results"]["responders"][0]["latency"]["summary"] = serde_json::to_value(&old).unwrap();
+        ping["results"]["responders"][0]["latency"]["histogram"] = hist.clone().into();
+        ping["results"]["responders"][0]["warmup"]["summary"] = serde_json::to_value(&lots).unwrap();
+        ping["results"]["responders"][0]["warmup"]["histogram"] = hist.clone().into();
+        let loaded = read(&ping.to_string()).unwrap();
+        let Results::Ping(p) = &loaded.results else { panic!("a ping report") };
+        let main = &p.responders[0].latency.summary;
+        assert_eq!((main.at(50.0), main.at(99.9), main.count), (Some(500), Some(999), 1_000));
+        let w = &p.responders[0].warmup.summary;
+        assert_eq!(w.percentiles.len(), many.len());
+        for (i, q) in w.percentiles.iter().enumerate() {
+            let want =
+                if i < 10_001 { crate::latency::value_at_percentile(&h, q.p) } else { w.percentiles[i % 10_001].ns };
+            assert_eq!(q.ns, want, "p{}", q.p);
+        }
+        let mut proxy = seed("report-proxy.json");
+        proxy["results"]["up"]["achieved"]["added_delay"]["summary"] = serde_json::to_value(&old).unwrap();
+        proxy["results"]["up"]["achieved"]["added_delay"]["histogram"] = hist.into();
+        let loaded = read(&proxy.to_string()).unwrap();
+        let Results::Proxy(p) = &loaded.results else { panic!("a proxy report") };
+        assert_eq!(p.up.achieved.added_delay.summary.at(99.9), Some(999));
     }
 
     #[test]

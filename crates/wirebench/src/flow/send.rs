@@ -59,7 +59,11 @@ impl Sent {
     }
 }
 
-/// Waits until the clock reaches `due`: sleeps while more than 200 µs away, then spins.
+/// Longest single sleep while waiting for a send: the stop flag is looked at this often.
+const SLEEP_MAX_NS: u64 = 50_000_000;
+
+/// Waits until the clock reaches `due`: sleeps while more than 200 µs away (never longer
+/// than [`SLEEP_MAX_NS`] at a time, so a stop is seen however slow the rate), then spins.
 fn wait_until(clock: &MonoClock, due: u64, stop: &AtomicBool) {
     loop {
         let now = clock.now_ns();
@@ -68,7 +72,7 @@ fn wait_until(clock: &MonoClock, due: u64, stop: &AtomicBool) {
         }
         let left = due - now;
         if left > 200_000 {
-            std::thread::sleep(Duration::from_nanos(left - 100_000));
+            std::thread::sleep(Duration::from_nanos((left - 100_000).min(SLEEP_MAX_NS)));
         } else {
             std::hint::spin_loop();
         }
@@ -149,7 +153,15 @@ pub fn run(out: &mut dyn Out, spec: &SendSpec, stop: &AtomicBool) -> io::Result<
         let b = usize::try_from(left).unwrap_or(usize::MAX).min(batch);
         if let Some(s) = schedule {
             let due = s.intended(seq);
-            wait_until(&clock, due, stop);
+            // Never wait past the run's deadline for a send that would come after it.
+            let end = spec
+                .stop
+                .deadline
+                .map_or(u64::MAX, |d| start.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)));
+            wait_until(&clock, due.min(end), stop);
+            if stop.load(Ordering::Relaxed) || spec.stop.reached(seq, clock.now_ns() - start) {
+                break;
+            }
             slip.on_send(due, clock.now_ns());
         }
         let t = clock.now_ns();

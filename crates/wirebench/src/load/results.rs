@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use wirebench_core::latency::Summary;
+use wirebench_core::latency::{Summary, value_at_percentile};
 use wirebench_core::load::{Link, Stat, Threshold};
 use wirebench_core::report::{
     LatencyView, LoadConnections, LoadLink, LoadResults, LoadSecond, LoadTypeResult, ProcessUse, ThresholdResult,
@@ -104,8 +104,8 @@ pub(super) fn build(
     let mut series = series;
     if tail.0 + tail.1 > 0 {
         let at_s = series.last().map_or(1, |r| r.at_s + 1);
-        let q = |p: f64| if tail.2.is_empty() { 0 } else { tail.2.value_at_quantile(p) };
-        series.push(LoadSecond { at_s, sent: tail.0, received: tail.1, delay_p50_ns: q(0.5), delay_p99_ns: q(0.99) });
+        let q = |p: f64| value_at_percentile(&tail.2, p);
+        series.push(LoadSecond { at_s, sent: tail.0, received: tail.1, delay_p50_ns: q(50.0), delay_p99_ns: q(99.0) });
     }
     // Rates over the mean client's sending time: clients join evenly over the ramp and
     // send until the end (or until a stop), so on average from ramp / 2.
@@ -183,7 +183,7 @@ fn judge(t: &Threshold, all: &Merged, per: &[Merged], cfg: &Config) -> Threshold
         Some(name) => cfg.mix.types().iter().position(|e| e.name == name).map_or(&all.delay, |i| &per[i].delay),
     };
     let value_ns = (!h.is_empty()).then(|| match t.stat {
-        Stat::Percentile(p) => h.value_at_percentile(p),
+        Stat::Percentile(p) => value_at_percentile(h, p),
         #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "a mean of ns")]
         Stat::Mean => h.mean().round() as u64,
         Stat::Max => h.max(),

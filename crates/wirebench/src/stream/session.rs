@@ -2,14 +2,16 @@
 //! serve's `Interval` and `Result` messages, interval lines, and the shapes both transports
 //! return.
 
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
+use wirebench_core::auth::Key;
 use wirebench_core::report::{IntervalRow, ReceiverResult, SenderResult};
 use wirebench_core::stream::StreamCounts;
-use wirebench_core::wire::control::{Control, PublisherCounts, StreamRequest};
+use wirebench_core::wire::control::{Control, Direction, Granted, PublisherCounts, StreamRequest};
+use wirebench_core::wire::handshake;
 
 use crate::control;
 pub(super) use wirebench_report::text::{bits_words, rate_words};
@@ -48,16 +50,108 @@ pub(super) type Event = (usize, Control);
 /// Connects to `addr`, asks for the stream, and waits for `Ready`. Returns the connection
 /// and the UDP data port and granted receive buffer.
 pub(super) fn start(addr: SocketAddr, req: &StreamRequest) -> anyhow::Result<(TcpStream, u16, usize)> {
+    start_with(addr, req, None, &mut Vec::new())
+}
+
+/// [`start`] for a run that receives reverse UDP data on `knock_from`: serve sends only to
+/// the port its knock came from, so the knock goes from that socket. A serve that will send
+/// slower than asked (its rate cap) adds a line to `warnings`.
+pub(super) fn start_with(
+    addr: SocketAddr,
+    req: &StreamRequest,
+    knock_from: Option<&UdpSocket>,
+    warnings: &mut Vec<String>,
+) -> anyhow::Result<(TcpStream, u16, usize)> {
+    let (conn, port, rcvbuf, granted) = start_granted(addr, req, knock_from)?;
+    if req.direction != Direction::Forward
+        && let Some(g) = granted.rate_per_s
+        && req.rate_per_s.is_none_or(|asked| g < asked)
+    {
+        let asked = req.rate_per_s.map_or_else(|| "flat out".into(), rate_words);
+        warnings.push(format!(
+            "{addr} sends at most {} per publisher (its cap for this session; asked {asked}): serve --max-rate or a token raises it",
+            rate_words(g)
+        ));
+    }
+    Ok((conn, port, rcvbuf))
+}
+
+fn start_granted(
+    addr: SocketAddr,
+    req: &StreamRequest,
+    knock_from: Option<&UdpSocket>,
+) -> anyhow::Result<(TcpStream, u16, usize, Granted)> {
     let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
         .with_context(|| format!("cannot connect to {addr}: is `wirebench serve` running there?"))?;
     conn.set_nodelay(true)?;
     conn.set_read_timeout(Some(Duration::from_secs(10)))?;
-    control::send(&mut conn, &Control::Start(req.clone()))?;
-    match control::recv(&mut conn).with_context(|| format!("{addr} did not answer the stream request"))? {
-        Control::Ready { data_port, rcvbuf } => Ok((conn, data_port, rcvbuf)),
-        Control::Error { message } => bail!("{addr} refused the stream: {message}"),
-        other => bail!("{addr} answered {other:?} to a stream request"),
+    handshake(&mut conn, addr, req)?;
+    match control::recv(&mut conn) {
+        Ok(Control::Ready { data_port, rcvbuf, granted }) => Ok((conn, data_port, rcvbuf, granted)),
+        Ok(Control::Knock { port, secret }) => {
+            let sock = knock_from.ok_or_else(|| anyhow!("{addr} asked for a knock this run does not need"))?;
+            let secret: [u8; handshake::SECRET_LEN] = handshake::unhex(&secret)
+                .and_then(|s| s.try_into().ok())
+                .ok_or_else(|| anyhow!("{addr} sent a bad knock secret"))?;
+            let to = SocketAddr::new(addr.ip(), port);
+            sock.send_to(&handshake::knock(&secret), to).with_context(|| format!("cannot knock at {to}"))?;
+            let mut knocks = 1u32;
+            // Repeat the knock (UDP may lose it) until serve answers.
+            conn.set_read_timeout(Some(Duration::from_millis(100)))?;
+            while knocks < 50 {
+                match control::recv(&mut conn) {
+                    Ok(m) => return after_knock(conn, addr, m),
+                    Err(e) if control::is_timeout(&e) => {
+                        let _ = sock.send_to(&handshake::knock(&secret), to);
+                        knocks += 1;
+                    }
+                    Err(e) => return Err(e).with_context(|| format!("{addr} did not answer the knock")),
+                }
+            }
+            bail!("{addr} did not answer {knocks} knocks from UDP port {}", sock.local_addr()?.port());
+        }
+        Ok(Control::Error { message }) => bail!("{addr} refused the stream: {message}"),
+        Ok(other) => bail!("{addr} answered {other:?} to a stream request"),
+        Err(e) => Err(e).with_context(|| format!("{addr} did not answer the stream request")),
     }
+}
+
+fn after_knock(conn: TcpStream, addr: SocketAddr, m: Control) -> anyhow::Result<(TcpStream, u16, usize, Granted)> {
+    conn.set_read_timeout(Some(Duration::from_secs(10)))?;
+    match m {
+        Control::Ready { data_port, rcvbuf, granted } => Ok((conn, data_port, rcvbuf, granted)),
+        Control::Error { message } => bail!("{addr} refused the stream: {message}"),
+        other => bail!("{addr} answered {other:?} to a knock"),
+    }
+}
+
+/// `hello`, `challenge`, then `auth` (with a token) and `start`. With a token, serve must
+/// prove it knows it too.
+fn handshake(conn: &mut TcpStream, addr: SocketAddr, req: &StreamRequest) -> anyhow::Result<()> {
+    let nc = handshake::hex(&crate::os_random::<{ handshake::NONCE_LEN }>()?);
+    control::send(conn, &Control::Hello { nonce: nc.clone() })?;
+    let (ns, auth, proof) = match control::recv(conn) {
+        Ok(Control::Challenge { nonce, auth, proof }) => (nonce, auth, proof),
+        Ok(Control::Error { message }) => bail!("{addr} refused the stream: {message}"),
+        Ok(other) => bail!("{addr} answered {other:?} to hello"),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            bail!("{addr} closed the connection at hello: an older wirebench serve (control version 1)? upgrade it")
+        }
+        Err(e) => return Err(e).with_context(|| format!("{addr} did not answer hello")),
+    };
+    let key = req.token.as_deref().map(|t| Key::new(t.as_bytes()));
+    match (&key, auth) {
+        (None, true) => bail!("{addr} needs a token: give --token or set WIREBENCH_TOKEN"),
+        (Some(k), true) => {
+            if !proof.as_deref().is_some_and(|p| handshake::verify_serve(k, &nc, &ns, p)) {
+                bail!("{addr} could not prove it knows the token: a different token, or not the serve you meant");
+            }
+            control::send(conn, &Control::Auth { tag: handshake::client_tag(k, &nc, &ns) })?;
+        }
+        (_, false) => {}
+    }
+    control::send(conn, &Control::Start(req.clone()))?;
+    Ok(())
 }
 
 /// Reads `conn` on a thread, forwarding each message as target `i`'s event until a

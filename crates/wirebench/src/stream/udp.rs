@@ -70,14 +70,14 @@ fn senders(
     Ok(jobs)
 }
 
-/// A local receiver for reverse data; returns its port and thread.
+/// A local receiver for reverse data; returns a clone of its socket (to knock from) and its thread.
 fn receiver(
     session: u64,
     publishers: u16,
     p: &Arc<Progress>,
     abort: &Arc<AtomicBool>,
     warnings: &mut Vec<String>,
-) -> anyhow::Result<(u16, RecvJob)> {
+) -> anyhow::Result<(UdpSocket, RecvJob)> {
     let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
     let (rcv, _) = size_buffers(&sock, STREAM_BUFFER);
     if rcv.capped() {
@@ -87,14 +87,14 @@ fn receiver(
         ));
     }
     sock.set_read_timeout(Some(Duration::from_millis(50)))?;
-    let port = sock.local_addr()?.port();
+    let knock = sock.try_clone()?;
     let (p, a) = (p.clone(), abort.clone());
     let job = std::thread::spawn(move || {
         let mut acc = Accounts::new(session, publishers);
         recv::udp(&mut UdpBatchReceiver::new(sock), &mut acc, &p, &a)?;
         Ok(acc)
     });
-    Ok((port, job))
+    Ok((knock, job))
 }
 
 /// Runs one UDP stream against every target in `cfg`.
@@ -109,11 +109,11 @@ pub(super) fn run(cfg: &Config, spec: &RunSpec, session: u64, ctx: &mut Ctx<'_>)
     let mut jobs: Vec<(usize, Vec<SendJob>)> = Vec::new();
     let t0 = Instant::now();
     for (i, &target) in cfg.targets.iter().enumerate() {
-        let mut client_port = None;
+        let mut knock_from = None;
         if reverse {
             let p = Arc::new(Progress::default());
-            let (port, job) = receiver(session, cfg.parallel, &p, &stop, &mut out.warnings)?;
-            client_port = Some(port);
+            let (sock, job) = receiver(session, cfg.parallel, &p, &stop, &mut out.warnings)?;
+            knock_from = Some(sock);
             locals.push((p, job));
         }
         let req = StreamRequest {
@@ -126,10 +126,10 @@ pub(super) fn run(cfg: &Config, spec: &RunSpec, session: u64, ctx: &mut Ctx<'_>)
             rate_per_s: spec.rate,
             duration_ns: u64::try_from(spec.duration.as_nanos()).unwrap_or(u64::MAX),
             count: spec.count,
-            client_port,
+            client_port: None,
             group: cfg.group,
         };
-        let (conn, data_port, rcvbuf) = session::start(target, &req)?;
+        let (conn, data_port, rcvbuf) = session::start_with(target, &req, knock_from.as_ref(), &mut out.warnings)?;
         if forward && rcvbuf > 0 && rcvbuf < STREAM_BUFFER {
             out.warnings.push(format!(
                 "{target}: receive buffer capped at {rcvbuf} bytes: sysctl -w net.core.rmem_max={STREAM_BUFFER}"

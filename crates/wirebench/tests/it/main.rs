@@ -8,6 +8,7 @@ mod cli; // bad input, absent and dead peers, Ctrl-C: exit codes and partial rep
 mod docs; // what a newcomer reads: every flag documented, docs stand alone, the suite steps as documented
 mod doctor; // verdicts on loopback, bad flags; in namespaces: veth MTU 1400, no multicast route, path MTU
 mod fake; // the engine on the in-memory link: loss, lateness, CO correction, one-way
+mod hostile; // serve against hostile clients: numbers, caps, knocks, tokens, stalls, signals (issue 10)
 #[cfg(feature = "netns-tests")]
 mod lab; // the namespace harness: namespaces, veths and processes removed on drop
 mod load; // WebSocket load against an in-process room: delay, thresholds, dead server (issue 4)

@@ -126,7 +126,7 @@ fn loss_above_a_router_rate_limit_and_the_loss_free_rate() {
         "ip", "netns", "exec", &rtr, "tc", "qdisc", "add", "dev", "eth1", "root", "tbf", "rate", "50mbit", "burst",
         "32kb", "latency", "20ms",
     ]);
-    lab.serve(&rcv, &["serve", "--listen", "0.0.0.0:7878"]);
+    lab.serve(&rcv, &["serve", "--listen", "0.0.0.0:7878", "--open"]);
     let dir = tempfile::tempdir().unwrap();
 
     let over = dir.path().join("over.json");
@@ -170,7 +170,7 @@ fn a_multicast_stream_gives_one_row_per_receiver() {
     let hosts = lab.bridged_hosts(3, "10.77.5");
     for (i, h) in hosts.iter().enumerate().skip(1) {
         let ip = format!("10.77.5.{}", i + 1);
-        lab.serve(h, &["serve", "--listen", "0.0.0.0:7878", "--interface", &ip]);
+        lab.serve(h, &["serve", "--listen", "0.0.0.0:7878", "--open", "--interface", &ip]);
     }
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("mcs.json");
