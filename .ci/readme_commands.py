@@ -9,7 +9,8 @@ How. Every line of a fenced block that reads `HOST$ wirebench ...` or `$ cargo r
 ...` is a command, run in README order. HOST is a network namespace of a lab on one bridge
 (10.77.170.0/24), where `hostA`, `hostB`, ... resolve by /etc/netns/NS/hosts, so commands run
 as written; `$` alone is this host (loopback). What the lab cannot run as written is changed
-by the tables below, each entry with its reason, and anything else runs verbatim: a new
+by the tables below, each entry with its reason, and anything else runs verbatim (an
+`export NAME=VALUE` line sets NAME for that host's later commands): a new
 README example either works here or needs a line in a table. Long runs are shortened
 (SHORTER), servers run in the background until the end (SERVERS), a few commands are not run
 (SKIP), some are run first (SETUP) or undone after (UNDO).
@@ -47,7 +48,7 @@ SKIP = [
 ]
 # Run before the README's commands: (host, command, reason).
 SETUP = [
-    ("hostC", "wirebench serve", "the throughput block streams to hostC before the multicast block starts a serve there"),
+    ("hostC", "wirebench serve --token s3cret", "the throughput block streams to hostC (with hostB's token) before the multicast block starts a serve there"),
 ]
 # Commands that run until stopped: started in the background (ready at their first line),
 # stopped with SIGINT at the end, or when the same host starts another of the same kind
@@ -87,6 +88,8 @@ JSON_MODES = {"ping", "stream", "load", "proxy"}
 
 BIN = None
 WORK = None
+# `HOST$ export NAME=VALUE` lines: the variables each host's later commands run with.
+ENV = {}
 TAG = f"wbrd{os.getpid()}"
 
 
@@ -209,7 +212,8 @@ def globbed(argv):
 def run_in(host, argv, **kw):
     argv = globbed(argv)
     full = argv if host is None else ["ip", "netns", "exec", ns(host), *argv]
-    return subprocess.Popen(full, cwd=WORK, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    env = {**os.environ, **ENV.get(host, {})}
+    return subprocess.Popen(full, cwd=WORK, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
 def rates_bps(text):
@@ -299,6 +303,12 @@ def main():
             why = skipped(text)
             if why:
                 print(f"readme-check: skip  {text}  ({why})")
+                continue
+            if argv[0] == "export":
+                for a in argv[1:]:
+                    name, _, value = a.partition("=")
+                    ENV.setdefault(host, {})[name] = value
+                print(f"readme-check: env   {host or 'local'}$ {' '.join(argv)}")
                 continue
             argv = shorten(to_binary(argv))
             mode = argv[1]

@@ -163,13 +163,7 @@ fn stream_row(name: &str, r: &Report) -> Vec<String> {
     let sent = s.sender.map_or_else(|| "-".into(), |x| rate_words(x.per_s));
     let (recv, bits, loss) = s.receivers.first().map_or_else(
         || ("-".into(), "-".into(), "-".into()),
-        |x| {
-            let span = x.total.span_ns();
-            #[expect(clippy::cast_precision_loss, reason = "display values")]
-            let loss =
-                if x.sent == 0 { 0.0 } else { 100.0 * x.sent.saturating_sub(x.total.received) as f64 / x.sent as f64 };
-            (rate_words(x.total.per_sec(span)), bits_words(x.total.bits_per_sec(span)), format!("{loss:.3}%"))
-        },
+        |x| (rate_words(x.per_s()), bits_words(x.bits_per_s()), format!("{:.3}%", 100.0 * x.loss())),
     );
     let best = s
         .search
