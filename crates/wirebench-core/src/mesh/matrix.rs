@@ -454,7 +454,7 @@ mod tests {
                 h.record_n(me * 1000 + i, 2).unwrap();
             }
         }
-        assert_eq!(all.at(50.0), Some(h.value_at_quantile(0.5)));
+        assert_eq!(all.at(50.0), Some(crate::latency::percentile::value_at_percentile(&h, 50.0)));
         assert_eq!(all.max_ns, h.max());
     }
 

@@ -209,14 +209,12 @@ pub struct RttSummary {
 }
 
 impl RttSummary {
-    /// The summary of `h` (HdrHistogram's highest equivalent values), `None` when empty.
+    /// The summary of `h` (the one percentile definition, `latency::percentile`: HdrHistogram
+    /// Java's highest equivalent values), `None` when empty.
     pub fn of(h: &Histogram<u64>) -> Option<Self> {
-        (!h.is_empty()).then(|| Self {
-            count: h.len(),
-            min_ns: h.min(),
-            p50_ns: h.value_at_quantile(0.5),
-            p99_ns: h.value_at_quantile(0.99),
-            max_ns: h.max(),
+        (!h.is_empty()).then(|| {
+            let ps = crate::latency::percentile::values_at_percentiles(h, &[50.0, 99.0]);
+            Self { count: h.len(), min_ns: h.min(), p50_ns: ps[0], p99_ns: ps[1], max_ns: h.max() }
         })
     }
 }
