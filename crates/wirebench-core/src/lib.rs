@@ -18,7 +18,9 @@
 //! - [`rng`]: a seeded generator for simulated links.
 //! - [`impair`]: impairment decisions (delay, jitter, loss, reorder, duplicate, rate).
 //! - [`ratesearch`]: RFC 2544 binary search for the highest loss-free rate.
-//! - [`load`]: event mix, client schedules, link shaper and thresholds of `wirebench load`.
+//! - [`load`]: event mix, client schedules, link shaper, thresholds, messages and delivery
+//!   accounting of `wirebench load`.
+//! - [`room`]: the room's request classification (upgrade, 400, 426) and memory budget.
 //! - [`units`]: human units (`10ms`, `50k/s`) as newtypes.
 //! - [`report`]: the versioned `Report` and the histogram codec.
 
@@ -31,6 +33,7 @@ pub mod load;
 pub mod ratesearch;
 pub mod report;
 pub mod rng;
+pub mod room;
 pub mod schedule;
 pub mod seq;
 pub mod stream;

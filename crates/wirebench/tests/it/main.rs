@@ -13,7 +13,9 @@ mod load; // WebSocket load against an in-process room: delay, thresholds, dead 
 mod netns; // namespaces: ping across a veth pair, multicast across a bridge (root)
 mod ping; // loopback UDP and TCP against an in-process serve; schema; hgrm; hlog
 mod proxy; // impairment proxy accuracy, loss, TCP rate, refusals; shape tc script and apply/clear
+mod relay; // a scripted WebSocket server for the load tests: echo, or a relay that loses on purpose
 mod report; // text, HTML and --compare of saved runs; environment capture; bad input exits 2
+mod room; // the room against hostile clients: requests, refusals, caps, slow members, slowloris, EMFILE
 mod serve_noise; // 100,000 bad datagrams at serve during a ping
 mod stream; // stream and listen on loopback: complete, both sides, reverse only to the client
 mod suite; // the suite's steps and files
