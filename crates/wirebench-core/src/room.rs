@@ -134,10 +134,11 @@ pub const PER_CONNECTION: u64 = 4 * 1024 + MAX_HEAD as u64 + 2 * 1024;
 impl Limits {
     /// The most memory the room's connections and queues can take, bytes: per connection
     /// one frame being read plus one message being assembled (tungstenite reserves a whole
-    /// frame when its header arrives, so both are the message cap), plus
+    /// frame when its header arrives, so both are the message cap), one message in
+    /// tungstenite's write buffer when the socket will not take it, plus
     /// [`PER_CONNECTION`]; and the queued relays, capped in total.
     pub const fn budget_bytes(&self) -> u64 {
-        self.max_connections.saturating_mul(2 * self.max_message + PER_CONNECTION).saturating_add(self.total_backlog)
+        self.max_connections.saturating_mul(3 * self.max_message + PER_CONNECTION).saturating_add(self.total_backlog)
     }
 }
 

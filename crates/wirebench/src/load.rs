@@ -176,17 +176,25 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
     if !cfg.quiet {
         writeln!(
             ctx.out,
-            "wirebench load: {} clients in {} rooms of {}, {} each ({}), {} after a {} ramp, {}",
+            "wirebench load: {} clients in {} rooms of {}, {} each ({}), {} {}, {}",
             cfg.clients,
             cfg.rooms(),
             cfg.room_size,
             cfg.rate,
             cfg.arrivals.name(),
             Span(cfg.duration),
-            Span(cfg.ramp),
+            if cfg.ramp.is_zero() { "with no ramp".to_owned() } else { format!("after a {} ramp", Span(cfg.ramp)) },
             cfg.url
         )?;
     }
+    // A bar on a terminal (plain lines otherwise) from 2 s on, as ping has; the per-second
+    // lines are printed with the bar lifted.
+    let progress = crate::progress::Progress::start(
+        format!("load {}", cfg.url),
+        crate::progress::Total::Time(cfg.ramp + cfg.duration),
+        Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        cfg.quiet,
+    );
     let mut series = Vec::new();
     let frame = Frame { cfg, plan: &plan, stats: &stats, started, cpu0, argv: ctx.argv.clone(), room_in_process };
     let out = &mut *ctx.out;
@@ -220,7 +228,7 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
                     delay_p99_ns: if h.is_empty() { 0 } else { h.value_at_quantile(0.99) },
                 };
                 if !cfg.quiet {
-                    let _ = writeln!(out, "{}", print::second(&row, open));
+                    let _ = progress.suspend(|| writeln!(out, "{}", print::second(&row, open)));
                 }
                 series.push(row);
                 next_second += 1;
@@ -239,6 +247,7 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
         }
         outcome
     });
+    drop(progress);
     rt.shutdown_timeout(Duration::from_secs(1));
     let refused = Stats::get(&stats.refused_status);
     if Stats::get(&stats.connected) == 0 && outcome != Outcome::Interrupted && refused != 0 {

@@ -47,7 +47,7 @@ pub struct Args {
     /// Print the counters this often (0s: only at the end).
     #[arg(long, default_value = "1s")]
     pub interval: Span,
-    /// Open connections at most [default: 16384, or the open-file limit less 96].
+    /// Open connections at most [default: 10000, or the open-file limit less 96].
     #[arg(long)]
     pub max_connections: Option<u64>,
     /// Largest message (and frame) a client may send; larger ones close it with 1009.
@@ -86,7 +86,7 @@ pub struct Config {
 }
 
 /// The default connection cap, when the open-file limit allows it.
-pub const DEFAULT_MAX_CONNECTIONS: u64 = 16_384;
+pub const DEFAULT_MAX_CONNECTIONS: u64 = 10_000;
 
 impl Config {
     /// Args to Config; `nofile` is the open-file soft limit (after raising it).

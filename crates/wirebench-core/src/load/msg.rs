@@ -13,7 +13,7 @@
 use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 
-use serde::de::{self, DeserializeSeed, Deserializer as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer as _, MapAccess, SeqAccess, Visitor};
 
 mod template;
 
@@ -164,12 +164,12 @@ impl<'de> Visitor<'de> for Walk<'_, 'de> {
         Ok(())
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        while seq.next_element::<Skip>()?.is_some() {}
         Ok(())
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         if self.depth >= MAX_DEPTH {
-            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            while map.next_entry::<Skip, Skip>()?.is_some() {}
             return Ok(());
         }
         let depth = self.depth + 1;
@@ -227,7 +227,7 @@ impl<'de> Visitor<'de> for Field<'_, 'de> {
         Ok(())
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        while seq.next_element::<Skip>()?.is_some() {}
         Ok(())
     }
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
@@ -249,7 +249,7 @@ impl<'de> Visitor<'de> for ReqOnly {
             if key == Key::Req && req.is_none() {
                 req = Some(map.next_value::<ReqValue>()?.0);
             } else {
-                map.next_value::<IgnoredAny>()?;
+                map.next_value::<Skip>()?;
             }
         }
         Ok(req == Some(true))
@@ -286,15 +286,61 @@ impl<'de> de::Deserialize<'de> for ReqValue {
                 Ok(ReqValue(false))
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ReqValue, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                while seq.next_element::<Skip>()?.is_some() {}
                 Ok(ReqValue(false))
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ReqValue, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                while map.next_entry::<Skip, Skip>()?.is_some() {}
                 Ok(ReqValue(false))
             }
         }
         d.deserialize_any(V)
+    }
+}
+
+/// A value read and dropped, but read in full: unlike serde's `IgnoredAny`, strings are
+/// checked to be UTF-8, so bytes that are not JSON are never half-accepted (found by the
+/// `ws_message` fuzz target: a request with an invalid byte in another string).
+struct Skip;
+
+impl<'de> de::Deserialize<'de> for Skip {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(SkipVisitor)
+    }
+}
+
+struct SkipVisitor;
+
+impl<'de> Visitor<'de> for SkipVisitor {
+    type Value = Skip;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Skip, A::Error> {
+        while seq.next_element::<Skip>()?.is_some() {}
+        Ok(Skip)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skip, A::Error> {
+        while map.next_entry::<Skip, Skip>()?.is_some() {}
+        Ok(Skip)
     }
 }
 

@@ -74,8 +74,8 @@ fn refusals_are_http_responses_with_their_status() {
 #[test]
 fn the_budget_by_hand() {
     let l = Limits { max_connections: 1_000, max_message: 16 * 1024, member_backlog: 1 << 20, total_backlog: 64 << 20 };
-    // 1,000 x (32 KiB + 4 KiB + 8 KiB + 2 KiB) + 64 MiB
-    assert_eq!(l.budget_bytes(), 1_000 * 46 * 1024 + (64 << 20));
+    // 1,000 x (3 x 16 KiB + 4 KiB + 8 KiB + 2 KiB) + 64 MiB
+    assert_eq!(l.budget_bytes(), 1_000 * 62 * 1024 + (64 << 20));
 }
 
 proptest! {

@@ -120,7 +120,19 @@ pub(super) fn report(ps: &[f64], report: &Report, w: &mut dyn Write) -> io::Resu
     (all.expected, all.arrived, all.missing) = (l.deliveries.expected, l.deliveries.arrived, l.deliveries.missing);
     rows.push(row(&all, &l.overall.delay));
     table(w, &head, &rows)?;
-    let req: Vec<Vec<String>> = l.types.iter().filter_map(|t| t.reply.as_ref().map(|v| row(t, v))).collect();
+    let req: Vec<Vec<String>> = l
+        .types
+        .iter()
+        .filter_map(|t| {
+            let mut r = row(t, t.reply.as_ref()?);
+            if !t.request {
+                // a relayed type that came back to its sender: no reply was expected
+                r[0] = format!("{} (echo)", t.name);
+                r[4..7].fill_with(|| "-".into());
+            }
+            Some(r)
+        })
+        .collect();
     if !req.is_empty() {
         writeln!(w, "\nrequest to reply (ms):")?;
         table(w, &head, &req)?;

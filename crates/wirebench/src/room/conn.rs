@@ -22,6 +22,9 @@ use super::accept::Slot;
 use super::rooms::{Member, Room};
 use super::server::{Shared, Tally};
 
+/// Messages written between two flushes at most.
+const MAX_BATCH: u64 = 256;
+
 /// How long a refusal or a closing frame may take to write.
 const CLOSE_WAIT: Duration = Duration::from_millis(500);
 
@@ -202,14 +205,19 @@ async fn member_loop(
             }
             r = rx.recv() => {
                 let Some(first) = r else { break End::Abnormal };
-                let (mut bytes, mut n) = (0u64, 0u64);
+                let mut n = 0u64;
+                // Everything already queued goes out with one flush (one write syscall under
+                // load). A message leaves the budget once tungstenite has taken it (its write
+                // buffer holds at most one message the socket would not take): a member that
+                // keeps up is never charged for a batch that keeps growing.
                 let write = async {
                     let mut next = Some(first);
                     while let Some(m) = next.take() {
-                        bytes += m.len() as u64;
-                        n += 1;
+                        let len = m.len() as u64;
                         ws.feed(m).await?;
-                        next = rx.try_recv().ok();
+                        rooms.written(member, len);
+                        n += 1;
+                        next = if n < MAX_BATCH { rx.try_recv().ok() } else { None };
                     }
                     ws.flush().await
                 };
@@ -223,7 +231,6 @@ async fn member_loop(
                 };
                 match written {
                     Ok(Ok(())) => {
-                        rooms.written(member, bytes);
                         t.sent.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
                     }
                     Ok(Err(_)) => break if closing { End::Clean } else { End::Abnormal },

@@ -186,11 +186,17 @@ impl RoomServer {
         let thread = std::thread::Builder::new().name("wb-room-main".into()).spawn(move || {
             rt.block_on(async move {
                 let Ok(listener) = tokio::net::TcpListener::from_std(std_listener) else { return };
-                accept::run(listener, sh, stop_rx).await;
+                accept::run(listener, sh.clone(), stop_rx).await;
+                // Every connection task has had the stop signal and sends its close frame
+                // (at most 0.5 s each, in parallel): give them that long, then drop the rest.
+                let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                    while sh.pending.live.load(Ordering::Acquire) > 0 {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                })
+                .await;
             });
-            // Every connection task has had the stop signal: they close within their
-            // close timeout; the rest are dropped here.
-            rt.shutdown_timeout(Duration::from_secs(1));
+            rt.shutdown_timeout(Duration::from_millis(100));
         })?;
         Ok(Self { addr, shared, stop, thread: Some(thread), cpu: ProcessCpu::now() })
     }

@@ -397,6 +397,21 @@ fn load_runs_compare_side_by_side() {
     }
     let missing = lines.iter().find(|l| l.starts_with("missing ")).unwrap();
     assert!(missing.contains("0.000%"), "{missing}");
+    // the same figures in the text and the HTML of one run
+    let rep = read_json(&a);
+    let expected = ns(&rep["results"]["deliveries"]["expected"]);
+    let text = wirebench(&["report", a.to_str().unwrap()]);
+    assert!(
+        text.out.contains(&format!("deliveries: {expected} expected, {expected} arrived (100.00%)")),
+        "{}",
+        text.out
+    );
+    let html = dir.path().join("a.html");
+    let run = wirebench(&["report", a.to_str().unwrap(), "--html", html.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{}", run.err);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains(&format!("100.00% of {expected} expected deliveries arrived")), "headline");
+    assert!(page.contains("<th>expected</th>") && page.contains("<th>missing</th>"), "table");
 }
 
 /// The long flags in a mode's synopsis in docs/modes/MODE.md, and in its --help.

@@ -29,6 +29,7 @@ fn client(addr: SocketAddr, path: &str) -> Client {
 fn next_text(ws: &mut Client) -> String {
     loop {
         match ws.read().expect("a message before the timeout") {
+            Message::Close(f) => panic!("closed by the room: {f:?}"),
             Message::Text(t) => return t.as_str().to_owned(),
             Message::Binary(b) => return String::from_utf8_lossy(&b).into_owned(),
             _ => {}
@@ -164,6 +165,20 @@ fn a_member_that_never_reads_is_dropped_with_1013() {
     drop(sleeper);
     sender.send(Message::text(r#"{"type":"after"}"#)).unwrap();
     assert_eq!(until(&mut reader, r#"{"type":"after"}"#).last().map(String::as_str), Some(r#"{"type":"after"}"#));
+}
+
+/// Stopping the room tells every member why (close 1001), in a second whatever they do.
+#[test]
+fn stopping_closes_every_member_with_1001() {
+    let r = start(room::Config::loopback());
+    let mut ws = client(r.local_addr(), "/rooms/stop");
+    let mut deaf = client(r.local_addr(), "/rooms/stop");
+    deaf.get_mut().set_nonblocking(true).unwrap();
+    wait_for(&r, "joined", |c| c.open == 2);
+    let t0 = Instant::now();
+    let _ = r.stop();
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    assert_eq!(close_code(&mut ws), Some(u16::from(CloseCode::Away)));
 }
 
 /// Rooms and queued bytes are freed when members leave, however they leave.

@@ -106,6 +106,11 @@ fn requests_are_the_top_level_req_field() {
     assert!(!is_request(br#"[{"req":true}]"#));
     assert!(!is_request(br#"{"req":true} {}"#), "trailing bytes");
     assert!(!is_request(b""));
+    // found by fuzzing: an invalid UTF-8 byte in another string is not JSON
+    assert!(!is_request(b"{\"type\":\"s\x98ve\",\"req\":true}"));
+    assert!(!is_request(b"{\"x\":[\"\x98\"],\"req\":true}"));
+    assert!(!is_request(b"{\"\x98\":1,\"req\":true}"));
+    assert_eq!(scan(b"{\"type\":\"a\",\"ts\":1,\"x\":[\"\x98\"]}"), None);
 }
 
 /// Finds the first `key` depth-first in `v` (objects only, not arrays), the oracle for
