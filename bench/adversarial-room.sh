@@ -17,7 +17,7 @@ before=${2:-${WB_BEFORE:-}}
 shift $(( $# > 2 ? 2 : $# ))
 attacks=("$@")
 if [ ${#attacks[@]} -eq 0 ]; then
-  attacks=(plain-http big-frames never-reads slowloris emfile-spin idle sigint-stalled)
+  attacks=(plain-http big-frames never-reads hogs slowloris emfile-spin idle sigint-stalled)
 fi
 [ -x "$after" ] || { echo "no binary at $after (cargo build --release)" >&2; exit 2; }
 echo "wirebench room under attack, $(date -u +%FT%TZ), $(nproc) CPUs, loopback, load $(cut -d' ' -f1 /proc/loadavg)"

@@ -199,16 +199,64 @@ def never_reads(binary):
     dropped = "dropped" if _closed(sleeper) else "still a member"
     rss = r.rss_mb()
     took, last = r.stop()
+    slow = re.search(r"slow \(1013\) (\d+)", last)
+    if slow:
+        dropped += f" (room: {slow.group(1)} dropped as slow)"
     return f"peak rss {peak:.0f} MB, {rss:.0f} MB after; the sleeper is {dropped}; {sent >> 20} MB sent"
 
 
-def _closed(s):
-    s.settimeout(0.2)
+def hogs(binary):
+    """400 members of one room never read (the total queue budget binds before their own);
+    one member floods that room while 20 pairs chat in rooms of their own, each reading
+    promptly. Who is dropped, and what the queues cost."""
+    r = Room(binary)
+    sleepers = []
+    for _ in range(400):
+        s = handshake(r.addr, "/rooms/hogs")
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sleepers.append(s)
+    sender = handshake(r.addr, "/rooms/hogs")
+    pairs = [(handshake(r.addr, f"/rooms/chat-{i}"), handshake(r.addr, f"/rooms/chat-{i}")) for i in range(20)]
+    for _, b in pairs:
+        b.settimeout(2.0)
+    body = b'{"type":"big","pad":"' + b"x" * (16_000) + b'"}'
+    peak, lost = 0.0, set()
+    for n in range(150):
+        try:
+            sender.sendall(frame(body))
+        except OSError:
+            break
+        for i, (a, b) in enumerate(pairs):
+            if i in lost:
+                continue
+            msg = b'{"type":"chat","n":%d}' % n
+            try:
+                a.sendall(frame(msg))
+                op, p = read_frame(b)
+                if op != 1 or p != msg:
+                    lost.add(i)
+            except (OSError, EOFError):
+                lost.add(i)
+        peak = max(peak, r.rss_mb())
+    took, last = r.stop()
+    slow = re.search(r"slow \(1013\) (\d+)", last)
+    for s in sleepers + [sender] + [x for p in pairs for x in p]:
+        s.close()
+    return (f"{len(lost)}/20 chatting members dropped; room: {slow.group(1) if slow else '?'} dropped as slow; "
+            f"peak rss {peak:.0f} MB")
+
+
+def _closed(s, within=10.0):
+    """Has the room closed `s`? Reads what it had queued until EOF (bounded)."""
+    deadline = time.monotonic() + within
+    s.settimeout(1.0)
     try:
-        while True:
-            if not s.recv(1 << 20):
-                return True
-    except socket.timeout:
+        while time.monotonic() < deadline:
+            try:
+                if not s.recv(1 << 20):
+                    return True
+            except socket.timeout:
+                pass
         return False
     except OSError:
         return True
@@ -257,7 +305,7 @@ def idle(binary):
     r = Room(binary, *extra)
     socks = [handshake(r.addr, f"/rooms/idle-{i % 200}") for i in range(1000)]
     time.sleep(10)
-    closed = sum(_closed(s) for s in socks)
+    closed = sum(_closed(s, within=0.5) for s in socks)
     for s in socks:
         s.close()
     r.stop()
@@ -284,6 +332,7 @@ ATTACKS = {
     "slowloris": slowloris,
     "big-frames": big_frames,
     "never-reads": never_reads,
+    "hogs": hogs,
     "plain-http": plain_http,
     "emfile-spin": emfile_spin,
     "idle": idle,

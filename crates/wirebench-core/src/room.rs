@@ -121,8 +121,8 @@ pub struct Limits {
     pub max_message: u64,
     /// Bytes queued for one member before it is dropped (close 1013).
     pub member_backlog: u64,
-    /// Bytes queued for all members together before the member a relay would overfill is
-    /// dropped.
+    /// Bytes queued for all members together; past it the members with the longest queues
+    /// are dropped until the relay fits (the limit holds at every instant).
     pub total_backlog: u64,
 }
 

@@ -127,6 +127,12 @@ async fn close(ws: &mut Ws, code: CloseCode, reason: &'static str) {
     let _ = tokio::time::timeout(CLOSE_WAIT, ws.close(Some(frame))).await;
 }
 
+/// A dropped member's queue is thrown away at once (its bytes have left the budget).
+fn discard(rx: &mut mpsc::UnboundedReceiver<Message>) {
+    rx.close();
+    while rx.try_recv().is_ok() {}
+}
+
 /// How a member's loop ended, for the counters.
 enum End {
     /// The client sent a close frame.
@@ -161,6 +167,7 @@ async fn member_loop(
                 break End::Closed;
             }
             () = member.kick.notified() => {
+                discard(&mut rx);
                 close(&mut ws, CloseCode::Again, "backlog over budget: reading too slowly").await;
                 break End::Closed;
             }
@@ -225,6 +232,7 @@ async fn member_loop(
                     r = tokio::time::timeout(cfg.write_timeout, write) => r,
                     _ = &mut stopped => break End::Closed,
                     () = member.kick.notified() => {
+                        discard(&mut rx);
                         close(&mut ws, CloseCode::Again, "backlog over budget: reading too slowly").await;
                         break End::Closed;
                     }

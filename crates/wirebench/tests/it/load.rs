@@ -107,11 +107,30 @@ fn delay_is_at_least_the_added_delay_and_close_to_it() {
         (Some("modelled"), Some("modelled_shaper_hold"))
     );
     assert!(at_least(ns(&l["link_up"]["hold"]["summary"]["min_ns"]), 20_000_000));
+    // and every view of the run says which is which
+    assert!(run.out.contains("upload link: requested unlimited + 20ms one way; achieved at the socket"), "{}", run.out);
+    assert!(run.out.contains("download link (modelled: computed from arrival times"), "{}", run.out);
+    let html = dir.path().join("load.html");
+    let page = wirebench(&["report", json.to_str().unwrap(), "--html", html.to_str().unwrap()]);
+    assert_eq!(page.code, 0, "{}", page.err);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("download link (modelled, nothing held)"), "HTML labels the modelled link");
     let csv = std::fs::read_to_string(&series).unwrap();
     assert!(csv.starts_with("at_s,sent,received,delay_p50_us,delay_p99_us\n1,"), "{csv}");
     assert!(!l["series"].as_array().unwrap().is_empty());
+    // counted from both sides: what the room took and wrote is what the clients sent and read
     let c = r.stop();
     assert_eq!(c.received, sent);
+    let received = ns(&l["received"]);
+    assert_eq!(c.sent, received, "room's writes against the clients' reads");
+    let unexpected: u64 = l["types"].as_array().unwrap().iter().map(|t| ns(&t["unexpected"])).sum();
+    assert_eq!(
+        ns(&l["deliveries"]["arrived"]) + ns(&l["replies"]["arrived"]) + unexpected,
+        received,
+        "deliveries {} replies {} unexpected {unexpected}",
+        l["deliveries"],
+        l["replies"]
+    );
 }
 
 #[test]

@@ -167,6 +167,75 @@ fn a_member_that_never_reads_is_dropped_with_1013() {
     assert_eq!(until(&mut reader, r#"{"type":"after"}"#).last().map(String::as_str), Some(r#"{"type":"after"}"#));
 }
 
+/// Many members that never read, each within its own budget, could together queue
+/// `connections x member-backlog` bytes; a total cap that drops whichever member a relay
+/// would overfill then drops members that read promptly (in any room) as soon as the
+/// non-readers have filled it. Now the queues of all members never pass `--max-backlog`, and
+/// past it the longest queues are dropped (1013): the non-readers, never a prompt reader.
+#[test]
+fn all_queues_together_stay_within_max_backlog_and_only_hogs_pay() {
+    let mut cfg = room::Config::loopback();
+    (cfg.limits.max_message, cfg.limits.member_backlog, cfg.limits.total_backlog) = (16 << 10, 4 << 20, 128 << 10);
+    let total = cfg.limits.total_backlog;
+    let r = start(cfg);
+    let addr = r.local_addr();
+    // the reader joins first, so a relay reaches it before the sleepers
+    let mut reader = client(addr, "/rooms/hogs");
+    let sleepers: Vec<Client> = (0..4).map(|_| client(addr, "/rooms/hogs")).collect();
+    let mut sender = client(addr, "/rooms/hogs");
+    let (mut alice, mut bob) = (client(addr, "/rooms/bystanders"), client(addr, "/rooms/bystanders"));
+    wait_for(&r, "joined", |c| c.open == 8);
+    let chunk = format!("{{\"type\":\"big\",\"pad\":\"{}\"}}", "x".repeat(16_000));
+    // The sleepers' socket buffers take some first; at most 64 MB are sent. Every sleeper is
+    // dropped in turn as relays keep coming, each well within its own 4 MiB.
+    let mut sent = 0;
+    loop {
+        let c = r.counters();
+        assert!(c.backlog_bytes <= total, "all queues {} over the budget {total}: {c:?}", c.backlog_bytes);
+        if c.dropped_slow == 4 {
+            break;
+        }
+        assert!(sent < 4_000, "not every sleeper dropped: {c:?}");
+        sender.send(Message::text(chunk.as_str())).unwrap();
+        sent += 1;
+        // the prompt reader hears every message, and the bystanders' room works throughout
+        assert_eq!(next_text(&mut reader).len(), chunk.len());
+        alice.send(Message::text(format!("{{\"type\":\"chat\",\"n\":{sent}}}"))).unwrap();
+        assert_eq!(next_text(&mut bob), format!("{{\"type\":\"chat\",\"n\":{sent}}}"));
+    }
+    let c = wait_for(&r, "the sleepers are gone", |c| c.open == 4);
+    assert_eq!(c.dropped_slow, 4, "{c:?}");
+    assert!(c.backlog_bytes <= total, "{c:?}");
+    drop(sleepers);
+    sender.send(Message::text(r#"{"type":"after"}"#)).unwrap();
+    assert_eq!(until(&mut reader, r#"{"type":"after"}"#).last().map(String::as_str), Some(r#"{"type":"after"}"#));
+}
+
+/// A member that sends nothing and answers no ping held its place forever (no idle
+/// timeout). Now it is pinged after half the timeout and closed with 1001 at the timeout.
+#[test]
+fn a_silent_member_is_closed_at_the_idle_timeout() {
+    let mut cfg = room::Config::loopback();
+    cfg.idle_timeout = Duration::from_millis(400);
+    let r = start(cfg);
+    // the client reads only after the room has given up on it (tungstenite answers a ping
+    // only when it reads)
+    let mut silent = client(r.local_addr(), "/rooms/idle");
+    let c = wait_for(&r, "closed as idle, gone", |c| c.idle_closed == 1 && c.open == 0);
+    assert_eq!(c.rooms, 0);
+    let mut saw_ping = false;
+    let code = loop {
+        match silent.read() {
+            Ok(Message::Ping(_)) => saw_ping = true,
+            Ok(Message::Close(f)) => break f.map(|f| u16::from(f.code)),
+            Ok(_) => {}
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert!(saw_ping, "pinged before being closed");
+    assert_eq!(code, Some(u16::from(CloseCode::Away)));
+}
+
 /// Stopping the room tells every member why (close 1001), in a second whatever they do.
 #[test]
 fn stopping_closes_every_member_with_1001() {
