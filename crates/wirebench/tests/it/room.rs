@@ -312,6 +312,50 @@ fn slowloris_handshakes_cannot_hold_the_room() {
     assert_eq!(wait_for(&r, "timed out", |c| c.handshake_timeouts == 1).live, 0);
 }
 
+/// At the cap with every connection a member (no handshake to evict), a newcomer is told
+/// why (503 with a reason) instead of being cut off; once a member leaves, one can join.
+#[test]
+fn at_the_connection_cap_a_newcomer_gets_503_and_a_reason() {
+    let mut cfg = room::Config::loopback();
+    cfg.limits.max_connections = 2;
+    let r = start(cfg);
+    let a = client(r.local_addr(), "/rooms/full");
+    let _b = client(r.local_addr(), "/rooms/full");
+    wait_for(&r, "both joined", |c| c.open == 2);
+    let answer = exchange(r.local_addr(), b"GET /rooms/full HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(answer.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{answer}");
+    assert!(answer.ends_with("wirebench room: at its connection limit\r\n"), "{answer}");
+    assert_eq!(r.counters().refused_full, 1);
+    drop(a);
+    wait_for(&r, "one left", |c| c.live == 1);
+    let mut c = client(r.local_addr(), "/rooms/full");
+    c.send(Message::text(r#"{"type":"in"}"#)).unwrap();
+}
+
+/// The connection cap stays below the open-file limit (so accepted connections alone never
+/// reach EMFILE), and the queue budgets must each hold what they are for.
+#[test]
+fn the_connection_cap_stays_below_the_open_file_limit() {
+    let args = |a: &[&str]| wirebench::cli::parse_mode::<room::Args>("room", a).unwrap();
+    let c = room::Config::from_args(&args(&[]), 1_000).unwrap();
+    assert_eq!(c.limits.max_connections, 1_000 - room::SPARE_FDS);
+    let c = room::Config::from_args(&args(&[]), 1 << 20).unwrap();
+    assert_eq!(c.limits.max_connections, room::DEFAULT_MAX_CONNECTIONS);
+    assert_eq!(c.limits.budget_bytes(), 701_988_864, "the 702 MB printed at start");
+    let e = room::Config::from_args(&args(&["--max-connections", "1000"]), 1_000).unwrap_err();
+    assert!(e.0.contains("this process may open 1000 files, so at most"), "{}", e.0);
+    for bad in [
+        &["--max-message", "1MiB", "--member-backlog", "512KiB"][..],
+        &["--max-backlog", "1KiB"],
+        &["--idle-timeout", "0s"],
+    ] {
+        assert!(room::Config::from_args(&args(bad), 1 << 20).is_err(), "{bad:?}");
+    }
+    let run = crate::support::wirebench(&["room", "--listen", "127.0.0.1:0", "--max-connections", "999999999"]);
+    assert_eq!(run.code, 2, "{}{}", run.out, run.err);
+    assert!(run.err.contains("--max-connections 999999999: this process may open"), "{}", run.err);
+}
+
 /// On EMFILE the accept loop spun at 100 % CPU. Now it waits `BACKOFF` after each such
 /// failure: on a paused clock, 1 s of failures is about 10 attempts. (A loop that does not
 /// back off makes 1,000 attempts at once, then this fake stops it.)
