@@ -17,7 +17,7 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::latency::{histogram, record};
+use crate::latency::{histogram, record, value_at_percentile};
 
 /// Collects four-timestamp exchanges.
 #[derive(Debug, Clone)]
@@ -106,7 +106,7 @@ impl OffsetFilter {
         }
         let side = |h: &Histogram<u64>, adjust: i128| {
             let at = |v: u64| i128::from(v) - shift + adjust;
-            let vals = [at(h.min()), at(h.value_at_quantile(0.5)), at(h.value_at_quantile(0.99))];
+            let vals = [at(h.min()), at(value_at_percentile(h, 50.0)), at(value_at_percentile(h, 99.0))];
             let clamp = |v: i128| u64::try_from(v.max(0)).unwrap_or(u64::MAX);
             OneWaySide {
                 min_ns: clamp(vals[0]),

@@ -1,11 +1,25 @@
 //! Latency recording (STYLE C8): integer nanoseconds in HdrHistogram with 3 significant
 //! digits, fixed bounds so recording never allocates, warm-up kept apart, and every view
-//! labelled with what it measures.
+//! labelled with what it measures. Every percentile of every view comes from
+//! [`value_at_percentile`] (HdrHistogram Java's definition, see [`percentile`]).
+
+pub mod patience;
+pub mod percentile;
+pub mod runs;
+
+use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+pub use self::patience::Patience;
+pub use self::percentile::{Step, distribution, value_at_percentile};
+pub use self::runs::LossRuns;
 use crate::clocksync::OffsetFilter;
+
+/// Sequence numbers a responder's windows remember: the duplicate window of the probe loop
+/// and the loss-run window (a reply older than this is counted late).
+pub const SEQ_WINDOW: usize = 1 << 16;
 
 /// The largest latency a histogram holds: one hour. Larger values are clamped to it and
 /// counted, never dropped silently.
@@ -49,7 +63,7 @@ pub struct Summary {
 pub struct Percentile {
     /// In percent, e.g. 99.99.
     pub p: f64,
-    /// Value at that percentile, ns (HdrHistogram's highest-equivalent value).
+    /// Value at that percentile, ns ([`value_at_percentile`]).
     pub ns: u64,
 }
 
@@ -66,10 +80,7 @@ impl Summary {
             max_ns: if empty { 0 } else { h.max() },
             mean_ns: if empty { 0.0 } else { h.mean() },
             stddev_ns: if empty { 0.0 } else { h.stdev() },
-            percentiles: ps
-                .iter()
-                .map(|&p| Percentile { p, ns: if empty { 0 } else { h.value_at_percentile(p) } })
-                .collect(),
+            percentiles: ps.iter().map(|&p| Percentile { p, ns: value_at_percentile(h, p) }).collect(),
         }
     }
 
@@ -77,6 +88,18 @@ impl Summary {
     pub fn at(&self, p: f64) -> Option<u64> {
         self.percentiles.iter().find(|q| (q.p - p).abs() < 1e-9).map(|q| q.ns)
     }
+}
+
+/// One histogram of an interval log (`--hlog`): when the interval began (relative to the
+/// run's start), how long it lasted, and the values recorded in it (ns).
+#[derive(Debug, Clone)]
+pub struct Interval {
+    /// Start, relative to the run's start.
+    pub start: Duration,
+    /// Length.
+    pub length: Duration,
+    /// Values recorded in it (ns).
+    pub histogram: Histogram<u64>,
 }
 
 /// Which part of a run a probe belongs to.
@@ -152,6 +175,8 @@ pub struct ResponderStats {
     pub first_seq: u64,
     /// Warm-up replies within the timeout.
     pub warmup_received: u64,
+    /// Runs of consecutive lost measured probes.
+    pub runs: LossRuns,
 }
 
 impl ResponderStats {
@@ -170,7 +195,20 @@ impl ResponderStats {
             clamped: 0,
             first_seq,
             warmup_received: 0,
+            runs: LossRuns::new(SEQ_WINDOW, first_seq),
         }
+    }
+
+    /// The measurement begins with probe `seq`: loss runs count from there (or from this
+    /// responder's discovery, if later).
+    pub fn begin_measure(&mut self, seq: u64) {
+        self.runs.restart(self.first_seq.max(seq));
+    }
+
+    /// The measurement ended after `end` probes (sequence numbers below `end`), once the last
+    /// one's timeout passed: judges the loss runs to the end.
+    pub fn finish(&mut self, end: u64) {
+        self.runs.finish(end);
     }
 
     /// Accounts one reply that is new for this responder (duplicates are screened by the
@@ -193,6 +231,7 @@ impl ResponderStats {
             }
             Phase::Measure => {
                 self.received += 1;
+                self.runs.on_time(r.seq);
                 ok &= record(&mut self.rtt, rtt);
                 if let Some(h) = self.rtt_uncorrected.as_mut() {
                     ok &= record(h, actual);
@@ -238,22 +277,42 @@ mod tests {
     }
 
     #[test]
-    fn summary_matches_hdrhistogram_itself() {
+    fn summary_uses_the_one_percentile_definition() {
         let mut h = histogram();
         for v in 1..=10_000u64 {
             record(&mut h, v * 1000);
         }
-        let s = Summary::of(&h, &[50.0, 99.0, 99.99]);
+        let s = Summary::of(&h, &[50.0, 99.0, 99.9, 99.99]);
         assert_eq!(s.count, 10_000);
         assert_eq!(s.min_ns, h.min());
         assert_eq!(s.max_ns, h.max());
-        assert_eq!(s.at(50.0), Some(h.value_at_quantile(0.5)));
-        assert_eq!(s.at(99.0), Some(h.value_at_quantile(0.99)));
-        assert_eq!(s.at(99.99), Some(h.value_at_quantile(0.9999)));
-        // and those are where they should be, to 3 significant digits
+        for p in [50.0, 99.0, 99.9, 99.99] {
+            assert_eq!(s.at(p), Some(value_at_percentile(&h, p)), "p{p}");
+        }
+        // 1..=1000 ns are recorded exactly: p99.9 is rank 999, not the maximum
+        let mut exact = histogram();
+        for v in 1..=1_000u64 {
+            record(&mut exact, v);
+        }
+        assert_eq!(Summary::of(&exact, &[99.9]).at(99.9), Some(999));
         assert!(s.at(50.0).unwrap().abs_diff(5_000_000) <= 5_000);
         assert!((s.mean_ns - 5_000_500.0).abs() / 5_000_500.0 < 1e-3);
         assert!(Summary::of(&histogram(), &[50.0]).at(50.0) == Some(0));
+    }
+
+    #[test]
+    fn mean_and_standard_deviation_by_hand() {
+        // 2, 4, 4, 4, 5, 5, 7, 9 (exact below 2048): mean 5, population sd 2.
+        let mut h = histogram();
+        for v in [2, 4, 4, 4, 5, 5, 7, 9] {
+            record(&mut h, v);
+        }
+        let s = Summary::of(&h, &[]);
+        assert_eq!((s.count, s.min_ns, s.max_ns), (8, 2, 9));
+        assert!((s.mean_ns - 5.0).abs() < 1e-12, "{}", s.mean_ns);
+        assert!((s.stddev_ns - 2.0).abs() < 1e-12, "{}", s.stddev_ns);
+        let empty = Summary::of(&histogram(), &[]);
+        assert_eq!((empty.mean_ns, empty.stddev_ns), (0.0, 0.0));
     }
 
     #[test]
@@ -275,6 +334,45 @@ mod tests {
         assert_eq!(st.on_reply(&obs(0, 0, 2_000, None), 1_000), ReplyVerdict::Late);
         assert_eq!((st.late, st.received, st.rtt.len()), (1, 0, 0));
         assert_eq!(st.lost(1, 0), 1, "a late reply missed its timeout: lost too");
+    }
+
+    #[test]
+    fn a_reply_exactly_at_the_timeout_is_on_time() {
+        let mut st = ResponderStats::new(false, 0);
+        assert_eq!(st.on_reply(&obs(0, 0, 1_000, None), 1_000), ReplyVerdict::OnTime { rtt_ns: 1_000 });
+        assert_eq!(st.on_reply(&obs(1, 0, 1_001, None), 1_000), ReplyVerdict::Late);
+        assert_eq!((st.received, st.late), (1, 1));
+    }
+
+    #[test]
+    fn lateness_is_judged_on_the_actual_round_trip_not_the_corrected_one() {
+        // Open loop: intended at 0, sent 900 us late, answered 110 us after the send. The
+        // corrected round trip (1.01 ms) exceeds the 1 ms timeout, but the reply came 110 us
+        // after its probe left: on time, recorded at its corrected value.
+        let mut st = ResponderStats::new(true, 0);
+        assert_eq!(
+            st.on_reply(&obs(0, 900_000, 1_010_000, Some(0)), 1_000_000),
+            ReplyVerdict::OnTime { rtt_ns: 1_010_000 }
+        );
+        assert_eq!((st.received, st.late), (1, 0));
+        // and the other way round: a prompt send whose reply took 1.2 ms is late
+        assert_eq!(st.on_reply(&obs(1, 1_000_000, 2_200_000, Some(1_000_000)), 1_000_000), ReplyVerdict::Late);
+    }
+
+    #[test]
+    fn loss_runs_follow_the_measured_replies() {
+        let mut st = ResponderStats::new(false, 0);
+        let mut warm = obs(0, 0, 10, None);
+        warm.phase = Phase::Warmup;
+        st.on_reply(&warm, 1_000);
+        st.begin_measure(5);
+        // measured probes 5..=14: answered 5, 6, 10, 11; lost 7-9 and 12-14
+        for s in [5, 6, 10, 11] {
+            st.on_reply(&obs(s, 0, 10, None), 1_000);
+        }
+        st.finish(15);
+        assert_eq!((st.runs.longest(), st.runs.trailing(), st.runs.lost()), (3, 3, 6));
+        assert_eq!(st.runs.lost(), st.lost(10, 5), "the same count as the loss figure");
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //!
 //! Layout:
 //! - [`auth`]: HMAC-SHA256 keyed by a token (control handshakes, mesh probes, relayed datagrams).
-//! - [`wire`]: the probe header shared by `serve` and `ping`.
+//! - [`budget`]: what a far end grants one client, and the ledger of its sessions and bytes.
+//! - [`wire`]: the probe, stream and control formats, and the control handshake.
 //! - [`schedule`]: `Pacing`, `Stop` and the intended send times of open and closed loops.
 //! - [`latency`]: histograms per phase and view (corrected, uncorrected, warm-up).
 //! - [`seq`]: a sliding window that tells new, duplicate and too-old sequence numbers apart.
@@ -17,7 +18,8 @@
 //! - [`clocksync`]: NTP-style offset and one-way delay with an explicit bound.
 //! - [`rng`]: a seeded generator for simulated links.
 //! - [`impair`]: impairment decisions (delay, jitter, loss, reorder, duplicate, rate).
-//! - [`ratesearch`]: RFC 2544 binary search for the highest loss-free rate.
+//! - [`ratesearch`]: the highest loss-free rate (RFC 2544): geometric descent, then bisection.
+//! - [`snmp`]: the kernel's protocol counters (`/proc/net/snmp`) by name, and their differences.
 //! - [`load`]: event mix, client schedules, link shaper, thresholds, messages and delivery
 //!   accounting of `wirebench load`.
 //! - [`room`]: the room's request classification (upgrade, 400, 426) and memory budget.
@@ -25,6 +27,7 @@
 //! - [`report`]: the versioned `Report` and the histogram codec.
 
 pub mod auth;
+pub mod budget;
 pub mod clocksync;
 pub mod impair;
 pub mod jitter;
@@ -36,6 +39,7 @@ pub mod rng;
 pub mod room;
 pub mod schedule;
 pub mod seq;
+pub mod snmp;
 pub mod stream;
 pub mod units;
 pub mod wire;

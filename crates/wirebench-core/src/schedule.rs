@@ -61,7 +61,9 @@ impl Schedule {
         let offset = (n as f64) * 1e9 / self.per_sec;
         #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "positive, < 2^64")]
         let offset = offset.round() as u64;
-        self.start_ns + offset
+        // Saturate: a tiny rate's offset is past u64 (`as` gives u64::MAX), and a wrapped sum
+        // would put the send in the past, i.e. flat out (issue 10's `--max-rate` bypass).
+        self.start_ns.saturating_add(offset)
     }
 
     /// The rate, in probes per second.
@@ -129,6 +131,15 @@ mod tests {
         assert_eq!(s.intended(1), 1_000 + 333_333_333);
         assert_eq!(s.intended(3), 1_000 + 1_000_000_000);
         assert_eq!(s.intended(3_000_000), 1_000 + 1_000_000_000_000_000);
+    }
+
+    #[test]
+    fn tiny_rates_saturate_instead_of_wrapping_into_the_past() {
+        let s = Schedule::new(5_000, rate(5e-324));
+        assert_eq!(s.intended(0), 5_000);
+        assert_eq!(s.intended(1), u64::MAX);
+        let s = Schedule::new(u64::MAX - 10, rate(1e-5));
+        assert_eq!(s.intended(1), u64::MAX);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! further. All integers are big-endian. `docs/wire-format.md` is the prose version.
 
 pub mod control;
+pub mod handshake;
 pub mod probe;
 pub mod stream;
 

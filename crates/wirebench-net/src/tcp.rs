@@ -5,6 +5,8 @@ use std::io::{self, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
+use wirebench_core::wire::Kind;
+use wirebench_core::wire::control::{self, Control};
 use wirebench_core::wire::probe;
 
 use crate::clock::{Clock, MonoClock};
@@ -63,8 +65,31 @@ impl TcpProbeIo {
         }
         let mut h = [0u8; 8];
         h.copy_from_slice(&self.buf[self.start..self.start + 8]);
+        if h[3] == Kind::Control as u8 {
+            return self.refusal(h);
+        }
         let len = probe::frame_len(&h).map_err(|e| io::Error::new(ErrorKind::InvalidData, e))?;
         Ok((have >= len).then_some(len))
+    }
+}
+
+impl TcpProbeIo {
+    /// A control frame where a reply was due: serve turned this connection away (at its
+    /// connection limit, say) and said why in an `error` message. Wait for the whole frame,
+    /// then give the reason as the error.
+    fn refusal(&self, h: [u8; 8]) -> io::Result<Option<usize>> {
+        let len =
+            control::body_len(&h, control::MAX_FIRST_BODY).map_err(|e| io::Error::new(ErrorKind::InvalidData, e))?;
+        let body = &self.buf[self.start + 8..self.end];
+        if body.len() < len {
+            return Ok(None);
+        }
+        let why = match control::decode(&body[..len]) {
+            Ok(Control::Error { message }) => message,
+            _ => "a control frame instead of a reply".into(),
+        };
+        // Not `ConnectionRefused`: that reads as "nobody listens", and the reason would be lost.
+        Err(io::Error::other(format!("serve refused the connection: {why}")))
     }
 }
 

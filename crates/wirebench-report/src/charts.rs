@@ -6,6 +6,7 @@ use std::io;
 
 use hdrhistogram::Histogram;
 use plotters::prelude::*;
+use wirebench_core::latency;
 
 use crate::distribution::TICKS_PER_HALF_DISTANCE;
 
@@ -66,11 +67,12 @@ pub fn percentile_points(h: &Histogram<u64>, scale: f64) -> Vec<(f64, f64)> {
         return Vec::new();
     }
     let last_x = (h.len() as f64).max(1.0);
-    h.iter_quantiles(TICKS_PER_HALF_DISTANCE)
-        .map(|it| {
-            let q = it.quantile_iterated_to();
+    latency::distribution(h, TICKS_PER_HALF_DISTANCE)
+        .into_iter()
+        .map(|s| {
+            let q = s.level / 100.0;
             let x = if q >= 1.0 { last_x } else { (1.0 / (1.0 - q)).min(last_x) };
-            (x, it.value_iterated_to() as f64 / scale)
+            (x, s.value as f64 / scale)
         })
         .collect()
 }

@@ -1,10 +1,14 @@
 //! The percentile distribution in HdrHistogram's own text layout
 //! (`AbstractHistogram.outputPercentileDistribution` in the Java library): the table Aeron's
-//! Ping prints, and the `.hgrm` format that HdrHistogram's plotter and tools read.
+//! Ping prints, and the `.hgrm` format that HdrHistogram's plotter and tools read. The rows
+//! are `wirebench_core::latency::distribution`: Java's percentile levels, each at the same
+//! rank as every other percentile wirebench shows (`bench/hdr-java.sh` compares the file with
+//! the Java library's output line for line).
 
 use std::io::{self, Write};
 
 use hdrhistogram::Histogram;
+use wirebench_core::latency;
 
 /// Ticks per half distance, as Aeron and `HistogramLogProcessor` use by default.
 pub const TICKS_PER_HALF_DISTANCE: u32 = 5;
@@ -15,24 +19,59 @@ pub fn write(h: &Histogram<u64>, scale: f64, out: &mut dyn Write) -> io::Result<
     writeln!(out, "{:>12} {:>14} {:>10} {:>14}\n", "Value", "Percentile", "TotalCount", "1/(1-Percentile)")?;
     #[expect(clippy::cast_precision_loss, reason = "display values")]
     let value = |v: u64| v as f64 / scale;
-    if !h.is_empty() {
-        let mut total = 0u64;
-        for it in h.iter_quantiles(TICKS_PER_HALF_DISTANCE) {
-            let q = it.quantile_iterated_to();
-            let v = value(it.value_iterated_to());
-            total += it.count_since_last_iteration();
-            if q < 1.0 {
-                writeln!(out, "{v:>12.digits$} {q:>2.12} {total:>10} {:>14.2}", 1.0 / (1.0 - q))?;
-            } else {
-                writeln!(out, "{v:>12.digits$} {q:>2.12} {total:>10}")?;
-            }
+    let fixed = |x: f64, d: usize| java_fixed(x, d);
+    for s in latency::distribution(h, TICKS_PER_HALF_DISTANCE) {
+        let (v, q, total) = (fixed(value(s.value), digits), s.level / 100.0, s.total);
+        if q < 1.0 {
+            writeln!(out, "{v:>12} {:>2} {total:>10} {:>14}", fixed(q, 12), fixed(1.0 / (1.0 - q), 2))?;
+        } else {
+            writeln!(out, "{v:>12} {:>2} {total:>10}", fixed(q, 12))?;
         }
     }
     let (mean, sd, max) =
         if h.is_empty() { (0.0, 0.0, 0.0) } else { (h.mean() / scale, h.stdev() / scale, value(h.max())) };
-    writeln!(out, "#[Mean    = {mean:>12.digits$}, StdDeviation   = {sd:>12.digits$}]")?;
-    writeln!(out, "#[Max     = {max:>12.digits$}, Total count    = {:>12}]", h.len())?;
+    writeln!(out, "#[Mean    = {:>12}, StdDeviation   = {:>12}]", fixed(mean, digits), fixed(sd, digits))?;
+    writeln!(out, "#[Max     = {:>12}, Total count    = {:>12}]", fixed(max, digits), h.len())?;
     writeln!(out, "#[Buckets = {:>12}, SubBuckets     = {:>12}]", h.buckets(), sub_buckets(h.sigfig()))
+}
+
+/// `x` with `decimals` digits after the point as Java's `String.format("%.Nf")` writes it:
+/// its shortest round-trip digits rounded half up (Rust rounds the exact binary value, so
+/// 0.9997802734375 would end in 7 where Java writes 8).
+pub fn java_fixed(x: f64, decimals: usize) -> String {
+    if !x.is_finite() {
+        return format!("{x}");
+    }
+    let shortest = format!("{}", x.abs());
+    let (int, frac) = shortest.split_once('.').unwrap_or((&shortest, ""));
+    if frac.len() <= decimals {
+        return format!("{x:.decimals$}");
+    }
+    let mut digits: Vec<u8> = int.bytes().chain(frac.bytes().take(decimals)).map(|b| b - b'0').collect();
+    if frac.as_bytes()[decimals] >= b'5' {
+        let mut i = digits.len();
+        loop {
+            if i == 0 {
+                digits.insert(0, 1);
+                break;
+            }
+            i -= 1;
+            if digits[i] == 9 {
+                digits[i] = 0;
+            } else {
+                digits[i] += 1;
+                break;
+            }
+        }
+    }
+    let split = digits.len() - decimals;
+    let text = |d: &[u8]| d.iter().map(|&b| char::from(b'0' + b)).collect::<String>();
+    let sign = if x.is_sign_negative() && digits.iter().any(|&d| d != 0) { "-" } else { "" };
+    if decimals == 0 {
+        format!("{sign}{}", text(&digits))
+    } else {
+        format!("{sign}{}.{}", text(&digits[..split]), text(&digits[split..]))
+    }
 }
 
 /// HdrHistogram's sub-bucket count for `sigfig` digits: the power of two that holds
@@ -87,6 +126,21 @@ mod tests {
         assert!(last_row.contains(" 1.000000000000      10000"), "{last_row}");
         assert!(lines.iter().any(|l| l.starts_with("#[Mean    = ")));
         assert!(text.ends_with(&format!("#[Buckets = {:>12}, SubBuckets     = {:>12}]\n", sample().buckets(), 2048)));
+    }
+
+    #[test]
+    fn fixed_point_as_java_writes_it() {
+        assert_eq!(java_fixed(0.999_780_273_437_5, 12), "0.999780273438", "a tie: half up");
+        assert_eq!(format!("{:.12}", 0.999_780_273_437_5), "0.999780273437", "where Rust rounds to even");
+        assert_eq!(java_fixed(0.15, 1), "0.2", "Java rounds the shortest digits, 0.15");
+        assert_eq!(java_fixed(0.5, 12), "0.500000000000");
+        assert_eq!(java_fixed(9.9996, 3), "10.000");
+        assert_eq!(java_fixed(999.9995, 3), "1000.000");
+        assert_eq!(java_fixed(4_551.111_111_1, 2), "4551.11");
+        assert_eq!(java_fixed(1.0, 2), "1.00");
+        assert_eq!(java_fixed(0.0, 3), "0.000");
+        assert_eq!(java_fixed(-2.25, 1), "-2.3");
+        assert_eq!(java_fixed(2.5, 0), "3");
     }
 
     #[test]

@@ -2,22 +2,11 @@
 //! `HistogramLogProcessor` reads.
 
 use std::io::{self, Write};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use hdrhistogram::Histogram;
 use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
-
-/// One interval: its start relative to the log's start, its length and its histogram.
-#[derive(Debug, Clone)]
-pub struct Interval {
-    /// Start, relative to the run's start.
-    pub start: Duration,
-    /// Length.
-    pub length: Duration,
-    /// Values recorded in it (ns).
-    pub histogram: Histogram<u64>,
-}
+use wirebench_core::latency::Interval;
 
 /// Writes `intervals` as an interval log whose StartTime is `start`. Max values are written
 /// in ms (divisor 1e6), as HdrHistogram's tools expect for ns data.
@@ -41,7 +30,9 @@ pub fn write(intervals: &[Interval], start: SystemTime, comment: &str, out: &mut
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hdrhistogram::Histogram;
     use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+    use std::time::Duration;
 
     #[test]
     fn hdrhistogram_reads_it_back() {

@@ -4,7 +4,9 @@ use std::io::{self, Write};
 
 use wirebench_core::clocksync::OneWay;
 use wirebench_core::latency::Summary;
-use wirebench_core::report::{LatencyView, Outcome, PingResults, Report, ResponderResult, Results, decode_histogram};
+use wirebench_core::report::{
+    GaveUp, LatencyView, Outcome, PingResults, Report, ResponderResult, Results, Stopped, decode_histogram,
+};
 
 use crate::distribution;
 
@@ -105,6 +107,12 @@ fn responder(out: &mut dyn Write, r: &ResponderResult, table: bool) -> io::Resul
         r.duplicates
     )?;
     writeln!(out, "  measures: {}", view_words(&r.latency))?;
+    if r.lost > 0 {
+        writeln!(out, "  timeouts in a row: at most {}", r.max_lost_in_a_row)?;
+    }
+    if let Some(st) = &r.stopped {
+        writeln!(out, "  {}", stopped_line(&r.addr, st))?;
+    }
     if let Some(u) = &r.uncorrected {
         writeln!(out, "  uncorrected (from actual send): {}", summary_line(&u.summary))?;
     }
@@ -136,6 +144,31 @@ fn responder(out: &mut dyn Write, r: &ResponderResult, table: bool) -> io::Resul
         table_of(out, &r.latency)?;
     }
     Ok(())
+}
+
+/// `responder 10.0.0.2:7878 stopped answering at 2.514 s (its last reply; 1873 probes
+/// after it unanswered)`.
+pub fn stopped_line(addr: &str, st: &Stopped) -> String {
+    #[expect(clippy::cast_precision_loss, reason = "display values")]
+    let at_s = st.at_ns as f64 / 1e9;
+    format!(
+        "responder {addr} stopped answering at {at_s:.3} s (its last reply; {} probes after it unanswered)",
+        st.unanswered
+    )
+}
+
+/// Why a run gave up, in words.
+pub fn gave_up_words(g: Option<&GaveUp>) -> String {
+    match g {
+        Some(GaveUp::Silence { for_ns }) => {
+            #[expect(clippy::cast_precision_loss, reason = "display values")]
+            let s = *for_ns as f64 / 1e9;
+            format!("nothing answered for {s:.1} s: gave up")
+        }
+        Some(GaveUp::Unreachable) => "the target is unreachable (ICMP unreachable): gave up".into(),
+        Some(GaveUp::Closed) => "the connection was closed: gave up".into(),
+        None => "the responder stopped answering".into(),
+    }
 }
 
 fn table_of(out: &mut dyn Write, v: &LatencyView) -> io::Result<()> {
@@ -182,7 +215,7 @@ pub fn ping(out: &mut dyn Write, report: &Report, table: bool) -> io::Result<()>
     match report.outcome {
         Outcome::Completed => Ok(()),
         Outcome::Interrupted => writeln!(out, "interrupted: results so far"),
-        Outcome::PeerSilent => writeln!(out, "the responder stopped answering: results so far"),
+        Outcome::PeerSilent => writeln!(out, "{}; results so far", gave_up_words(p.gave_up.as_ref())),
     }
 }
 

@@ -1,25 +1,45 @@
 //! The TCP accept loop `serve` and `proxy` share: accept until the stop signal (waking every
 //! poll interval to look at it), at most `max` connections open at once, one thread per
 //! connection, and every thread joined before returning.
+//!
+//! When accept fails (EMFILE: out of file descriptors; ENFILE, ENOBUFS, ENOMEM), the pending
+//! connection stays in the backlog and the listener stays readable: retrying at once spins
+//! a core. The loop backs off for [`BACKOFF`] instead (watching the stop flag), as Go's
+//! net/http and Tokio's accept loops do.
 
 use std::io::ErrorKind;
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use crate::shutdown::{POLL, Shutdown};
 
+/// Pause after a failed accept.
+pub(crate) const BACKOFF: Duration = Duration::from_millis(50);
+
 /// Accepts on `listener` until `shutdown`. A connection past `max` open goes to `refused`;
 /// any other gets a thread named `name` running what `handle` returns for it.
-pub(crate) fn run<H, R>(
+pub(crate) fn run<H, R>(listener: &TcpListener, shutdown: &Shutdown, name: &str, max: u64, refused: R, handle: H)
+where
+    R: FnMut(TcpStream),
+    H: FnMut(TcpStream) -> Box<dyn FnOnce() + Send>,
+{
+    run_with(listener, shutdown, name, max, refused, || {}, handle);
+}
+
+/// [`run`], calling `on_error` for each failed accept (before the back-off).
+pub(crate) fn run_with<H, R, E>(
     listener: &TcpListener,
     shutdown: &Shutdown,
     name: &str,
     max: u64,
     mut refused: R,
+    mut on_error: E,
     mut handle: H,
 ) where
     R: FnMut(TcpStream),
+    E: FnMut(),
     H: FnMut(TcpStream) -> Box<dyn FnOnce() + Send>,
 {
     if listener.set_nonblocking(true).is_err() {
@@ -30,25 +50,36 @@ pub(crate) fn run<H, R>(
     while !shutdown.is_set() {
         match listener.accept() {
             Ok((stream, _)) => {
+                // Accepted sockets do not inherit O_NONBLOCK on Linux; make sure.
+                let _ = stream.set_nonblocking(false);
                 if open.load(Ordering::Relaxed) >= max {
                     refused(stream);
                     continue;
                 }
                 open.fetch_add(1, Ordering::Relaxed);
-                let (work, open) = (handle(stream), open.clone());
+                let (work, done) = (handle(stream), open.clone());
                 let spawned = std::thread::Builder::new().name(name.into()).spawn(move || {
                     work();
-                    open.fetch_sub(1, Ordering::Relaxed);
+                    done.fetch_sub(1, Ordering::Relaxed);
                 });
                 if let Ok(h) = spawned {
                     conns.push(h);
+                } else {
+                    // No thread for it (the work and its stream were dropped): count it free.
+                    open.fetch_sub(1, Ordering::Relaxed);
+                    on_error();
                 }
                 conns.retain(|h| !h.is_finished());
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
                 let _ = wirebench_net::wait_readable(listener, POLL);
             }
-            Err(_) => {}
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => {
+                on_error();
+                conns.retain(|h| !h.is_finished());
+                std::thread::park_timeout(BACKOFF);
+            }
         }
     }
     for h in conns {

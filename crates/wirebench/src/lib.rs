@@ -110,14 +110,23 @@ fn one_line(text: &str) -> String {
     body.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// A run's session id, which nobody else will pick: the standard library's per-process
-/// random hash keys mixed with the time and the process id.
+/// A run's session id, which nobody else will pick: 64 bits from the OS RNG (`getrandom`).
 pub(crate) fn session_id() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
-    h.write_u32(std::process::id());
-    h.finish()
+    u64::from_be_bytes(os_random().unwrap_or_else(|_| {
+        // No OS RNG (a sandbox without getrandom(2) or /dev/urandom): time and pid, which
+        // still keep concurrent runs apart; nothing secret depends on a session id.
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        #[expect(clippy::cast_possible_truncation, reason = "mixing bits")]
+        let x = (t as u64) ^ (u64::from(std::process::id()) << 40);
+        x.to_be_bytes()
+    }))
+}
+
+/// `N` bytes from the OS RNG, for nonces, session secrets and seeds.
+pub(crate) fn os_random<const N: usize>() -> std::io::Result<[u8; N]> {
+    let mut b = [0u8; N];
+    getrandom::fill(&mut b).map_err(|e| std::io::Error::other(format!("the OS random generator failed: {e}")))?;
+    Ok(b)
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -38,6 +38,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::Context as _;
 pub use config::Config;
 use tokio::sync::watch;
+use wirebench_core::latency::value_at_percentile;
 use wirebench_core::load::Link;
 use wirebench_core::report::{LoadSecond, Outcome, Report, Results};
 use wirebench_core::units::{MsgRate, Span};
@@ -223,9 +224,8 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
                     at_s: next_second,
                     sent,
                     received,
-                    // percentile call sites (per-second series): HdrHistogram's quantile
-                    delay_p50_ns: if h.is_empty() { 0 } else { h.value_at_quantile(0.5) },
-                    delay_p99_ns: if h.is_empty() { 0 } else { h.value_at_quantile(0.99) },
+                    delay_p50_ns: value_at_percentile(&h, 50.0),
+                    delay_p99_ns: value_at_percentile(&h, 99.0),
                 };
                 if !cfg.quiet {
                     let _ = progress.suspend(|| writeln!(out, "{}", print::second(&row, open)));

@@ -24,6 +24,7 @@ use std::time::{Instant, SystemTime};
 
 use anyhow::{Context as _, anyhow};
 pub use config::{Config, Proto, Target, resolve};
+use wirebench_core::latency::Interval;
 use wirebench_core::report::{Report, Results};
 use wirebench_core::units::{CountOrSpan, MsgRate, Span};
 use wirebench_core::wire::probe::FLAG_REPLY_GROUP;
@@ -32,7 +33,6 @@ use wirebench_net::io::ProbeIo;
 use wirebench_net::multicast::SenderOpts;
 use wirebench_net::tcp::TcpProbeIo;
 use wirebench_net::udp::{UdpProbeIo, Wait};
-use wirebench_report::hlog::Interval;
 
 use self::engine::{EngineConfig, EngineError, EngineOutput};
 use crate::Ctx;
@@ -61,6 +61,10 @@ pub struct Args {
     /// A reply later than this is lost (and counted late).
     #[arg(long, default_value = "1s")]
     pub timeout: Span,
+    /// Give up when nothing at all came back for this long (timeouts alone never end a
+    /// run; an unreachable target or a closed connection does at once).
+    #[arg(long, value_name = "SPAN", default_value = "30s")]
+    pub give_up_after: Span,
     /// Open loop at this rate (e.g. 10k/s): latency from the intended send time.
     #[arg(long)]
     pub rate: Option<MsgRate>,
@@ -70,7 +74,7 @@ pub struct Args {
     /// Pin the measuring thread to this CPU.
     #[arg(long)]
     pub cpu: Option<usize>,
-    /// Multicast TTL.
+    /// Multicast TTL (1-255).
     #[arg(long, default_value_t = 32, env = "WIREBENCH_TTL")]
     pub ttl: u32,
     /// Interface (name or IPv4 address) for multicast.
@@ -140,7 +144,7 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
         multicast: matches!(cfg.target, Target::Multicast(_)),
         expect_responders: cfg.responders,
         wall_minus_mono: wall_minus_mono(&clock),
-        silence_ns: u64::try_from(cfg.timeout.as_nanos() * 5).unwrap_or(u64::MAX),
+        silence_ns: u64::try_from(cfg.give_up_after.as_nanos()).unwrap_or(u64::MAX),
         intervals: cfg.hlog.is_some(),
         cpu_probe: wirebench_net::pin::current_cpu,
     };

@@ -157,12 +157,9 @@ impl Proxy {
     }
 }
 
-/// A seed nobody chose: the standard library's per-process random hash keys.
+/// A seed nobody chose: 64 bits from the OS RNG (the run's session id source).
 fn random_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    h.finish()
+    crate::session_id()
 }
 
 /// The report of a finished (or stopped) proxy run.

@@ -11,238 +11,61 @@
 //! acceptor, one per TCP connection. Each blocks in the kernel, or busy-polls with
 //! `--spin`; a busy-polling thread that has been idle for 50 ms sleeps in `ppoll` until
 //! traffic returns (`serve/spin.rs`), so an idle `serve --spin` does not burn a core.
+//!
+//! Safe to leave running (`docs/security.md`): every read, write and wait is bounded by a
+//! timeout and the stop flag, so Ctrl-C or SIGTERM ends serve within a second whatever its
+//! clients do; connections, sessions, sessions per address, memory and send rates have
+//! budgets; streams need a token (an HMAC challenge-response, `serve/session.rs`) or
+//! `--open` on a non-loopback address; and reverse data goes only to the control
+//! connection's address and the port a datagram with the session's secret came from.
 
+mod config;
+mod counters;
+mod session;
 mod spin;
 mod stream;
 mod tcp;
 mod udp;
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, UdpSocket};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use anyhow::Context as _;
-use serde::Serialize;
-use wirebench_core::units::{Span, StreamRate};
-use wirebench_core::wire::DecodeError;
+use wirebench_core::auth::Key;
+use wirebench_core::budget::Ledger;
 use wirebench_net::multicast;
 
+pub use self::config::{
+    ANON_MAX_RATE, Args, Config, FIRST_FRAME_TIMEOUT, IDLE_TIMEOUT, MAX_CONNECTIONS, MAX_SESSIONS,
+    MAX_SESSIONS_PER_SOURCE, MEMORY_BUDGET_MIB,
+};
+pub use self::counters::{CounterSnapshot, Counters};
 use crate::Ctx;
-use crate::error::UsageError;
 use crate::shutdown::Shutdown;
 
 /// Default port for control and data.
 pub const DEFAULT_PORT: u16 = 7878;
-/// At most this many TCP connections at once; more are closed on accept.
-pub const MAX_TCP_CONNECTIONS: u64 = 1024;
+/// Receive buffer asked for each probe socket: a flood queues here instead of evicting
+/// the probes behind it (the kernel grants at most `net.core.rmem_max` without root).
+pub const PROBE_RCVBUF: usize = 4 << 20;
+/// Open files kept free beside connections: stdio, probe sockets, and sessions' sockets.
+const SPARE_FDS: u64 = 64;
 
-/// `wirebench serve` flags.
-#[derive(Debug, Clone, clap::Args)]
-pub struct Args {
-    /// Address for UDP and TCP (both on the same port).
-    #[arg(long, default_value = "0.0.0.0:7878", env = "WIREBENCH_LISTEN")]
-    pub listen: String,
-    /// Join this multicast group:port and answer probes sent to it (repeatable).
-    #[arg(long = "join", value_name = "GROUP:PORT")]
-    pub join: Vec<SocketAddrV4>,
-    /// Interface (name or IPv4 address) for group joins and group replies.
-    #[arg(long, env = "WIREBENCH_INTERFACE")]
-    pub interface: Option<String>,
-    /// Answer probes that ask for it on this group (Aeron's pong channel) instead of unicast.
-    #[arg(long, value_name = "GROUP:PORT")]
-    pub reply_group: Option<SocketAddrV4>,
-    /// Multicast TTL of group replies.
-    #[arg(long, default_value_t = 32, env = "WIREBENCH_TTL")]
-    pub ttl: u32,
-    /// Busy-poll instead of blocking (lowest latency; a core per active socket).
-    #[arg(long)]
-    pub spin: bool,
-    /// Pin the serving threads to this CPU.
-    #[arg(long)]
-    pub cpu: Option<usize>,
-    /// Require this token from stream clients (the probe echo stays open).
-    #[arg(long, env = "WIREBENCH_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
-    /// The longest a client may make this serve send (reverse streams).
-    #[arg(long, default_value = "10m")]
-    pub max_duration: Span,
-    /// The fastest a client may make this serve send, e.g. 1gbit or 100k/s [default: no cap].
-    #[arg(long)]
-    pub max_rate: Option<StreamRate>,
+/// What every serving thread shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) cfg: Config,
+    pub(crate) counters: Arc<Counters>,
+    pub(crate) shutdown: Shutdown,
+    pub(crate) ledger: Mutex<Ledger>,
+    pub(crate) key: Option<Key>,
 }
 
-/// A validated serve configuration.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// Where to listen.
-    pub listen: SocketAddr,
-    /// Groups to join.
-    pub join: Vec<SocketAddrV4>,
-    /// Interface address for joins and group replies.
-    pub interface: Option<Ipv4Addr>,
-    /// Reply group.
-    pub reply_group: Option<SocketAddrV4>,
-    /// TTL of group replies.
-    pub ttl: u32,
-    /// Busy-poll.
-    pub spin: bool,
-    /// Pin.
-    pub cpu: Option<usize>,
-    /// Token stream clients must present.
-    pub token: Option<String>,
-    /// Cap on how long serve sends for a client.
-    pub max_duration: std::time::Duration,
-    /// Cap on how fast serve sends for a client (converted to messages per second at each
-    /// request's message size).
-    pub max_rate: Option<StreamRate>,
-}
-
-impl Config {
-    /// Validates `a`.
-    pub fn from_args(a: &Args) -> Result<Self, UsageError> {
-        let listen = crate::ping::resolve(&a.listen)?;
-        if let Some(g) = a.join.iter().chain(a.reply_group.iter()).find(|g| !g.ip().is_multicast()) {
-            return Err(UsageError(format!("{g} is not a multicast group (224.0.0.0/4)")));
-        }
-        let interface = a
-            .interface
-            .as_deref()
-            .map(wirebench_net::iface::ipv4_of)
-            .transpose()
-            .map_err(|e| UsageError(e.to_string()))?;
-        if let Some(c) = a.cpu
-            && c >= wirebench_net::pin::cpu_count()
-        {
-            return Err(UsageError(format!("--cpu {c}: this host has {} CPUs", wirebench_net::pin::cpu_count())));
-        }
-        Ok(Self {
-            listen,
-            join: a.join.clone(),
-            interface,
-            reply_group: a.reply_group,
-            ttl: a.ttl,
-            spin: a.spin,
-            cpu: a.cpu,
-            token: a.token.clone(),
-            max_duration: a.max_duration.0,
-            max_rate: a.max_rate.filter(|r| *r != StreamRate::Max),
-        })
-    }
-
-    /// A loopback config on an ephemeral port, as tests and the suite use.
-    pub fn loopback() -> Self {
-        Self {
-            listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
-            join: Vec::new(),
-            interface: None,
-            reply_group: None,
-            ttl: 32,
-            spin: false,
-            cpu: None,
-            token: None,
-            max_duration: std::time::Duration::from_secs(600),
-            max_rate: None,
-        }
-    }
-}
-
-/// What serve counted. Every datagram or frame lands in exactly one field.
-#[derive(Debug, Default)]
-pub struct Counters {
-    /// UDP probes answered.
-    pub udp_probes: AtomicU64,
-    /// TCP probes answered.
-    pub tcp_probes: AtomicU64,
-    /// TCP connections accepted.
-    pub tcp_connections: AtomicU64,
-    /// Too short, or a length field that disagrees.
-    pub malformed: AtomicU64,
-    /// Not ours (wrong magic).
-    pub foreign: AtomicU64,
-    /// Ours, another wire version.
-    pub bad_version: AtomicU64,
-    /// Ours, but not a probe (a reply, or an unknown kind): never answered.
-    pub unexpected_kind: AtomicU64,
-    /// Replies the kernel would not send.
-    pub send_errors: AtomicU64,
-    /// Stream sessions served.
-    pub streams: AtomicU64,
-    /// Control connections refused or broken (bad first frame, bad request, a client gone).
-    pub control_errors: AtomicU64,
-}
-
-impl Counters {
-    fn rejected(&self, e: DecodeError) {
-        let c = match e {
-            DecodeError::Truncated { .. } | DecodeError::Length { .. } => &self.malformed,
-            DecodeError::Foreign(_) => &self.foreign,
-            DecodeError::Version(_) => &self.bad_version,
-            DecodeError::Kind(_) => &self.unexpected_kind,
-        };
-        c.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// A plain copy.
-    pub fn snapshot(&self) -> CounterSnapshot {
-        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        CounterSnapshot {
-            udp_probes: g(&self.udp_probes),
-            tcp_probes: g(&self.tcp_probes),
-            tcp_connections: g(&self.tcp_connections),
-            malformed: g(&self.malformed),
-            foreign: g(&self.foreign),
-            bad_version: g(&self.bad_version),
-            unexpected_kind: g(&self.unexpected_kind),
-            send_errors: g(&self.send_errors),
-            streams: g(&self.streams),
-            control_errors: g(&self.control_errors),
-        }
-    }
-}
-
-/// A copy of [`Counters`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct CounterSnapshot {
-    /// UDP probes answered.
-    pub udp_probes: u64,
-    /// TCP probes answered.
-    pub tcp_probes: u64,
-    /// TCP connections accepted.
-    pub tcp_connections: u64,
-    /// Too short or inconsistent.
-    pub malformed: u64,
-    /// Not ours.
-    pub foreign: u64,
-    /// Another wire version.
-    pub bad_version: u64,
-    /// Not a probe.
-    pub unexpected_kind: u64,
-    /// Replies not sent.
-    pub send_errors: u64,
-    /// Stream sessions.
-    pub streams: u64,
-    /// Control errors.
-    pub control_errors: u64,
-}
-
-impl std::fmt::Display for CounterSnapshot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "answered {} udp + {} tcp probes on {} tcp connections; dropped {} malformed, {} foreign, {} other-version, {} not-a-probe; {} send errors; {} streams, {} control errors",
-            self.udp_probes,
-            self.tcp_probes,
-            self.tcp_connections,
-            self.malformed,
-            self.foreign,
-            self.bad_version,
-            self.unexpected_kind,
-            self.send_errors,
-            self.streams,
-            self.control_errors
-        )
-    }
+/// The connection cap that fits the open-file limit `nofile`: half of what is left after
+/// the spare, so sessions' own sockets fit beside a full set of connections.
+fn connection_cap(asked: u64, nofile: u64) -> u64 {
+    asked.min(nofile.saturating_sub(SPARE_FDS) / 2).max(1)
 }
 
 /// A running server.
@@ -252,6 +75,10 @@ pub struct Server {
     counters: Arc<Counters>,
     shutdown: Shutdown,
     threads: Vec<JoinHandle<()>>,
+    /// Clones of the probe sockets, to read the kernel's drop count.
+    probe_sockets: Vec<UdpSocket>,
+    /// The connection cap in force (the asked one, lowered to fit the open-file limit).
+    max_connections: u64,
 }
 
 impl Server {
@@ -274,15 +101,36 @@ impl Server {
                 multicast::set_sender(s, rg.into(), &opts)?;
             }
         }
+        let mut probe_sockets = Vec::new();
+        for s in &sockets {
+            wirebench_net::batch::size_buffers(s, PROBE_RCVBUF);
+            probe_sockets.push(s.try_clone()?);
+        }
+        let max_connections = connection_cap(cfg.max_connections, crate::load::limits::raise_nofile());
+        let unicast = sockets[0].try_clone()?;
         let mut threads = Vec::new();
-        for s in sockets {
-            let w = udp::Worker { sock: s, cfg: cfg.clone(), counters: counters.clone(), shutdown: shutdown.clone() };
+        for (i, s) in sockets.into_iter().enumerate() {
+            // Group sockets (all but the first) answer from the unicast socket.
+            let reply_from = if i == 0 { None } else { Some(unicast.try_clone()?) };
+            let w = udp::Worker {
+                sock: s,
+                reply_from,
+                cfg: cfg.clone(),
+                counters: counters.clone(),
+                shutdown: shutdown.clone(),
+            };
             threads.push(std::thread::Builder::new().name("serve-udp".into()).spawn(move || w.run())?);
         }
-        let acc =
-            tcp::Acceptor { listener: tcp, cfg: cfg.clone(), counters: counters.clone(), shutdown: shutdown.clone() };
+        let shared = Arc::new(Shared {
+            cfg: cfg.clone(),
+            counters: counters.clone(),
+            shutdown: shutdown.clone(),
+            ledger: Mutex::new(Ledger::new(cfg.budget)),
+            key: cfg.key(),
+        });
+        let acc = tcp::Acceptor { listener: tcp, shared, max: max_connections };
         threads.push(std::thread::Builder::new().name("serve-tcp".into()).spawn(move || acc.run())?);
-        Ok(Self { addr, counters, shutdown, threads })
+        Ok(Self { addr, counters, shutdown, threads, probe_sockets, max_connections })
     }
 
     /// The bound address (with the real port when the config asked for port 0).
@@ -290,18 +138,26 @@ impl Server {
         self.addr
     }
 
-    /// The counters so far.
-    pub fn counters(&self) -> CounterSnapshot {
-        self.counters.snapshot()
+    /// The TCP connection cap in force.
+    pub const fn max_connections(&self) -> u64 {
+        self.max_connections
     }
 
-    /// Stops every thread and returns the final counters.
+    /// The counters so far, with the kernel's drops on the probe sockets.
+    pub fn counters(&self) -> CounterSnapshot {
+        let mut c = self.counters.snapshot();
+        c.kernel_drops = self.probe_sockets.iter().filter_map(wirebench_net::drops::udp_drops).sum();
+        c
+    }
+
+    /// Stops every thread and returns the final counters. Every thread watches the stop
+    /// flag within [`crate::shutdown::POLL`], so this returns within about that.
     pub fn stop(mut self) -> CounterSnapshot {
         self.shutdown.trigger();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
-        self.counters.snapshot()
+        self.counters()
     }
 
     /// Waits until the shutdown signal is set elsewhere (Ctrl-C), then stops.
@@ -341,6 +197,14 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<CounterSnapshot> {
         if groups.is_empty() { String::new() } else { format!(", groups {}", groups.join(", ")) },
         if cfg.spin { ", busy-poll" } else { "" }
     )?;
+    let streams = if cfg.token.is_some() {
+        "streams need the token".to_string()
+    } else if cfg.streams_allowed() {
+        format!("streams open (anonymous cap {})", cfg.max_rate.map_or("none".into(), |r| r.to_string()))
+    } else {
+        "probe echo only: streams need --token or --open on a non-loopback address".to_string()
+    };
+    writeln!(ctx.out, "wirebench serve: {streams}; at most {} connections", server.max_connections())?;
     ctx.out.flush()?;
     let c = server.wait();
     writeln!(ctx.out, "wirebench serve: {c}")?;

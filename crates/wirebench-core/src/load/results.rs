@@ -10,7 +10,7 @@ use hdrhistogram::Histogram;
 use super::delivery::{Account, End};
 use super::record::{ErrorKind, Recording, TypeRec};
 use super::{Link, Mix, Stat, Threshold};
-use crate::latency::Summary;
+use crate::latency::{Summary, value_at_percentile};
 use crate::report::{
     LatencyView, LoadAccount, LoadConnections, LoadLink, LoadResults, LoadSecond, LoadTypeResult, ProcessUse,
     ThresholdResult, encode_histogram,
@@ -129,15 +129,15 @@ pub fn build(
         .collect();
     let thresholds = shape.thresholds.iter().map(|t| judge(t, &all, &rec.types, shape.mix)).collect();
     if rec.second_sent + rec.second_received > 0 {
-        // the last, partial second (percentile call site: see latency::Summary)
+        // the last, partial second (the one percentile definition: latency::value_at_percentile)
         let at_s = series.last().map_or(1, |r| r.at_s + 1);
-        let q = |p: f64| if rec.second.is_empty() { 0 } else { rec.second.value_at_quantile(p) };
+        let q = |p: f64| value_at_percentile(&rec.second, p);
         series.push(LoadSecond {
             at_s,
             sent: rec.second_sent,
             received: rec.second_received,
-            delay_p50_ns: q(0.5),
-            delay_p99_ns: q(0.99),
+            delay_p50_ns: q(50.0),
+            delay_p99_ns: q(99.0),
         });
     }
     let secs = send_secs(shape.end_ns, shape.ramp_ns, elapsed_ns);
@@ -235,9 +235,9 @@ pub fn judge(t: &Threshold, all: &TypeRec, per: &[TypeRec], mix: &Mix) -> Thresh
             None => return ThresholdResult { expr: t.expr.clone(), value_ns: None, passed: false },
         },
     };
-    // percentile call site: HdrHistogram's value_at_percentile, as latency::Summary uses
+    // the one percentile definition, as latency::Summary uses
     let value_ns = (!h.is_empty()).then(|| match t.stat {
-        Stat::Percentile(p) => h.value_at_percentile(p),
+        Stat::Percentile(p) => value_at_percentile(h, p),
         #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "a mean of ns")]
         Stat::Mean => h.mean().round() as u64,
         Stat::Max => h.max(),

@@ -3,6 +3,7 @@
 //! message event.
 
 use hdrhistogram::Histogram;
+use wirebench_core::latency::value_at_percentile;
 use wirebench_core::report::{LatencyView, Report, Results, decode_histogram};
 
 /// The figures of a load comparison, in order.
@@ -27,8 +28,8 @@ fn histogram(v: &LatencyView) -> Option<Histogram<u64>> {
 #[expect(clippy::cast_precision_loss, reason = "ratios and display values")]
 pub(super) fn values(r: &Report) -> Vec<Option<f64>> {
     let Results::Load(l) = &r.results else { return vec![None; ROWS.len()] };
-    // percentile call sites: HdrHistogram's quantiles, as ping's comparison uses them
-    let q = |h: &Option<Histogram<u64>>, q: f64| h.as_ref().map(|h| h.value_at_quantile(q) as f64);
+    // the one percentile definition, as ping's comparison uses it
+    let q = |h: &Option<Histogram<u64>>, p: f64| h.as_ref().map(|h| value_at_percentile(h, p) as f64);
     let delay = histogram(&l.overall.delay);
     let reply = l.overall.reply.as_ref().and_then(histogram);
     let d = &l.deliveries;
@@ -36,12 +37,12 @@ pub(super) fn values(r: &Report) -> Vec<Option<f64>> {
         Some(l.achieved_send_per_s),
         Some(l.received_per_s),
         (d.expected > 0).then(|| 100.0 * d.missing as f64 / d.expected as f64),
-        q(&delay, 0.5),
-        q(&delay, 0.99),
-        q(&delay, 0.999),
+        q(&delay, 50.0),
+        q(&delay, 99.0),
+        q(&delay, 99.9),
         delay.as_ref().map(|h| h.max() as f64),
-        q(&reply, 0.5),
-        q(&reply, 0.99),
+        q(&reply, 50.0),
+        q(&reply, 99.0),
         Some(l.process.per_event_ns),
     ]
 }

@@ -3,6 +3,7 @@
 
 use std::io::{self, Write};
 
+use wirebench_core::latency::value_at_percentile;
 use wirebench_core::report::{LatencyView, PingResults, Report, Results, decode_histogram};
 
 use super::{captured, figure, table};
@@ -36,8 +37,8 @@ pub(super) fn headline(p: &PingResults) -> String {
         let figs = h.map_or_else(
             || "no replies".to_owned(),
             |h| {
-                let q = |q: f64| us(h.value_at_quantile(q) as f64);
-                format!("p50 {} p99 {} p99.9 {} max {} us", q(0.5), q(0.99), q(0.999), us(h.max() as f64))
+                let q = |p: f64| us(value_at_percentile(&h, p) as f64);
+                format!("p50 {} p99 {} p99.9 {} max {} us", q(50.0), q(99.0), q(99.9), us(h.max() as f64))
             },
         );
         parts.push(format!("{}: {figs}, {} lost", r.addr, r.lost));

@@ -74,6 +74,8 @@ pub struct Config {
     pub pacing: Pacing,
     /// Probe timeout.
     pub timeout: Duration,
+    /// Give up after this long with nothing back.
+    pub give_up_after: Duration,
     /// Busy-poll.
     pub spin: bool,
     /// Pin the measuring thread.
@@ -171,6 +173,18 @@ impl Config {
         if timeout < Duration::from_micros(10) {
             return Err(usage(format!("--timeout {} is too short (at least 10us)", a.timeout)));
         }
+        if a.give_up_after.0 < timeout {
+            return Err(usage(format!(
+                "--give-up-after {} is shorter than --timeout {}: it must allow at least one timeout",
+                a.give_up_after, a.timeout
+            )));
+        }
+        if !(1..=255).contains(&a.ttl) {
+            return Err(usage(format!("--ttl {} is outside 1..=255", a.ttl)));
+        }
+        if a.duration.is_some_and(|d| d.0.is_zero()) {
+            return Err(usage("--duration must be above 0".into()));
+        }
         let pacing = a.rate.map_or(Pacing::Closed, Pacing::Rate);
         let mut stop = stop_of(a.count, a.duration);
         if stop.is_unbounded() {
@@ -205,6 +219,7 @@ impl Config {
             warmup,
             pacing,
             timeout,
+            give_up_after: a.give_up_after.0,
             spin: a.spin,
             cpu: a.cpu,
             ttl: a.ttl,
@@ -269,6 +284,7 @@ mod tests {
         assert_eq!(c.warmup, DEFAULT_WARMUP);
         assert_eq!(c.pacing, Pacing::Closed);
         assert_eq!(c.percentiles, DEFAULT_PERCENTILES.to_vec());
+        assert_eq!((c.give_up_after, c.ttl), (Duration::from_secs(30), 32));
     }
 
     #[test]
@@ -300,6 +316,10 @@ mod tests {
             (&["127.0.0.1:7878", "--cpu", "4096"], "--cpu 4096"),
             (&["127.0.0.1:7878", "--count", "0"], "at least 1"),
             (&["127.0.0.1:0"], "port 0"),
+            (&["239.1.1.1:5000", "--ttl", "0"], "--ttl 0 is outside 1..=255"),
+            (&["239.1.1.1:5000", "--ttl", "256"], "--ttl 256 is outside 1..=255"),
+            (&["127.0.0.1:7878", "--duration", "0s"], "--duration must be above 0"),
+            (&["127.0.0.1:7878", "--timeout", "2s", "--give-up-after", "1s"], "shorter than --timeout"),
             (&["239.1.1.1:5000", "--interface", "nope0"], "interface 'nope0'"),
         ];
         for (args, want) in cases {

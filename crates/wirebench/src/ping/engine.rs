@@ -7,6 +7,13 @@
 //! out at once and their slip is counted), receiving replies in between; latency is taken
 //! from the intended send time. Nothing in the per-probe path allocates: histograms, windows
 //! and buffers exist before the first probe.
+//!
+//! Timeouts never end a run: a lossy path is something to measure. The run gives up only when
+//! the peer is really gone: the kernel reports it unreachable (ICMP), the TCP connection
+//! closes, or nothing at all came back for `silence_ns` (`--give-up-after`). With several
+//! responders, how long the closed loop waits for each follows `latency::Patience`.
+
+mod replies;
 
 use std::io::{self, ErrorKind};
 use std::net::SocketAddr;
@@ -14,24 +21,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use wirebench_core::latency::{self, Phase, ReplyObs, ReplyVerdict, ResponderStats};
-use wirebench_core::report::Outcome;
+use wirebench_core::latency::{self, Interval, Patience, Phase, ResponderStats};
+use wirebench_core::report::{GaveUp, Outcome, Stopped};
 use wirebench_core::schedule::{Pacing, Schedule, Slip, Stop};
-use wirebench_core::seq::{Arrival, SeqWindow};
-use wirebench_core::wire::Kind;
-use wirebench_core::wire::probe::{self, Probe};
+use wirebench_core::seq::SeqWindow;
+use wirebench_core::wire::probe;
 use wirebench_net::io::{Clock, ProbeIo};
-use wirebench_report::hlog::Interval;
 
 /// Sequence numbers of discovery probes: far above any real run, so their replies can
 /// never be mistaken for a measured probe's.
 const DISCOVERY_BASE: u64 = u64::MAX - (1 << 20);
-/// Sequence numbers a responder window remembers (duplicates beyond it count as too old).
-const WINDOW: usize = 1 << 16;
 const INTERVAL_NS: u64 = 1_000_000_000;
-/// Closed loop: a responder that missed this many probes in a row is no longer waited for,
-/// so one dead multicast responder does not slow the run to one probe per timeout.
-const GIVE_UP_AFTER: u32 = 3;
 /// Where the thread runs is sampled every 1024 probes (a vDSO call).
 const CPU_SAMPLE_MASK: u64 = 1023;
 
@@ -58,7 +58,7 @@ pub struct EngineConfig {
     pub expect_responders: Option<usize>,
     /// The pinger's wall clock minus its monotonic clock.
     pub wall_minus_mono: i64,
-    /// Stop as `PeerSilent` when no reply arrived for this long.
+    /// Give up (`PeerSilent`) when nothing at all came back for this long.
     pub silence_ns: u64,
     /// Keep one histogram per second for an interval log.
     pub intervals: bool,
@@ -86,11 +86,13 @@ pub struct Responder {
     /// What was measured.
     pub stats: ResponderStats,
     window: SeqWindow,
-    /// One past the seq it last answered (closed loop: who answered the current probe).
+    /// One past the highest seq it answered (or the seq current when it was discovered):
+    /// decides whether the closed loop waits for it ([`Patience::waits_for`]).
     answered: u64,
-    /// Closed loop: probes in a row it did not answer in time. Past [`GIVE_UP_AFTER`] the
-    /// loop stops waiting for it (it is still counted, and waited for again once it answers).
-    missed: u32,
+    /// When its last reply (any phase) arrived, monotonic ns.
+    last_heard_ns: u64,
+    /// Set at the end if it stopped answering before the run ended.
+    pub stopped: Option<Stopped>,
 }
 
 /// What the loop measured.
@@ -108,9 +110,11 @@ pub struct EngineOutput {
     pub slip: Slip,
     /// Why it ended.
     pub outcome: Outcome,
+    /// Why it gave up, when it did (`outcome` is then `PeerSilent`).
+    pub gave_up: Option<GaveUp>,
     /// Datagrams that were not replies to this session.
     pub ignored: u64,
-    /// Open loop: corrected round trips merged across responders, one per second.
+    /// The main view's round trips merged across responders, one histogram per second.
     pub intervals: Vec<Interval>,
     /// Bit n set: the thread ran on CPU n at some sample.
     pub cpus_seen: u128,
@@ -134,7 +138,9 @@ struct Loop<'a, I, C> {
     measure_start_ns: u64,
     last_reply_ns: u64,
     interval: Option<(u64, Histogram<u64>)>,
-    silent: bool,
+    patience: Patience,
+    /// One past the last probe sent.
+    next_seq: u64,
 }
 
 /// Runs discovery, warm-up and measurement. Returns what was measured, also when stopped
@@ -159,6 +165,7 @@ pub fn run<I: ProbeIo, C: Clock>(
             measure_start_seq: 0,
             slip: Slip::default(),
             outcome: Outcome::Completed,
+            gave_up: None,
             ignored: 0,
             intervals: Vec::new(),
             cpus_seen: 0,
@@ -170,7 +177,8 @@ pub fn run<I: ProbeIo, C: Clock>(
         measure_start_ns: 0,
         last_reply_ns: 0,
         interval: None,
-        silent: false,
+        patience: Patience::new(cfg.timeout_ns),
+        next_seq: 0,
     };
     probe::init(&mut lp.send_buf, cfg.session, cfg.flags);
     lp.discover()?;
@@ -197,19 +205,29 @@ pub fn run<I: ProbeIo, C: Clock>(
     };
     match r {
         Ok(()) => {}
-        Err(e) if is_gone(&e) => lp.silent = true,
-        Err(e) => return Err(EngineError::Io(e)),
+        Err(e) => match gone(&e) {
+            Some(why) => {
+                // The loop ended on the error, before counting what it sent.
+                lp.record_sent(lp.next_seq);
+                lp.out.gave_up = Some(why);
+            }
+            None => return Err(EngineError::Io(e)),
+        },
     }
     lp.finish();
     Ok(lp.out)
 }
 
-/// The peer's port closed (ICMP unreachable) or its connection ended.
-fn is_gone(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        ErrorKind::ConnectionRefused | ErrorKind::ConnectionReset | ErrorKind::UnexpectedEof | ErrorKind::BrokenPipe
-    )
+/// Errors that say the peer is gone: unreachable (ICMP port, host or network unreachable)
+/// or its TCP connection ended.
+fn gone(e: &io::Error) -> Option<GaveUp> {
+    match e.kind() {
+        ErrorKind::ConnectionRefused | ErrorKind::HostUnreachable | ErrorKind::NetworkUnreachable => {
+            Some(GaveUp::Unreachable)
+        }
+        ErrorKind::ConnectionReset | ErrorKind::UnexpectedEof | ErrorKind::BrokenPipe => Some(GaveUp::Closed),
+        _ => None,
+    }
 }
 
 impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
@@ -251,7 +269,7 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
                             break;
                         }
                     }
-                    Err(e) if is_gone(&e) => return Err(EngineError::NoResponder { refused: true }),
+                    Err(e) if gone(&e).is_some() => return Err(EngineError::NoResponder { refused: true }),
                     Err(e) => return Err(EngineError::Io(e)),
                 }
                 if self.discovery_done() {
@@ -282,6 +300,9 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
         self.measure_start_ns = now;
         self.out.measure_start_seq = seq;
         self.out.warmup_sent = seq;
+        for r in &mut self.out.responders {
+            r.stats.begin_measure(seq);
+        }
     }
 
     /// Moves from warm-up to measurement when the warm-up bound is reached; true once the
@@ -300,14 +321,26 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
 
     fn send(&mut self, seq: u64, t1: u64) -> io::Result<()> {
         probe::stamp(&mut self.send_buf, seq, t1);
-        self.io.send(&self.send_buf)
+        self.io.send(&self.send_buf)?;
+        self.next_seq = seq + 1;
+        Ok(())
+    }
+
+    fn gave_up(&self) -> bool {
+        self.out.gave_up.is_some()
+    }
+
+    /// Closed loop: the replies to the probe before `seq` are all in (from every responder
+    /// the loop waits for).
+    fn all_answered(&self, seq: u64) -> bool {
+        self.out.responders.iter().all(|x| x.answered >= seq || !Patience::waits_for(x.answered, seq))
     }
 
     fn closed(&mut self, start: u64) -> io::Result<()> {
         let mut seq = 0u64;
         let mut now = start;
         loop {
-            if self.stopped() || self.silent || self.advance_phase(seq, now) {
+            if self.stopped() || self.gave_up() || self.advance_phase(seq, now) {
                 break;
             }
             if seq & CPU_SAMPLE_MASK == 0 {
@@ -316,15 +349,17 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
             let t1 = self.clock.now_ns();
             self.send(seq, t1)?;
             seq += 1;
-            let deadline = t1 + self.cfg.timeout_ns;
+            let mut deadline = self.patience.deadline(t1, None);
+            let mut first_reply = true;
             while let Some(r) = self.io.recv_until(&mut self.recv_buf, deadline)? {
                 self.on_datagram(r.len, r.from, r.at_ns);
-                if self.out.responders.iter().all(|x| x.answered == seq || x.missed >= GIVE_UP_AFTER) {
+                if self.all_answered(seq) {
                     break;
                 }
-            }
-            for x in &mut self.out.responders {
-                x.missed = if x.answered == seq { 0 } else { x.missed.saturating_add(1) };
+                if first_reply && self.out.responders.iter().any(|x| x.answered == seq) {
+                    first_reply = false;
+                    deadline = self.patience.deadline(t1, Some(r.at_ns));
+                }
             }
             now = self.clock.now_ns();
             self.check_silence(now);
@@ -338,7 +373,7 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
         let mut seq = 0u64;
         let mut now = start;
         loop {
-            if self.stopped() || self.silent {
+            if self.stopped() || self.gave_up() {
                 break;
             }
             let due = schedule.intended(seq);
@@ -360,16 +395,34 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
         }
         self.record_sent(seq);
         // Drain: replies to the last probes, until every responder answered everything or
-        // the last probe's timeout passed.
+        // the last probe's timeout passed. With several responders, one silent for longer
+        // than the grace has stopped answering and is not waited for.
         let end = now + self.cfg.timeout_ns;
         let want = self.out.sent + self.out.warmup_sent;
-        while !self.stopped() && !self.silent {
-            let all_in = self.out.responders.iter().all(|r| r.stats.received + r.stats.warmup_received >= want);
+        let several = self.out.responders.len() > 1;
+        while !self.stopped() && !self.gave_up() {
+            let (now, grace) = (self.clock.now_ns(), self.patience.grace_ns());
+            let mut until = end;
+            let mut all_in = true;
+            for r in &self.out.responders {
+                if r.stats.received + r.stats.warmup_received >= want {
+                    continue;
+                }
+                let gives_up_at = r.last_heard_ns.saturating_add(grace);
+                if several && now >= gives_up_at {
+                    continue;
+                }
+                all_in = false;
+                if several {
+                    until = until.min(gives_up_at);
+                }
+            }
             if all_in {
                 break;
             }
-            match self.io.recv_until(&mut self.recv_buf, end)? {
+            match self.io.recv_until(&mut self.recv_buf, until)? {
                 Some(r) => self.on_datagram(r.len, r.from, r.at_ns),
+                None if until < end => {}
                 None => break,
             }
         }
@@ -385,8 +438,9 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
     }
 
     fn check_silence(&mut self, now: u64) {
-        if now.saturating_sub(self.last_reply_ns) > self.cfg.silence_ns {
-            self.silent = true;
+        let quiet = now.saturating_sub(self.last_reply_ns);
+        if quiet > self.cfg.silence_ns {
+            self.out.gave_up = Some(GaveUp::Silence { for_ns: quiet });
         }
     }
 
@@ -396,87 +450,19 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
         }
     }
 
-    /// Accounts one datagram: a reply to this session from a known or new responder, or
-    /// something to ignore.
-    fn on_datagram(&mut self, len: usize, from: SocketAddr, at_ns: u64) {
-        let Ok(p) = Probe::parse(&self.recv_buf[..len]) else {
-            self.out.ignored += 1;
-            return;
-        };
-        if p.kind() != Kind::Reply || p.session() != self.cfg.session {
-            self.out.ignored += 1;
-            return;
-        }
-        let seq = p.seq();
-        let idx = if let Some(i) = self.out.responders.iter().position(|r| r.addr == from) {
-            i
-        } else {
-            let first = if seq >= DISCOVERY_BASE { 0 } else { seq };
-            let open = matches!(self.cfg.pacing, Pacing::Rate(_));
-            self.out.responders.push(Responder {
-                addr: from,
-                stats: ResponderStats::new(open, first),
-                window: SeqWindow::new(WINDOW),
-                answered: u64::MAX,
-                missed: 0,
-            });
-            self.out.responders.len() - 1
-        };
-        self.last_reply_ns = at_ns;
-        if seq >= DISCOVERY_BASE {
-            return;
-        }
-        let phase = self.phase_of(seq);
-        let intended = self.schedule.map(|s| s.intended(seq));
-        let obs = ReplyObs {
-            seq,
-            phase,
-            t1: p.t1(),
-            t4: at_ns,
-            intended,
-            responder: p.responder_times(),
-            wall_minus_mono: self.cfg.wall_minus_mono,
-        };
-        let timeout = self.cfg.timeout_ns;
-        let r = &mut self.out.responders[idx];
-        match r.window.on_seq(seq) {
-            Arrival::Duplicate => r.stats.on_duplicate(),
-            Arrival::TooOld => {
-                if phase == Phase::Measure {
-                    r.stats.late += 1;
-                }
-            }
-            Arrival::New => {
-                r.answered = seq + 1;
-                if let ReplyVerdict::OnTime { rtt_ns } = r.stats.on_reply(&obs, timeout)
-                    && phase == Phase::Measure
-                {
-                    self.on_interval_sample(rtt_ns, at_ns);
-                }
-            }
-        }
-    }
-
-    fn on_interval_sample(&mut self, rtt_ns: u64, at_ns: u64) {
-        let Some((begin, h)) = self.interval.as_mut() else { return };
-        if at_ns >= *begin + INTERVAL_NS {
-            let start = Duration::from_nanos(*begin - self.out.start_ns);
-            self.out.intervals.push(Interval {
-                start,
-                length: Duration::from_nanos(INTERVAL_NS),
-                histogram: h.clone(),
-            });
-            h.reset();
-            // Skip empty seconds rather than log them.
-            *begin += (at_ns - *begin) / INTERVAL_NS * INTERVAL_NS;
-        }
-        latency::record(h, rtt_ns);
-    }
-
     fn finish(&mut self) {
         let end = self.clock.now_ns();
         self.out.end_ns = end;
         self.sample_cpu();
+        let end_seq = self.out.measure_start_seq + self.out.sent;
+        for r in &mut self.out.responders {
+            r.stats.finish(end_seq);
+            let (trailing, before) = (r.stats.runs.trailing(), r.stats.runs.longest_ended());
+            if self.patience.stopped(trailing, before, end.saturating_sub(r.last_heard_ns)) {
+                r.stopped =
+                    Some(Stopped { at_ns: r.last_heard_ns.saturating_sub(self.out.start_ns), unanswered: trailing });
+            }
+        }
         if let Some((begin, h)) = self.interval.take()
             && !h.is_empty()
         {
@@ -489,7 +475,7 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
         }
         if self.stopped() {
             self.out.outcome = Outcome::Interrupted;
-        } else if self.silent {
+        } else if self.gave_up() {
             self.out.outcome = Outcome::PeerSilent;
         }
     }

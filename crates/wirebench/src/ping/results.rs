@@ -41,6 +41,8 @@ pub(super) fn build(cfg: &Config, out: &EngineOutput) -> PingResults {
                 dwell: has_times.then(|| view("dwell", &st.dwell, ps)),
                 one_way: if full { st.offset.result() } else { None },
                 clamped: st.clamped,
+                max_lost_in_a_row: st.runs.longest(),
+                stopped: r.stopped,
             }
         })
         .collect();
@@ -80,5 +82,6 @@ pub(super) fn build(cfg: &Config, out: &EngineOutput) -> PingResults {
         responders,
         combined,
         ignored: out.ignored,
+        gave_up: out.gave_up,
     }
 }

@@ -7,7 +7,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
 
 use wirebench_core::impair::{Loss, Spec, Tally};
-use wirebench_core::latency::{DEFAULT_PERCENTILES, Summary};
+use wirebench_core::latency::{DEFAULT_PERCENTILES, Summary, value_at_percentile};
 use wirebench_core::report::{
     LatencyView, ProxyAchieved, ProxyDirection, ProxyInterval, ProxyIntervalSide, ProxyRequested, encode_histogram,
 };
@@ -92,7 +92,7 @@ impl Collector {
 }
 
 fn interval_side(t: &Tally, duration_ns: u64) -> ProxyIntervalSide {
-    let q = |p: f64| if t.delay.is_empty() { 0 } else { t.delay.value_at_quantile(p) };
+    let q = |p: f64| value_at_percentile(&t.delay, p);
     #[expect(clippy::cast_precision_loss, reason = "rates")]
     let rate_bps = (t.bytes_out * 8) as f64 * 1e9 / duration_ns as f64;
     ProxyIntervalSide {
@@ -103,8 +103,8 @@ fn interval_side(t: &Tally, duration_ns: u64) -> ProxyIntervalSide {
         reorder_pct: t.percent_of_in(t.reordered),
         duplicates: t.duplicates,
         rate_bps,
-        delay_p50_ns: q(0.5),
-        delay_p99_ns: q(0.99),
+        delay_p50_ns: q(50.0),
+        delay_p99_ns: q(99.0),
     }
 }
 

@@ -27,7 +27,7 @@ fn one_line(s: &str) -> String {
 /// Parses the text of a saved report; `name` is for the messages.
 pub fn parse(name: &str, text: &str) -> Result<Report, UsageError> {
     let bad = |why: String| UsageError(format!("{name}: {}", one_line(&why)));
-    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| bad(format!("not JSON ({e})")))?;
+    let mut v: serde_json::Value = serde_json::from_str(text).map_err(|e| bad(format!("not JSON ({e})")))?;
     let version = v.get("schema_version").and_then(serde_json::Value::as_u64);
     match version {
         None | Some(0) => return Err(bad("not a wirebench report (no schema_version)".into())),
@@ -38,6 +38,8 @@ pub fn parse(name: &str, text: &str) -> Result<Report, UsageError> {
         }
         Some(_) => {}
     }
+    // Percentiles come from the histograms, so files from older versions agree too.
+    wirebench_core::report::resummarize(&mut v);
     let report: Report = serde_json::from_value(v).map_err(|e| bad(format!("not a wirebench report ({e})")))?;
     if let Results::Ping(p) = &report.results {
         for r in &p.responders {

@@ -1,30 +1,37 @@
-//! Stream sessions on `serve`: a TCP connection whose first frame is a control `Start`.
+//! Stream sessions on `serve`, once a control connection was admitted (`session.rs`).
 //!
 //! Forward (the client sends): UDP data goes to a socket bound for this session (or a group
 //! it joins); TCP data follows on the control connection. Serve accounts per publisher, sends
 //! an `Interval` snapshot each second, and answers the client's `Finish` with a `Result` once
 //! the data has drained. Reverse (serve sends): only ever to the control connection's own
-//! address, at most at `--max-rate` and for `--max-duration`.
+//! address, and over UDP only to the port a knock datagram with the session's secret came
+//! from (iperf3's UDP handshake); at the rate and for the duration serve granted, split
+//! across the publishers. Every loop watches the session's stop (serve's stop or the
+//! session's deadline), and every write gives up on a client that stopped reading.
 
-use std::io;
+use std::io::{self, Write as _};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use wirebench_core::schedule::Stop;
-use wirebench_core::wire::control::{Control, Direction, PublisherCounts, StreamProto, StreamRequest};
-use wirebench_core::wire::stream;
+use wirebench_core::wire::control::{Control, Direction, Granted, PublisherCounts, StreamProto, StreamRequest};
+use wirebench_core::wire::handshake::{self, SECRET_LEN};
 use wirebench_net::batch::{UdpBatchReceiver, UdpBatchSender, size_buffers};
 use wirebench_net::multicast;
 
-use super::{Config, Counters};
-use crate::control;
+use super::session::{Admitted, STALL, SessionStop};
+use super::{Counters, Shared};
+use crate::control::{self, send_bounded};
 use crate::flow::STREAM_BUFFER;
-use crate::flow::recv::{self, Accounts, MAX_PUBLISHERS, Progress};
-use crate::flow::send::{self, SendSpec, TcpOut};
-use crate::shutdown::Shutdown;
+use crate::flow::recv::{self, Accounts, Progress};
+use crate::flow::send::{self, Out, SendSpec};
+use crate::shutdown::POLL;
+
+/// How long serve waits for the knock of a reverse UDP session.
+pub(super) const KNOCK_WAIT: Duration = Duration::from_secs(5);
 
 fn publishers(counts: Vec<wirebench_core::stream::StreamCounts>) -> Vec<PublisherCounts> {
     counts
@@ -34,122 +41,123 @@ fn publishers(counts: Vec<wirebench_core::stream::StreamCounts>) -> Vec<Publishe
         .collect()
 }
 
-/// Checks a request against this serve's limits; the error is sent back in words.
-fn validate(req: &StreamRequest, cfg: &Config) -> Result<(), String> {
-    if cfg.token.is_some() && req.token != cfg.token {
-        return Err("this serve needs --token (WIREBENCH_TOKEN) and yours does not match".into());
-    }
-    let max = match req.proto {
-        StreamProto::Udp => stream::MAX_UDP_LEN,
-        StreamProto::Tcp => usize::from(u16::MAX),
-    };
-    if req.size < stream::HEADER_LEN || req.size > max {
-        return Err(format!("size {} is outside {}..={max}", req.size, stream::HEADER_LEN));
-    }
-    if req.publishers == 0 || req.publishers > MAX_PUBLISHERS {
-        return Err(format!("{} publishers: serve takes 1..={MAX_PUBLISHERS}", req.publishers));
-    }
-    if req.direction != Direction::Forward && req.proto == StreamProto::Udp && req.client_port.is_none() {
-        return Err("a reverse UDP stream needs the client's port".into());
-    }
-    if req.proto == StreamProto::Tcp && req.direction == Direction::Both {
-        return Err("TCP runs one direction per connection: run --reverse separately".into());
-    }
-    Ok(())
-}
-
-/// Serves one stream session on `conn`, whose first bytes (`prefix`) were a control frame.
-pub(super) fn handle(mut conn: TcpStream, prefix: &[u8], cfg: &Config, counters: &Counters, shutdown: &Shutdown) {
-    let Ok(Control::Start(req)) = control::recv_after(prefix, &mut conn) else {
-        counters.control_errors.fetch_add(1, Ordering::Relaxed);
-        return;
-    };
-    if let Err(message) = validate(&req, cfg) {
-        counters.control_errors.fetch_add(1, Ordering::Relaxed);
-        let _ = control::send(&mut conn, &Control::Error { message });
-        return;
-    }
-    counters.streams.fetch_add(1, Ordering::Relaxed);
-    let r = match req.proto {
-        StreamProto::Udp => udp_session(&mut conn, &req, cfg, shutdown),
-        StreamProto::Tcp if req.direction == Direction::Forward => tcp_forward(&mut conn, &req, shutdown),
-        StreamProto::Tcp => tcp_reverse(conn, &req, cfg, shutdown),
-    };
-    if r.is_err() {
-        // The client went away mid-session (or its data was not ours): count it.
-        counters.control_errors.fetch_add(1, Ordering::Relaxed);
+/// Runs one admitted session to its end.
+pub(super) fn run(mut conn: TcpStream, a: &Admitted, shared: &Shared) -> io::Result<()> {
+    let stop = SessionStop::start(&shared.shutdown, a.grant.duration)?;
+    match a.req.proto {
+        StreamProto::Udp => udp_session(&mut conn, a, shared, &stop),
+        StreamProto::Tcp if a.req.direction == Direction::Forward => tcp_forward(&mut conn, a, &stop),
+        StreamProto::Tcp => tcp_reverse(conn, a, &stop),
     }
 }
 
-/// The capped send spec for serve's own (reverse) sending.
-fn reverse_spec(req: &StreamRequest, cfg: &Config, publisher: u16) -> SendSpec {
-    let cap = cfg.max_duration;
-    let asked = Duration::from_nanos(req.duration_ns);
-    let rate = match (req.rate_per_s, cfg.max_rate.and_then(|m| m.per_sec(req.size))) {
-        (Some(r), Some(m)) => Some(r.min(m)),
-        (None, m) => m,
-        (r, None) => r,
-    };
+fn granted(a: &Admitted) -> Granted {
+    Granted {
+        rate_per_s: a.grant.per_publisher,
+        duration_ns: u64::try_from(a.grant.duration.as_nanos()).unwrap_or(u64::MAX),
+    }
+}
+
+/// The send spec for serve's own (reverse) sending, as granted.
+fn reverse_spec(a: &Admitted, publisher: u16) -> SendSpec {
     SendSpec {
-        session: req.session,
+        session: a.req.session,
         publisher,
-        size: req.size,
-        rate,
-        stop: Stop { max_count: req.count, deadline: Some(if asked.is_zero() { cap } else { asked.min(cap) }) },
+        size: a.req.size,
+        rate: a.grant.per_publisher,
+        stop: Stop { max_count: a.req.count, deadline: Some(a.grant.duration) },
         ignore_refused: false,
     }
 }
 
-fn udp_session(conn: &mut TcpStream, req: &StreamRequest, cfg: &Config, shutdown: &Shutdown) -> io::Result<()> {
-    let abort = Arc::new(AtomicBool::new(false));
+/// Reverse UDP: tells the client a port and a fresh secret, and waits for a datagram with
+/// that secret from the control connection's address. Its source is where the data goes.
+fn knock(conn: &mut TcpStream, shared: &Shared, stop: &SessionStop) -> io::Result<SocketAddr> {
+    let sock = UdpSocket::bind(SocketAddr::new(conn.local_addr()?.ip(), 0))?;
+    sock.set_read_timeout(Some(POLL))?;
+    let secret = crate::os_random::<SECRET_LEN>()?;
+    let m = Control::Knock { port: sock.local_addr()?.port(), secret: handshake::hex(&secret) };
+    send_bounded(conn, &m, stop.flag(), STALL)?;
+    let peer = conn.peer_addr()?.ip();
+    let since = Instant::now();
+    let mut buf = [0u8; 64];
+    while !stop.is_set() && since.elapsed() < KNOCK_WAIT {
+        let Ok((n, from)) = sock.recv_from(&mut buf) else { continue };
+        match handshake::parse_knock(&buf[..n]) {
+            Ok(s) if from.ip() == peer && handshake::same_secret(&s, &secret) => return Ok(from),
+            _ => Counters::bump(&shared.counters.bad_knocks),
+        }
+    }
+    let why = format!("no knock datagram with this session's secret came from {peer} within {KNOCK_WAIT:?}");
+    let _ = send_bounded(conn, &Control::Error { message: why.clone() }, stop.flag(), STALL);
+    Err(io::Error::new(io::ErrorKind::TimedOut, why))
+}
+
+fn udp_session(conn: &mut TcpStream, a: &Admitted, shared: &Shared, stop: &SessionStop) -> io::Result<()> {
+    let req: &StreamRequest = &a.req;
+    let abort = stop.flag().clone();
     let progress = Arc::new(Progress::default());
     let mut receiver: Option<JoinHandle<io::Result<Accounts>>> = None;
     let mut data_port = 0;
     let mut rcvbuf = 0;
+    let mut kernel_before = None;
     if req.direction != Direction::Reverse {
         let sock = match req.group {
-            Some(g) => multicast::group_receiver(g, cfg.interface).map_err(io::Error::other)?,
+            Some(g) => multicast::group_receiver(g, shared.cfg.interface).map_err(io::Error::other)?,
             None => UdpSocket::bind(SocketAddr::new(conn.local_addr()?.ip(), 0))?,
         };
         rcvbuf = size_buffers(&sock, STREAM_BUFFER).0.granted;
         sock.set_read_timeout(Some(Duration::from_millis(50)))?;
         data_port = sock.local_addr()?.port();
-        let (p, a) = (progress.clone(), abort.clone());
+        let (p, ab) = (progress.clone(), abort.clone());
         let (session, pubs) = (req.session, req.publishers);
+        // GRO on before `ready`: datagrams queued before it would be split one by one.
+        let mut rx = UdpBatchReceiver::new(sock);
         receiver = Some(std::thread::spawn(move || {
             let mut acc = Accounts::new(session, pubs);
-            recv::udp(&mut UdpBatchReceiver::new(sock), &mut acc, &p, &a)?;
+            recv::udp(&mut rx, &mut acc, &p, &ab)?;
             Ok(acc)
         }));
+        kernel_before = wirebench_net::snmp::read();
     }
     let mut senders = Vec::new();
     if req.direction != Direction::Forward {
-        let dest = SocketAddr::new(conn.peer_addr()?.ip(), req.client_port.unwrap_or(0));
+        let dest = match knock(conn, shared, stop) {
+            Ok(d) => d,
+            Err(e) => {
+                abort.store(true, Ordering::Relaxed);
+                if let Some(h) = receiver {
+                    let _ = h.join();
+                }
+                return Err(e);
+            }
+        };
         for publisher in 0..req.publishers {
             let sock = UdpSocket::bind(SocketAddr::new(conn.local_addr()?.ip(), 0))?;
             size_buffers(&sock, STREAM_BUFFER);
             sock.connect(dest)?;
-            let spec = reverse_spec(req, cfg, publisher);
-            let a = abort.clone();
-            senders.push(std::thread::spawn(move || send::run(&mut UdpBatchSender::new(sock, spec.size), &spec, &a)));
+            let spec = reverse_spec(a, publisher);
+            let ab = abort.clone();
+            senders.push(std::thread::spawn(move || send::run(&mut UdpBatchSender::new(sock, spec.size), &spec, &ab)));
         }
     }
-    control::send(conn, &Control::Ready { data_port, rcvbuf })?;
-    conn.set_read_timeout(Some(Duration::from_secs(1)))?;
+    send_bounded(conn, &Control::Ready { data_port, rcvbuf, granted: granted(a) }, &abort, STALL)?;
+    let mut next_interval = Instant::now() + Duration::from_secs(1);
     let finished = loop {
-        if shutdown.is_set() {
+        if abort.load(Ordering::Relaxed) {
             break false;
         }
-        match control::recv(conn) {
+        match control::recv_with(conn, &[], &control::Bounds { stop: Some(&abort), ..Default::default() }) {
             Ok(Control::Finish { sent }) => {
                 progress.expected.store(sent.iter().sum(), Ordering::Relaxed);
                 break true;
             }
             Ok(_) => {}
             Err(e) if control::is_timeout(&e) => {
-                if receiver.is_some() {
+                if receiver.is_some() && Instant::now() >= next_interval {
+                    next_interval += Duration::from_secs(1);
                     let snap = progress.snapshot.lock().map(|s| s.clone()).unwrap_or_default();
-                    control::send(conn, &Control::Interval { publishers: publishers(snap) })?;
+                    send_bounded(conn, &Control::Interval { publishers: publishers(snap) }, &abort, STALL)?;
                 }
             }
             Err(_) => break false,
@@ -158,55 +166,94 @@ fn udp_session(conn: &mut TcpStream, req: &StreamRequest, cfg: &Config, shutdown
     if !finished {
         abort.store(true, Ordering::Relaxed);
     }
-    let sent: Vec<u64> =
-        senders.into_iter().map(|h| h.join().ok().and_then(Result::ok).map_or(0, |s| s.messages)).collect();
+    let sent: Vec<send::Sent> =
+        senders.into_iter().map(|h| h.join().ok().and_then(Result::ok).unwrap_or_default()).collect();
     progress.finish.store(true, Ordering::Relaxed);
-    let received = match receiver {
-        Some(h) => h.join().map_err(|_| io::Error::other("receiver panicked"))??.counts(),
-        None => Vec::new(),
+    let (received, foreign) = match receiver {
+        Some(h) => {
+            let acc = h.join().map_err(|_| io::Error::other("receiver panicked"))??;
+            (acc.counts(), acc.foreign)
+        }
+        None => (Vec::new(), 0),
     };
-    control::send(conn, &Control::Result { received: publishers(received), sent })
+    let kernel = kernel_before.zip(wirebench_net::snmp::read()).map(|(a, b)| b.since(&a, &["Udp", "Tcp"]));
+    let send_ns = send::span_of(&sent);
+    let sent = sent.iter().map(|s| s.messages).collect();
+    // After a stop the client may still read the result; a client gone is no wait.
+    let no_stop = AtomicBool::new(false);
+    let result = Control::Result { received: publishers(received), sent, send_ns, foreign, kernel };
+    send_bounded(conn, &result, &no_stop, POLL * 5)
 }
 
-fn tcp_forward(conn: &mut TcpStream, req: &StreamRequest, shutdown: &Shutdown) -> io::Result<()> {
-    control::send(conn, &Control::Ready { data_port: 0, rcvbuf: 0 })?;
-    conn.set_read_timeout(Some(Duration::from_millis(200)))?;
+fn tcp_forward(conn: &mut TcpStream, a: &Admitted, stop: &SessionStop) -> io::Result<()> {
+    let abort = stop.flag().clone();
+    send_bounded(conn, &Control::Ready { data_port: 0, rcvbuf: 0, granted: granted(a) }, &abort, STALL)?;
     let mut writer = conn.try_clone()?;
-    let mut acc = Accounts::new(req.session, req.publishers);
-    let mut tick = |a: &Accounts| {
-        let _ = control::send(&mut writer, &Control::Interval { publishers: publishers(a.counts()) });
+    let mut acc = Accounts::new(a.req.session, a.req.publishers);
+    let mut tick = |acc: &Accounts| {
+        let _ = send_bounded(&mut writer, &Control::Interval { publishers: publishers(acc.counts()) }, &abort, STALL);
     };
-    let leftover = recv::tcp(conn, &mut acc, shutdown.flag(), &mut tick)?;
+    let leftover = recv::tcp(conn, &mut acc, stop.flag(), &mut tick)?;
     let Some(prefix) = leftover else { return Ok(()) };
-    match control::recv_after(&prefix, conn)? {
-        Control::Finish { .. } => {
-            control::send(conn, &Control::Result { received: publishers(acc.counts()), sent: vec![] })
-        }
+    match control::recv_with(conn, &prefix, &control::Bounds { stop: Some(stop.flag()), ..Default::default() })? {
+        Control::Finish { .. } => send_bounded(
+            conn,
+            &Control::Result {
+                received: publishers(acc.counts()),
+                sent: vec![],
+                send_ns: 0,
+                foreign: acc.foreign,
+                kernel: None,
+            },
+            stop.flag(),
+            STALL,
+        ),
         _ => Err(io::Error::other("expected finish")),
     }
 }
 
-fn tcp_reverse(mut conn: TcpStream, req: &StreamRequest, cfg: &Config, shutdown: &Shutdown) -> io::Result<()> {
-    control::send(&mut conn, &Control::Ready { data_port: 0, rcvbuf: 0 })?;
-    let stop = Arc::new(AtomicBool::new(false));
-    // The client's Finish (or its going away) stops the sending early.
+/// TCP frames written with a stall bound and the session's stop (a client that does not read
+/// cannot hold serve).
+struct BoundedTcpOut<'a> {
+    conn: &'a mut TcpStream,
+    size: usize,
+    stop: &'a AtomicBool,
+}
+
+impl Out for BoundedTcpOut<'_> {
+    fn max_batch(&self) -> usize {
+        (256 * 1024 / self.size).clamp(1, 64)
+    }
+    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+        control::write_bounded(self.conn, buf, self.stop, STALL)
+            .map_err(|e| if e.kind() == io::ErrorKind::Interrupted { io::ErrorKind::BrokenPipe.into() } else { e })?;
+        Ok(buf.len() / self.size)
+    }
+}
+
+fn tcp_reverse(mut conn: TcpStream, a: &Admitted, stop: &SessionStop) -> io::Result<()> {
+    let abort = stop.flag().clone();
+    send_bounded(&mut conn, &Control::Ready { data_port: 0, rcvbuf: 0, granted: granted(a) }, &abort, STALL)?;
+    // `done`: the client's finish, its going away, or the session's stop ends the sending.
+    let done = Arc::new(AtomicBool::new(false));
     let mut reader = conn.try_clone()?;
-    reader.set_read_timeout(Some(Duration::from_millis(200)))?;
-    let (s, sd) = (stop.clone(), shutdown.clone());
+    let (d, ab) = (done.clone(), abort.clone());
     let watcher = std::thread::spawn(move || {
-        while !s.load(Ordering::Relaxed) && !sd.is_set() {
-            match control::recv(&mut reader) {
+        while !d.load(Ordering::Relaxed) && !ab.load(Ordering::Relaxed) {
+            match control::recv_with(&mut reader, &[], &control::Bounds { stop: Some(&ab), ..Default::default() }) {
                 Err(e) if control::is_timeout(&e) => {}
                 _ => break,
             }
         }
-        s.store(true, Ordering::Relaxed);
+        d.store(true, Ordering::Relaxed);
     });
-    let spec = reverse_spec(req, cfg, 0);
-    let sent = send::run(&mut TcpOut { conn: &mut conn, size: req.size }, &spec, &stop);
-    let messages = sent.as_ref().map_or(0, |s| s.messages);
-    let r = control::send(&mut conn, &Control::Result { received: vec![], sent: vec![messages] });
-    stop.store(true, Ordering::Relaxed);
+    let spec = reverse_spec(a, 0);
+    let sent = send::run(&mut BoundedTcpOut { conn: &mut conn, size: a.req.size, stop: &done }, &spec, &done);
+    let (messages, send_ns) = sent.as_ref().map_or((0, 0), |s| (s.messages, s.send_ns()));
+    let result = Control::Result { received: vec![], sent: vec![messages], send_ns, foreign: 0, kernel: None };
+    let r = send_bounded(&mut conn, &result, &abort, STALL);
+    done.store(true, Ordering::Relaxed);
     let _ = watcher.join();
+    let _ = conn.flush();
     sent.map(|_| ()).and(r)
 }

@@ -1,62 +1,130 @@
 //! The TCP side: an acceptor and one echo thread per connection. Probes are frames framed
 //! by the length in their header; a stream that is not ours is counted and closed.
+//!
+//! Bounded everywhere: a new connection's first frame must arrive within the first-frame
+//! timeout, a probe connection with no frame for the idle timeout is closed (a partial frame
+//! does not count as activity, so slowloris dribbles time out too), a reply the client does
+//! not read for [`crate::control::FRAME_WITHIN`] closes the connection, and every wait wakes
+//! within [`POLL`] to look at the stop flag.
 
+use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{Shutdown as Half, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use wirebench_core::wire::Kind;
+use wirebench_core::wire::control::Control;
 use wirebench_core::wire::probe::{self, Probe};
 use wirebench_net::clock::wall_now_ns;
 
 use super::spin::Spinner;
-use super::{Config, Counters, MAX_TCP_CONNECTIONS};
-use crate::shutdown::{POLL, Shutdown};
+use super::{Counters, Shared};
+use crate::control::FRAME_WITHIN;
+use crate::shutdown::POLL;
 
 pub(super) struct Acceptor {
     pub(super) listener: TcpListener,
-    pub(super) cfg: Config,
-    pub(super) counters: Arc<Counters>,
-    pub(super) shutdown: Shutdown,
+    pub(super) shared: Arc<Shared>,
+    pub(super) max: u64,
 }
 
 impl Acceptor {
     pub(super) fn run(self) {
-        let Self { listener, cfg, counters, shutdown } = self;
-        // Over the cap: dropping the stream closes it.
-        crate::accept::run(&listener, &shutdown, "serve-tcp-conn", MAX_TCP_CONNECTIONS, drop, |stream| {
-            counters.tcp_connections.fetch_add(1, Ordering::Relaxed);
-            let c = Conn { stream, cfg: cfg.clone(), counters: counters.clone(), shutdown: shutdown.clone() };
+        let Self { listener, shared, max } = self;
+        // Refused connections linger a moment (at most LINGER of them), so the refusal is
+        // read before the close: closing at once can reset the connection under the
+        // client's probe and take the reason with it.
+        let lingering: RefCell<VecDeque<(TcpStream, Instant)>> = RefCell::new(VecDeque::new());
+        let refuse = |s: TcpStream| {
+            Counters::bump(&shared.counters.refused_connections);
+            let mut lingering = lingering.borrow_mut();
+            lingering.retain(|(s, t)| {
+                let young = t.elapsed() < LINGER_FOR;
+                if !young {
+                    drain(s);
+                }
+                young
+            });
+            if lingering.len() >= LINGER {
+                lingering.pop_front();
+            }
+            refuse(&s, &format!("serve is at its connection limit ({max} at once): try again later"));
+            lingering.push_back((s, Instant::now()));
+        };
+        let on_error = || {
+            Counters::bump(&shared.counters.accept_errors);
+            // Out of descriptors: the lingering refusals go first.
+            lingering.borrow_mut().clear();
+        };
+        crate::accept::run_with(&listener, &shared.shutdown, "serve-tcp-conn", max, refuse, on_error, |stream| {
+            shared.counters.tcp_connections.fetch_add(1, Ordering::Relaxed);
+            let c = Conn { stream, shared: shared.clone() };
             Box::new(move || c.run())
         });
     }
 }
 
+/// Refused connections held open at once, to be read before they close.
+const LINGER: usize = 256;
+/// For this long.
+const LINGER_FOR: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Tells a client why it was turned away (a control `error` frame, which `ping` and
+/// `stream` print), without waiting on it.
+pub(super) fn refuse(mut s: &TcpStream, why: &str) {
+    let _ = s.set_nonblocking(true);
+    if let Ok(f) = crate::control::encode(&Control::Error { message: why.into() }) {
+        let _ = s.write(&f);
+    }
+    let _ = s.shutdown(Half::Write);
+    drain(s);
+}
+
+/// Reads (a little of) what the client sent, so a close does not reset the connection and
+/// discard the refusal before the client read it. True: done with it.
+fn drain(mut s: &TcpStream) -> bool {
+    let mut sink = [0u8; 4096];
+    for _ in 0..16 {
+        match s.read(&mut sink) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
 struct Conn {
     stream: TcpStream,
-    cfg: Config,
-    counters: Arc<Counters>,
-    shutdown: Shutdown,
+    shared: Arc<Shared>,
 }
 
 impl Conn {
     fn run(mut self) {
-        if let Some(c) = self.cfg.cpu {
+        let cfg = &self.shared.cfg;
+        if let Some(c) = cfg.cpu {
             let _ = wirebench_net::pin::pin_current_thread(c);
         }
-        let spin = self.cfg.spin;
-        let setup = self.stream.set_nodelay(true).and_then(|()| {
-            if spin { self.stream.set_nonblocking(true) } else { self.stream.set_read_timeout(Some(POLL)) }
-        });
+        let spin = cfg.spin;
+        let setup =
+            self.stream.set_nodelay(true).and_then(|()| self.stream.set_write_timeout(Some(POLL))).and_then(|()| {
+                if spin { self.stream.set_nonblocking(true) } else { self.stream.set_read_timeout(Some(POLL)) }
+            });
         if setup.is_err() {
             return;
         }
-        let mut buf = vec![0u8; 4 * probe::MAX_LEN];
+        let (first_within, idle) = (cfg.first_frame_timeout, cfg.idle_timeout);
+        // Two of the largest frames: a partial frame (< MAX_LEN) moved to the front always
+        // leaves room for a whole one. 128 KiB a connection, touched only as frames arrive.
+        let mut buf = vec![0u8; 2 * probe::MAX_LEN];
         let (mut start, mut end) = (0usize, 0usize);
         let mut spinner = Spinner::new();
         let mut first = true;
-        while !self.shutdown.is_set() {
+        let mut last_frame = Instant::now();
+        while !self.shared.shutdown.is_set() {
             match self.stream.read(&mut buf[end..]) {
                 Ok(0) => return,
                 Ok(n) => {
@@ -73,18 +141,13 @@ impl Conn {
                             // A stream session, not probes: hand the connection over.
                             let _ = self.stream.set_nonblocking(false);
                             let prefix = buf[start..end].to_vec();
-                            return super::stream::handle(
-                                self.stream,
-                                &prefix,
-                                &self.cfg,
-                                &self.counters,
-                                &self.shutdown,
-                            );
+                            drop(buf);
+                            return super::session::handle(self.stream, &prefix, &self.shared);
                         }
                         first = false;
                         let len = match probe::frame_len(&h) {
                             Ok(l) => l,
-                            Err(e) => return self.counters.rejected(e),
+                            Err(e) => return self.shared.counters.rejected(e),
                         };
                         if end - start < len {
                             break;
@@ -92,6 +155,7 @@ impl Conn {
                         if !self.answer(&mut buf[start..start + len], t2) {
                             return;
                         }
+                        last_frame = Instant::now();
                         start += len;
                     }
                     if start == end {
@@ -105,6 +169,11 @@ impl Conn {
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    let waited = last_frame.elapsed();
+                    if waited > if first { first_within } else { idle } {
+                        Counters::bump(&self.shared.counters.timed_out);
+                        return;
+                    }
                     if spin {
                         spinner.on_empty(&self.stream);
                     }
@@ -116,31 +185,46 @@ impl Conn {
 
     /// Answers one frame; false if the connection must close.
     fn answer(&mut self, frame: &mut [u8], t2: u64) -> bool {
+        let counters = &self.shared.counters;
         let p = match Probe::parse(frame) {
             Ok(p) => p,
             Err(e) => {
-                self.counters.rejected(e);
+                counters.rejected(e);
                 return false;
             }
         };
         if p.kind() != Kind::Probe {
-            self.counters.unexpected_kind.fetch_add(1, Ordering::Relaxed);
+            counters.unexpected_kind.fetch_add(1, Ordering::Relaxed);
             return true;
         }
         probe::make_reply(frame, t2, wall_now_ns);
         let mut off = 0;
+        let mut last = Instant::now();
         while off < frame.len() {
             match self.stream.write(&frame[off..]) {
                 Ok(0) => return false,
-                Ok(n) => off += n,
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => std::hint::spin_loop(),
+                Ok(n) => {
+                    off += n;
+                    last = Instant::now();
+                }
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {
+                    // A client that does not read its replies: give up after a stall, or at stop.
+                    if self.shared.shutdown.is_set() {
+                        return false;
+                    }
+                    if last.elapsed() > FRAME_WITHIN {
+                        Counters::bump(&counters.timed_out);
+                        return false;
+                    }
+                    std::hint::spin_loop();
+                }
                 Err(_) => {
-                    self.counters.send_errors.fetch_add(1, Ordering::Relaxed);
+                    counters.send_errors.fetch_add(1, Ordering::Relaxed);
                     return false;
                 }
             }
         }
-        self.counters.tcp_probes.fetch_add(1, Ordering::Relaxed);
+        counters.tcp_probes.fetch_add(1, Ordering::Relaxed);
         true
     }
 }

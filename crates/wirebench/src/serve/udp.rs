@@ -15,6 +15,10 @@ use crate::shutdown::{POLL, Shutdown};
 
 pub(super) struct Worker {
     pub(super) sock: UdpSocket,
+    /// For a group socket: serve's own unicast socket, which answers its probes. Every serve
+    /// on a host receives a group's probes on the same group port, so replies sent from it
+    /// would all come from one address and a pinger could not tell the serves apart.
+    pub(super) reply_from: Option<UdpSocket>,
     pub(super) cfg: Config,
     pub(super) counters: Arc<Counters>,
     pub(super) shutdown: Shutdown,
@@ -60,7 +64,13 @@ impl Worker {
             _ => from,
         };
         probe::make_reply(buf, t2, wall_now_ns);
-        match self.sock.send_to(buf, to) {
+        // A unicast socket bound to an address that cannot reach `to` (127.0.0.1 while the
+        // group was joined on eth0): answer from the group socket as before.
+        let sent = match &self.reply_from {
+            Some(u) => u.send_to(buf, to).or_else(|_| self.sock.send_to(buf, to)),
+            None => self.sock.send_to(buf, to),
+        };
+        match sent {
             Ok(_) => self.counters.udp_probes.fetch_add(1, Ordering::Relaxed),
             Err(_) => self.counters.send_errors.fetch_add(1, Ordering::Relaxed),
         };

@@ -2,14 +2,19 @@
 //! serve's `Interval` and `Result` messages, interval lines, and the shapes both transports
 //! return.
 
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail};
+use wirebench_core::auth::Key;
 use wirebench_core::report::{IntervalRow, ReceiverResult, SenderResult};
+use wirebench_core::snmp::Snmp;
 use wirebench_core::stream::StreamCounts;
-use wirebench_core::wire::control::{Control, PublisherCounts, StreamRequest};
+use wirebench_core::wire::control::{Control, Direction, Granted, PublisherCounts, StreamRequest};
+use wirebench_core::wire::handshake;
 
 use crate::control;
 pub(super) use wirebench_report::text::{bits_words, rate_words};
@@ -25,8 +30,6 @@ pub(super) struct RunSpec {
     pub count: Option<u64>,
     /// How long.
     pub duration: Duration,
-    /// Print a line per interval.
-    pub progress: bool,
 }
 
 /// What one run measured.
@@ -42,26 +45,181 @@ pub(super) struct RunOut {
     pub peer_lost: Option<String>,
 }
 
-/// A message from target `i`'s control connection.
-pub(super) type Event = (usize, Control);
+/// How a run shows its progress: interval lines (unless quiet), drawn around the bar when
+/// one is on the terminal; `done` is what the bar counts (messages received, or trials).
+#[derive(Debug, Default)]
+pub(super) struct Live {
+    /// Print a line per interval.
+    pub lines: bool,
+    /// The progress bar, if any.
+    pub bar: Option<crate::progress::Progress>,
+    /// What the bar counts.
+    pub done: Arc<AtomicU64>,
+}
+
+impl Live {
+    /// Prints one interval line of receiver `name`: its newest snapshot against the one
+    /// before.
+    pub(super) fn interval(&self, out: &mut dyn std::io::Write, name: &str, snaps: &[(u64, StreamCounts)]) {
+        if !self.lines {
+            return;
+        }
+        let (c, span) = match snaps {
+            [.., a, b] => (b.1.since(&a.1), b.0.saturating_sub(a.0)),
+            [b] => (b.1, b.0),
+            [] => return,
+        };
+        let at = snaps[snaps.len() - 1].0;
+        match &self.bar {
+            Some(b) => b.suspend(|| interval_line(out, at, name, &c, span)),
+            None => interval_line(out, at, name, &c, span),
+        }
+    }
+}
+
+/// A message from target `i`'s control connection, and when it arrived.
+pub(super) type Event = (usize, Instant, Control);
+
+/// What a serve answered at the end of a session.
+#[derive(Debug, Clone, Default)]
+pub(super) struct ServeResult {
+    /// Received per publisher (forward).
+    pub received: Vec<StreamCounts>,
+    /// Sent per publisher (reverse).
+    pub sent: Vec<u64>,
+    /// How long serve's sending took, ns (reverse; 0 from an older serve).
+    pub send_ns: u64,
+    /// Datagrams at serve that were not the session's.
+    pub foreign: u64,
+    /// Serve's host's kernel counters over the session.
+    pub kernel: Option<Snmp>,
+    /// When it arrived.
+    pub at: Option<Instant>,
+}
+
+impl ServeResult {
+    /// The fields of a `Result` message that arrived at `at`; `None` for any other message.
+    pub(super) fn of(m: Control, at: Instant) -> Option<Self> {
+        match m {
+            Control::Result { received, sent, send_ns, foreign, kernel } => {
+                Some(Self { received: counts_of(&received), sent, send_ns, foreign, kernel, at: Some(at) })
+            }
+            _ => None,
+        }
+    }
+}
 
 /// Connects to `addr`, asks for the stream, and waits for `Ready`. Returns the connection
 /// and the UDP data port and granted receive buffer.
 pub(super) fn start(addr: SocketAddr, req: &StreamRequest) -> anyhow::Result<(TcpStream, u16, usize)> {
+    start_with(addr, req, None, &mut Vec::new())
+}
+
+/// [`start`] for a run that receives reverse UDP data on `knock_from`: serve sends only to
+/// the port its knock came from, so the knock goes from that socket. A serve that will send
+/// slower than asked (its rate cap) adds a line to `warnings`.
+pub(super) fn start_with(
+    addr: SocketAddr,
+    req: &StreamRequest,
+    knock_from: Option<&UdpSocket>,
+    warnings: &mut Vec<String>,
+) -> anyhow::Result<(TcpStream, u16, usize)> {
+    let (conn, port, rcvbuf, granted) = start_granted(addr, req, knock_from)?;
+    if req.direction != Direction::Forward
+        && let Some(g) = granted.rate_per_s
+        && req.rate_per_s.is_none_or(|asked| g < asked)
+    {
+        let asked = req.rate_per_s.map_or_else(|| "flat out".into(), rate_words);
+        warnings.push(format!(
+            "{addr} sends at most {} per publisher (its cap for this session; asked {asked}): serve --max-rate or a token raises it",
+            rate_words(g)
+        ));
+    }
+    Ok((conn, port, rcvbuf))
+}
+
+fn start_granted(
+    addr: SocketAddr,
+    req: &StreamRequest,
+    knock_from: Option<&UdpSocket>,
+) -> anyhow::Result<(TcpStream, u16, usize, Granted)> {
     let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
         .with_context(|| format!("cannot connect to {addr}: is `wirebench serve` running there?"))?;
     conn.set_nodelay(true)?;
     conn.set_read_timeout(Some(Duration::from_secs(10)))?;
-    control::send(&mut conn, &Control::Start(req.clone()))?;
-    match control::recv(&mut conn).with_context(|| format!("{addr} did not answer the stream request"))? {
-        Control::Ready { data_port, rcvbuf } => Ok((conn, data_port, rcvbuf)),
-        Control::Error { message } => bail!("{addr} refused the stream: {message}"),
-        other => bail!("{addr} answered {other:?} to a stream request"),
+    handshake(&mut conn, addr, req)?;
+    match control::recv(&mut conn) {
+        Ok(Control::Ready { data_port, rcvbuf, granted }) => Ok((conn, data_port, rcvbuf, granted)),
+        Ok(Control::Knock { port, secret }) => {
+            let sock = knock_from.ok_or_else(|| anyhow!("{addr} asked for a knock this run does not need"))?;
+            let secret: [u8; handshake::SECRET_LEN] = handshake::unhex(&secret)
+                .and_then(|s| s.try_into().ok())
+                .ok_or_else(|| anyhow!("{addr} sent a bad knock secret"))?;
+            let to = SocketAddr::new(addr.ip(), port);
+            sock.send_to(&handshake::knock(&secret), to).with_context(|| format!("cannot knock at {to}"))?;
+            let mut knocks = 1u32;
+            // Repeat the knock (UDP may lose it) until serve answers.
+            conn.set_read_timeout(Some(Duration::from_millis(100)))?;
+            while knocks < 50 {
+                match control::recv(&mut conn) {
+                    Ok(m) => return after_knock(conn, addr, m),
+                    Err(e) if control::is_timeout(&e) => {
+                        let _ = sock.send_to(&handshake::knock(&secret), to);
+                        knocks += 1;
+                    }
+                    Err(e) => return Err(e).with_context(|| format!("{addr} did not answer the knock")),
+                }
+            }
+            bail!("{addr} did not answer {knocks} knocks from UDP port {}", sock.local_addr()?.port());
+        }
+        Ok(Control::Error { message }) => bail!("{addr} refused the stream: {message}"),
+        Ok(other) => bail!("{addr} answered {other:?} to a stream request"),
+        Err(e) => Err(e).with_context(|| format!("{addr} did not answer the stream request")),
     }
 }
 
+fn after_knock(conn: TcpStream, addr: SocketAddr, m: Control) -> anyhow::Result<(TcpStream, u16, usize, Granted)> {
+    conn.set_read_timeout(Some(Duration::from_secs(10)))?;
+    match m {
+        Control::Ready { data_port, rcvbuf, granted } => Ok((conn, data_port, rcvbuf, granted)),
+        Control::Error { message } => bail!("{addr} refused the stream: {message}"),
+        other => bail!("{addr} answered {other:?} to a knock"),
+    }
+}
+
+/// `hello`, `challenge`, then `auth` (with a token) and `start`. With a token, serve must
+/// prove it knows it too.
+fn handshake(conn: &mut TcpStream, addr: SocketAddr, req: &StreamRequest) -> anyhow::Result<()> {
+    let nc = handshake::hex(&crate::os_random::<{ handshake::NONCE_LEN }>()?);
+    control::send(conn, &Control::Hello { nonce: nc.clone() })?;
+    let (ns, auth, proof) = match control::recv(conn) {
+        Ok(Control::Challenge { nonce, auth, proof }) => (nonce, auth, proof),
+        Ok(Control::Error { message }) => bail!("{addr} refused the stream: {message}"),
+        Ok(other) => bail!("{addr} answered {other:?} to hello"),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            bail!("{addr} closed the connection at hello: an older wirebench serve (control version 1)? upgrade it")
+        }
+        Err(e) => return Err(e).with_context(|| format!("{addr} did not answer hello")),
+    };
+    let key = req.token.as_deref().map(|t| Key::new(t.as_bytes()));
+    match (&key, auth) {
+        (None, true) => bail!("{addr} needs a token: give --token or set WIREBENCH_TOKEN"),
+        (Some(k), true) => {
+            if !proof.as_deref().is_some_and(|p| handshake::verify_serve(k, &nc, &ns, p)) {
+                bail!("{addr} could not prove it knows the token: a different token, or not the serve you meant");
+            }
+            control::send(conn, &Control::Auth { tag: handshake::client_tag(k, &nc, &ns) })?;
+        }
+        (_, false) => {}
+    }
+    control::send(conn, &Control::Start(req.clone()))?;
+    Ok(())
+}
+
 /// Reads `conn` on a thread, forwarding each message as target `i`'s event until a
-/// `Result`, an error, or the connection's end (reported as an `Error` event).
+/// `Result`, an error, or the connection's end (reported as an `Error` event). Each message
+/// is stamped with its arrival time here, so an interval's end is when serve said it, not
+/// when someone got round to reading the channel.
 pub(super) fn watch(i: usize, mut conn: TcpStream, tx: Sender<Event>) -> anyhow::Result<()> {
     conn.set_read_timeout(Some(Duration::from_millis(200)))?;
     std::thread::spawn(move || {
@@ -69,13 +227,14 @@ pub(super) fn watch(i: usize, mut conn: TcpStream, tx: Sender<Event>) -> anyhow:
             match control::recv(&mut conn) {
                 Ok(m) => {
                     let done = matches!(m, Control::Result { .. } | Control::Error { .. });
-                    if tx.send((i, m)).is_err() || done {
+                    if tx.send((i, Instant::now(), m)).is_err() || done {
                         return;
                     }
                 }
                 Err(e) if control::is_timeout(&e) => {}
                 Err(e) => {
-                    let _ = tx.send((i, Control::Error { message: format!("control connection lost: {e}") }));
+                    let m = Control::Error { message: format!("control connection lost: {e}") };
+                    let _ = tx.send((i, Instant::now(), m));
                     return;
                 }
             }
@@ -103,7 +262,7 @@ pub(super) fn counts_of(p: &[PublisherCounts]) -> Vec<StreamCounts> {
     p.iter().map(|c| c.counts).collect()
 }
 
-/// Turns a series of (elapsed ns, lifetime total) snapshots into interval rows.
+/// Turns a series of (ns since sending began, lifetime total) snapshots into interval rows.
 pub(super) fn intervals(snaps: &[(u64, StreamCounts)]) -> Vec<IntervalRow> {
     let mut prev = StreamCounts::default();
     snaps
@@ -116,8 +275,13 @@ pub(super) fn intervals(snaps: &[(u64, StreamCounts)]) -> Vec<IntervalRow> {
         .collect()
 }
 
+/// Nanoseconds from `t0` to `t` (0 if `t` is earlier).
+pub(super) fn ns_since(t0: Instant, t: Instant) -> u64 {
+    u64::try_from(t.saturating_duration_since(t0).as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// One progress line for receiver `name`'s interval `c` of length `span_ns`.
-pub(super) fn interval_line(out: &mut dyn std::io::Write, at_ns: u64, name: &str, c: &StreamCounts, span_ns: u64) {
+fn interval_line(out: &mut dyn std::io::Write, at_ns: u64, name: &str, c: &StreamCounts, span_ns: u64) {
     #[expect(clippy::cast_precision_loss, reason = "display values")]
     let secs = at_ns as f64 / 1e9;
     let _ = writeln!(
@@ -140,16 +304,16 @@ pub(super) fn collect_results(
     rx: &Receiver<Event>,
     n: usize,
     wait: Duration,
-    mut on_other: impl FnMut(usize, Control),
-) -> anyhow::Result<Vec<(Vec<StreamCounts>, Vec<u64>)>> {
-    let mut results: Vec<Option<(Vec<StreamCounts>, Vec<u64>)>> = vec![None; n];
-    let deadline = std::time::Instant::now() + wait;
+    mut on_other: impl FnMut(usize, Instant, Control),
+) -> anyhow::Result<Vec<ServeResult>> {
+    let mut results: Vec<Option<ServeResult>> = vec![None; n];
+    let deadline = Instant::now() + wait;
     while results.iter().any(Option::is_none) {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
-            Ok((i, Control::Result { received, sent })) => results[i] = Some((counts_of(&received), sent)),
-            Ok((i, Control::Error { message })) => return Err(anyhow!("target {i}: {message}")),
-            Ok((i, other)) => on_other(i, other),
+            Ok((i, _, Control::Error { message })) => return Err(anyhow!("target {i}: {message}")),
+            Ok((i, at, m @ Control::Result { .. })) => results[i] = ServeResult::of(m, at),
+            Ok((i, at, other)) => on_other(i, at, other),
             Err(_) => return Err(anyhow!("a serve did not send its results within {wait:?}")),
         }
     }

@@ -7,7 +7,7 @@ use std::time::Instant;
 use wirebench::Shutdown;
 use wirebench_core::report::{Outcome, Report, Results};
 
-use crate::support::{read_json, serve, wirebench, wirebench_with};
+use crate::support::{assert_valid_report, read_json, serve, wirebench, wirebench_with};
 
 #[test]
 fn bad_input_exits_2_with_one_line() {
@@ -144,9 +144,17 @@ fn a_peer_that_dies_mid_run_exits_1_with_a_partial_report() {
         h.join().unwrap()
     });
     assert_eq!(r.code, 1, "{r:?}");
-    assert!(r.out.contains("stopped answering"), "{}", r.out);
-    let report: Report = serde_json::from_value(read_json(&json)).unwrap();
+    // its port closed: the kernel says so (ICMP port unreachable), and that ends the run
+    assert!(r.out.contains("the target is unreachable (ICMP unreachable): gave up; results so far"), "{}", r.out);
+    let v = read_json(&json);
+    assert_valid_report(&v);
+    let report: Report = serde_json::from_value(v).unwrap();
     assert_eq!(report.outcome, Outcome::PeerSilent);
     let Results::Ping(p) = report.results else { panic!("a ping report") };
-    assert!(p.responders[0].received >= 2_000);
+    assert_eq!(p.gave_up, Some(wirebench_core::report::GaveUp::Unreachable));
+    let r = &p.responders[0];
+    assert!(r.received >= 2_000);
+    // what was sent until the end is counted (it used to be 0 when the run ended on the error)
+    assert!(p.sent >= r.received && p.sent <= r.received + 2, "{} sent, {} received", p.sent, r.received);
+    assert_eq!(r.lost, p.sent - r.received);
 }

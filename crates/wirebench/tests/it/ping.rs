@@ -151,3 +151,87 @@ fn percentiles_flag_and_table() {
     assert!(run.out.contains("       Value     Percentile TotalCount 1/(1-Percentile)"), "{}", run.out);
     assert!(run.out.contains("#[Max     ="));
 }
+
+/// A multicast group and port of this test's own (other tests and test runs on this host use
+/// other ports: a socket bound to a group port hears every group joined on the host at that
+/// port), and two serves on 127.0.0.1 that joined it.
+fn two_group_serves(n: u8) -> (String, wirebench::serve::Server, wirebench::serve::Server) {
+    use std::net::{Ipv4Addr, SocketAddrV4};
+    let port = 20_000 + (std::process::id() % 10_000) as u16 * 2 + u16::from(n);
+    let group = SocketAddrV4::new(Ipv4Addr::new(239, 255, 79, n), port);
+    let cfg = wirebench::serve::Config {
+        join: vec![group],
+        interface: Some(Ipv4Addr::LOCALHOST),
+        ..wirebench::serve::Config::loopback()
+    };
+    let start = || wirebench::serve::Server::start(&cfg, wirebench::Shutdown::new()).expect("serve joins on loopback");
+    (group.to_string(), start(), start())
+}
+
+fn ping_multicast(group: &str, count: &str, timeout: &str, json: &std::path::Path) -> crate::support::Run {
+    let args = ["--interface", "127.0.0.1", "--loop", "--responders", "2", "--warmup", "0", "--timeout", timeout];
+    let mut all = vec!["ping", group, "--count", count, "--json", json.to_str().unwrap()];
+    all.extend(args);
+    wirebench(&all)
+}
+
+/// Both serves receive the group's probes on the same group port; each must answer from its
+/// own address, so each is its own row (before: one row, every reply a duplicate).
+#[test]
+fn two_serves_on_one_host_are_two_rows_without_duplicates() {
+    let (group, a, b) = two_group_serves(0);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("mc.json");
+    let r = ping_multicast(&group, "500", "2s", &json);
+    assert_eq!(r.code, 0, "{r:?}");
+    let (_, report) = ping_results(&json);
+    let Results::Ping(p) = report.results else { panic!("ping results") };
+    let mut addrs: Vec<String> = p.responders.iter().map(|x| x.addr.clone()).collect();
+    addrs.sort();
+    let mut want = vec![a.local_addr().to_string(), b.local_addr().to_string()];
+    want.sort();
+    assert_eq!(addrs, want);
+    for x in &p.responders {
+        assert_eq!((x.received, x.lost, x.duplicates), (500, 0, 0), "{}", x.addr);
+    }
+    assert_eq!(p.combined.expect("two responders merged").summary.count, 1_000);
+    assert_eq!(a.stop().udp_probes + b.stop().udp_probes, 2 * 501, "every probe and the discovery one, once each");
+}
+
+/// One of two multicast responders is stopped mid-run: the run goes on with the other, and
+/// says when the stopped one last answered.
+#[test]
+fn a_multicast_responder_that_stops_is_named_and_the_run_goes_on() {
+    let (group, a, b) = two_group_serves(1);
+    let (a_addr, b_addr) = (a.local_addr().to_string(), b.local_addr().to_string());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("mc-stop.json");
+    // A 20 s timeout: waiting it out even once would take longer than the whole run.
+    let r = std::thread::scope(|s| {
+        let h = s.spawn(|| ping_multicast(&group, "3000", "20s", &json));
+        let t0 = std::time::Instant::now();
+        while b.counters().udp_probes < 1_000 {
+            assert!(t0.elapsed().as_secs() < 60, "serve never reached 1000 probes");
+            std::thread::yield_now();
+        }
+        b.stop();
+        h.join().unwrap()
+    });
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.out.contains(&format!("responder {b_addr} stopped answering at ")), "{}", r.out);
+    let (_, report) = ping_results(&json);
+    assert!(
+        report.meta.duration_ns < 20_000_000_000,
+        "the stopped responder was not waited out: {}",
+        report.meta.duration_ns
+    );
+    let Results::Ping(p) = report.results else { panic!("ping results") };
+    let row = |addr: &str| p.responders.iter().find(|x| x.addr == addr).expect("a row per serve").clone();
+    let (alive, gone) = (row(&a_addr), row(&b_addr));
+    assert_eq!((alive.received, alive.lost, alive.stopped), (3_000, 0, None));
+    let stopped = gone.stopped.expect("named as stopped");
+    assert_eq!(stopped.unanswered, 3_000 - gone.received);
+    assert_eq!(gone.max_lost_in_a_row, stopped.unanswered);
+    assert!(gone.received >= 999 && gone.received < 3_000, "{}", gone.received);
+    drop(a);
+}

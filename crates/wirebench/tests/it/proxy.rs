@@ -353,3 +353,43 @@ fn the_suite_pings_through_a_proxy_and_saves_both_reports() {
         assert_valid_report(&read_json(&out.join(f)));
     }
 }
+
+/// The README's example: a bursty lossy path (`--loss-burst 1%,25%`: mean burst of four
+/// packets) and a closed-loop ping through it. Runs of five and more lost probes are common
+/// there; they used to end the run ("stopped answering", exit 1). Now the run completes and
+/// says how many timeouts in a row it saw.
+#[test]
+fn a_bursty_lossy_path_does_not_end_a_ping() {
+    let srv = serve();
+    let mut cfg =
+        Config::loopback(srv.local_addr(), Spec { loss: Some(Loss::Burst { p: 0.01, r: 0.25 }), ..Spec::default() });
+    cfg.seed = 7;
+    let proxy = Proxy::start(&cfg).unwrap();
+    let via = proxy.local_addr().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("lossy.json");
+    let r = wirebench(&[
+        "ping",
+        &via,
+        "--count",
+        "3000",
+        "--warmup",
+        "0",
+        "--timeout",
+        "20ms",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let v = read_json(&json);
+    assert_valid_report(&v);
+    let report: Report = serde_json::from_value(v).unwrap();
+    assert_eq!(report.outcome, Outcome::Completed);
+    let Results::Ping(p) = report.results else { panic!("ping results") };
+    let x = &p.responders[0];
+    assert_eq!(p.sent, 3_000);
+    assert!(x.max_lost_in_a_row >= 5, "a run that used to end the ping: {}", x.max_lost_in_a_row);
+    assert!(x.lost >= x.max_lost_in_a_row && x.lost < 600, "{}", x.lost);
+    assert!(r.out.contains(&format!("timeouts in a row: at most {}", x.max_lost_in_a_row)), "{}", r.out);
+    drop(proxy);
+}

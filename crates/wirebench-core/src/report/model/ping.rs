@@ -34,6 +34,34 @@ pub struct PingResults {
     pub combined: Option<LatencyView>,
     /// Datagrams that were not replies to this run (other sessions, malformed, foreign).
     pub ignored: u64,
+    /// Why the run gave up before its end (outcome `peer_silent`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gave_up: Option<GaveUp>,
+}
+
+/// Why a ping run gave up: the peer is really gone. Timeouts alone never end a run (a lossy
+/// path is something to measure), only these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum GaveUp {
+    /// Nothing at all came back for `for_ns` (`ping --give-up-after`).
+    Silence {
+        /// How long nothing came back, ns.
+        for_ns: u64,
+    },
+    /// The kernel reported the target unreachable (ICMP port, host or network unreachable).
+    Unreachable,
+    /// The TCP connection was closed or reset.
+    Closed,
+}
+
+/// A responder that stopped answering before the end of the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stopped {
+    /// When its last reply came, ns after the run's start (the end of discovery).
+    pub at_ns: u64,
+    /// Measured probes after that with no reply, to the end of the run.
+    pub unanswered: u64,
 }
 
 /// Requested vs achieved rate.
@@ -92,4 +120,12 @@ pub struct ResponderResult {
     pub one_way: Option<OneWay>,
     /// Samples clamped to the histogram range or with impossible timestamps.
     pub clamped: u64,
+    /// The longest run of consecutive measured probes it did not answer in time.
+    #[serde(default)]
+    pub max_lost_in_a_row: u64,
+    /// Set when it stopped answering before the end of the run (`latency::patience`): the
+    /// probes it left unanswered at the end are at least 5 and more than twice its longest
+    /// run of losses before them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<Stopped>,
 }

@@ -1,0 +1,155 @@
+use super::*;
+use proptest::prelude::*;
+
+fn start_json(extra: &str) -> String {
+    format!(
+        r#"{{"type":"start","session":1,"proto":"udp","size":64,"direction":"reverse","publishers":2,"rate_per_s":1000.0,"duration_ns":1000000000,"count":null,"group":null{extra}}}"#
+    )
+}
+
+fn with(field: &str, value: &str) -> Result<Control, ControlError> {
+    let base = start_json("");
+    let re = format!(r#""{field}":"#);
+    let at = base.find(&re).expect("field") + re.len();
+    let end = at + base[at..].find([',', '}']).expect("end");
+    decode(format!("{}{value}{}", &base[..at], &base[end..]).as_bytes())
+}
+
+#[test]
+fn header_round_trip_and_limits() {
+    let h = header(1234);
+    assert_eq!(h[2], VERSION);
+    assert_eq!(body_len(&h, MAX_BODY), Ok(1234));
+    assert_eq!(body_len(&h, MAX_FIRST_BODY), Ok(1234));
+    assert!(matches!(body_len(&header(5000), MAX_FIRST_BODY), Err(DecodeError::Length { declared: 5000, .. })));
+    let mut big = h;
+    big[4..8].copy_from_slice(&(1u32 << 20).to_be_bytes());
+    assert!(matches!(body_len(&big, MAX_BODY), Err(DecodeError::Length { .. })));
+    assert!(matches!(body_len(&big, usize::MAX), Err(DecodeError::Length { .. })), "never past MAX_BODY");
+    let mut probe = h;
+    probe[3] = Kind::Probe as u8;
+    assert_eq!(body_len(&probe, MAX_BODY), Err(DecodeError::Kind(1)));
+    let mut v1 = h;
+    v1[2] = LEGACY_VERSION;
+    assert_eq!(body_len(&v1, MAX_BODY), Err(DecodeError::Version(1)));
+}
+
+#[test]
+fn legacy_refusal_is_a_version_1_error_frame() {
+    let f = legacy_refusal("upgrade");
+    assert_eq!(&f[0..4], &[0x57, 0x42, 1, 4]);
+    let len = u32::from_be_bytes([f[4], f[5], f[6], f[7]]) as usize;
+    assert_eq!(len, f.len() - HEADER_LEN);
+    assert_eq!(decode(&f[HEADER_LEN..]), Ok(Control::Error { message: "upgrade".into() }));
+}
+
+#[test]
+fn messages_are_tagged_json() {
+    let m = Control::Finish { sent: vec![1, 2] };
+    let j = serde_json::to_string(&m).unwrap();
+    assert_eq!(j, r#"{"type":"finish","sent":[1,2]}"#);
+    assert_eq!(decode(j.as_bytes()).unwrap(), m);
+}
+
+#[test]
+fn a_valid_start_decodes_and_never_carries_the_token_or_a_port() {
+    let m = decode(start_json("").as_bytes()).unwrap();
+    let Control::Start(r) = &m else { panic!("{m:?}") };
+    assert_eq!((r.size, r.publishers, r.rate_per_s), (64, 2, Some(1000.0)));
+    let mut r = r.clone();
+    r.token = Some("hunter2".into());
+    r.client_port = Some(9);
+    let j = serde_json::to_string(&Control::Start(r)).unwrap();
+    assert!(!j.contains("hunter2") && !j.contains("token") && !j.contains("client_port"), "{j}");
+}
+
+/// The rates of issue 10's `--max-rate` bypass, each refused at the decoder.
+#[test]
+fn hostile_rates_are_refused() {
+    for bad in ["0", "-1", "1e-300", "5e-324", "0.0009", "1e11", "-0.0"] {
+        assert!(matches!(with("rate_per_s", bad), Err(ControlError::Value(_))), "rate {bad}");
+    }
+    assert!(matches!(with("rate_per_s", "1e400"), Err(ControlError::Json(_))), "out of f64 range");
+    for ok in ["0.001", "1", "1e10", "null"] {
+        assert!(with("rate_per_s", ok).is_ok(), "rate {ok}");
+    }
+}
+
+#[test]
+fn hostile_sizes_counts_and_durations_are_refused() {
+    for (f, bad) in [
+        ("size", "0"),
+        ("size", "31"),
+        ("size", "65508"),
+        ("size", "18446744073709551615"),
+        ("publishers", "0"),
+        ("publishers", "65"),
+        ("publishers", "65535"),
+        ("duration_ns", "604800000000001"),
+        ("direction", r#""sideways""#),
+        ("session", "-1"),
+        ("group", r#""10.0.0.1:5000""#),
+    ] {
+        assert!(with(f, bad).is_err(), "{f} = {bad}");
+    }
+    assert!(with("publishers", "64").is_ok());
+    assert!(with("duration_ns", "604800000000000").is_ok());
+    assert!(with("group", r#""239.1.2.3:5000""#).is_ok());
+}
+
+#[test]
+fn lists_hex_fields_and_messages_are_bounded() {
+    let long: Vec<u64> = vec![0; 65];
+    assert!(decode(serde_json::to_string(&Control::Finish { sent: long }).unwrap().as_bytes()).is_err());
+    assert!(decode(serde_json::to_string(&Control::Finish { sent: vec![0; 64] }).unwrap().as_bytes()).is_ok());
+    assert!(decode(br#"{"type":"hello","nonce":"abc"}"#).is_err());
+    assert!(decode(br#"{"type":"hello","nonce":"0123456789abcdef0123456789abcdeg"}"#).is_err());
+    assert!(decode(br#"{"type":"hello","nonce":"0123456789abcdef0123456789abcdef"}"#).is_ok());
+    assert!(decode(br#"{"type":"auth","tag":"00"}"#).is_err());
+    assert!(decode(format!(r#"{{"type":"auth","tag":"{}"}}"#, "ab".repeat(32)).as_bytes()).is_ok());
+    let msg = "x".repeat(MAX_MESSAGE + 1);
+    assert!(decode(serde_json::to_string(&Control::Error { message: msg }).unwrap().as_bytes()).is_err());
+    let pc =
+        |publisher, jitter_ns| PublisherCounts { publisher, counts: StreamCounts { jitter_ns, ..Default::default() } };
+    let iv = |p| serde_json::to_string(&Control::Interval { publishers: vec![p] }).unwrap();
+    assert!(decode(iv(pc(64, 0.0)).as_bytes()).is_err());
+    assert!(decode(iv(pc(63, -1.0)).as_bytes()).is_err());
+    assert!(decode(iv(pc(63, 5.0)).as_bytes()).is_ok());
+}
+
+#[test]
+fn a_result_carries_send_time_foreign_and_kernel_within_bounds() {
+    let older = decode(br#"{"type":"result","received":[],"sent":[5]}"#).unwrap();
+    let Control::Result { send_ns, foreign, kernel, .. } = older else { panic!("{older:?}") };
+    assert_eq!((send_ns, foreign, kernel), (0, 0, None), "an older serve's result still decodes");
+    let table = |n: usize| (0..n).map(|i| (format!("F{i}"), -1)).collect::<std::collections::BTreeMap<_, _>>();
+    let result = |k: Snmp| {
+        let m = Control::Result { received: vec![], sent: vec![5], send_ns: 7, foreign: 3, kernel: Some(k) };
+        decode(serde_json::to_string(&m).unwrap().as_bytes())
+    };
+    let ok = Snmp([("Udp".to_owned(), table(MAX_KERNEL_FIELDS))].into());
+    let Ok(Control::Result { send_ns: 7, foreign: 3, kernel: Some(k), .. }) = result(ok.clone()) else { panic!() };
+    assert_eq!(k, ok);
+    assert!(result(Snmp([("Udp".to_owned(), table(MAX_KERNEL_FIELDS + 1))].into())).is_err());
+    let tables = (0..=MAX_KERNEL_TABLES).map(|i| (format!("T{i}"), table(1))).collect();
+    assert!(result(Snmp(tables)).is_err());
+    assert!(result(Snmp([(String::new(), table(1))].into())).is_err());
+    assert!(result(Snmp([("x".repeat(MAX_KERNEL_FIELDS + 1), table(1))].into())).is_err());
+}
+
+proptest! {
+    /// Whatever the rate a decoded request carries, it is one a schedule can use.
+    #[test]
+    fn decoded_rates_are_finite_and_in_range(r in any::<f64>()) {
+        let j = start_json("").replace("1000.0", &format!("{r:e}"));
+        if let Ok(Control::Start(s)) = decode(j.as_bytes()) {
+            let got = s.rate_per_s.unwrap();
+            prop_assert!(got.is_finite() && (MIN_RATE_PER_S..=MAX_RATE_PER_S).contains(&got));
+        }
+    }
+
+    #[test]
+    fn decode_never_panics(b in proptest::collection::vec(any::<u8>(), 0..300)) {
+        let _ = decode(&b);
+    }
+}

@@ -1,0 +1,103 @@
+//! The receive side of the probe loop: every datagram that arrives is matched to its
+//! responder (by source address; a new address is a new responder), screened for duplicates
+//! and accounted, and feeds the closed loop's patience and the per-second histograms.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use wirebench_core::latency::{self, Interval, Phase, ReplyObs, ReplyVerdict, ResponderStats, SEQ_WINDOW};
+use wirebench_core::schedule::Pacing;
+use wirebench_core::seq::{Arrival, SeqWindow};
+use wirebench_core::wire::Kind;
+use wirebench_core::wire::probe::Probe;
+use wirebench_net::io::{Clock, ProbeIo};
+
+use super::{DISCOVERY_BASE, INTERVAL_NS, Loop, Responder};
+
+impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
+    /// Accounts one datagram: a reply to this session from a known or new responder, or
+    /// something to ignore.
+    pub(super) fn on_datagram(&mut self, len: usize, from: SocketAddr, at_ns: u64) {
+        let Ok(p) = Probe::parse(&self.recv_buf[..len]) else {
+            self.out.ignored += 1;
+            return;
+        };
+        if p.kind() != Kind::Reply || p.session() != self.cfg.session {
+            self.out.ignored += 1;
+            return;
+        }
+        let seq = p.seq();
+        let idx = if let Some(i) = self.out.responders.iter().position(|r| r.addr == from) {
+            i
+        } else {
+            let first = if seq >= DISCOVERY_BASE { 0 } else { seq };
+            let open = matches!(self.cfg.pacing, Pacing::Rate(_));
+            let mut stats = ResponderStats::new(open, first);
+            if self.measure_start != u64::MAX {
+                stats.begin_measure(self.measure_start);
+            }
+            self.out.responders.push(Responder {
+                addr: from,
+                stats,
+                window: SeqWindow::new(SEQ_WINDOW),
+                answered: self.next_seq,
+                last_heard_ns: at_ns,
+                stopped: None,
+            });
+            self.out.responders.len() - 1
+        };
+        self.last_reply_ns = at_ns;
+        self.out.responders[idx].last_heard_ns = at_ns;
+        if seq >= DISCOVERY_BASE {
+            // Discovery replies teach the closed loop how long the responders take.
+            self.patience.on_round_trip(at_ns.saturating_sub(p.t1()));
+            return;
+        }
+        let phase = self.phase_of(seq);
+        let intended = self.schedule.map(|s| s.intended(seq));
+        let obs = ReplyObs {
+            seq,
+            phase,
+            t1: p.t1(),
+            t4: at_ns,
+            intended,
+            responder: p.responder_times(),
+            wall_minus_mono: self.cfg.wall_minus_mono,
+        };
+        let timeout = self.cfg.timeout_ns;
+        let r = &mut self.out.responders[idx];
+        match r.window.on_seq(seq) {
+            Arrival::Duplicate => r.stats.on_duplicate(),
+            Arrival::TooOld => {
+                if phase == Phase::Measure {
+                    r.stats.late += 1;
+                }
+            }
+            Arrival::New => {
+                r.answered = r.answered.max(seq + 1);
+                if let ReplyVerdict::OnTime { rtt_ns } = r.stats.on_reply(&obs, timeout) {
+                    self.patience.on_round_trip(at_ns.saturating_sub(obs.t1));
+                    if phase == Phase::Measure {
+                        self.on_interval_sample(rtt_ns, at_ns);
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_interval_sample(&mut self, rtt_ns: u64, at_ns: u64) {
+        let Some((begin, h)) = self.interval.as_mut() else { return };
+        if at_ns >= *begin + INTERVAL_NS {
+            let start = Duration::from_nanos(*begin - self.out.start_ns);
+            self.out.intervals.push(Interval {
+                start,
+                length: Duration::from_nanos(INTERVAL_NS),
+                histogram: h.clone(),
+            });
+            h.reset();
+            // Skip empty seconds rather than log them.
+            *begin += (at_ns - *begin) / INTERVAL_NS * INTERVAL_NS;
+        }
+        latency::record(h, rtt_ns);
+    }
+}

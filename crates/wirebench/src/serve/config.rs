@@ -1,0 +1,225 @@
+//! `serve`'s flags and its validated configuration: where it listens, and the budget it keeps
+//! to whatever its clients do (`docs/security.md` lists every figure).
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::time::Duration;
+
+use wirebench_core::auth::Key;
+use wirebench_core::budget::{Budget, SendLimits};
+use wirebench_core::units::{Span, StreamRate};
+
+use crate::error::UsageError;
+
+/// Default cap on what serve sends for one anonymous session (all publishers together).
+pub const ANON_MAX_RATE: &str = "100mbit";
+/// Default: sessions at once.
+pub const MAX_SESSIONS: u32 = 64;
+/// Default: sessions at once from one source address.
+pub const MAX_SESSIONS_PER_SOURCE: u32 = 16;
+/// Default: bytes all sessions together may hold, MiB.
+pub const MEMORY_BUDGET_MIB: u64 = 256;
+/// Default: TCP connections at once (lowered to fit the open-file limit).
+pub const MAX_CONNECTIONS: u64 = 1024;
+/// A probe connection that sends no frame for this long is closed.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// A new connection's first frame (and a control connection's `start`) must arrive within this.
+pub const FIRST_FRAME_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `wirebench serve` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// Address for UDP and TCP (both on the same port).
+    #[arg(long, default_value = "0.0.0.0:7878", env = "WIREBENCH_LISTEN")]
+    pub listen: String,
+    /// Join this multicast group:port and answer probes sent to it (repeatable).
+    #[arg(long = "join", value_name = "GROUP:PORT")]
+    pub join: Vec<SocketAddrV4>,
+    /// Interface (name or IPv4 address) for group joins and group replies.
+    #[arg(long, env = "WIREBENCH_INTERFACE")]
+    pub interface: Option<String>,
+    /// Answer probes that ask for it on this group (Aeron's pong channel) instead of unicast.
+    #[arg(long, value_name = "GROUP:PORT")]
+    pub reply_group: Option<SocketAddrV4>,
+    /// Multicast TTL of group replies (1..=255).
+    #[arg(long, default_value_t = 32, env = "WIREBENCH_TTL", value_parser = clap::value_parser!(u32).range(1..=255))]
+    pub ttl: u32,
+    /// Busy-poll instead of blocking (lowest latency; a core per active socket).
+    #[arg(long)]
+    pub spin: bool,
+    /// Pin the serving threads to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// Streams need this token, proved by an HMAC challenge-response (never sent); the probe
+    /// echo stays open. Clients give it with `--token` or WIREBENCH_TOKEN.
+    #[arg(long, env = "WIREBENCH_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Serve streams to anyone (no token) on a non-loopback address; the anonymous limits apply.
+    #[arg(long)]
+    pub open: bool,
+    /// The longest a client may make this serve send (reverse streams).
+    #[arg(long, default_value = "10m")]
+    pub max_duration: Span,
+    /// The fastest this serve sends for one session without a token, all publishers
+    /// together, e.g. 1gbit or 100k/s ("max": no cap).
+    #[arg(long, default_value = ANON_MAX_RATE)]
+    pub max_rate: StreamRate,
+    /// The same cap for a session that proved the token [default: no cap].
+    #[arg(long)]
+    pub max_rate_token: Option<StreamRate>,
+    /// Stream sessions at once.
+    #[arg(long, default_value_t = MAX_SESSIONS)]
+    pub max_sessions: u32,
+    /// Stream sessions at once from one source address.
+    #[arg(long, default_value_t = MAX_SESSIONS_PER_SOURCE)]
+    pub max_sessions_per_source: u32,
+    /// Memory all stream sessions together may hold (buffers, accounting windows), MiB.
+    #[arg(long, default_value_t = MEMORY_BUDGET_MIB, value_name = "MIB")]
+    pub memory_budget: u64,
+    /// TCP connections at once (kept below the open-file limit).
+    #[arg(long, default_value_t = MAX_CONNECTIONS)]
+    pub max_connections: u64,
+    /// Close a probe connection that sends nothing for this long.
+    #[arg(long, default_value = "60s")]
+    pub idle_timeout: Span,
+}
+
+/// A validated serve configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// Groups to join.
+    pub join: Vec<SocketAddrV4>,
+    /// Interface address for joins and group replies.
+    pub interface: Option<Ipv4Addr>,
+    /// Reply group.
+    pub reply_group: Option<SocketAddrV4>,
+    /// TTL of group replies.
+    pub ttl: u32,
+    /// Busy-poll.
+    pub spin: bool,
+    /// Pin.
+    pub cpu: Option<usize>,
+    /// Token stream clients must prove.
+    pub token: Option<String>,
+    /// Streams without a token even on a non-loopback address.
+    pub open: bool,
+    /// Cap on how long serve sends for a client.
+    pub max_duration: Duration,
+    /// Cap on how fast serve sends for one anonymous session (all publishers).
+    pub max_rate: Option<StreamRate>,
+    /// The same for a session that proved the token.
+    pub max_rate_token: Option<StreamRate>,
+    /// Sessions, per source, bytes.
+    pub budget: Budget,
+    /// TCP connections at once.
+    pub max_connections: u64,
+    /// Idle probe connections are closed after this.
+    pub idle_timeout: Duration,
+    /// A first frame must arrive within this.
+    pub first_frame_timeout: Duration,
+}
+
+fn cap(r: Option<StreamRate>) -> Option<StreamRate> {
+    r.filter(|r| *r != StreamRate::Max)
+}
+
+impl Config {
+    /// Validates `a`.
+    pub fn from_args(a: &Args) -> Result<Self, UsageError> {
+        let listen = crate::ping::resolve(&a.listen)?;
+        if let Some(g) = a.join.iter().chain(a.reply_group.iter()).find(|g| !g.ip().is_multicast()) {
+            return Err(UsageError(format!("{g} is not a multicast group (224.0.0.0/4)")));
+        }
+        let interface = a
+            .interface
+            .as_deref()
+            .map(wirebench_net::iface::ipv4_of)
+            .transpose()
+            .map_err(|e| UsageError(e.to_string()))?;
+        if let Some(c) = a.cpu
+            && c >= wirebench_net::pin::cpu_count()
+        {
+            return Err(UsageError(format!("--cpu {c}: this host has {} CPUs", wirebench_net::pin::cpu_count())));
+        }
+        if a.token.as_deref().is_some_and(str::is_empty) {
+            return Err(UsageError("--token is empty".into()));
+        }
+        if a.max_duration.0.is_zero() || a.idle_timeout.0.is_zero() {
+            return Err(UsageError("--max-duration and --idle-timeout must be above 0".into()));
+        }
+        if a.max_sessions == 0 || a.max_sessions_per_source == 0 || a.max_connections == 0 {
+            return Err(UsageError(
+                "--max-sessions, --max-sessions-per-source and --max-connections take 1 or more".into(),
+            ));
+        }
+        Ok(Self {
+            listen,
+            join: a.join.clone(),
+            interface,
+            reply_group: a.reply_group,
+            ttl: a.ttl,
+            spin: a.spin,
+            cpu: a.cpu,
+            token: a.token.clone(),
+            open: a.open,
+            max_duration: a.max_duration.0,
+            max_rate: cap(Some(a.max_rate)),
+            max_rate_token: cap(a.max_rate_token),
+            budget: Budget {
+                sessions: a.max_sessions,
+                per_source: a.max_sessions_per_source,
+                bytes: a.memory_budget.saturating_mul(1 << 20),
+            },
+            max_connections: a.max_connections,
+            idle_timeout: a.idle_timeout.0,
+            first_frame_timeout: FIRST_FRAME_TIMEOUT,
+        })
+    }
+
+    /// A loopback config on an ephemeral port, as tests and the suite use: the defaults,
+    /// except that the suite's own reverse runs are not rate-capped.
+    pub fn loopback() -> Self {
+        Self {
+            listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            join: Vec::new(),
+            interface: None,
+            reply_group: None,
+            ttl: 32,
+            spin: false,
+            cpu: None,
+            token: None,
+            open: false,
+            max_duration: Duration::from_secs(600),
+            max_rate: None,
+            max_rate_token: None,
+            budget: Budget {
+                sessions: MAX_SESSIONS,
+                per_source: MAX_SESSIONS_PER_SOURCE,
+                bytes: MEMORY_BUDGET_MIB << 20,
+            },
+            max_connections: MAX_CONNECTIONS,
+            idle_timeout: IDLE_TIMEOUT,
+            first_frame_timeout: FIRST_FRAME_TIMEOUT,
+        }
+    }
+
+    /// Whether stream sessions are served at all: with a token, with `--open`, or on a
+    /// loopback address (nobody else can reach it).
+    pub fn streams_allowed(&self) -> bool {
+        self.token.is_some() || self.open || self.listen.ip().is_loopback()
+    }
+
+    /// The key of the token, if any.
+    pub fn key(&self) -> Option<Key> {
+        self.token.as_deref().map(|t| Key::new(t.as_bytes()))
+    }
+
+    /// The send limits of a session, authenticated or not, for messages of `size` bytes.
+    pub fn send_limits(&self, authenticated: bool, size: usize) -> SendLimits {
+        let rate = if authenticated { self.max_rate_token } else { self.max_rate };
+        #[expect(clippy::cast_precision_loss, reason = "sizes are far below 2^52")]
+        let bits = rate.and_then(|r| r.per_sec(size)).map(|per_s| per_s * 8.0 * size as f64);
+        SendLimits { max_bits_per_s: bits, max_duration: self.max_duration }
+    }
+}

@@ -1,0 +1,120 @@
+//! What serve counted. Every datagram, frame, connection and session lands in exactly one
+//! field; refusals are counted by cause so an operator can see an attack for what it is.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+use wirebench_core::wire::DecodeError;
+
+macro_rules! counters {
+    ($($(#[$doc:meta])* $name:ident,)*) => {
+        /// Serve's counters (relaxed atomics, one per outcome).
+        #[derive(Debug, Default)]
+        pub struct Counters {
+            $($(#[$doc])* pub $name: AtomicU64,)*
+        }
+
+        /// A plain copy of [`Counters`], plus the kernel's drop count on the probe sockets.
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+        pub struct CounterSnapshot {
+            $($(#[$doc])* pub $name: u64,)*
+            /// Datagrams the kernel dropped on serve's probe sockets (receive buffer full),
+            /// from `/proc/net/udp`.
+            pub kernel_drops: u64,
+        }
+
+        impl Counters {
+            /// A plain copy (kernel drops are filled in by the server).
+            pub fn snapshot(&self) -> CounterSnapshot {
+                CounterSnapshot { $($name: self.$name.load(Ordering::Relaxed),)* kernel_drops: 0 }
+            }
+        }
+    };
+}
+
+counters! {
+    /// UDP probes answered.
+    udp_probes,
+    /// TCP probes answered.
+    tcp_probes,
+    /// TCP connections accepted.
+    tcp_connections,
+    /// Too short, or a length field that disagrees.
+    malformed,
+    /// Not ours (wrong magic).
+    foreign,
+    /// Ours, another wire version.
+    bad_version,
+    /// Ours, but not a probe (a reply, or an unknown kind): never answered.
+    unexpected_kind,
+    /// Replies the kernel would not send.
+    send_errors,
+    /// Stream sessions served.
+    streams,
+    /// Control connections broken (bad frame, bad request, a client gone mid-session).
+    control_errors,
+    /// Connections refused at the connection cap (told why, then closed).
+    refused_connections,
+    /// Connections closed for sending nothing (first frame, idle, a frame stalled part-way).
+    timed_out,
+    /// Sessions refused by the budget (sessions, per source, memory) or the anonymous rule.
+    refused_sessions,
+    /// Start requests whose token proof was wrong or missing.
+    auth_failures,
+    /// Clients of the old control version (told to upgrade).
+    old_clients,
+    /// Datagrams at a knock port that did not carry the session's secret from the client.
+    bad_knocks,
+    /// accept() failures (EMFILE and the like), each followed by a back-off.
+    accept_errors,
+}
+
+impl Counters {
+    pub(super) fn rejected(&self, e: DecodeError) {
+        let c = match e {
+            DecodeError::Truncated { .. } | DecodeError::Length { .. } => &self.malformed,
+            DecodeError::Foreign(_) => &self.foreign,
+            DecodeError::Version(_) => &self.bad_version,
+            DecodeError::Kind(_) => &self.unexpected_kind,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds one to `c`.
+    pub(super) fn bump(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl std::fmt::Display for CounterSnapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "answered {} udp + {} tcp probes on {} tcp connections; dropped {} malformed, {} foreign, {} other-version, {} not-a-probe; {} send errors; {} streams, {} control errors",
+            self.udp_probes,
+            self.tcp_probes,
+            self.tcp_connections,
+            self.malformed,
+            self.foreign,
+            self.bad_version,
+            self.unexpected_kind,
+            self.send_errors,
+            self.streams,
+            self.control_errors
+        )?;
+        let refusals = [
+            (self.refused_connections, "connections refused at the cap"),
+            (self.timed_out, "connections timed out"),
+            (self.refused_sessions, "sessions refused"),
+            (self.auth_failures, "token failures"),
+            (self.old_clients, "old clients"),
+            (self.bad_knocks, "bad knocks"),
+            (self.accept_errors, "accept errors"),
+            (self.kernel_drops, "datagrams dropped by the kernel (receive buffer full)"),
+        ];
+        for (n, what) in refusals.iter().filter(|(n, _)| *n > 0) {
+            write!(f, "; {n} {what}")?;
+        }
+        Ok(())
+    }
+}

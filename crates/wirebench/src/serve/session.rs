@@ -1,0 +1,302 @@
+//! A control connection on serve: the version-2 handshake (`hello`, `challenge`, `start`
+//! with an HMAC tag when serve has a token; `wire::handshake` has the exchange), the
+//! admission of the session against serve's budget, and the stop that bounds it.
+//!
+//! Every step is bounded: the `hello` and the `start` must each arrive within the
+//! first-frame timeout and be at most 4 KiB; a session ends at its deadline (what serve
+//! granted plus a drain grace) or at the stop flag, whichever comes first.
+
+use std::io;
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use wirebench_core::budget::{self, Grant, Ledger, Ticket};
+use wirebench_core::wire::control::{self, Control, Direction, StreamProto, StreamRequest};
+use wirebench_core::wire::handshake::{self, NONCE_LEN};
+
+use super::{Counters, Shared};
+use crate::control::{Bounds, is_timeout, write_bounded};
+use crate::shutdown::{POLL, Shutdown};
+
+/// How long serve waits on a client that does not take what it writes.
+pub(super) const STALL: Duration = crate::control::FRAME_WITHIN;
+/// A session's deadline past its granted duration: time to drain and exchange results.
+const GRACE: Duration = Duration::from_secs(10);
+/// Bytes of one publisher's sequence window (`StreamRx`: 2^20 bits).
+const WINDOW_BYTES: u64 = 128 << 10;
+/// Bytes a session thread holds (stack pages touched, buffers on it).
+const THREAD_BYTES: u64 = 64 << 10;
+/// A forward receiver's buffer: UDP `recvmmsg` slots, or the TCP frame buffer.
+const UDP_RECV_BYTES: u64 = (wirebench_net::batch::SLOTS * wirebench_net::batch::SLOT) as u64;
+const TCP_RECV_BYTES: u64 = 1 << 20;
+
+/// A refusal: the counter it lands in and what the client is told (nothing when the client
+/// is gone or never spoke).
+struct Refused(fn(&Counters) -> &AtomicU64, Option<String>);
+
+fn timed_out(c: &Counters) -> &AtomicU64 {
+    &c.timed_out
+}
+fn control_errors(c: &Counters) -> &AtomicU64 {
+    &c.control_errors
+}
+fn refused_sessions(c: &Counters) -> &AtomicU64 {
+    &c.refused_sessions
+}
+fn auth_failures(c: &Counters) -> &AtomicU64 {
+    &c.auth_failures
+}
+
+/// What an admitted client may do.
+pub(super) struct Admitted {
+    pub(super) req: StreamRequest,
+    pub(super) grant: Grant,
+}
+
+/// Serves one control connection whose first bytes (`prefix`) were a control frame.
+pub(super) fn handle(mut conn: TcpStream, prefix: &[u8], shared: &Shared) {
+    let c = &shared.counters;
+    let stop = shared.shutdown.flag();
+    if conn.set_read_timeout(Some(POLL)).is_err() || conn.set_write_timeout(Some(POLL)).is_err() {
+        return;
+    }
+    if prefix.get(2) == Some(&control::LEGACY_VERSION) {
+        Counters::bump(&c.old_clients);
+        let f = control::legacy_refusal(
+            "this serve speaks control version 2 (a token is proved, never sent): upgrade wirebench on this client",
+        );
+        let _ = write_bounded(&mut conn, &f, stop, STALL);
+        return;
+    }
+    let admitted = match handshake(&mut conn, prefix, shared) {
+        Ok(a) => a,
+        Err(Refused(counter, message)) => {
+            Counters::bump(counter(c));
+            if let Some(message) = message {
+                let _ = crate::control::send_bounded(&mut conn, &Control::Error { message }, stop, STALL);
+            }
+            return;
+        }
+    };
+    let Ok(peer) = conn.peer_addr() else { return };
+    let cost = session_bytes(&admitted.req, &admitted.grant);
+    let ticket = match shared.ledger.lock().map(|mut l| l.admit(peer.ip(), cost)) {
+        Ok(Ok(t)) => t,
+        Ok(Err(refusal)) => {
+            Counters::bump(&c.refused_sessions);
+            let _ =
+                crate::control::send_bounded(&mut conn, &Control::Error { message: refusal.to_string() }, stop, STALL);
+            return;
+        }
+        Err(_) => return,
+    };
+    let _held = Held { ledger: &shared.ledger, ticket: Some(ticket) };
+    c.streams.fetch_add(1, Ordering::Relaxed);
+    if super::stream::run(conn, &admitted, shared).is_err() {
+        // The client went away mid-session, or stopped reading, or sent what is not ours.
+        Counters::bump(&c.control_errors);
+    }
+}
+
+/// A session's share of the budget, given back when the session ends however it ends (a
+/// panicking session thread included).
+struct Held<'a> {
+    ledger: &'a Mutex<Ledger>,
+    ticket: Option<Ticket>,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if let (Some(t), Ok(mut l)) = (self.ticket.take(), self.ledger.lock()) {
+            l.release(t);
+        }
+    }
+}
+
+/// Reads one frame of at most 4 KiB that must arrive within the first-frame timeout.
+fn first_frame(conn: &mut TcpStream, prefix: &[u8], shared: &Shared) -> Result<Control, Refused> {
+    let within = shared.cfg.first_frame_timeout;
+    let b = Bounds { max_body: control::MAX_FIRST_BODY, within, stop: Some(shared.shutdown.flag()) };
+    let since = Instant::now();
+    loop {
+        match crate::control::recv_with(conn, prefix, &b) {
+            Ok(m) => return Ok(m),
+            Err(e) if is_timeout(&e) && since.elapsed() < within && !shared.shutdown.is_set() => {}
+            Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => return Err(Refused(timed_out, None)),
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                return Err(Refused(control_errors, Some(format!("bad control frame: {e}"))));
+            }
+            Err(_) => return Err(Refused(control_errors, None)),
+        }
+    }
+}
+
+fn send(conn: &mut TcpStream, m: &Control, shared: &Shared) -> Result<(), Refused> {
+    crate::control::send_bounded(conn, m, shared.shutdown.flag(), STALL).map_err(|_| Refused(control_errors, None))
+}
+
+/// `hello`, `challenge`, `start`: the request, checked against the token and serve's rules.
+fn handshake(conn: &mut TcpStream, prefix: &[u8], shared: &Shared) -> Result<Admitted, Refused> {
+    let Control::Hello { nonce: nc } = first_frame(conn, prefix, shared)? else {
+        return Err(Refused(control_errors, Some("expected hello first".into())));
+    };
+    let cfg = &shared.cfg;
+    if !cfg.streams_allowed() {
+        let why = "this serve answers only the probe echo: streams need `serve --token` (clients give --token or \
+                   WIREBENCH_TOKEN) or `serve --open`";
+        return Err(Refused(refused_sessions, Some(why.into())));
+    }
+    let ns = crate::os_random::<NONCE_LEN>().map_err(|e| Refused(control_errors, Some(e.to_string())))?;
+    let ns = handshake::hex(&ns);
+    let proof = shared.key.as_ref().map(|k| handshake::serve_proof(k, &nc, &ns));
+    send(conn, &Control::Challenge { nonce: ns.clone(), auth: shared.key.is_some(), proof }, shared)?;
+    let (tag, next) = match first_frame(conn, &[], shared)? {
+        Control::Auth { tag } => (Some(tag), first_frame(conn, &[], shared)?),
+        other => (None, other),
+    };
+    let Control::Start(req) = next else {
+        return Err(Refused(control_errors, Some("expected start after the challenge".into())));
+    };
+    let authenticated = match (&shared.key, &tag) {
+        (Some(k), Some(tag)) if handshake::verify_client(k, &nc, &ns, tag) => true,
+        (Some(_), Some(_)) => {
+            return Err(Refused(auth_failures, Some("this serve's token does not match yours".into())));
+        }
+        (Some(_), None) => {
+            let why = "this serve needs a token: give --token or WIREBENCH_TOKEN";
+            return Err(Refused(auth_failures, Some(why.into())));
+        }
+        (None, _) => false,
+    };
+    if req.group.is_some() && !authenticated && !cfg.listen.ip().is_loopback() && !cfg.open {
+        return Err(Refused(refused_sessions, Some("joining a group needs the token".into())));
+    }
+    let limits = cfg.send_limits(authenticated, req.size);
+    let grant = budget::grant(&limits, req.size, req.publishers, req.rate_per_s, req.duration_ns);
+    Ok(Admitted { req, grant })
+}
+
+/// What a session holds in serve's memory, for the budget: buffers, sequence windows,
+/// threads and send batches.
+fn session_bytes(req: &StreamRequest, grant: &Grant) -> u64 {
+    let pubs = u64::from(req.publishers);
+    let size = req.size as u64;
+    let mut b = THREAD_BYTES;
+    if req.direction != Direction::Reverse {
+        let buf = if req.proto == StreamProto::Udp { UDP_RECV_BYTES } else { TCP_RECV_BYTES };
+        b += buf + pubs * WINDOW_BYTES + THREAD_BYTES;
+    }
+    if req.direction != Direction::Forward {
+        #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "clamped to 1..=64")]
+        let batch = match (req.proto, grant.per_publisher) {
+            (StreamProto::Tcp, _) => ((256 << 10) / size).clamp(1, 64),
+            (StreamProto::Udp, Some(r)) => (r * 50e-6).clamp(1.0, 64.0) as u64,
+            (StreamProto::Udp, None) => 64,
+        };
+        b += pubs * (batch * size + THREAD_BYTES);
+    }
+    b
+}
+
+/// A session's own stop: set when serve stops or the session's deadline passes, watched by
+/// one small thread so every loop of the session needs to look at one flag only.
+pub(super) struct SessionStop {
+    flag: Arc<AtomicBool>,
+    done: Arc<AtomicBool>,
+    watcher: Option<JoinHandle<()>>,
+}
+
+impl SessionStop {
+    /// Stops at `shutdown` or `granted` + grace from now.
+    pub(super) fn start(shutdown: &Shutdown, granted: Duration) -> io::Result<Self> {
+        let flag = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicBool::new(false));
+        let deadline = Instant::now() + granted + GRACE;
+        let (f, d, sd) = (flag.clone(), done.clone(), shutdown.clone());
+        let watcher = std::thread::Builder::new().name("serve-session-stop".into()).spawn(move || {
+            while !d.load(Ordering::Relaxed) {
+                if sd.is_set() || Instant::now() >= deadline {
+                    f.store(true, Ordering::Relaxed);
+                    return;
+                }
+                std::thread::park_timeout(POLL / 2);
+            }
+        })?;
+        Ok(Self { flag, done, watcher: Some(watcher) })
+    }
+
+    /// The flag.
+    pub(super) fn flag(&self) -> &Arc<AtomicBool> {
+        &self.flag
+    }
+
+    /// Set?
+    pub(super) fn is_set(&self) -> bool {
+        self.flag.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for SessionStop {
+    /// The session is over, however it ended (an early error return included): whatever
+    /// still watches the flag stops.
+    fn drop(&mut self) {
+        self.flag.store(true, Ordering::Relaxed);
+        self.done.store(true, Ordering::Relaxed);
+        if let Some(h) = self.watcher.take() {
+            h.thread().unpark();
+            let _ = h.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(direction: Direction, proto: StreamProto, publishers: u16, size: usize) -> StreamRequest {
+        StreamRequest {
+            session: 1,
+            token: None,
+            proto,
+            size,
+            direction,
+            publishers,
+            rate_per_s: None,
+            duration_ns: 0,
+            count: None,
+            client_port: None,
+            group: None,
+        }
+    }
+
+    #[test]
+    fn session_cost_counts_windows_buffers_and_batches() {
+        let g = Grant { per_publisher: None, duration: Duration::from_secs(1) };
+        let fwd = session_bytes(&req(Direction::Forward, StreamProto::Udp, 64, 1468), &g);
+        assert_eq!(fwd, THREAD_BYTES + UDP_RECV_BYTES + 64 * WINDOW_BYTES + THREAD_BYTES);
+        let rev = session_bytes(&req(Direction::Reverse, StreamProto::Udp, 64, 65_507), &g);
+        assert_eq!(rev, THREAD_BYTES + 64 * (64 * 65_507 + THREAD_BYTES), "flat out: full batches");
+        let slow = Grant { per_publisher: Some(1000.0), duration: Duration::from_secs(1) };
+        let rev = session_bytes(&req(Direction::Reverse, StreamProto::Udp, 1, 1468), &slow);
+        assert_eq!(rev, THREAD_BYTES + 1468 + THREAD_BYTES, "1000 msg/s sends one at a time");
+        // The default budget (256 MiB) refuses one anonymous 64-publisher jumbo reverse session.
+        assert!(session_bytes(&req(Direction::Reverse, StreamProto::Udp, 64, 65_507), &g) > 256 << 20);
+    }
+
+    #[test]
+    fn a_session_stop_follows_serve() {
+        let sd = Shutdown::new();
+        let s = SessionStop::start(&sd, Duration::from_secs(3600)).unwrap();
+        assert!(!s.is_set());
+        sd.trigger();
+        let t = Instant::now();
+        while !s.is_set() {
+            assert!(t.elapsed() < Duration::from_secs(5), "the stop never followed serve's");
+            std::thread::yield_now();
+        }
+        drop(s);
+    }
+}

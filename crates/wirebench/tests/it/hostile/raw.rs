@@ -1,0 +1,103 @@
+//! A raw control client for the adversarial tests: the version-2 handshake by hand, so a
+//! test can send what no well-behaved client would.
+
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::time::{Duration, Instant};
+
+use wirebench::serve::{Config, CounterSnapshot, Server};
+use wirebench::{Shutdown, control};
+use wirebench_core::auth::Key;
+use wirebench_core::wire::control::{Control, Direction, StreamProto, StreamRequest};
+use wirebench_core::wire::handshake;
+
+pub(crate) const NC: &str = "00112233445566778899aabbccddeeff";
+
+/// A request with the fields the tests vary.
+pub(crate) fn request(direction: Direction, proto: StreamProto, publishers: u16, rate: Option<f64>) -> StreamRequest {
+    StreamRequest {
+        session: 7,
+        token: None,
+        proto,
+        size: 64,
+        direction,
+        publishers,
+        rate_per_s: rate,
+        duration_ns: 60_000_000_000,
+        count: None,
+        client_port: None,
+        group: None,
+    }
+}
+
+/// Connects and says hello; returns the connection and serve's answer.
+pub(crate) fn hello(addr: SocketAddr) -> (TcpStream, Control) {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    control::send(&mut c, &Control::Hello { nonce: NC.into() }).unwrap();
+    let m = control::recv(&mut c).unwrap();
+    (c, m)
+}
+
+/// Hello, challenge, (auth with `token`), start: serve's first answer to the start.
+pub(crate) fn start(addr: SocketAddr, req: &StreamRequest, token: Option<&str>) -> (TcpStream, Control) {
+    let (mut c, m) = hello(addr);
+    let Control::Challenge { nonce, .. } = m else { return (c, m) };
+    if let Some(t) = token {
+        let tag = handshake::client_tag(&Key::new(t.as_bytes()), NC, &nonce);
+        control::send(&mut c, &Control::Auth { tag }).unwrap();
+    }
+    control::send(&mut c, &Control::Start(req.clone())).unwrap();
+    let m = control::recv(&mut c).unwrap();
+    (c, m)
+}
+
+/// A reverse UDP start, knocking from `from`: serve's answer after the knock.
+pub(crate) fn start_reverse(addr: SocketAddr, req: &StreamRequest, from: &UdpSocket) -> (TcpStream, Control) {
+    let (mut c, m) = start(addr, req, None);
+    let Control::Knock { port, secret } = m else { return (c, m) };
+    let secret: [u8; 16] = handshake::unhex(&secret).unwrap().try_into().unwrap();
+    from.send_to(&handshake::knock(&secret), (addr.ip(), port)).unwrap();
+    let m = control::recv(&mut c).unwrap();
+    (c, m)
+}
+
+/// The error text of a refusal, or a panic naming what came instead.
+pub(crate) fn refusal(m: &Control) -> &str {
+    match m {
+        Control::Error { message } => message,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// Waits (bounded) until `f` holds.
+pub(crate) fn until(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < within, "{what}: not within {within:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Stops `srv` on another thread and returns how long it took, failing past `limit` (the
+/// server is then left behind rather than hanging the test binary).
+pub(crate) fn stop_within(srv: Server, limit: Duration) -> (Duration, CounterSnapshot) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = Instant::now();
+    std::thread::spawn(move || {
+        let c = srv.stop();
+        let _ = tx.send(c);
+    });
+    let c = rx
+        .recv_timeout(limit + Duration::from_secs(4))
+        .unwrap_or_else(|_| panic!("serve did not stop within {limit:?} + 4 s"));
+    let took = t.elapsed();
+    assert!(took < limit, "serve took {took:?} to stop (limit {limit:?})");
+    (took, c)
+}
+
+/// A loopback serve with `f` applied to its config.
+pub(crate) fn serve_with(f: impl FnOnce(&mut Config)) -> Server {
+    let mut cfg = Config::loopback();
+    f(&mut cfg);
+    Server::start(&cfg, Shutdown::new()).unwrap()
+}
