@@ -7,6 +7,9 @@
 //! - [`multicast`], [`iface`]: group joins and interface lookup.
 //! - [`pin`]: CPU pinning and "where am I running".
 //! - [`pmtu`]: Don't-Fragment sockets and the kernel's path MTU, for `doctor`.
+//! - [`stamp`]: kernel timestamps (`SO_TIMESTAMPING`): RX with each receive, TX from the error
+//!   queue, software and hardware.
+//! - [`timer`]: absolute sleeps on `CLOCK_MONOTONIC` and timer slack, for the stall meter.
 //! - [`ready`]: readiness of many sockets (epoll) with nanosecond sleeps, and writability.
 //! - `fake` (feature `fake`): an in-memory echo link on a virtual clock for the engines' tests,
 //!   and `alloc_count`, a counting allocator for no-allocation tests.
@@ -27,8 +30,10 @@ pub mod multicast;
 pub mod pin;
 pub mod pmtu;
 pub mod ready;
+pub mod stamp;
 pub mod tcp;
 pub mod tcpinfo;
+pub mod timer;
 pub mod udp;
 mod wait;
 

@@ -42,6 +42,9 @@ pub enum Command {
     /// Application load over WebSocket: clients in rooms, an open-loop event mix, delay from
     /// departure to arrival at every receiver, per-client link shaping, thresholds.
     Load(Box<crate::load::Args>),
+    /// How late this host wakes a sleeping thread (jHiccup's stall meter), on its own: the
+    /// platform's own stalls, which every measurement on it also suffers.
+    Hiccup(crate::hiccup::Args),
 }
 
 /// Parses one mode's flags as its subcommand would (for the suite, and for tests of a mode's

@@ -52,6 +52,9 @@ pub struct Args {
     /// Write the JSON report at the end.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// The stall meter beside the run.
+    #[command(flatten)]
+    pub hiccup: crate::hiccup::HiccupArgs,
 }
 
 type Key = (SocketAddr, u64, u16);
@@ -110,6 +113,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         }
         None => None,
     };
+    let meter = crate::hiccup::Meter::start(&a.hiccup)?;
     let started = SystemTime::now();
     let t0 = Instant::now();
     let clock = MonoClock::default();
@@ -205,7 +209,9 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
             sweep: Vec::new(),
             warnings: Vec::new(),
         }),
+        attribution: crate::hiccup::attribution(meter),
     };
+    wirebench_report::attribution::text(ctx.out, &report)?;
     if let Some(p) = &a.json {
         crate::output::write_json(p, &report)?;
     }

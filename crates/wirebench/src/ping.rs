@@ -108,6 +108,9 @@ pub struct Args {
     /// Print only the summary line.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// The stall meter beside the run.
+    #[command(flatten)]
+    pub hiccup: crate::hiccup::HiccupArgs,
 }
 
 /// `wirebench ping`: measure, print, save.
@@ -130,6 +133,7 @@ pub struct Measured {
 
 /// Runs the measurement on its own thread (so pinning stays on it) and builds the report.
 pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
+    let meter = crate::hiccup::Meter::start(&cfg.hiccup)?;
     let started = SystemTime::now();
     let t0 = Instant::now();
     let clock = MonoClock::default();
@@ -188,13 +192,15 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
     drop(progress);
     let results = results::build(cfg, &out);
     let duration_ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    let report = Report {
+    let mut report = Report {
         schema_version: wirebench_core::report::SCHEMA_VERSION,
         meta: crate::host::meta_to(&ctx.argv, started, duration_ns, Some(cfg.target.addr()), cfg.interface.as_deref()),
         config: cfg.to_json(),
         outcome: out.outcome,
         results: Results::Ping(results),
+        attribution: None,
     };
+    crate::hiccup::attach(&mut report, meter);
     Ok(Measured { report, intervals: out.intervals })
 }
 
@@ -264,6 +270,7 @@ fn print(cfg: &Config, report: &Report, ctx: &mut Ctx<'_>) -> anyhow::Result<()>
         }
     } else {
         wirebench_report::text::ping(ctx.out, report, cfg.table)?;
+        wirebench_report::attribution::text(ctx.out, report)?;
     }
     Ok(())
 }

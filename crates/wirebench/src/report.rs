@@ -98,8 +98,10 @@ pub fn write_text(runs: &[Run<'_>], table: bool, out: &mut dyn std::io::Write) -
             "ping" => text::ping(out, r.report, table)?,
             "stream" => stream_text::stream(out, r.report)?,
             "load" => crate::load::render_text(r.report, out)?,
+            "hiccup" => {}
             _ => wirebench_report::proxy::summary(out, r.report)?,
         }
+        wirebench_report::attribution::text(out, r.report)?;
     }
     Ok(())
 }

@@ -7,11 +7,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::latency::Summary;
 
+mod attribution;
 mod load;
 mod ping;
 mod proxy;
 mod stream;
 
+pub use attribution::*;
 pub use load::*;
 pub use ping::*;
 pub use proxy::*;
@@ -44,6 +46,10 @@ pub struct Report {
     pub outcome: Outcome,
     /// What was measured.
     pub results: Results,
+    /// How much of it is the measuring host's own (stall meter, kernel counters, kernel
+    /// timestamps); absent in reports written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attribution: Option<Attribution>,
 }
 
 /// How a run ended.
@@ -114,6 +120,8 @@ pub enum Results {
     Proxy(ProxyResults),
     /// `wirebench load` (issue 4).
     Load(LoadResults),
+    /// `wirebench hiccup`: the stall meter on its own (its figures are in `attribution`).
+    Hiccup,
 }
 
 /// One histogram, what it measures, its summary and the histogram itself.

@@ -102,6 +102,9 @@ pub struct Config {
     pub table: bool,
     /// Only the summary.
     pub quiet: bool,
+    /// The stall meter.
+    #[serde(skip)]
+    pub hiccup: crate::hiccup::HiccupArgs,
 }
 
 /// Default measured probes in closed loop (Aeron's Ping measures 100,000).
@@ -182,6 +185,7 @@ impl Config {
         if !(1..=255).contains(&a.ttl) {
             return Err(usage(format!("--ttl {} is outside 1..=255", a.ttl)));
         }
+        a.hiccup.interval_ns()?;
         if a.duration.is_some_and(|d| d.0.is_zero()) {
             return Err(usage("--duration must be above 0".into()));
         }
@@ -233,6 +237,7 @@ impl Config {
             json: a.json.clone(),
             table: a.table,
             quiet: a.quiet,
+            hiccup: a.hiccup.clone(),
         })
     }
 

@@ -43,6 +43,7 @@ pub(super) fn build(cfg: &Config, out: &EngineOutput) -> PingResults {
                 clamped: st.clamped,
                 max_lost_in_a_row: st.runs.longest(),
                 stopped: r.stopped,
+                kernel: None,
             }
         })
         .collect();

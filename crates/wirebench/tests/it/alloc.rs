@@ -1,6 +1,6 @@
 //! The measured loop allocates nothing per probe: a counting allocator (per thread, so
 //! serve's threads and other tests do not count) sees the same number of allocations for
-//! 1,000 and for 10,000 probes.
+//! 1,000 and for 10,000 probes; the stall meter likewise per wake-up.
 
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -59,4 +59,23 @@ fn open_loop_allocates_nothing_per_probe() {
     let b = allocations_for(10_000, rate, srv.local_addr());
     srv.stop();
     assert_eq!(a, b, "allocations grew with the probe count");
+}
+
+fn meter_allocations(wakeups: u64) -> u64 {
+    let interval = 100_000;
+    let until = wirebench_net::timer::mono_now_ns() + wakeups * interval;
+    let stop = AtomicBool::new(false);
+    let before = thread_allocations();
+    let rec = wirebench::hiccup::record_until(interval, &stop, until);
+    let after = thread_allocations();
+    assert!(rec.wakeups() > 0);
+    drop(rec);
+    after - before
+}
+
+#[test]
+fn the_stall_meter_allocates_nothing_per_wakeup() {
+    // its histograms and a hour of series are allocated up front: the same count for 300
+    // wake-ups as for 3,000
+    assert_eq!(meter_allocations(300), meter_allocations(3_000), "allocations grew with the wake-ups");
 }

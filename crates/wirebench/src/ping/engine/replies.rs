@@ -63,6 +63,7 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
             intended,
             responder: p.responder_times(),
             wall_minus_mono: self.cfg.wall_minus_mono,
+            kernel: None,
         };
         let timeout = self.cfg.timeout_ns;
         let r = &mut self.out.responders[idx];
