@@ -1,6 +1,8 @@
 //! wirebench's socket layer: everything that touches the kernel, behind narrow traits.
 //!
 //! - [`batch`]: UDP GSO/GRO batches and socket buffer sizing.
+//! - [`counters`]: the kernel's drop counters (`/proc/net/snmp`, softnet, sysfs) read into core's
+//!   snapshot.
 //! - [`drops`]: what the kernel dropped on a UDP socket (`/proc/net/udp`).
 //! - [`io`]: the seam. `ProbeIo` (send a probe, receive until a deadline) and `Clock`.
 //! - [`udp`] and [`tcp`]: the real probe transports, blocking or busy-polling.
@@ -20,6 +22,7 @@
 pub mod alloc_count;
 pub mod batch;
 pub mod clock;
+pub mod counters;
 pub mod drops;
 mod error;
 #[cfg(feature = "fake")]

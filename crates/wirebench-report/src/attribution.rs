@@ -157,7 +157,7 @@ pub fn text(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     if let Some(d) = &a.counters {
         writeln!(out, "{}", counters_line(d))?;
     }
-    if let Some(s) = &a.loss {
+    if let Some(s) = a.loss.as_ref().filter(|s| s.missing > 0) {
         let what = if matches!(report.results, Results::Ping(_)) { "probes lost" } else { "missing" };
         writeln!(out, "{}", loss_line(what, s))?;
     }

@@ -128,6 +128,9 @@ fn responder(out: &mut dyn Write, r: &ResponderResult, table: bool) -> io::Resul
     if let Some(o) = &r.one_way {
         writeln!(out, "  {}", one_way_line(o))?;
     }
+    if let Some(k) = &r.kernel {
+        writeln!(out, "  {}", crate::attribution::kernel_line(k, r.uncorrected.as_ref().unwrap_or(&r.latency)))?;
+    }
     if r.warmup.summary.count > 0 {
         writeln!(
             out,

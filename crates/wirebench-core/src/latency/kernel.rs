@@ -10,10 +10,12 @@
 //!
 //! Software timestamps are on the kernel's `CLOCK_REALTIME`; the pinger's t1 and t4 are on
 //! its monotonic clock. Each reply carries a wall-clock reading taken right after t4, so the
-//! receive lag (`t4_wall - rx`) needs no conversion, and t1 goes onto the wall clock with
-//! that same probe's pairing (`t1 + t4_wall - t4`), which a clock step between two probes
-//! cannot skew. A kernel time after the application's own (impossible, unless a clock
-//! stepped or the stamp belongs to another packet) is counted and not used.
+//! receive check (`rx <= t4_wall`) needs no conversion. t1 goes onto the wall clock with
+//! the smallest `t4_wall - t4` seen so far: every pairing overstates the offset by the time
+//! between its two clock reads (a preemption there makes it microseconds), never
+//! understates it, so the smallest is the closest. A kernel time on the wrong side of the
+//! application's own (impossible, unless a clock stepped or the stamp belongs to another
+//! packet) is counted and not used.
 //!
 //! Hardware timestamps are on the NIC's clock: a pair of them (TX and RX, same NIC) gives
 //! the stack-to-stack time and nothing else; everything compared with the application's
@@ -73,6 +75,8 @@ pub struct KernelStats {
     pub tx_before_app: u64,
     /// Samples of the other scope than the first one's (not recorded).
     pub other_scope: u64,
+    /// The smallest wall-minus-monotonic pairing seen.
+    wall_minus_mono: Option<i128>,
 }
 
 impl Default for KernelStats {
@@ -88,6 +92,7 @@ impl Default for KernelStats {
             rx_after_app: 0,
             tx_before_app: 0,
             other_scope: 0,
+            wall_minus_mono: None,
         }
     }
 }
@@ -104,7 +109,9 @@ impl KernelStats {
             self.rx_after_app += u64::from(!ok);
             ok
         });
-        let t1_wall = i128::from(t1) + i128::from(k.t4_wall_ns) - i128::from(t4);
+        let pairing = i128::from(k.t4_wall_ns) - i128::from(t4);
+        let offset = *self.wall_minus_mono.insert(self.wall_minus_mono.map_or(pairing, |m| m.min(pairing)));
+        let t1_wall = i128::from(t1) + offset;
         let tx = k.tx_ns.filter(|&tx| {
             self.tx += 1;
             let ok = i128::from(tx) >= t1_wall;
@@ -193,6 +200,25 @@ mod tests {
         let (t1, t4, mut k) = obs();
         k.rx_ns = Some(k.t4_wall_ns);
         assert!(s.on_reply(t1, t4, None, &k).1.is_some());
+    }
+
+    #[test]
+    fn a_pairing_stretched_by_a_preemption_does_not_fail_the_send_check() {
+        let mut s = KernelStats::default();
+        let (t1, t4, k) = obs();
+        s.on_reply(t1, t4, None, &k);
+        // the next probe: sent at mono 100_000, stamped 1 us later; the wall clock was read
+        // 5 us after t4 (preempted between the two reads)
+        let wall = |mono: u64| mono + 1_000_000_000_000;
+        let late_read = KernelObs {
+            tx_ns: Some(wall(101_000)),
+            rx_ns: Some(wall(150_000)),
+            t4_wall_ns: wall(160_000) + 5_000,
+            hw: None,
+            t2_kernel: false,
+        };
+        let (tx, _) = s.on_reply(100_000, 160_000, None, &late_read);
+        assert_eq!((tx, s.tx_before_app), (late_read.tx_ns, 0));
     }
 
     #[test]

@@ -102,6 +102,8 @@ pub struct Config {
     pub table: bool,
     /// Only the summary.
     pub quiet: bool,
+    /// No kernel timestamps.
+    pub no_timestamps: bool,
     /// The stall meter.
     #[serde(skip)]
     pub hiccup: crate::hiccup::HiccupArgs,
@@ -237,6 +239,7 @@ impl Config {
             json: a.json.clone(),
             table: a.table,
             quiet: a.quiet,
+            no_timestamps: a.no_timestamps,
             hiccup: a.hiccup.clone(),
         })
     }

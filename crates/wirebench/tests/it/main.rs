@@ -4,6 +4,7 @@
 #![allow(clippy::cast_possible_truncation, clippy::cast_precision_loss, clippy::cast_sign_loss)]
 
 mod alloc; // the measured loop allocates nothing per probe (counting allocator)
+mod attribution; // kernel timestamps split the round trip (loopback, veth), notes where a kind is missing
 mod cli; // bad input, absent and dead peers, Ctrl-C: exit codes and partial reports
 mod doctor; // verdicts on loopback, bad flags; in namespaces: veth MTU 1400, no multicast route, path MTU
 mod fake; // the engine on the in-memory link: loss, lateness, CO correction, one-way
