@@ -39,6 +39,16 @@ fn assert_split(k: &KernelResult, r: &ResponderResult, measures: &str) {
     let p50 = |v: &wirebench_core::report::LatencyView| v.summary.at(50.0).unwrap();
     assert!(p50(stack) < p50(&r.latency), "stack to stack {} below the round trip {}", p50(stack), p50(&r.latency));
     assert!(stack.summary.max_ns <= r.latency.summary.max_ns);
+    // Per reply, the hosts' share is the round trip minus stack to stack, over the same
+    // replies: the means add up (within the histograms' 3 significant digits).
+    let sum = stack.summary.mean_ns + hosts.summary.mean_ns;
+    let rtt = r.latency.summary.mean_ns;
+    assert!(
+        (sum - rtt).abs() <= rtt * 0.002 + 20.0,
+        "stack {} + hosts {} != round trip {rtt}",
+        stack.summary.mean_ns,
+        hosts.summary.mean_ns
+    );
 }
 
 #[test]
@@ -171,4 +181,62 @@ fn kernel_timestamps_split_the_round_trip_across_a_veth_pair() {
         let c = rep.attribution.as_ref().unwrap().counters.as_ref().unwrap();
         assert_eq!(c.interfaces.iter().map(|i| i.name.as_str()).collect::<Vec<_>>(), ["eth0"]);
     }
+}
+
+/// Packets counted by the rule `rule` (1-based) of `chain` in `ns`'s filter table.
+#[cfg(feature = "netns-tests")]
+fn iptables_packets(ns: &str, chain: &str, rule: usize) -> u64 {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", ns, "iptables", "-L", chain, "-v", "-x", "-n", "--line-numbers"])
+        .output()
+        .expect("iptables is installed");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.split_whitespace().next() == Some(&rule.to_string())).expect("the rule");
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[cfg(feature = "netns-tests")]
+#[test]
+fn probes_dropped_at_the_far_end_are_attributed_elsewhere_and_match_its_drop_counter() {
+    use crate::lab::{Lab, sh};
+    let mut lab = Lab::new("kloss");
+    let a = lab.ns("a");
+    let b = lab.ns("b");
+    Lab::link(&a, "eth0", "10.77.42.1/24", &b, "eth0", Some("10.77.42.2/24"));
+    // The far end drops every 10th probe before any socket sees it: nothing on the
+    // pinger's host counts it, so all of the loss is "elsewhere". Rule 1 counts every
+    // datagram to serve's port (the measured probes and the few before them), rule 2 drops.
+    let ipt = ["ip", "netns", "exec", &b, "iptables", "-A", "INPUT", "-p", "udp", "--dport", "7878"];
+    sh(&ipt);
+    let nth = ["-m", "statistic", "--mode", "nth", "--every", "10", "--packet", "0", "-j", "DROP"];
+    sh(&[&ipt[..], &nth[..]].concat());
+    lab.serve(&b, &["serve", "--listen", "10.77.42.2:7878"]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("loss.json");
+    let args = ["ping", "10.77.42.2:7878", "-n", "1000", "--warmup", "0", "--rate", "2000", "--timeout", "200ms"];
+    let out = Lab::run(&a, &[&args[..], &["--json", json.to_str().unwrap()]].concat());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (arrived, dropped) = (iptables_packets(&b, "INPUT", 1), iptables_packets(&b, "INPUT", 2));
+    let rep = report(&json);
+    let r = responder(&rep);
+    // The pinger's loss is what the far end dropped, within the datagrams that were not
+    // measured probes (the responder's discovery).
+    let unmeasured = arrived.checked_sub(1000).expect("every probe arrived at the far end's host");
+    assert!(unmeasured <= 5, "{arrived} datagrams for 1000 probes");
+    assert!(
+        r.lost <= dropped && r.lost + unmeasured >= dropped,
+        "lost {} dropped {dropped} ({unmeasured} unmeasured)",
+        r.lost
+    );
+    assert!(r.lost >= 99, "every 10th of 1000 probes: {}", r.lost);
+    let split = rep.attribution.as_ref().unwrap().loss.unwrap();
+    assert_eq!((split.missing, split.elsewhere), (r.lost, r.lost), "{split:?}");
+    assert_eq!((split.send_buffer, split.socket, split.nic), (0, 0, 0), "{split:?}");
+    let line = format!(
+        "of {0} probes lost: 0 never left this host (send buffer full: SndbufErrors), 0 refused by a socket on this \
+         host (InErrors, RcvbufErrors among them), 0 dropped by the NIC or softnet here, {0} elsewhere on the path",
+        r.lost
+    );
+    assert!(text.contains(&line), "{text}");
 }
