@@ -10,7 +10,8 @@
 //! - [`pin`]: CPU pinning and "where am I running".
 //! - [`pmtu`]: Don't-Fragment sockets and the kernel's path MTU, for `doctor`.
 //! - [`stamp`]: kernel timestamps (`SO_TIMESTAMPING`): RX with each receive, TX from the error
-//!   queue, software and hardware.
+//!   queue, software and hardware; [`hwstamp`]: whether an interface stamps in hardware
+//!   (`ethtool -T`) and whether that is on.
 //! - [`timer`]: absolute sleeps on `CLOCK_MONOTONIC` and timer slack, for the stall meter.
 //! - [`ready`]: readiness of many sockets (epoll) with nanosecond sleeps, and writability.
 //! - `fake` (feature `fake`): an in-memory echo link on a virtual clock for the engines' tests,
@@ -27,6 +28,7 @@ pub mod drops;
 mod error;
 #[cfg(feature = "fake")]
 pub mod fake;
+pub mod hwstamp;
 pub mod iface;
 pub mod io;
 pub mod multicast;

@@ -205,7 +205,11 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
     let results = results::build(cfg, &out);
     let after = wirebench_net::counters::snapshot(&ifaces);
     let lost: u64 = results.responders.iter().map(|r| r.lost).sum();
-    let attribution = results::attribution(&out, lost, &before, &after, stamp_note);
+    let mut attribution = results::attribution(&out, lost, &before, &after, stamp_note);
+    if out.timestamps.rx {
+        // whether the interface toward the target could give hardware stamps, and does
+        attribution.notes.extend(ifaces.first().map(|i| wirebench_net::hwstamp::note(i)));
+    }
     let duration_ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
     let mut report = Report {
         schema_version: wirebench_core::report::SCHEMA_VERSION,

@@ -180,6 +180,12 @@ fn kernel_timestamps_split_the_round_trip_across_a_veth_pair() {
         // the interface toward the target is the one whose counters were read
         let c = rep.attribution.as_ref().unwrap().counters.as_ref().unwrap();
         assert_eq!(c.interfaces.iter().map(|i| i.name.as_str()).collect::<Vec<_>>(), ["eth0"]);
+        // veth has no hardware stamping: detected and said
+        let notes = &rep.attribution.as_ref().unwrap().notes;
+        assert!(
+            notes.iter().any(|n| n == "hardware timestamps: eth0 has none (software timestamps used)"),
+            "{notes:?}"
+        );
     }
 }
 
