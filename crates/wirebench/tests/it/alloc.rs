@@ -16,8 +16,15 @@ use wirebench_net::udp::{UdpProbeIo, Wait};
 static GLOBAL: Counting = Counting;
 
 fn allocations_for(count: u64, pacing: Pacing, target: std::net::SocketAddr) -> u64 {
+    allocations_with(count, pacing, target, false)
+}
+
+fn allocations_with(count: u64, pacing: Pacing, target: std::net::SocketAddr, stamps: bool) -> u64 {
     let clock = MonoClock::default();
     let mut io = UdpProbeIo::unicast(target, Wait::Block, Duration::from_secs(1)).unwrap();
+    if stamps {
+        io.enable_timestamps().unwrap();
+    }
     let cfg = EngineConfig {
         size: 64,
         flags: 0,
@@ -47,6 +54,17 @@ fn closed_loop_allocates_nothing_per_probe() {
     let srv = crate::support::serve();
     let a = allocations_for(1_000, Pacing::Closed, srv.local_addr());
     let b = allocations_for(10_000, Pacing::Closed, srv.local_addr());
+    srv.stop();
+    assert_eq!(a, b, "allocations grew with the probe count");
+}
+
+#[test]
+fn kernel_timestamps_allocate_nothing_per_probe() {
+    // full-form probes: serve stamps t2 with its kernel time, the pinger reads RX stamps
+    // with each reply and TX stamps from the error queue
+    let srv = crate::support::serve();
+    let a = allocations_with(1_000, Pacing::Closed, srv.local_addr(), true);
+    let b = allocations_with(10_000, Pacing::Closed, srv.local_addr(), true);
     srv.stop();
     assert_eq!(a, b, "allocations grew with the probe count");
 }
