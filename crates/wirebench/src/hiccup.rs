@@ -44,12 +44,17 @@ impl Default for HiccupArgs {
 impl HiccupArgs {
     /// The interval in ns, checked.
     pub fn interval_ns(&self) -> Result<u64, UsageError> {
-        let ns = u64::try_from(self.hiccup_interval.0.as_nanos()).unwrap_or(u64::MAX);
-        if !(MIN_INTERVAL_NS..=MAX_INTERVAL_NS).contains(&ns) {
-            return Err(UsageError(format!("--hiccup-interval {} is outside 10us..=1s", self.hiccup_interval)));
-        }
-        Ok(ns)
+        checked_interval("--hiccup-interval", self.hiccup_interval)
     }
+}
+
+/// An interval in ns, checked against the meter's range; `flag` names it in the error.
+fn checked_interval(flag: &str, span: Span) -> Result<u64, UsageError> {
+    let ns = u64::try_from(span.0.as_nanos()).unwrap_or(u64::MAX);
+    if !(MIN_INTERVAL_NS..=MAX_INTERVAL_NS).contains(&ns) {
+        return Err(UsageError(format!("{flag} {span} is outside 10us..=1s")));
+    }
+    Ok(ns)
 }
 
 /// Sleeps and records until `stop` is set or `until_ns` (monotonic) passes; calls
@@ -166,7 +171,7 @@ pub struct Args {
 
 /// `wirebench hiccup`: how late this host wakes a sleeping thread, on its own.
 pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
-    let interval_ns = HiccupArgs { hiccup_interval: a.interval, no_hiccup: false }.interval_ns()?;
+    let interval_ns = checked_interval("--interval", a.interval)?;
     if a.duration.0.is_zero() {
         return Err(UsageError("--duration must be above 0".into()).into());
     }

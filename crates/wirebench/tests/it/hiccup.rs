@@ -136,3 +136,12 @@ fn every_measuring_mode_carries_the_meter_unless_told_not_to() {
         assert!(run.out.contains("--hiccup-interval") && run.out.contains("--no-hiccup"), "{mode}: {}", run.out);
     }
 }
+
+#[test]
+fn the_hiccup_command_names_its_own_flag_when_the_interval_is_out_of_range() {
+    for bad in ["5us", "2s"] {
+        let run = wirebench(&["hiccup", "--interval", bad, "--duration", "1s"]);
+        assert_eq!(run.code, 2, "{bad}: {run:?}");
+        assert_eq!(run.err.trim(), format!("error: --interval {bad} is outside 10us..=1s"), "{run:?}");
+    }
+}
