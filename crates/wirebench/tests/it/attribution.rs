@@ -153,6 +153,19 @@ fn without_tx_timestamps_the_run_goes_on_with_a_note() {
     let snap = wirebench_net::counters::snapshot(&[]);
     let a = wirebench::ping::results::attribution(&out, 0, &snap, &snap, None);
     assert!(a.notes.iter().any(|n| n.contains("TX timestamps unavailable")), "{:?}", a.notes);
+    // a counter file that could not be read (no IPv6, no /proc/net/softnet_stat in a
+    // container): the split is still made from the rest, and a note names what is missing
+    let mut gone = snap.clone();
+    (gone.udp6, gone.softnet) = (None, None);
+    let a = wirebench::ping::results::attribution(&out, 3, &gone, &snap, None);
+    for what in ["/proc/net/snmp6 Udp6", "/proc/net/softnet_stat"] {
+        assert!(
+            a.notes.iter().any(|n| n.starts_with("counter unavailable: ") && n.contains(what)),
+            "{what}: {:?}",
+            a.notes
+        );
+    }
+    assert_eq!(a.loss.unwrap().missing, 3);
     srv.stop();
 }
 
