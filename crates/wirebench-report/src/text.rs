@@ -90,6 +90,9 @@ pub fn view_words(v: &LatencyView) -> &'static str {
         "rtt_from_actual_send" => "round trip from actual send (uncorrected)",
         "network_rtt" => "round trip minus responder dwell",
         "dwell" => "responder dwell",
+        "stack_rtt" => "stack to stack (kernel timestamps, both hosts' wake-ups out)",
+        "pinger_stack_rtt" => "stack to stack (kernel timestamps, this host's wake-up out)",
+        "hosts_share" => "the hosts' own share (round trip minus stack to stack)",
         _ => "round trip",
     }
 }
