@@ -84,6 +84,14 @@ fn loopback_ping_splits_the_round_trip_by_kernel_timestamps() {
     assert_eq!(run.code, 0, "{run:?}");
     assert!(responder(&report(&off)).kernel.is_none());
     assert!(!run.out.contains("kernel timestamps"), "{}", run.out);
+    // busy-polling: the same split, read without blocking (RX stamps with each non-blocking
+    // recvmsg, TX stamps from the error queue between polls)
+    let spin = dir.path().join("spin.json");
+    let run = wirebench(&["ping", &target, "-n", "2000", "--size", "64", "--spin", "--json", spin.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let rep = report(&spin);
+    let r = responder(&rep);
+    assert_split(r.kernel.as_ref().expect("kernel timestamps with --spin"), r, "stack_rtt");
 }
 
 #[test]
