@@ -9,11 +9,11 @@
 #
 # Run it alone (timing-sensitive). Not part of CI.
 #
-#   bench/timestamps.sh [REPS] [COUNT]      defaults: 3 repetitions, 20000 probes
+#   bench/timestamps.sh [REPS] [SECONDS]      defaults: 3 repetitions, 3 s per run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${1:-3}
-COUNT=${2:-20000}
+SECS=${2:-3}
 OUT=bench/out/timestamps-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$OUT"
 command -v sockperf >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sockperf; }
@@ -41,7 +41,7 @@ for mode in spin block; do
         sockperf sr -i 127.0.0.1 -p $PORT_S "${nb[@]}" >"$f.server.log" 2>&1 &
         pids+=($!)
         wait_for "$f.server.log" "to block on socket\|busy\|poll"
-        sockperf pp -i 127.0.0.1 -p $PORT_S -m 64 -n "$COUNT" --full-rtt "${nb[@]}" >"$f.txt" 2>&1
+        sockperf pp -i 127.0.0.1 -p $PORT_S -m 64 -t "$SECS" --full-rtt "${nb[@]}" >"$f.txt" 2>&1
         cleanup
         pids=()
         python3 - "$f.txt" <<'PY' >>"$OUT/results.tsv"
@@ -56,7 +56,7 @@ PY
         $WB serve --listen 127.0.0.1:$PORT_W "${spin[@]}" >"$f.server.log" 2>&1 &
         pids+=($!)
         wait_for "$f.server.log" listening
-        $WB ping 127.0.0.1:$PORT_W --size 64 --count "$COUNT" --no-hiccup "${spin[@]}" "${extra[@]}" \
+        $WB ping 127.0.0.1:$PORT_W --size 64 --duration "${SECS}s" --warmup 1000 --no-hiccup "${spin[@]}" "${extra[@]}" \
           --json "$f.json" >"$f.txt"
         cleanup
         pids=()
