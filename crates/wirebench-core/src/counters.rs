@@ -18,6 +18,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::snmp::Snmp;
+
 /// The UDP counters of one protocol family.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Udp {
@@ -79,20 +81,6 @@ pub struct Snapshot {
     pub interfaces: Vec<Iface>,
 }
 
-/// The values of a `Proto:` header line and the value line after it, by name.
-fn table<'a>(text: &'a str, proto: &str) -> Option<Vec<(&'a str, &'a str)>> {
-    let prefix = format!("{proto}:");
-    let mut lines = text.lines().filter(|l| l.split_whitespace().next() == Some(prefix.as_str()));
-    let names = lines.next()?.split_whitespace().skip(1);
-    let values = lines.next()?.split_whitespace().skip(1);
-    let pairs: Vec<_> = names.zip(values).collect();
-    (!pairs.is_empty()).then_some(pairs)
-}
-
-fn field(pairs: &[(&str, &str)], name: &str) -> Option<u64> {
-    pairs.iter().find(|(n, _)| *n == name).and_then(|(_, v)| v.parse().ok())
-}
-
 fn udp_from(get: impl Fn(&str) -> Option<u64>) -> Option<Udp> {
     Some(Udp {
         in_datagrams: get("InDatagrams")?,
@@ -106,15 +94,20 @@ fn udp_from(get: impl Fn(&str) -> Option<u64>) -> Option<Udp> {
     })
 }
 
-/// The `Udp:` counters of `/proc/net/snmp`.
+/// One counter of a parsed `/proc/net/snmp` (never negative: a counter).
+fn snmp_field(snmp: &Snmp, table: &str, name: &str) -> Option<u64> {
+    snmp.get(table, name).and_then(|v| u64::try_from(v).ok())
+}
+
+/// The `Udp:` counters of `/proc/net/snmp` (parsed by [`crate::snmp::Snmp`]).
 pub fn parse_snmp_udp(text: &str) -> Option<Udp> {
-    let t = table(text, "Udp")?;
-    udp_from(|n| field(&t, n))
+    let snmp = Snmp::parse(text).ok()?;
+    udp_from(|n| snmp_field(&snmp, "Udp", n))
 }
 
 /// `RetransSegs` of the `Tcp:` lines of `/proc/net/snmp`.
 pub fn parse_snmp_tcp_retrans(text: &str) -> Option<u64> {
-    field(&table(text, "Tcp")?, "RetransSegs")
+    snmp_field(&Snmp::parse(text).ok()?, "Tcp", "RetransSegs")
 }
 
 /// The `Udp6*` counters of `/proc/net/snmp6` (`name value` lines).

@@ -13,6 +13,8 @@
 //!   queue, software and hardware; [`hwstamp`]: whether an interface stamps in hardware
 //!   (`ethtool -T`) and whether that is on.
 //! - [`timer`]: absolute sleeps on `CLOCK_MONOTONIC` and timer slack, for the stall meter.
+//! - [`priority`]: the calling thread's nice value (a stream receiver outranks its sender).
+//! - [`snmp`]: the kernel's protocol counters (`/proc/net/snmp`), for loss attribution.
 //! - [`ready`]: readiness of many sockets (epoll) with nanosecond sleeps, and writability.
 //! - `fake` (feature `fake`): an in-memory echo link on a virtual clock for the engines' tests,
 //!   and `alloc_count`, a counting allocator for no-allocation tests.
@@ -31,10 +33,13 @@ pub mod fake;
 pub mod hwstamp;
 pub mod iface;
 pub mod io;
+mod mmsg;
 pub mod multicast;
 pub mod pin;
 pub mod pmtu;
+pub mod priority;
 pub mod ready;
+pub mod snmp;
 pub mod stamp;
 pub mod tcp;
 pub mod tcpinfo;
