@@ -169,6 +169,18 @@ mod tests {
         enable(&rx, false).unwrap();
         let mut r = Receiver::default();
         let mut buf = [0u8; 64];
+        // When no socket on the host had RX stamps on, the kernel turns them on from a work
+        // queue (`net_enable_timestamp`): datagrams that arrive before it ran have none.
+        // Wait (bounded) for the first stamped one; from then on every one is stamped.
+        let started = std::time::Instant::now();
+        loop {
+            tx.send_to(b"warm", rx.local_addr().unwrap()).unwrap();
+            if r.recv(&rx, &mut buf).unwrap().at.sw_ns.is_some() {
+                break;
+            }
+            assert!(started.elapsed().as_secs() < 10, "RX stamps never came on");
+            std::thread::yield_now();
+        }
         for i in 0..200u8 {
             let before = wall_now_ns();
             tx.send_to(&[i; 40], rx.local_addr().unwrap()).unwrap();

@@ -3,10 +3,12 @@
 //! sent) so its TX stamp, read back from the error queue, is matched to the probe's
 //! sequence number. Rings of fixed size, made once: nothing allocates per probe.
 //!
-//! The error queue is kept short: it is read whenever the caller asks for a stamp, before
-//! every wait (a queued TX stamp would otherwise end a `ppoll` early), and after every 64
-//! sends without a read, because what waits there counts against the socket's receive
-//! buffer. A device that gives no TX stamps at all (after 256 sends) has them turned off.
+//! The error queue is kept short: it is read when the caller asks for a stamp (up to that
+//! probe's: one `recvmsg` in a ping-pong), before a `ppoll` (a queued TX stamp would end it
+//! early), and after every 64 sends without a read, because what waits there counts against
+//! the socket's receive buffer. A blocking read and a busy poll do not see the queue, so
+//! they leave it alone: no syscall beyond the one stamp read per probe. A device that gives
+//! no TX stamps at all (after 256 sends) has them turned off.
 
 use std::io::{self, ErrorKind};
 use std::net::{SocketAddr, UdpSocket};
@@ -57,8 +59,10 @@ impl Stamping {
         })
     }
 
-    /// Reads every TX stamp queued. Returns how many.
-    fn drain(&mut self, sock: &UdpSocket) -> io::Result<usize> {
+    /// Reads the queued TX stamps, in the order sent, until the one of probe `want` was read
+    /// (one `recvmsg` when it is next, as it is in a ping-pong) or the queue is empty.
+    /// Returns how many were read.
+    fn drain(&mut self, sock: &UdpSocket, want: Option<u64>) -> io::Result<usize> {
         let mut n = 0;
         while let Some(s) = self.rx.tx(sock)? {
             n += 1;
@@ -70,6 +74,9 @@ impl Stamping {
             self.tx_of_seq[(seq & MASK) as usize] = (seq, s.at);
             self.read_to = s.key.wrapping_add(1);
             self.got_any = true;
+            if want == Some(seq) {
+                break;
+            }
         }
         Ok(n)
     }
@@ -83,7 +90,7 @@ impl Stamping {
         self.seq_of_key[(u64::from(self.next_key) & MASK) as usize] = seq;
         self.next_key = self.next_key.wrapping_add(1);
         if self.next_key.wrapping_sub(self.read_to) >= DRAIN_EVERY {
-            let _ = self.drain(sock);
+            let _ = self.drain(sock, None);
         }
         if !self.got_any && self.next_key >= GIVE_UP_AFTER {
             self.tx = false;
@@ -94,7 +101,7 @@ impl Stamping {
     pub(crate) fn tx_stamp(&mut self, sock: &UdpSocket, seq: u64) -> Option<Stamp> {
         let slot = (seq & MASK) as usize;
         if self.tx_of_seq[slot].0 != seq && self.tx && self.read_to != self.next_key {
-            let _ = self.drain(sock);
+            let _ = self.drain(sock, Some(seq));
         }
         let (tag, at) = self.tx_of_seq[slot];
         (tag == seq).then_some(at)
@@ -106,17 +113,20 @@ impl UdpProbeIo {
     pub(super) fn recv_stamped(&mut self, buf: &mut [u8], deadline_ns: u64) -> io::Result<Option<Received>> {
         let st = self.stamps.as_mut().expect("called with timestamps on");
         loop {
-            if st.tx && st.read_to != st.next_key {
-                st.drain(&self.sock)?;
-            }
             let now = self.clock.now_ns();
             let remaining = deadline_ns.saturating_sub(now);
             if self.wait == Wait::Block && remaining < self.timeout_ns / 2 {
+                // A queued TX stamp would end the wait at once (POLLERR): read them first.
+                // A blocking read or a busy poll does not see them, and `tx_stamp` reads the
+                // one it needs after the reply came, so those paths leave the queue alone.
+                if st.tx && st.read_to != st.next_key {
+                    st.drain(&self.sock, None)?;
+                }
                 match wait::poll_in(&self.sock, remaining)? {
                     Ready::Timeout => return Ok(None),
                     // A TX stamp arrived while waiting: read it and wait again. Nothing in
                     // the error queue means an error is pending: the read reports it.
-                    Ready::ErrOnly if st.drain(&self.sock)? > 0 => continue,
+                    Ready::ErrOnly if st.drain(&self.sock, None)? > 0 => continue,
                     Ready::ErrOnly | Ready::In => {}
                 }
             }
