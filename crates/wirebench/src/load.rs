@@ -274,7 +274,13 @@ impl Frame<'_> {
         let results = results::build(self.cfg, self.plan, self.stats, series, cpu, elapsed, self.room_in_process);
         Report {
             schema_version: wirebench_core::report::SCHEMA_VERSION,
-            meta: crate::host::meta(&self.argv, self.started, u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX)),
+            meta: crate::host::meta_to(
+                &self.argv,
+                self.started,
+                u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX),
+                Some(self.cfg.addr),
+                None,
+            ),
             config: self.cfg.to_json(),
             outcome,
             results: Results::Load(results),

@@ -98,3 +98,20 @@ fn the_kernel_split_is_drawn_and_tabled_beside_the_round_trip() {
         "the text line too"
     );
 }
+
+#[test]
+fn a_receiver_with_one_interval_gets_no_one_point_line() {
+    // A search's last trial of 100 ms reported one interval: its throughput and loss charts
+    // were single dots (the suite's stream-loss-free-64), which the page check refuses.
+    let mut one = fixtures::stream(1000, 900);
+    if let Results::Stream(s) = &mut one.results {
+        s.receivers[0].intervals.truncate(1);
+    }
+    let html = page(&[Run { name: "search", report: &one }], false);
+    assert!(!html.contains("<h3>Per interval</h3>"), "no interval charts");
+    assert!(html.contains("One interval per receiver"), "{html}");
+    assert_eq!(charts(&html).len(), 2, "the search and the sweep only");
+    let two = fixtures::stream(1000, 900);
+    let html = page(&[Run { name: "udp", report: &two }], false);
+    assert!(html.contains("<h3>Per interval</h3>") && !html.contains("One interval per receiver"));
+}
