@@ -19,7 +19,9 @@ mod netns; // namespaces: ping across a veth pair, multicast across a bridge (ro
 mod output; // result files: --json - to stdout, devices, unwritable paths, SIGTERM mid-run
 mod ping; // loopback UDP and TCP against an in-process serve; schema; hgrm; hlog
 mod proxy; // impairment proxy accuracy, loss, TCP rate, active-time rate, delay split, refusals
+mod relay; // a scripted WebSocket server for the load tests: echo, or a relay that loses on purpose
 mod report; // text, HTML and --compare of saved runs; environment capture; bad input exits 2
+mod room; // the room against hostile clients: requests, refusals, caps, slow members, slowloris, EMFILE
 mod serve_noise; // 100,000 bad datagrams at serve during a ping
 mod shape; // shape tc: the script; in namespaces apply/clear, foreign qdiscs left alone, NAT clients classified
 mod stream; // stream and listen on loopback: complete, both sides, reverse only to the client
