@@ -184,13 +184,13 @@ fn kernel_timestamps_split_the_round_trip_across_a_veth_pair() {
     let mut lab = Lab::new("kts");
     let a = lab.ns("a");
     let b = lab.ns("b");
-    Lab::link(&a, "eth0", "10.77.41.1/24", &b, "eth0", Some("10.77.41.2/24"));
-    lab.serve(&b, &["serve", "--listen", "10.77.41.2:7878"]);
+    Lab::link(&a, "eth0", "10.77.71.1/24", &b, "eth0", Some("10.77.71.2/24"));
+    lab.serve(&b, &["serve", "--listen", "10.77.71.2:7878"]);
     let dir = tempfile::tempdir().unwrap();
     for (size, measures) in [("64", "stack_rtt"), ("32", "pinger_stack_rtt")] {
         let json = dir.path().join(format!("{size}.json"));
         let out =
-            Lab::run(&a, &["ping", "10.77.41.2:7878", "-n", "2000", "--size", size, "--json", json.to_str().unwrap()]);
+            Lab::run(&a, &["ping", "10.77.71.2:7878", "-n", "2000", "--size", size, "--json", json.to_str().unwrap()]);
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let rep = report(&json);
@@ -229,7 +229,7 @@ fn probes_dropped_at_the_far_end_are_attributed_elsewhere_and_match_its_drop_cou
     let mut lab = Lab::new("kloss");
     let a = lab.ns("a");
     let b = lab.ns("b");
-    Lab::link(&a, "eth0", "10.77.42.1/24", &b, "eth0", Some("10.77.42.2/24"));
+    Lab::link(&a, "eth0", "10.77.72.1/24", &b, "eth0", Some("10.77.72.2/24"));
     // The far end drops every 10th probe before any socket sees it: nothing on the
     // pinger's host counts it, so all of the loss is "elsewhere". Rule 1 counts every
     // datagram to serve's port (the measured probes and the few before them), rule 2 drops.
@@ -237,10 +237,10 @@ fn probes_dropped_at_the_far_end_are_attributed_elsewhere_and_match_its_drop_cou
     sh(&ipt);
     let nth = ["-m", "statistic", "--mode", "nth", "--every", "10", "--packet", "0", "-j", "DROP"];
     sh(&[&ipt[..], &nth[..]].concat());
-    lab.serve(&b, &["serve", "--listen", "10.77.42.2:7878"]);
+    lab.serve(&b, &["serve", "--listen", "10.77.72.2:7878"]);
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("loss.json");
-    let args = ["ping", "10.77.42.2:7878", "-n", "1000", "--warmup", "0", "--rate", "2000", "--timeout", "200ms"];
+    let args = ["ping", "10.77.72.2:7878", "-n", "1000", "--warmup", "0", "--rate", "2000", "--timeout", "200ms"];
     let out = Lab::run(&a, &[&args[..], &["--json", json.to_str().unwrap()]].concat());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
