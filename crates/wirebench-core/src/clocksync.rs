@@ -80,10 +80,15 @@ impl OffsetFilter {
         if self.best.is_none_or(|(d, _)| delta < d) {
             self.best = Some((delta, theta));
         }
-        let (theta0, shift) = *self.base.get_or_insert((theta, delta.max(1_000) * 4));
         if !measure {
             return true;
         }
+        // The base is the best exchange so far (warm-up included), fixed at the first
+        // measured one: its offset is within δmin/2 of the truth, so a shift of 4 δmin keeps
+        // every value positive, and a small shift keeps the histogram's 3 significant digits
+        // on the delays rather than on a slow first exchange's δ.
+        let (best_delta, best_theta) = self.best.unwrap_or((delta, theta));
+        let (theta0, shift) = *self.base.get_or_insert((best_theta, best_delta.max(1_000) * 4));
         let fwd = (t2 - t1) - theta0 + shift;
         let rev = (t4 - t3) + theta0 + shift;
         let ok = if let (Ok(f), Ok(r)) = (u64::try_from(fwd), u64::try_from(rev)) {
@@ -186,6 +191,23 @@ mod tests {
         assert_eq!(r.forward.min_ns, 0);
         assert!(r.forward.clamped_at_zero);
         assert!(r.reverse.p99_ns >= 50_000);
+    }
+
+    #[test]
+    fn a_slow_first_exchange_does_not_cost_the_precision() {
+        // A warm-up exchange that took 8 ms (a cold start), then fast ones: the recording
+        // shift comes from the best exchange, not the first (which made it 32 ms: about
+        // 32 us of histogram resolution, and one-way figures off by as much).
+        let mut f = OffsetFilter::default();
+        let (t2, t3) = (1_000 + 20_000 + 7_000, 1_000 + 20_000 + 7_000 + 1_000);
+        assert!(f.on_sample(1_000, t2, t3, 1_000 + 8_000_000, false));
+        for i in 1..100 {
+            exchange(&mut f, i * 1_000_000, 20_000, 20_000, 7_000, 1_000);
+        }
+        let r = f.result().unwrap();
+        assert!(r.forward.p50_ns.abs_diff(20_000) <= 100, "{r:?}");
+        assert!(r.reverse.p50_ns.abs_diff(20_000) <= 100, "{r:?}");
+        assert!(!r.forward.clamped_at_zero && !r.reverse.clamped_at_zero, "{r:?}");
     }
 
     #[test]

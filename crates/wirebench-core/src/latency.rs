@@ -3,6 +3,7 @@
 //! labelled with what it measures. Every percentile of every view comes from
 //! [`value_at_percentile`] (HdrHistogram Java's definition, see [`percentile`]).
 
+pub mod kernel;
 pub mod patience;
 pub mod percentile;
 pub mod runs;
@@ -12,6 +13,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+pub use self::kernel::{KernelObs, KernelStats, StackScope};
 pub use self::patience::Patience;
 pub use self::percentile::{Step, distribution, value_at_percentile, values_at_percentiles};
 pub use self::runs::LossRuns;
@@ -129,6 +131,8 @@ pub struct ReplyObs {
     /// The pinger's wall clock minus its monotonic clock, to put t1 and t4 on the wall
     /// clock for the offset estimate.
     pub wall_minus_mono: i64,
+    /// Kernel timestamps of the probe and the reply, when the transport has them.
+    pub kernel: Option<KernelObs>,
 }
 
 /// What the accounting made of a reply.
@@ -177,6 +181,8 @@ pub struct ResponderStats {
     pub warmup_received: u64,
     /// Runs of consecutive lost measured probes.
     pub runs: LossRuns,
+    /// Measured replies split by kernel timestamps (empty without them).
+    pub kernel: KernelStats,
 }
 
 impl ResponderStats {
@@ -196,6 +202,7 @@ impl ResponderStats {
             first_seq,
             warmup_received: 0,
             runs: LossRuns::new(SEQ_WINDOW, first_seq),
+            kernel: KernelStats::default(),
         }
     }
 
@@ -238,14 +245,20 @@ impl ResponderStats {
                 }
             }
         }
-        if let Some((t2, t3)) = r.responder {
-            let dwell = t3.saturating_sub(t2);
+        let dwell = r.responder.map(|(t2, t3)| t3.saturating_sub(t2));
+        // The kernel's send and receive times, where they passed their checks, replace the
+        // application's in the offset estimate (a tighter bound: no wake-up in δ).
+        let (mut ktx, mut krx) = (None, None);
+        if let (Some(k), Phase::Measure) = (&r.kernel, r.phase) {
+            (ktx, krx) = self.kernel.on_reply(r.t1, r.t4, dwell, k);
+        }
+        if let (Some((t2, t3)), Some(dwell)) = (r.responder, dwell) {
             if r.phase == Phase::Measure {
                 ok &= record(&mut self.dwell, dwell);
                 ok &= record(&mut self.network, actual.saturating_sub(dwell));
             }
-            let t1w = i128::from(r.t1) + i128::from(r.wall_minus_mono);
-            let t4w = i128::from(r.t4) + i128::from(r.wall_minus_mono);
+            let t1w = ktx.map_or_else(|| i128::from(r.t1) + i128::from(r.wall_minus_mono), i128::from);
+            let t4w = krx.map_or_else(|| i128::from(r.t4) + i128::from(r.wall_minus_mono), i128::from);
             ok &= self.offset.on_sample(t1w, i128::from(t2), i128::from(t3), t4w, r.phase == Phase::Measure);
         }
         if !ok {
@@ -273,7 +286,7 @@ mod tests {
     use super::*;
 
     fn obs(seq: u64, t1: u64, t4: u64, intended: Option<u64>) -> ReplyObs {
-        ReplyObs { seq, phase: Phase::Measure, t1, t4, intended, responder: None, wall_minus_mono: 0 }
+        ReplyObs { seq, phase: Phase::Measure, t1, t4, intended, responder: None, wall_minus_mono: 0, kernel: None }
     }
 
     #[test]

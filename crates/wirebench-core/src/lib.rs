@@ -11,11 +11,15 @@
 //! - [`budget`]: what a far end grants one client, and the ledger of its sessions and bytes.
 //! - [`wire`]: the probe, stream and control formats, and the control handshake.
 //! - [`schedule`]: `Pacing`, `Stop` and the intended send times of open and closed loops.
-//! - [`latency`]: histograms per phase and view (corrected, uncorrected, warm-up).
+//! - [`latency`]: histograms per phase and view (corrected, uncorrected, warm-up), and the
+//!   split of a round trip by kernel timestamps (`latency::kernel`).
 //! - [`seq`]: a sliding window that tells new, duplicate and too-old sequence numbers apart.
 //! - [`stream`]: receive-side accounting of sequenced streams (loss, reordering, gaps).
 //! - [`jitter`]: RFC 3550 interarrival jitter.
 //! - [`clocksync`]: NTP-style offset and one-way delay with an explicit bound.
+//! - [`counters`]: the kernel's drop counters (`/proc/net/snmp`, softnet, interfaces) parsed,
+//!   differenced, and a run's losses split among them.
+//! - [`hiccup`]: the stall meter's recorder (jHiccup's method) and its verdict on a latency.
 //! - [`rng`]: a seeded generator for simulated links.
 //! - [`impair`]: impairment decisions (delay, jitter, loss, reorder, duplicate, rate).
 //! - [`ratesearch`]: the highest loss-free rate (RFC 2544): geometric descent, then bisection.
@@ -31,6 +35,8 @@
 pub mod auth;
 pub mod budget;
 pub mod clocksync;
+pub mod counters;
+pub mod hiccup;
 pub mod impair;
 pub mod jitter;
 pub mod latency;

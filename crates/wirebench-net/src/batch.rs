@@ -171,7 +171,7 @@ impl UdpBatchReceiver {
     }
 }
 
-fn to_std(a: &SockaddrStorage) -> Option<SocketAddr> {
+pub(crate) fn to_std(a: &SockaddrStorage) -> Option<SocketAddr> {
     a.as_sockaddr_in()
         .map(|v4| SocketAddr::from((v4.ip(), v4.port())))
         .or_else(|| a.as_sockaddr_in6().map(|v6| SocketAddr::from((v6.ip(), v6.port()))))

@@ -144,7 +144,7 @@ impl ProbeIo for FakeLink {
                 self.clock.advance_to(at);
                 let len = bytes.len().min(buf.len());
                 buf[..len].copy_from_slice(&bytes[..len]);
-                Ok(Some(Received { len, from, at_ns: self.clock.now_ns() }))
+                Ok(Some(Received { len, from, at_ns: self.clock.now_ns(), kernel: None }))
             }
             _ => {
                 self.clock.advance_to(deadline_ns);

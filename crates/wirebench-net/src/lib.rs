@@ -1,12 +1,18 @@
 //! wirebench's socket layer: everything that touches the kernel, behind narrow traits.
 //!
 //! - [`batch`]: UDP GSO/GRO batches and socket buffer sizing.
+//! - [`counters`]: the kernel's drop counters (`/proc/net/snmp`, softnet, sysfs) read into core's
+//!   snapshot.
 //! - [`drops`]: what the kernel dropped on a UDP socket (`/proc/net/udp`).
 //! - [`io`]: the seam. `ProbeIo` (send a probe, receive until a deadline) and `Clock`.
 //! - [`udp`] and [`tcp`]: the real probe transports, blocking or busy-polling.
 //! - [`multicast`], [`iface`]: group joins and interface lookup.
 //! - [`pin`]: CPU pinning and "where am I running".
 //! - [`pmtu`]: Don't-Fragment sockets and the kernel's path MTU, for `doctor`.
+//! - [`stamp`]: kernel timestamps (`SO_TIMESTAMPING`): RX with each receive, TX from the error
+//!   queue, software and hardware; [`hwstamp`]: whether an interface stamps in hardware
+//!   (`ethtool -T`) and whether that is on.
+//! - [`timer`]: absolute sleeps on `CLOCK_MONOTONIC` and timer slack, for the stall meter.
 //! - [`priority`]: the calling thread's nice value (a stream receiver outranks its sender).
 //! - [`snmp`]: the kernel's protocol counters (`/proc/net/snmp`), for loss attribution.
 //! - [`ready`]: readiness of many sockets (epoll) with nanosecond sleeps, and writability.
@@ -19,10 +25,12 @@
 pub mod alloc_count;
 pub mod batch;
 pub mod clock;
+pub mod counters;
 pub mod drops;
 mod error;
 #[cfg(feature = "fake")]
 pub mod fake;
+pub mod hwstamp;
 pub mod iface;
 pub mod io;
 mod mmsg;
@@ -32,8 +40,10 @@ pub mod pmtu;
 pub mod priority;
 pub mod ready;
 pub mod snmp;
+pub mod stamp;
 pub mod tcp;
 pub mod tcpinfo;
+pub mod timer;
 pub mod udp;
 mod wait;
 

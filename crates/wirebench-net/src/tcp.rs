@@ -115,7 +115,7 @@ impl ProbeIo for TcpProbeIo {
                 let n = len.min(out.len());
                 out[..n].copy_from_slice(&self.buf[self.start..self.start + n]);
                 self.start += len;
-                return Ok(Some(Received { len: n, from: self.peer, at_ns: self.clock.now_ns() }));
+                return Ok(Some(Received { len: n, from: self.peer, at_ns: self.clock.now_ns(), kernel: None }));
             }
             if self.start > 0 {
                 self.buf.copy_within(self.start..self.end, 0);

@@ -1,11 +1,14 @@
-//! UDP probe transport: one socket, blocking or busy-polling.
+//! UDP probe transport: one socket, blocking or busy-polling, optionally with kernel
+//! timestamps ([`stamped`]).
+
+mod stamped;
 
 use std::io::{self, ErrorKind};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::time::Duration;
 
 use crate::clock::{Clock, MonoClock};
-use crate::io::{ProbeIo, Received};
+use crate::io::{ProbeIo, Received, Stamp, Support};
 use crate::multicast::{self, SenderOpts};
 use crate::{NetError, wait};
 
@@ -30,6 +33,8 @@ pub struct UdpProbeIo {
     wait: Wait,
     timeout_ns: u64,
     clock: MonoClock,
+    /// Kernel timestamps, when turned on.
+    stamps: Option<stamped::Stamping>,
 }
 
 fn bind_any(port: u16) -> Result<UdpSocket, NetError> {
@@ -77,7 +82,14 @@ impl UdpProbeIo {
             Wait::Block => opt("SO_RCVTIMEO", sock.set_read_timeout(Some(timeout.max(Duration::from_micros(1)))))?,
         }
         let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
-        Ok(Self { sock, dest, peer: None, wait, timeout_ns, clock: MonoClock::default() })
+        Ok(Self { sock, dest, peer: None, wait, timeout_ns, clock: MonoClock::default(), stamps: None })
+    }
+
+    /// Turns on kernel timestamps (`SO_TIMESTAMPING`: software RX and TX, hardware where the
+    /// NIC gives them). An error leaves the transport as it was, without them.
+    pub fn enable_timestamps(&mut self) -> io::Result<()> {
+        self.stamps = Some(stamped::Stamping::new(&self.sock)?);
+        Ok(())
     }
 
     /// The local address.
@@ -95,7 +107,12 @@ impl ProbeIo for UdpProbeIo {
                 Some(to) => self.sock.send_to(buf, to),
             };
             match r {
-                Ok(_) => return Ok(()),
+                Ok(_) => {
+                    if let Some(st) = self.stamps.as_mut() {
+                        st.on_sent(&self.sock, buf);
+                    }
+                    return Ok(());
+                }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 // A full send buffer on a non-blocking socket: the datagram is not sent;
                 // the caller sees it as a probe without a reply.
@@ -107,6 +124,9 @@ impl ProbeIo for UdpProbeIo {
 
     #[inline]
     fn recv_until(&mut self, buf: &mut [u8], deadline_ns: u64) -> io::Result<Option<Received>> {
+        if self.stamps.is_some() {
+            return self.recv_stamped(buf, deadline_ns);
+        }
         loop {
             let now = self.clock.now_ns();
             if !wait::before_read(&self.sock, self.wait, now, deadline_ns, self.timeout_ns)? {
@@ -118,7 +138,7 @@ impl ProbeIo for UdpProbeIo {
                 None => self.sock.recv_from(buf),
             };
             match r {
-                Ok((len, from)) => return Ok(Some(Received { len, from, at_ns: self.clock.now_ns() })),
+                Ok((len, from)) => return Ok(Some(Received { len, from, at_ns: self.clock.now_ns(), kernel: None })),
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                     if wait::give_up(self.wait, now, deadline_ns) {
@@ -129,5 +149,13 @@ impl ProbeIo for UdpProbeIo {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    fn tx_stamp(&mut self, seq: u64) -> Option<Stamp> {
+        self.stamps.as_mut()?.tx_stamp(&self.sock, seq)
+    }
+
+    fn timestamps(&self) -> Support {
+        self.stamps.as_ref().map_or_else(Support::default, |s| Support { rx: true, tx: s.tx })
     }
 }

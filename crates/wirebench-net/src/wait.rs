@@ -35,3 +35,29 @@ pub(crate) fn before_read(fd: &impl AsFd, wait: Wait, now: u64, deadline_ns: u64
 pub(crate) fn give_up(wait: Wait, now: u64, deadline_ns: u64) -> bool {
     wait == Wait::Block || now >= deadline_ns
 }
+
+/// What a wait for input found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ready {
+    /// Data to read.
+    In,
+    /// Only the error flag: the error queue holds something (a TX timestamp) or an error is
+    /// pending.
+    ErrOnly,
+    /// Nothing in time.
+    Timeout,
+}
+
+/// Waits up to `timeout_ns` for input, telling data apart from the error flag.
+pub(crate) fn poll_in(fd: &impl AsFd, timeout_ns: u64) -> io::Result<Ready> {
+    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+    let ts = TimeSpec::from_duration(std::time::Duration::from_nanos(timeout_ns));
+    match ppoll(&mut fds, Some(ts), None) {
+        Ok(0) | Err(nix::errno::Errno::EINTR) => Ok(Ready::Timeout),
+        Ok(_) => {
+            let ev = fds[0].revents().unwrap_or(PollFlags::empty());
+            Ok(if ev.contains(PollFlags::POLLIN) { Ready::In } else { Ready::ErrOnly })
+        }
+        Err(e) => Err(e.into()),
+    }
+}

@@ -150,6 +150,7 @@ pub fn mode(r: &Report) -> &'static str {
         Results::Proxy(_) => "proxy",
         Results::Load(_) => "load",
         Results::Mesh(_) => "mesh",
+        Results::Hiccup => "hiccup",
     }
 }
 

@@ -68,6 +68,7 @@ fn responder(addr: &str, base_ns: u64) -> ResponderResult {
         clamped: 0,
         max_lost_in_a_row: 1,
         stopped: None,
+        kernel: None,
     }
 }
 
@@ -96,6 +97,7 @@ pub(crate) fn ping(bases: &[u64]) -> Report {
             ignored: 0,
             gave_up: None,
         }),
+        attribution: None,
     }
 }
 
@@ -164,5 +166,6 @@ pub(crate) fn stream(sent: u64, received: u64) -> Report {
             warnings: vec![],
             listen: None,
         }),
+        attribution: None,
     }
 }

@@ -75,7 +75,7 @@ fn table(out: &mut dyn Write, class: &str, head: &[&str], rows: &[Vec<String>]) 
 }
 
 /// Writes a chart (SVG from [`charts`]) with its caption.
-fn figure(out: &mut dyn Write, svg: &str, caption: &str) -> io::Result<()> {
+pub(crate) fn figure(out: &mut dyn Write, svg: &str, caption: &str) -> io::Result<()> {
     writeln!(out, "<figure class=\"chart\">{svg}<figcaption>{}</figcaption></figure>", escape(caption))
 }
 
@@ -141,6 +141,10 @@ fn headline(r: &Run<'_>) -> Vec<String> {
         Results::Proxy(p) => proxy::headline(p),
         Results::Load(l) => load::headline(l),
         Results::Mesh(m) => mesh::headline(m),
+        Results::Hiccup => r.report.attribution.as_ref().and_then(|a| a.hiccup.as_ref()).map_or_else(
+            || "no stall meter".into(),
+            |h| format!("stall meter: {}", crate::text::summary_line(&h.lateness.summary)),
+        ),
     };
     vec![r.name.to_owned(), compare::mode(r.report).to_owned(), outcome.to_owned(), what]
 }
@@ -181,7 +185,9 @@ fn run(out: &mut dyn Write, i: usize, r: &Run<'_>) -> io::Result<()> {
         Results::Proxy(_) => proxy::section(out, r)?,
         Results::Load(_) => load::section(out, r)?,
         Results::Mesh(_) => mesh::section(out, r)?,
+        Results::Hiccup => {}
     }
+    crate::attribution::html(out, r.report)?;
     environment(out, r.report)?;
     writeln!(out, "</section>")
 }
@@ -193,7 +199,7 @@ fn environment(out: &mut dyn Write, report: &Report) -> io::Result<()> {
 }
 
 /// Text from a renderer that writes to `io::Write`, for a `<pre>`.
-fn captured(f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<String> {
+pub(crate) fn captured(f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<String> {
     let mut buf = Vec::new();
     f(&mut buf)?;
     Ok(String::from_utf8_lossy(&buf).into_owned())

@@ -2,6 +2,8 @@
 //! HTML and SVG, writing to any `io::Write`. No sockets, no clocks, no files: `report` and
 //! `--compare` run on saved JSON anywhere.
 //!
+//! - [`attribution`]: the stall meter's line and verdict, kernel counters and the loss split,
+//!   kernel timestamps; its HTML (charts beside the run's latency).
 //! - [`distribution`]: HdrHistogram's percentile distribution (the layout Aeron's Ping
 //!   prints, and the `.hgrm` file format HdrHistogram's plotter reads).
 //! - [`hlog`]: HdrHistogram interval logs.
@@ -13,6 +15,7 @@
 //! - [`mesh`]: the mesh matrix as a terminal heatmap with its verdicts.
 //! - [`charts`]: SVG charts (plotters); [`html`]: one self-contained page of runs.
 
+pub mod attribution;
 pub mod charts;
 pub mod compare;
 pub mod distribution;

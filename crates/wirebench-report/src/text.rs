@@ -90,6 +90,9 @@ pub fn view_words(v: &LatencyView) -> &'static str {
         "rtt_from_actual_send" => "round trip from actual send (uncorrected)",
         "network_rtt" => "round trip minus responder dwell",
         "dwell" => "responder dwell",
+        "stack_rtt" => "stack to stack (kernel timestamps, both hosts' wake-ups out)",
+        "pinger_stack_rtt" => "stack to stack (kernel timestamps, this host's wake-up out)",
+        "hosts_share" => "the hosts' own share (round trip minus stack to stack)",
         _ => "round trip",
     }
 }
@@ -127,6 +130,9 @@ fn responder(out: &mut dyn Write, r: &ResponderResult, table: bool) -> io::Resul
     }
     if let Some(o) = &r.one_way {
         writeln!(out, "  {}", one_way_line(o))?;
+    }
+    if let Some(k) = &r.kernel {
+        writeln!(out, "  {}", crate::attribution::kernel_line(k, r.uncorrected.as_ref().unwrap_or(&r.latency)))?;
     }
     if r.warmup.summary.count > 0 {
         writeln!(

@@ -47,6 +47,9 @@ pub enum Command {
     /// The fleet view: an agent on every node probing its peers (UDP, TCP, multicast), and
     /// the node-to-node matrix with node, zone and path verdicts (`mesh agent`, `mesh status`).
     Mesh(crate::mesh::Args),
+    /// How late this host wakes a sleeping thread (jHiccup's stall meter), on its own: the
+    /// platform's own stalls, which every measurement on it also suffers.
+    Hiccup(crate::hiccup::Args),
 }
 
 impl Command {
@@ -84,6 +87,7 @@ impl Command {
                     add(&mut v, "--json", s.json.as_ref());
                 }
             }
+            Self::Hiccup(a) => add(&mut v, "--json", a.json.as_ref()),
             Self::Serve(_) | Self::Suite(_) | Self::Shape(_) | Self::Room(_) => {}
         }
         v

@@ -3,8 +3,8 @@
 //!
 //! Layout: [`cli`] (the command line), one module per mode ([`serve`], [`ping`],
 //! [`stream`], [`listen`], [`suite`], [`proxy`], [`shape`], [`report`], [`doctor`], [`room`],
-//! [`load`], [`mesh`]), [`discovery`] (peers from lists, DNS and Kubernetes, for every
-//! command that talks to a fleet), and the shared pieces every mode uses the same way: [`shutdown`] (Ctrl-C to a
+//! [`load`], [`mesh`], [`hiccup`]), [`discovery`] (peers from lists, DNS and Kubernetes, for
+//! every command that talks to a fleet), and the shared pieces every mode uses the same way: [`shutdown`] (Ctrl-C to a
 //! flag every loop polls), [`host`] (the environment recorded in reports), [`output`] (atomic
 //! result files), [`progress`] (bar or plain lines on stderr) and [`error`] (exit codes).
 
@@ -15,6 +15,7 @@ pub mod discovery;
 pub mod doctor;
 pub mod error;
 pub mod flow;
+pub mod hiccup;
 pub mod host;
 pub mod http_client;
 pub mod listen;
@@ -79,6 +80,7 @@ pub fn run(cli: &Cli, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
         Command::Room(a) => room::run(a, ctx).map(|_| 0),
         Command::Load(a) => load::run(a, ctx).map(|r| load::exit_code(&r)),
         Command::Mesh(a) => mesh::run(a, ctx),
+        Command::Hiccup(a) => hiccup::run(a, ctx).map(|_| 0),
     }
 }
 

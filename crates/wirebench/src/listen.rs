@@ -72,6 +72,9 @@ pub struct Args {
     /// Write the JSON report at the end.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// The stall meter beside the run.
+    #[command(flatten)]
+    pub hiccup: crate::hiccup::HiccupArgs,
 }
 
 /// A publisher: who sent it, its session and its index.
@@ -145,6 +148,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         }
         None => None,
     };
+    let meter = crate::hiccup::Meter::start(&a.hiccup)?;
     let started = SystemTime::now();
     let t0 = Instant::now();
     let clock = MonoClock::default();
@@ -244,7 +248,9 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
             warnings: Vec::new(),
             listen: Some(totals),
         }),
+        attribution: crate::hiccup::attribution(meter),
     };
+    wirebench_report::attribution::text(ctx.out, &report)?;
     if let Some(path) = &a.json {
         crate::output::write_json(path, &report)?;
     }

@@ -113,13 +113,19 @@ pub struct Args {
     /// No per-second lines.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// The stall meter beside the run.
+    #[command(flatten)]
+    pub hiccup: crate::hiccup::HiccupArgs,
 }
 
 /// `wirebench load`: check, measure, print, save.
 pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let cfg = Config::from_args(args)?;
-    let report = measure(&cfg, ctx, false)?;
+    let meter = crate::hiccup::Meter::start(&args.hiccup)?;
+    let mut report = measure(&cfg, ctx, false)?;
+    crate::hiccup::attach(&mut report, meter);
     print::report(&cfg.percentiles, &report, ctx.out)?;
+    wirebench_report::attribution::text(ctx.out, &report)?;
     save(&cfg, &report)?;
     Ok(report)
 }
@@ -302,6 +308,7 @@ impl Frame<'_> {
             config: self.cfg.to_json(),
             outcome,
             results: Results::Load(results),
+            attribution: None,
         }
     }
 }

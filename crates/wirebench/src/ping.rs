@@ -14,7 +14,7 @@
 
 pub mod config;
 pub mod engine;
-mod results;
+pub mod results;
 
 use std::net::SocketAddrV4;
 use std::path::PathBuf;
@@ -108,6 +108,13 @@ pub struct Args {
     /// Print only the summary line.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// No kernel timestamps (`SO_TIMESTAMPING`): the round trip is then not split into
+    /// stack to stack and the hosts' own share.
+    #[arg(long, help_heading = "Attribution")]
+    pub no_timestamps: bool,
+    /// The stall meter beside the run.
+    #[command(flatten)]
+    pub hiccup: crate::hiccup::HiccupArgs,
 }
 
 /// `wirebench ping`: measure, print, save.
@@ -130,6 +137,7 @@ pub struct Measured {
 
 /// Runs the measurement on its own thread (so pinning stays on it) and builds the report.
 pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
+    let meter = crate::hiccup::Meter::start(&cfg.hiccup)?;
     let started = SystemTime::now();
     let t0 = Instant::now();
     let clock = MonoClock::default();
@@ -149,6 +157,8 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
         cpu_probe: wirebench_net::pin::current_cpu,
     };
     let shutdown = ctx.shutdown.clone();
+    let ifaces = counted_interfaces(cfg);
+    let before = wirebench_net::counters::snapshot(&ifaces);
     let sent = Arc::new(AtomicU64::new(0));
     let progress = progress_total(cfg).map(|total| {
         let label = crate::progress::label("ping", cfg.target.addr());
@@ -163,13 +173,16 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
             let wait = if cfg.spin { Wait::Spin } else { Wait::Block };
             match (cfg.proto, cfg.target) {
                 (Proto::Udp, Target::Unicast(a)) => {
-                    drive(&mut UdpProbeIo::unicast(a, wait, cfg.timeout)?, &clock, &ecfg, &shutdown, cfg, sent)
+                    let mut io = UdpProbeIo::unicast(a, wait, cfg.timeout)?;
+                    let note = timestamps_on(&mut io, cfg);
+                    drive(&mut io, &clock, &ecfg, &shutdown, cfg, sent).map(|o| (o, note))
                 }
                 (Proto::Udp, Target::Multicast(g)) => {
                     let interface = cfg.interface.as_deref().map(wirebench_net::iface::ipv4_of).transpose()?;
                     let opts = SenderOpts { interface, ttl: cfg.ttl, loopback: cfg.multicast_loop };
                     let mut io = UdpProbeIo::multicast(g, &opts, cfg.reply_group, wait, cfg.timeout)?;
-                    drive(&mut io, &clock, &ecfg, &shutdown, cfg, sent)
+                    let note = timestamps_on(&mut io, cfg);
+                    drive(&mut io, &clock, &ecfg, &shutdown, cfg, sent).map(|o| (o, note))
                 }
                 (Proto::Tcp, Target::Unicast(a)) => {
                     let mut io = TcpProbeIo::connect(a, wait, cfg.timeout).map_err(|e| {
@@ -177,7 +190,9 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
                             "{e}: is `wirebench serve` running there? (start one with `wirebench serve --listen {a}`)"
                         )
                     })?;
-                    drive(&mut io, &clock, &ecfg, &shutdown, cfg, sent)
+                    let note =
+                        (!cfg.no_timestamps).then(|| "kernel timestamps: TCP probes have none (UDP only)".into());
+                    drive(&mut io, &clock, &ecfg, &shutdown, cfg, sent).map(|o| (o, note))
                 }
                 (Proto::Tcp, Target::Multicast(_)) => unreachable!("refused by Config"),
             }
@@ -185,17 +200,46 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
         .join()
         .map_err(|_| anyhow!("the measuring thread panicked"))?
     })?;
+    let (out, stamp_note) = out;
     drop(progress);
     let results = results::build(cfg, &out);
+    let after = wirebench_net::counters::snapshot(&ifaces);
+    let lost: u64 = results.responders.iter().map(|r| r.lost).sum();
+    let mut attribution = results::attribution(&out, lost, &before, &after, stamp_note);
+    if out.timestamps.rx {
+        // whether the interface toward the target could give hardware stamps, and does
+        attribution.notes.extend(ifaces.first().map(|i| wirebench_net::hwstamp::note(i)));
+    }
     let duration_ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    let report = Report {
+    let mut report = Report {
         schema_version: wirebench_core::report::SCHEMA_VERSION,
         meta: crate::host::meta_to(&ctx.argv, started, duration_ns, Some(cfg.target.addr()), cfg.interface.as_deref()),
         config: cfg.to_json(),
         outcome: out.outcome,
         results: Results::Ping(results),
+        attribution: Some(attribution),
     };
+    crate::hiccup::attach(&mut report, meter);
     Ok(Measured { report, intervals: out.intervals })
+}
+
+/// Turns kernel timestamps on unless `--no-timestamps`; a note when they cannot be had.
+fn timestamps_on(io: &mut UdpProbeIo, cfg: &Config) -> Option<String> {
+    if cfg.no_timestamps {
+        return None;
+    }
+    io.enable_timestamps().err().map(|e| format!("kernel timestamps unavailable: {e}"))
+}
+
+/// The interfaces whose counters a run reads: the one toward the target, and `--interface`.
+fn counted_interfaces(cfg: &Config) -> Vec<String> {
+    let mut v: Vec<String> = crate::host::net::interface_towards(cfg.target.addr()).into_iter().collect();
+    if let Some(i) = cfg.interface.as_deref().and_then(crate::host::net::interface_name)
+        && !v.contains(&i)
+    {
+        v.push(i);
+    }
+    v
 }
 
 fn drive<I: ProbeIo>(
@@ -264,6 +308,7 @@ fn print(cfg: &Config, report: &Report, ctx: &mut Ctx<'_>) -> anyhow::Result<()>
         }
     } else {
         wirebench_report::text::ping(ctx.out, report, cfg.table)?;
+        wirebench_report::attribution::text(ctx.out, report)?;
     }
     Ok(())
 }

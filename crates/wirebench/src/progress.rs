@@ -164,6 +164,14 @@ impl<I: ProbeIo> ProbeIo for Counted<'_, I> {
     fn recv_until(&mut self, buf: &mut [u8], deadline_ns: u64) -> std::io::Result<Option<Received>> {
         self.inner.recv_until(buf, deadline_ns)
     }
+
+    fn tx_stamp(&mut self, seq: u64) -> Option<wirebench_net::io::Stamp> {
+        self.inner.tx_stamp(seq)
+    }
+
+    fn timestamps(&self) -> wirebench_net::io::Support {
+        self.inner.timestamps()
+    }
 }
 
 /// `ping 127.0.0.1:7878`.

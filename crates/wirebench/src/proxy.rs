@@ -180,6 +180,7 @@ pub fn report(cfg: &Config, results: ProxyResults, argv: &[String], started: Sys
         config: serde_json::to_value(cfg).unwrap_or_default(),
         outcome,
         results: Results::Proxy(results),
+        attribution: None,
     }
 }
 
@@ -189,6 +190,7 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let cfg = Config::from_args(args, random_seed())?;
     let started = SystemTime::now();
     let mut proxy = Proxy::start(&cfg)?;
+    let meter = crate::hiccup::Meter::start(&args.hiccup)?;
     writeln!(
         ctx.out,
         "wirebench proxy: {} {} -> {} (seed {}{}; Ctrl-C to stop)",
@@ -227,8 +229,10 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
             .pump(wake.saturating_duration_since(now).min(crate::shutdown::POLL).max(Duration::from_millis(1)));
     }
     let results = proxy.stop();
-    let report = report(&cfg, results, &ctx.argv, started, outcome);
+    let mut report = report(&cfg, results, &ctx.argv, started, outcome);
+    crate::hiccup::attach(&mut report, meter);
     wirebench_report::proxy::summary(ctx.out, &report)?;
+    wirebench_report::attribution::text(ctx.out, &report)?;
     if let Some(path) = &cfg.json {
         crate::output::write_json(path, &report)?;
     }

@@ -139,8 +139,10 @@ pub fn write_text(runs: &[Run<'_>], table: bool, out: &mut dyn std::io::Write) -
             "stream" => stream_text::stream(out, r.report)?,
             "load" => crate::load::render_text(r.report, out)?,
             "mesh" => wirebench_report::mesh::mesh(out, r.report, false)?,
+            "hiccup" => {}
             _ => wirebench_report::proxy::summary(out, r.report)?,
         }
+        wirebench_report::attribution::text(out, r.report)?;
     }
     Ok(())
 }

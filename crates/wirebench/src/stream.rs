@@ -123,14 +123,20 @@ pub struct Args {
     /// Only the summary.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// The stall meter beside the run.
+    #[command(flatten)]
+    pub hiccup: crate::hiccup::HiccupArgs,
 }
 
 /// `wirebench stream`: measure, print, save. A serve that goes away mid-run ends it with
 /// the results so far (exit 1).
 pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let cfg = Config::from_args(args)?;
-    let report = measure(&cfg, ctx)?;
+    let meter = crate::hiccup::Meter::start(&args.hiccup)?;
+    let mut report = measure(&cfg, ctx)?;
+    crate::hiccup::attach(&mut report, meter);
     wirebench_report::stream_text::summary(ctx.out, &report)?;
+    wirebench_report::attribution::text(ctx.out, &report)?;
     save(&cfg, &report)?;
     Ok(report)
 }
@@ -184,6 +190,7 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         config: serde_json::to_value(cfg).unwrap_or_default(),
         outcome,
         results: Results::Stream(results),
+        attribution: None,
     };
     Ok(report)
 }

@@ -7,12 +7,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::latency::Summary;
 
+mod attribution;
 mod load;
 mod mesh;
 mod ping;
 mod proxy;
 mod stream;
 
+pub use attribution::*;
 pub use load::*;
 pub use mesh::*;
 pub use ping::*;
@@ -46,6 +48,10 @@ pub struct Report {
     pub outcome: Outcome,
     /// What was measured.
     pub results: Results,
+    /// How much of it is the measuring host's own (stall meter, kernel counters, kernel
+    /// timestamps); absent in reports written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attribution: Option<Attribution>,
 }
 
 /// How a run ended.
@@ -118,6 +124,8 @@ pub enum Results {
     Load(LoadResults),
     /// `wirebench mesh status` (issue 11).
     Mesh(MeshResults),
+    /// `wirebench hiccup`: the stall meter on its own (its figures are in `attribution`).
+    Hiccup,
 }
 
 /// One histogram, what it measures, its summary and the histogram itself.

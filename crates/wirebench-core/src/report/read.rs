@@ -215,10 +215,14 @@ fn views_mut(report: &mut Report) -> Vec<(String, &mut LatencyView)> {
                     r.dwell.as_mut(),
                 ];
                 v.extend(views.into_iter().flatten().map(|x| (name.clone(), x)));
+                if let Some(k) = r.kernel.as_mut() {
+                    let split = [k.stack.as_mut(), k.hosts.as_mut()];
+                    v.extend(split.into_iter().flatten().map(|x| (format!("{name} kernel timestamps"), x)));
+                }
             }
             v.extend(p.combined.iter_mut().map(|x| ("combined".to_owned(), x)));
         }
-        Results::Stream(_) => {}
+        Results::Stream(_) | Results::Hiccup => {}
         Results::Mesh(m) => {
             v.extend(m.combined.iter_mut().map(|c| (format!("fleet {}", c.proto), &mut c.latency)));
         }
@@ -239,6 +243,9 @@ fn views_mut(report: &mut Report) -> Vec<(String, &mut LatencyView)> {
                 v.extend(link.iter_mut().map(|k| (name.to_owned(), &mut k.hold)));
             }
         }
+    }
+    if let Some(h) = report.attribution.as_mut().and_then(|a| a.hiccup.as_mut()) {
+        v.push(("stall meter".to_owned(), &mut h.lateness));
     }
     v
 }

@@ -21,7 +21,13 @@ use super::probe::{FULL_LEN, MAX_LEN};
 use crate::auth::{Key, TAG_LEN};
 
 /// Set by the pinger: a tag follows the full probe at [`TAG_OFFSET`].
-pub const FLAG_MAC: u8 = 0x04;
+pub const FLAG_MAC: u8 = 0x08;
+// One bit per meaning: the responder's flags and the pinger's share one byte (0x04 was
+// given to both FLAG_KERNEL_RX and FLAG_MAC once, by two branches at the same time).
+const _: () = assert!(
+    FLAG_MAC & (super::probe::FLAG_TIMESTAMPS | super::probe::FLAG_REPLY_GROUP | super::probe::FLAG_KERNEL_RX) == 0,
+    "FLAG_MAC overlaps a probe flag"
+);
 /// Where the tag sits.
 pub const TAG_OFFSET: usize = FULL_LEN;
 /// The smallest authenticated probe.

@@ -35,6 +35,10 @@ pub const FLAG_TIMESTAMPS: u8 = 0x01;
 /// Set by the pinger to ask the responder to answer on its configured reply group
 /// (Aeron's pong channel) instead of unicast to the sender.
 pub const FLAG_REPLY_GROUP: u8 = 0x02;
+/// Set by the responder beside [`FLAG_TIMESTAMPS`] when t2 is its kernel's software RX
+/// timestamp (`SO_TIMESTAMPING`) rather than the time its application read the probe: its
+/// dwell `t3 - t2` then includes its own wake-up.
+pub const FLAG_KERNEL_RX: u8 = 0x04;
 
 const LEN_OFFSET: usize = 4;
 const FLAGS_OFFSET: usize = 6;
@@ -168,6 +172,14 @@ impl<'a> Probe<'a> {
     /// Never true for a parsed probe; here for clippy's `len_without_is_empty`.
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
+    }
+}
+
+/// Marks a reply made by [`make_reply`] as carrying the responder's kernel RX time in t2
+/// (only a full-form reply carries t2; a compact one is left alone).
+pub fn mark_kernel_rx(buf: &mut [u8]) {
+    if buf.len() >= FULL_LEN && buf[3] == Kind::Reply as u8 {
+        buf[FLAGS_OFFSET] |= FLAG_KERNEL_RX;
     }
 }
 

@@ -75,7 +75,9 @@ pub(super) fn section(out: &mut dyn Write, r: &Run<'_>) -> io::Result<()> {
     for x in &p.responders {
         rows.push(row(&x.addr, &x.latency, Some(x.lost)));
         lines.push(Line::new(format!("{} {}", x.addr, text::view_words(&x.latency)), points(&x.latency)));
-        for v in [&x.uncorrected, &x.network].into_iter().flatten() {
+        let kernel = x.kernel.as_ref();
+        let split = [kernel.and_then(|k| k.stack.as_ref()), kernel.and_then(|k| k.hosts.as_ref())];
+        for v in [x.uncorrected.as_ref(), x.network.as_ref()].into_iter().chain(split).flatten() {
             rows.push(row(&x.addr, v, None));
             lines.push(Line::new(format!("{} {}", x.addr, text::view_words(v)), points(v)));
         }

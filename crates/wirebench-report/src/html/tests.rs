@@ -71,6 +71,35 @@ fn comparison_section_with_environment_warning() {
 }
 
 #[test]
+fn the_kernel_split_is_drawn_and_tabled_beside_the_round_trip() {
+    let mut p = fixtures::ping(&[50_000]);
+    let Results::Ping(ping) = &mut p.results else { unreachable!() };
+    let mut stack = fixtures::view(2_000, 100);
+    stack.measures = "stack_rtt".into();
+    let mut hosts = fixtures::view(48_000, 100);
+    hosts.measures = "hosts_share".into();
+    ping.responders[0].kernel = Some(wirebench_core::report::KernelResult {
+        tx: "software".into(),
+        rx: "software".into(),
+        replies: 100,
+        tx_stamps: 100,
+        rx_stamps: 100,
+        out_of_order: 0,
+        stack: Some(stack),
+        hosts: Some(hosts),
+    });
+    let html = page(&[Run { name: "k", report: &p }], false);
+    let c = charts(&html);
+    assert_eq!(c[1].matches(DATA_LINE_MARK).count(), 3, "round trip, stack to stack, the hosts' share");
+    assert!(c[1].contains("stack to stack (kernel timestamps, both hosts"), "{}", c[1]);
+    assert!(html.contains("<td>stack to stack (kernel timestamps, both hosts"), "{html}");
+    assert!(
+        html.contains("kernel timestamps (software TX, software RX, 100 of 100 replies): RTT p50"),
+        "the text line too"
+    );
+}
+
+#[test]
 fn a_receiver_with_one_interval_gets_no_one_point_line() {
     // A search's last trial of 100 ms reported one interval: its throughput and loss charts
     // were single dots (the suite's stream-loss-free-64), which the page check refuses.

@@ -84,6 +84,7 @@ pub fn run(args: &StatusArgs, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
         }),
         outcome: Outcome::Completed,
         results: Results::Mesh(results),
+        attribution: None,
     };
     let colour = cfg.color.unwrap_or_else(|| std::io::stdout().is_terminal());
     wirebench_report::mesh::mesh(ctx.out, &report, colour)?;

@@ -102,6 +102,11 @@ pub struct Config {
     pub table: bool,
     /// Only the summary.
     pub quiet: bool,
+    /// No kernel timestamps.
+    pub no_timestamps: bool,
+    /// The stall meter.
+    #[serde(skip)]
+    pub hiccup: crate::hiccup::HiccupArgs,
 }
 
 /// Default measured probes in closed loop (Aeron's Ping measures 100,000).
@@ -190,6 +195,7 @@ impl Config {
         if !(1..=255).contains(&a.ttl) {
             return Err(usage(format!("--ttl {} is outside 1..=255", a.ttl)));
         }
+        a.hiccup.interval_ns()?;
         if a.duration.is_some_and(|d| d.0.is_zero()) {
             return Err(usage("--duration must be above 0".into()));
         }
@@ -241,6 +247,8 @@ impl Config {
             json: a.json.clone(),
             table: a.table,
             quiet: a.quiet,
+            no_timestamps: a.no_timestamps,
+            hiccup: a.hiccup.clone(),
         })
     }
 

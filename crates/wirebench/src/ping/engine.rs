@@ -26,7 +26,7 @@ use wirebench_core::report::{GaveUp, Outcome, Stopped};
 use wirebench_core::schedule::{Pacing, Schedule, Slip, Stop};
 use wirebench_core::seq::SeqWindow;
 use wirebench_core::wire::probe;
-use wirebench_net::io::{Clock, ProbeIo};
+use wirebench_net::io::{Clock, ProbeIo, Support};
 
 /// Sequence numbers of discovery probes: far above any real run, so their replies can
 /// never be mistaken for a measured probe's.
@@ -122,6 +122,9 @@ pub struct EngineOutput {
     pub start_ns: u64,
     /// Monotonic ns at the end.
     pub end_ns: u64,
+    /// The kernel timestamps the transport gave, at the end (TX stamps are turned off when
+    /// the device gives none).
+    pub timestamps: Support,
 }
 
 struct Loop<'a, I, C> {
@@ -171,6 +174,7 @@ pub fn run<I: ProbeIo, C: Clock>(
             cpus_seen: 0,
             start_ns: 0,
             end_ns: 0,
+            timestamps: Support::default(),
         },
         schedule: None,
         measure_start: u64::MAX,
@@ -259,7 +263,7 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
             loop {
                 match self.io.recv_until(&mut self.recv_buf, until) {
                     Ok(Some(r)) => {
-                        self.on_datagram(r.len, r.from, r.at_ns);
+                        self.on_datagram(&r);
                     }
                     Ok(None) => break,
                     Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
@@ -352,7 +356,7 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
             let mut deadline = self.patience.deadline(t1, None);
             let mut first_reply = true;
             while let Some(r) = self.io.recv_until(&mut self.recv_buf, deadline)? {
-                self.on_datagram(r.len, r.from, r.at_ns);
+                self.on_datagram(&r);
                 if self.all_answered(seq) {
                     break;
                 }
@@ -388,7 +392,7 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
                 self.out.slip.on_send(due, now);
                 seq += 1;
             } else if let Some(r) = self.io.recv_until(&mut self.recv_buf, due)? {
-                self.on_datagram(r.len, r.from, r.at_ns);
+                self.on_datagram(&r);
             }
             now = self.clock.now_ns();
             self.check_silence(now);
@@ -421,7 +425,7 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
                 break;
             }
             match self.io.recv_until(&mut self.recv_buf, until)? {
-                Some(r) => self.on_datagram(r.len, r.from, r.at_ns),
+                Some(r) => self.on_datagram(&r),
                 None if until < end => {}
                 None => break,
             }
@@ -453,6 +457,7 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
     fn finish(&mut self) {
         let end = self.clock.now_ns();
         self.out.end_ns = end;
+        self.out.timestamps = self.io.timestamps();
         self.sample_cpu();
         let end_seq = self.out.measure_start_seq + self.out.sent;
         for r in &mut self.out.responders {

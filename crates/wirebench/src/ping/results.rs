@@ -1,8 +1,11 @@
 //! From what the engine measured to the report's `PingResults`.
 
 use hdrhistogram::Histogram;
-use wirebench_core::latency::{self, Summary};
-use wirebench_core::report::{LatencyView, PingResults, RateResult, ResponderResult, ThreadInfo, encode_histogram};
+use wirebench_core::counters::Snapshot;
+use wirebench_core::latency::{self, KernelStats, StackScope, Summary};
+use wirebench_core::report::{
+    Attribution, KernelResult, LatencyView, PingResults, RateResult, ResponderResult, ThreadInfo, encode_histogram,
+};
 use wirebench_core::schedule::Pacing;
 use wirebench_core::wire::probe::Form;
 
@@ -17,7 +20,7 @@ fn view(measures: &str, h: &Histogram<u64>, ps: &[f64]) -> LatencyView {
 }
 
 /// Builds the results.
-pub(super) fn build(cfg: &Config, out: &EngineOutput) -> PingResults {
+pub fn build(cfg: &Config, out: &EngineOutput) -> PingResults {
     let ps = &cfg.percentiles;
     let open = matches!(cfg.pacing, Pacing::Rate(_));
     let main = if open { "rtt_from_intended_send" } else { "rtt_from_send" };
@@ -43,6 +46,7 @@ pub(super) fn build(cfg: &Config, out: &EngineOutput) -> PingResults {
                 clamped: st.clamped,
                 max_lost_in_a_row: st.runs.longest(),
                 stopped: r.stopped,
+                kernel: (out.timestamps.rx || st.kernel.replies > 0).then(|| kernel(&st.kernel, ps)),
             }
         })
         .collect();
@@ -84,4 +88,66 @@ pub(super) fn build(cfg: &Config, out: &EngineOutput) -> PingResults {
         ignored: out.ignored,
         gave_up: out.gave_up,
     }
+}
+
+fn kind(software: u64, hardware: u64) -> String {
+    if hardware > 0 {
+        "hardware"
+    } else if software > 0 {
+        "software"
+    } else {
+        "none"
+    }
+    .into()
+}
+
+/// A responder's round trips split by kernel timestamps.
+fn kernel(k: &KernelStats, ps: &[f64]) -> KernelResult {
+    let measures = match k.scope {
+        Some(StackScope::BothHosts) => "stack_rtt",
+        _ => "pinger_stack_rtt",
+    };
+    let split = !k.stack.is_empty();
+    KernelResult {
+        tx: kind(k.tx, k.hardware),
+        rx: kind(k.rx, k.hardware),
+        replies: k.replies,
+        tx_stamps: k.tx,
+        rx_stamps: k.rx,
+        out_of_order: k.rx_after_app + k.tx_before_app,
+        stack: split.then(|| view(measures, &k.stack, ps)),
+        hosts: split.then(|| view("hosts_share", &k.hosts, ps)),
+    }
+}
+
+/// The attribution section of a ping run: the kernel counters across it (host-wide), its
+/// lost probes split by them, and notes on the timestamps it could not have. The stall
+/// meter's part is added by the caller.
+pub fn attribution(
+    out: &EngineOutput,
+    lost: u64,
+    before: &Snapshot,
+    after: &Snapshot,
+    stamp_note: Option<String>,
+) -> Attribution {
+    let counters = before.delta(after);
+    let mut notes: Vec<String> = stamp_note.into_iter().collect();
+    if out.timestamps.rx && !out.timestamps.tx {
+        notes.push(
+            "TX timestamps unavailable (the device gave none): round trips are not split into stack to stack and \
+             the hosts' own share"
+                .into(),
+        );
+    }
+    let this_host_only = out.responders.iter().any(|r| r.stats.kernel.scope == Some(StackScope::ThisHost));
+    let full = out.responders.iter().any(|r| !r.stats.dwell.is_empty());
+    if this_host_only && full {
+        notes.push(
+            "the responder did not stamp its receive time with its kernel's (an older serve): its wake-up is \
+             inside stack to stack"
+                .into(),
+        );
+    }
+    notes.extend(counters.missing.iter().map(|m| format!("counter unavailable: {m}")));
+    Attribution { hiccup: None, loss: Some(counters.split_loss(lost)), counters: Some(counters), notes }
 }

@@ -131,6 +131,9 @@ pub struct Args {
     /// No interval lines, only the final report.
     #[arg(long, short = 'q', help_heading = "Run")]
     pub quiet: bool,
+    /// The stall meter beside the run.
+    #[command(flatten)]
+    pub hiccup: crate::hiccup::HiccupArgs,
 }
 
 /// `64MiB`, `512KiB`, `1GiB`, or bytes.

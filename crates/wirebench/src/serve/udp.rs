@@ -1,4 +1,7 @@
-//! The UDP echo loop.
+//! The UDP echo loop. With kernel RX timestamps on (they are, unless the kernel refuses),
+//! a full-form probe's t2 is the time the datagram entered this host's stack, and the reply
+//! says so (`FLAG_KERNEL_RX`): the pinger can then take serve's own wake-up out of the round
+//! trip. A compact probe's reply is unchanged.
 
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
@@ -9,6 +12,7 @@ use wirebench_core::wire::Kind;
 use wirebench_core::wire::mesh as wire_mesh;
 use wirebench_core::wire::probe::{self, FLAG_REPLY_GROUP, Probe};
 use wirebench_net::clock::wall_now_ns;
+use wirebench_net::stamp;
 
 use super::spin::Spinner;
 use super::{Config, Counters};
@@ -37,21 +41,32 @@ impl Worker {
         }
         let mut buf = vec![0u8; probe::MAX_LEN + 1];
         let mut spinner = Spinner::new();
+        let mut stamped = stamp::enable(&self.sock, false).ok().map(|_| stamp::Receiver::default());
         while !self.shutdown.is_set() {
-            match self.sock.recv_from(&mut buf) {
-                Ok((n, from)) => {
-                    self.answer(&mut buf[..n], from);
+            let got = match stamped.as_mut() {
+                Some(rx) => rx.recv(&self.sock, &mut buf).map(|r| (r.len, r.from, r.at.sw_ns)),
+                None => self.sock.recv_from(&mut buf).map(|(n, from)| (n, Some(from), None)),
+            };
+            match got {
+                Ok((n, Some(from), kernel_t2)) => {
+                    self.answer(&mut buf[..n], from, kernel_t2);
                     spinner.on_traffic();
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock && spin => spinner.on_empty(&self.sock),
-                Err(_) => {}
+                // A datagram without a source (not on an unconnected UDP socket) or an
+                // error: nothing to answer.
+                Ok((_, None, _)) | Err(_) => {}
             }
         }
     }
 
     #[inline]
-    fn answer(&self, buf: &mut [u8], from: SocketAddr) {
-        let t2 = if buf.len() >= probe::FULL_LEN { wall_now_ns() } else { 0 };
+    fn answer(&self, buf: &mut [u8], from: SocketAddr, kernel_t2: Option<u64>) {
+        let t2 = match kernel_t2 {
+            _ if buf.len() < probe::FULL_LEN => 0,
+            Some(k) => k,
+            None => wall_now_ns(),
+        };
         let p = match Probe::parse(buf) {
             Ok(p) => p,
             Err(e) => return self.counters.rejected(e),
@@ -71,6 +86,9 @@ impl Worker {
             _ => from,
         };
         probe::make_reply(buf, t2, wall_now_ns);
+        if kernel_t2.is_some() {
+            probe::mark_kernel_rx(buf);
+        }
         if let Some(key) = &self.cfg.probe_key {
             wire_mesh::sign_reply(key, buf);
         }

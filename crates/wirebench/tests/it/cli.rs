@@ -155,6 +155,11 @@ fn a_peer_that_dies_mid_run_exits_1_with_a_partial_report() {
     let r = &p.responders[0];
     assert!(r.received >= 2_000);
     // what was sent until the end is counted (it used to be 0 when the run ended on the error)
-    assert!(p.sent >= r.received && p.sent <= r.received + 2, "{} sent, {} received", p.sent, r.received);
+    assert!(p.sent >= r.received, "{} sent, {} received", p.sent, r.received);
     assert_eq!(r.lost, p.sent - r.received);
+    // the lost ones are the probes after serve stopped answering, one run at the end (how
+    // many depends on how long serve's socket outlived its last answer: a loaded machine
+    // stretches that past several 100 ms timeouts)
+    assert!(r.lost >= 1, "the probe that met the closed port is sent and lost");
+    assert_eq!(r.max_lost_in_a_row, r.lost, "{} lost, at most {} in a row", r.lost, r.max_lost_in_a_row);
 }

@@ -80,6 +80,7 @@ fn every_flag_of_every_mode_is_on_its_page() {
         (&["load"], "load"),
         (&["mesh", "agent"], "mesh"),
         (&["mesh", "status"], "mesh"),
+        (&["hiccup"], "hiccup"),
     ];
     let mut missing = Vec::new();
     for (args, page) in modes {

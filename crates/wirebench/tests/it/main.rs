@@ -4,10 +4,12 @@
 #![allow(clippy::cast_possible_truncation, clippy::cast_precision_loss, clippy::cast_sign_loss)]
 
 mod alloc; // the measured loop allocates nothing per probe (counting allocator)
+mod attribution; // kernel timestamps split the round trip (loopback, veth), notes where a kind is missing
 mod cli; // bad input, absent and dead peers, Ctrl-C: exit codes and partial reports
 mod docs; // what a newcomer reads: every flag documented, docs stand alone, the suite steps as documented
 mod doctor; // verdicts on loopback, bad flags; in namespaces: veth MTU 1400, no multicast route, path MTU
 mod fake; // the engine on the in-memory link: loss, lateness, CO correction, one-way
+mod hiccup; // the stall meter: a 200 ms SIGSTOP seen whole, a quiet run, every mode carries it
 mod hostile; // serve against hostile clients: numbers, caps, knocks, tokens, stalls, signals (issue 10)
 #[cfg(feature = "netns-tests")]
 mod lab; // the namespace harness: namespaces, veths and processes removed on drop

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::LatencyView;
+use super::{KernelResult, LatencyView};
 use crate::clocksync::OneWay;
 
 /// Results of a latency run.
@@ -128,4 +128,7 @@ pub struct ResponderResult {
     /// run of losses before them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<Stopped>,
+    /// The round trip split by kernel timestamps, when the transport had them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelResult>,
 }

@@ -2,22 +2,22 @@
 //! responder (by source address; a new address is a new responder), screened for duplicates
 //! and accounted, and feeds the closed loop's patience and the per-second histograms.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use wirebench_core::latency::{self, Interval, Phase, ReplyObs, ReplyVerdict, ResponderStats, SEQ_WINDOW};
+use wirebench_core::latency::{self, Interval, KernelObs, Phase, ReplyObs, ReplyVerdict, ResponderStats, SEQ_WINDOW};
 use wirebench_core::schedule::Pacing;
 use wirebench_core::seq::{Arrival, SeqWindow};
 use wirebench_core::wire::Kind;
-use wirebench_core::wire::probe::Probe;
-use wirebench_net::io::{Clock, ProbeIo};
+use wirebench_core::wire::probe::{FLAG_KERNEL_RX, Probe};
+use wirebench_net::io::{Clock, ProbeIo, Received};
 
 use super::{DISCOVERY_BASE, INTERVAL_NS, Loop, Responder};
 
 impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
     /// Accounts one datagram: a reply to this session from a known or new responder, or
     /// something to ignore.
-    pub(super) fn on_datagram(&mut self, len: usize, from: SocketAddr, at_ns: u64) {
+    pub(super) fn on_datagram(&mut self, rcv: &Received) {
+        let (len, from, at_ns) = (rcv.len, rcv.from, rcv.at_ns);
         let Ok(p) = Probe::parse(&self.recv_buf[..len]) else {
             self.out.ignored += 1;
             return;
@@ -55,6 +55,18 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
         }
         let phase = self.phase_of(seq);
         let intended = self.schedule.map(|s| s.intended(seq));
+        // The kernel's view of this probe and its reply: its TX stamp (read back now, after
+        // the reply's receive time was taken) and the reply's RX stamp.
+        let kernel = rcv.kernel.filter(|_| phase == Phase::Measure).map(|k| {
+            let tx = self.io.tx_stamp(seq).unwrap_or_default();
+            KernelObs {
+                tx_ns: tx.sw_ns,
+                rx_ns: k.at.sw_ns,
+                t4_wall_ns: k.at_wall_ns,
+                hw: tx.hw_ns.zip(k.at.hw_ns),
+                t2_kernel: p.flags() & FLAG_KERNEL_RX != 0,
+            }
+        });
         let obs = ReplyObs {
             seq,
             phase,
@@ -63,6 +75,7 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
             intended,
             responder: p.responder_times(),
             wall_minus_mono: self.cfg.wall_minus_mono,
+            kernel,
         };
         let timeout = self.cfg.timeout_ns;
         let r = &mut self.out.responders[idx];

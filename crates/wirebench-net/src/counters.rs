@@ -1,0 +1,61 @@
+//! Reads the kernel's drop counters into a `wirebench_core::counters::Snapshot` (the parsing
+//! and the arithmetic are in core). Files that are missing (no IPv6, no `/proc/net` in a
+//! container) leave their part empty; the delta then names them.
+
+use wirebench_core::counters::{self, Iface, Snapshot};
+
+fn read(path: &str) -> Option<String> {
+    std::fs::read_to_string(path).ok()
+}
+
+/// One interface's counters from `/sys/class/net/NAME/statistics/`.
+pub fn iface(name: &str) -> Option<Iface> {
+    // A name from a route or the user: never a path.
+    if name.is_empty() || name.contains('/') || name.starts_with('.') {
+        return None;
+    }
+    let get = |c: &str| read(&format!("/sys/class/net/{name}/statistics/{c}")).and_then(|t| counters::parse_count(&t));
+    Some(Iface {
+        name: name.to_owned(),
+        rx_dropped: get("rx_dropped")?,
+        rx_errors: get("rx_errors")?,
+        rx_missed_errors: get("rx_missed_errors").unwrap_or(0),
+        tx_dropped: get("tx_dropped")?,
+        tx_errors: get("tx_errors")?,
+    })
+}
+
+/// Every counter now, with the interfaces named.
+pub fn snapshot(interfaces: &[String]) -> Snapshot {
+    let snmp = read("/proc/net/snmp");
+    Snapshot {
+        udp: snmp.as_deref().and_then(counters::parse_snmp_udp),
+        udp6: read("/proc/net/snmp6").as_deref().and_then(counters::parse_snmp6_udp),
+        tcp_retrans_segs: snmp.as_deref().and_then(counters::parse_snmp_tcp_retrans),
+        softnet: read("/proc/net/softnet_stat").as_deref().and_then(counters::parse_softnet),
+        interfaces: interfaces.iter().filter_map(|n| iface(n)).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::UdpSocket;
+
+    use super::*;
+
+    #[test]
+    fn this_hosts_counters_read_and_count_a_datagram_to_nowhere() {
+        let before = snapshot(&["lo".to_owned()]);
+        assert!(before.udp.is_some(), "/proc/net/snmp has Udp counters");
+        assert_eq!(before.interfaces.len(), 1);
+        // a datagram to a closed port: NoPorts rises (host-wide, so by at least one)
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let closed = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = closed.local_addr().unwrap();
+        drop(closed);
+        s.send_to(b"x", to).unwrap();
+        let d = before.delta(&snapshot(&["lo".to_owned()]));
+        assert!(d.udp.unwrap().no_ports >= 1, "{d:?}");
+        assert!(iface("../etc").is_none() && iface("").is_none());
+    }
+}

@@ -1,0 +1,297 @@
+//! What a run says about itself, in words and charts: the stall meter's line and its
+//! verdict on the run's latency, the kernel counters across the run and the split of its
+//! losses, and a responder's round trip split by kernel timestamps. Every figure comes
+//! from the report's histograms and counts, so every view shows the same numbers.
+
+use std::io::{self, Write};
+
+use wirebench_core::counters::{Delta, LossSplit};
+use wirebench_core::hiccup::{Blame, verdict};
+use wirebench_core::report::{HiccupResult, KernelResult, LatencyView, Report, Results, decode_histogram};
+
+use crate::charts::{self, Line};
+use crate::text::{summary_line, us};
+
+#[expect(clippy::cast_precision_loss, reason = "display values")]
+fn dur(ns: u64) -> String {
+    if ns >= 1_000_000 { format!("{:.1} ms", ns as f64 / 1e6) } else { format!("{} us", us(ns as f64)) }
+}
+
+/// `hiccups (this host's stalls: a thread woken every 1ms, 10000 wake-ups + 199 missed):
+/// min .. p50 .. max .. us`.
+pub fn hiccup_line(h: &HiccupResult) -> String {
+    let missed = if h.corrected > 0 { format!(" + {} missed in stalls", h.corrected) } else { String::new() };
+    format!(
+        "hiccups (this host's own stalls: a thread woken every {}, {} wake-ups{missed}): {}",
+        dur(h.interval_ns),
+        h.wakeups,
+        summary_line(&h.lateness.summary)
+    )
+}
+
+/// The verdict on `latency` (a run's main view) against the stalls, in one line, when
+/// there are enough values (`wirebench_core::hiccup::verdict`).
+pub fn verdict_line(what: &str, latency: &LatencyView, stalls: &HiccupResult) -> Option<String> {
+    let lat = decode_histogram(&latency.histogram).ok()?;
+    let hic = decode_histogram(&stalls.lateness.histogram).ok()?;
+    let found = verdict(&lat, &hic)?;
+    let p = crate::text::pct_label(found.p);
+    let (x, y) = (dur(found.latency_ns), dur(found.hiccup_ns));
+    Some(match found.blame {
+        Blame::Host => format!(
+            "{p} {what} of {x} is within the platform's own stalls (hiccup {p} {y}): this host, not the network"
+        ),
+        Blame::Partly => format!(
+            "{p} {what} of {x} is partly the platform's own stalls (hiccup {p} {y}): part this host, part the network or the far end"
+        ),
+        Blame::Network => format!(
+            "{p} {what} of {x} is well above the platform's own stalls (hiccup {p} {y}): the network or the far end, not this host"
+        ),
+    })
+}
+
+/// The stall meter on its own (`wirebench hiccup`): its line and the worst second.
+pub fn hiccup_summary(out: &mut dyn Write, h: &HiccupResult) -> io::Result<()> {
+    writeln!(out, "{}", hiccup_line(h))?;
+    if let Some(worst) = h.seconds.iter().max_by_key(|s| s.max_ns) {
+        writeln!(out, "worst second: {} s after the start, latest wake-up {}", worst.at_s, dur(worst.max_ns))?;
+    }
+    let p999 = h.lateness.summary.at(99.9).unwrap_or(h.lateness.summary.max_ns);
+    writeln!(
+        out,
+        "a sleeping thread on this host wakes up to {} late at p99.9: latency tails of that size measured here \
+         are this host's own (the verdict lines of ping, load and proxy reports compare them)",
+        dur(p999)
+    )
+}
+
+/// The main latency view of a report and what it is called, for the verdict.
+fn main_view(report: &Report) -> Option<(&'static str, &LatencyView)> {
+    match &report.results {
+        Results::Ping(p) => {
+            p.combined.as_ref().or_else(|| p.responders.first().map(|r| &r.latency)).map(|v| ("round trip", v))
+        }
+        Results::Load(l) => Some(("delay", &l.overall.delay)),
+        _ => None,
+    }
+}
+
+fn counters_line(d: &Delta) -> String {
+    let mut parts = Vec::new();
+    if let Some(u) = d.udp_total() {
+        parts.push(format!(
+            "Udp InErrors +{} (RcvbufErrors +{}), SndbufErrors +{}, NoPorts +{}",
+            u.in_errors, u.rcvbuf_errors, u.sndbuf_errors, u.no_ports
+        ));
+    }
+    if let Some(t) = d.tcp_retrans_segs {
+        parts.push(format!("Tcp RetransSegs +{t}"));
+    }
+    if let Some(s) = d.softnet {
+        parts.push(format!("softnet dropped +{} squeezed +{}", s.dropped, s.time_squeeze));
+    }
+    for i in &d.interfaces {
+        parts.push(format!(
+            "{} rx_dropped +{} rx_errors +{} rx_missed +{} tx_dropped +{} tx_errors +{}",
+            i.name, i.rx_dropped, i.rx_errors, i.rx_missed_errors, i.tx_dropped, i.tx_errors
+        ));
+    }
+    format!("kernel counters during the run ({}): {}", d.scope, parts.join("; "))
+}
+
+/// `of 12 lost, 0 never left (SndbufErrors), 0 refused by a socket on this host
+/// (InErrors), 0 dropped by the NIC or softnet, 12 elsewhere on the path or at the far end`.
+pub fn loss_line(what: &str, s: &LossSplit) -> String {
+    format!(
+        "of {} {what}: {} never left this host (send buffer full: SndbufErrors), {} refused by a socket on this host \
+         (InErrors, RcvbufErrors among them{}), {} dropped by the NIC or softnet here, {} elsewhere on the path or at the far end \
+         (counters are host-wide)",
+        s.missing,
+        s.send_buffer,
+        s.socket,
+        if s.socket > 0 { ": raise the receive buffer, sysctl -w net.core.rmem_max=8388608" } else { "" },
+        s.nic,
+        s.elsewhere
+    )
+}
+
+/// `  kernel timestamps (software TX and RX): stack to stack p50 16.2 us ...; RTT p50
+/// 57.3 us, of which 41.1 us is the two hosts' own send, wake-up and scheduling`.
+pub fn kernel_line(k: &KernelResult, rtt: &LatencyView) -> String {
+    let kinds = format!("{} TX, {} RX", k.tx, k.rx);
+    let Some(stack) = &k.stack else {
+        return format!(
+            "kernel timestamps ({kinds}): no round trip could be split ({} of {} replies had an RX stamp, {} a TX stamp)",
+            k.rx_stamps, k.replies, k.tx_stamps
+        );
+    };
+    let p50 = |v: &LatencyView| v.summary.at(50.0).unwrap_or(0);
+    let (r50, s50) = (p50(rtt), p50(stack));
+    let whose = if stack.measures == "stack_rtt" {
+        "the two hosts' own send path, wake-up and scheduling"
+    } else {
+        "this host's own send path, wake-up and scheduling (the responder's is inside stack to stack: probes of 48 bytes or more split it too)"
+    };
+    format!(
+        "kernel timestamps ({kinds}, {} of {} replies): RTT p50 {}, of which {} is {whose}; stack to stack p50 {} (p99 {}, max {})",
+        stack.summary.count,
+        k.replies,
+        dur(r50),
+        dur(r50.saturating_sub(s50)),
+        dur(s50),
+        dur(stack.summary.at(99.0).unwrap_or(0)),
+        dur(stack.summary.max_ns)
+    )
+}
+
+/// The attribution lines of a report: the stall meter and its verdict, the counters, the
+/// loss split, notes. Nothing when the report has no attribution section.
+pub fn text(out: &mut dyn Write, report: &Report) -> io::Result<()> {
+    let Some(a) = &report.attribution else { return Ok(()) };
+    if let Some(h) = &a.hiccup {
+        writeln!(out, "{}", hiccup_line(h))?;
+        if let Some(line) = main_view(report).and_then(|(what, v)| verdict_line(what, v, h)) {
+            writeln!(out, "  {line}")?;
+        }
+    }
+    if let Some(d) = &a.counters {
+        writeln!(out, "{}", counters_line(d))?;
+    }
+    if let Some(s) = a.loss.as_ref().filter(|s| s.missing > 0) {
+        let what = if matches!(report.results, Results::Ping(_)) { "probes lost" } else { "missing" };
+        writeln!(out, "{}", loss_line(what, s))?;
+    }
+    for n in &a.notes {
+        writeln!(out, "note: {n}")?;
+    }
+    Ok(())
+}
+
+fn points(v: &LatencyView) -> Vec<(f64, f64)> {
+    decode_histogram(&v.histogram).map(|h| charts::percentile_points(&h, 1000.0)).unwrap_or_default()
+}
+
+/// The HTML of the attribution section: its text, the stall meter's percentile
+/// distribution beside the run's own latency (same axes), and its per-second series when
+/// the run lasted two seconds or more.
+pub(crate) fn html(out: &mut dyn Write, report: &Report) -> io::Result<()> {
+    let Some(a) = &report.attribution else { return Ok(()) };
+    writeln!(out, "<h3>Attribution</h3>")?;
+    let text = crate::html::captured(|w| text(w, report))?;
+    writeln!(out, "<pre>{}</pre>", crate::html::escape(&text))?;
+    let Some(h) = &a.hiccup else { return Ok(()) };
+    let mut lines = Vec::new();
+    if let Some((what, v)) = main_view(report) {
+        lines.push(Line::new(what, points(v)));
+    }
+    lines.push(Line::new("this host's stalls (hiccup)", points(&h.lateness)));
+    lines.retain(|l| !l.points.is_empty());
+    if !lines.is_empty() {
+        let svg = charts::percentile_chart("The run beside this host's own stalls", "microseconds", &lines)?;
+        crate::html::figure(
+            out,
+            &svg,
+            "percentile distribution of the stall meter's lateness, with the run's latency",
+        )?;
+    }
+    if h.seconds.len() >= 2 {
+        #[expect(clippy::cast_precision_loss, reason = "display values")]
+        let series = |f: fn(&wirebench_core::hiccup::HiccupSecond) -> u64| {
+            h.seconds.iter().map(|s| (s.at_s as f64, f(s) as f64 / 1000.0)).collect::<Vec<_>>()
+        };
+        let lines = [Line::new("latest wake-up", series(|s| s.max_ns)), Line::new("p99", series(|s| s.p99_ns))];
+        let svg = charts::series_chart("This host's stalls per second", "seconds", "microseconds late", &lines)?;
+        crate::html::figure(out, &svg, "the stall meter's latest and 99th percentile wake-up per second")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use wirebench_core::counters::{Snapshot, Udp};
+    use wirebench_core::hiccup::HiccupSecond;
+    use wirebench_core::report::{Attribution, HiccupResult};
+
+    use super::*;
+    use crate::fixtures;
+
+    /// Stalls of `base_ns`, `base_ns + 1000`, ... (100 values), over two seconds.
+    fn stalls(base_ns: u64) -> HiccupResult {
+        let mut lateness = fixtures::view(base_ns, 100);
+        lateness.measures = "wakeup_lateness".into();
+        let max = lateness.summary.max_ns;
+        HiccupResult {
+            interval_ns: 1_000_000,
+            wakeups: 100,
+            corrected: 0,
+            lateness,
+            seconds: vec![
+                HiccupSecond { at_s: 0, count: 50, max_ns: base_ns + 49_000, p99_ns: base_ns + 49_000 },
+                HiccupSecond { at_s: 1, count: 50, max_ns: max, p99_ns: max },
+            ],
+        }
+    }
+
+    fn report_with(h: HiccupResult) -> Report {
+        let mut r = fixtures::ping(&[1_000_000]);
+        r.attribution = Some(Attribution { hiccup: Some(h), ..Attribution::default() });
+        r
+    }
+
+    fn text_of(r: &Report) -> String {
+        let mut out = Vec::new();
+        text(&mut out, r).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn the_verdict_reads_both_ways() {
+        // round trips of 1.0-1.1 ms: p99 1.098 ms
+        let host = text_of(&report_with(stalls(1_000_000)));
+        assert!(host.contains("hiccups (this host's own stalls: a thread woken every 1.0 ms, 100 wake-ups)"), "{host}");
+        assert!(host.contains("p99 round trip of 1.1 ms is within the platform's own stalls"), "{host}");
+        assert!(host.contains("this host, not the network"), "{host}");
+        let net = text_of(&report_with(stalls(5_000)));
+        assert!(
+            net.contains("well above the platform's own stalls (hiccup p99 103 us): the network or the far end"),
+            "{net}"
+        );
+    }
+
+    #[test]
+    fn counters_and_the_loss_split_are_labelled_host_wide() {
+        let before = Snapshot { udp: Some(Udp::default()), ..Snapshot::default() };
+        let after =
+            Snapshot { udp: Some(Udp { in_errors: 3, rcvbuf_errors: 3, ..Udp::default() }), ..Snapshot::default() };
+        let delta = before.delta(&after);
+        let mut r = fixtures::ping(&[1_000]);
+        r.attribution = Some(Attribution {
+            loss: Some(delta.split_loss(5)),
+            counters: Some(delta),
+            notes: vec!["TX timestamps unavailable".into()],
+            ..Attribution::default()
+        });
+        let t = text_of(&r);
+        assert!(t.contains("kernel counters during the run (host-wide): Udp InErrors +3 (RcvbufErrors +3)"), "{t}");
+        assert!(t.contains("of 5 probes lost: 0 never left this host"), "{t}");
+        assert!(t.contains("3 refused by a socket on this host"), "{t}");
+        assert!(t.contains("2 elsewhere on the path or at the far end"), "{t}");
+        assert!(t.contains("note: TX timestamps unavailable"), "{t}");
+    }
+
+    #[test]
+    fn the_html_draws_the_stalls_beside_the_run() {
+        let r = report_with(stalls(1_000_000));
+        let mut out = Vec::new();
+        html(&mut out, &r).unwrap();
+        let page = String::from_utf8(out).unwrap();
+        assert!(page.contains("<h3>Attribution</h3>"));
+        // two charts: the percentile distribution (run and stalls: two lines) and the series
+        assert_eq!(page.matches("<svg").count(), 2, "{page}");
+        assert_eq!(page.matches(charts::DATA_LINE_MARK).count(), 4);
+        // a report without the section renders nothing
+        let mut none = Vec::new();
+        html(&mut none, &fixtures::ping(&[1_000])).unwrap();
+        assert!(none.is_empty());
+    }
+}
