@@ -18,6 +18,7 @@
 //! - [`clocksync`]: NTP-style offset and one-way delay with an explicit bound.
 //! - [`rng`]: a seeded generator for simulated links.
 //! - [`impair`]: impairment decisions (delay, jitter, loss, reorder, duplicate, rate).
+//! - [`relay`]: the relay's duplicate window, echo guard, rate caps and segment mates.
 //! - [`ratesearch`]: RFC 2544 binary search for the highest loss-free rate.
 //! - [`load`]: event mix, client schedules, link shaper and thresholds of `wirebench load`.
 //! - [`units`]: human units (`10ms`, `50k/s`) as newtypes.
@@ -31,6 +32,7 @@ pub mod jitter;
 pub mod latency;
 pub mod load;
 pub mod ratesearch;
+pub mod relay;
 pub mod report;
 pub mod rng;
 pub mod schedule;

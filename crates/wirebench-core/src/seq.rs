@@ -28,6 +28,12 @@ impl SeqWindow {
         Self { bits: vec![0; window.div_ceil(64).max(1)], top: 0 }
     }
 
+    /// Forgets everything, as if new (keeps the memory).
+    pub fn reset(&mut self) {
+        self.bits.fill(0);
+        self.top = 0;
+    }
+
     fn span(&self) -> u64 {
         self.bits.len() as u64 * 64
     }

@@ -2,6 +2,7 @@
 //!
 //! - [`batch`]: UDP GSO/GRO batches and socket buffer sizing.
 //! - [`drops`]: what the kernel dropped on a UDP socket (`/proc/net/udp`).
+//! - [`fanout`]: one datagram to many addresses in one `sendmmsg` (the relay).
 //! - [`io`]: the seam. `ProbeIo` (send a probe, receive until a deadline) and `Clock`.
 //! - [`udp`] and [`tcp`]: the real probe transports, blocking or busy-polling.
 //! - [`multicast`], [`iface`]: group joins and interface lookup.
@@ -21,6 +22,7 @@ pub mod drops;
 mod error;
 #[cfg(feature = "fake")]
 pub mod fake;
+pub mod fanout;
 pub mod iface;
 pub mod io;
 pub mod multicast;

@@ -146,6 +146,7 @@ pub fn mode(r: &Report) -> &'static str {
         Results::Stream(_) => "stream",
         Results::Proxy(_) => "proxy",
         Results::Load(_) => "load",
+        Results::Relay(_) => "relay",
     }
 }
 

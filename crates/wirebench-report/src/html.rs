@@ -139,6 +139,7 @@ fn headline(r: &Run<'_>) -> Vec<String> {
         Results::Stream(s) => stream::headline(s),
         Results::Proxy(p) => proxy::headline(p),
         Results::Load(l) => load::headline(l),
+        Results::Relay(r) => relay_headline(r),
     };
     vec![r.name.to_owned(), compare::mode(r.report).to_owned(), outcome.to_owned(), what]
 }
@@ -178,6 +179,7 @@ fn run(out: &mut dyn Write, i: usize, r: &Run<'_>) -> io::Result<()> {
         Results::Stream(_) => stream::section(out, r)?,
         Results::Proxy(_) => proxy::section(out, r)?,
         Results::Load(_) => load::section(out, r)?,
+        Results::Relay(_) => {}
     }
     environment(out, r.report)?;
     writeln!(out, "</section>")
@@ -203,3 +205,9 @@ fn single(label: &str, points: Vec<(f64, f64)>) -> Vec<Line> {
 
 #[cfg(test)]
 mod tests;
+
+/// The overview line of a relay run: what it carried.
+fn relay_headline(r: &wirebench_core::report::RelayResults) -> String {
+    let (fwd, re) = r.groups.iter().fold((0, 0), |(f, e), g| (f + g.forwarded.datagrams, e + g.reemitted.datagrams));
+    format!("{} groups, {} peers: {fwd} datagrams forwarded, {re} re-emitted", r.groups.len(), r.peers.len())
+}

@@ -42,6 +42,9 @@ pub enum Command {
     /// Application load over WebSocket: clients in rooms, an open-loop event mix, delay from
     /// departure to arrival at every receiver, per-client link shaping, thresholds.
     Load(Box<crate::load::Args>),
+    /// Carry multicast groups between nodes over unicast where the network has none: one
+    /// relay per node, forwarding to its peer relays and re-emitting what they send.
+    Relay(Box<crate::relay::Args>),
 }
 
 /// Parses one mode's flags as its subcommand would (for the suite, and for tests of a mode's

@@ -10,11 +10,13 @@ use crate::latency::Summary;
 mod load;
 mod ping;
 mod proxy;
+mod relay;
 mod stream;
 
 pub use load::*;
 pub use ping::*;
 pub use proxy::*;
+pub use relay::*;
 pub use stream::*;
 
 /// The socket sysctls that change network measurements: recorded in every report, and a
@@ -114,6 +116,8 @@ pub enum Results {
     Proxy(ProxyResults),
     /// `wirebench load` (issue 4).
     Load(LoadResults),
+    /// `wirebench relay`.
+    Relay(RelayResults),
 }
 
 /// One histogram, what it measures, its summary and the histogram itself.
@@ -123,7 +127,7 @@ pub struct LatencyView {
     /// (open loop, coordinated-omission corrected), `rtt_from_actual_send` (open loop,
     /// uncorrected), `network_rtt` (dwell subtracted), `dwell`, or `added_delay` (proxy:
     /// release minus arrival); load: `delay_from_send`, `delay_from_intended_send`,
-    /// `reply_from_send`, `connect_time`, `shaper_hold`.
+    /// `reply_from_send`, `connect_time`, `shaper_hold`; relay: `relay_added_delay`.
     pub measures: String,
     /// Summary values.
     pub summary: Summary,

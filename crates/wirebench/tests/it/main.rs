@@ -14,6 +14,7 @@ mod load; // WebSocket load against an in-process room: delay, thresholds, dead 
 mod netns; // namespaces: ping across a veth pair, multicast across a bridge (root)
 mod ping; // loopback UDP and TCP against an in-process serve; schema; hgrm; hlog
 mod proxy; // impairment proxy accuracy, loss, TCP rate, refusals; shape tc script and apply/clear
+mod relay; // relay in namespaces: across a router, two on a segment, forged datagrams, --check
 mod report; // text, HTML and --compare of saved runs; environment capture; bad input exits 2
 mod serve_noise; // 100,000 bad datagrams at serve during a ping
 mod stream; // stream and listen on loopback: complete, both sides, reverse only to the client
