@@ -2,7 +2,7 @@
 //! peers). The message headers are allocated once, when the peer list changes, never per
 //! datagram.
 
-use std::io::{self, IoSlice};
+use std::io::IoSlice;
 use std::net::{SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
 
@@ -12,6 +12,7 @@ use nix::sys::socket::{MsgFlags, MultiHeaders, SockaddrIn, sendmmsg};
 pub struct FanOut {
     headers: MultiHeaders<SockaddrIn>,
     addrs: Vec<Option<SockaddrIn>>,
+    failed: Vec<bool>,
 }
 
 impl std::fmt::Debug for FanOut {
@@ -26,6 +27,7 @@ impl FanOut {
         Self {
             headers: MultiHeaders::preallocate(dests.len().max(1), None),
             addrs: dests.iter().map(|d| Some(SockaddrIn::from(*d))).collect(),
+            failed: vec![false; dests.len()],
         }
     }
 
@@ -39,17 +41,36 @@ impl FanOut {
         self.addrs.is_empty()
     }
 
-    /// Sends `buf` to every destination from `sock`; returns how many got it (the first
-    /// `n`, in order). `sendmmsg` stops at the first failing message: the caller sees which.
-    pub fn send(&mut self, sock: &UdpSocket, buf: &[u8]) -> io::Result<usize> {
-        if self.addrs.is_empty() {
-            return Ok(0);
-        }
+    /// Sends `buf` to every destination from `sock`, never waiting (a full send buffer or
+    /// an unreachable destination drops that copy); returns how many got it, and
+    /// [`FanOut::failed`] says which did not. `sendmmsg` stops at the first message that
+    /// fails, so the rest are sent by another call: one bad peer never costs the others.
+    pub fn send(&mut self, sock: &UdpSocket, buf: &[u8]) -> usize {
+        self.failed.fill(false);
+        let n = self.addrs.len();
         let iov = [IoSlice::new(buf)];
-        let slices = std::iter::repeat_n(&iov, self.addrs.len());
-        let res = sendmmsg(sock.as_raw_fd(), &mut self.headers, slices, &self.addrs, [], MsgFlags::MSG_DONTWAIT)
-            .map_err(io::Error::from)?;
-        Ok(res.count())
+        let mut at = 0;
+        let mut sent = 0;
+        while at < n {
+            let slices = std::iter::repeat_n(&iov, n - at);
+            let done =
+                sendmmsg(sock.as_raw_fd(), &mut self.headers, slices, &self.addrs[at..], [], MsgFlags::MSG_DONTWAIT)
+                    .map_or(0, Iterator::count);
+            if done > 0 {
+                at += done;
+                sent += done;
+            } else {
+                // The message at `at` failed (EAGAIN, EACCES, ENETUNREACH...): skip it.
+                self.failed[at] = true;
+                at += 1;
+            }
+        }
+        sent
+    }
+
+    /// Whether the last [`FanOut::send`] failed for destination `i`.
+    pub fn failed(&self, i: usize) -> bool {
+        self.failed.get(i).copied().unwrap_or(true)
     }
 }
 
@@ -68,14 +89,18 @@ mod tests {
             })
             .collect();
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let mut f = FanOut::new(&dests);
-        assert_eq!(f.send(&tx, b"hello").unwrap(), 3);
+        // A destination the kernel refuses (broadcast without SO_BROADCAST) in the middle.
+        let mut with_bad = dests.clone();
+        with_bad.insert(1, SocketAddrV4::new(std::net::Ipv4Addr::BROADCAST, 9));
+        let mut f = FanOut::new(&with_bad);
+        assert_eq!(f.send(&tx, b"hello"), 3, "the bad destination does not stop the others");
+        assert_eq!((0..4).map(|i| f.failed(i)).collect::<Vec<_>>(), [false, true, false, false]);
         for s in &rx {
             let mut b = [0u8; 16];
             s.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
             let (n, from) = s.recv_from(&mut b).unwrap();
             assert_eq!((&b[..n], from), (&b"hello"[..], tx.local_addr().unwrap()));
         }
-        assert_eq!(FanOut::new(&[]).send(&tx, b"x").unwrap(), 0);
+        assert_eq!(FanOut::new(&[]).send(&tx, b"x"), 0);
     }
 }

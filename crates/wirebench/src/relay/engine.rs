@@ -417,12 +417,16 @@ impl Relay<'_> {
             g.stats.drops.too_big += 1;
             return;
         };
-        let sent = g.fan.send(&self.sock, &out[..len]).unwrap_or(0);
-        for &pi in &g.dest_peers[..sent] {
-            self.peers[pi].stats.sent.add(n);
-            g.stats.forwarded.add(n);
+        g.fan.send(&self.sock, &out[..len]);
+        for (i, &pi) in g.dest_peers.iter().enumerate() {
+            if g.fan.failed(i) {
+                self.peers[pi].stats.drops.send_errors += 1;
+                g.stats.drops.send_errors += 1;
+            } else {
+                self.peers[pi].stats.sent.add(n);
+                g.stats.forwarded.add(n);
+            }
         }
-        g.stats.drops.send_errors += (g.dests.len() - sent) as u64;
     }
 
     fn mate(&mut self, gi: usize, peer: SocketAddrV4, now: u64) {
