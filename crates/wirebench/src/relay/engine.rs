@@ -15,6 +15,7 @@ use wirebench_core::relay::{EmitGuard, Mates, PeerWindow, RateCap, digest};
 use wirebench_core::report::RelayResults;
 use wirebench_core::wire::relay::{self as wire, Header, MAX_PAYLOAD, MAX_UDP_LEN, RelayKind};
 use wirebench_net::clock::{Clock as _, MonoClock, wall_now_ns};
+use wirebench_net::drops::udp_drops;
 use wirebench_net::fanout::FanOut;
 
 use super::config::Config;
@@ -105,9 +106,10 @@ fn sender_socket(bind: SocketAddrV4, cfg: &Config) -> io::Result<UdpSocket> {
     Ok(s.into())
 }
 
-/// Receive (and send) buffer of the relay port and the group sockets: a burst of
-/// about 2,800 full-size datagrams waits there while the loop catches up.
-const SOCKET_BUFFER: usize = 4 << 20;
+/// Receive (and send) buffer of the relay port and the group sockets: a burst of some
+/// thousands of datagrams (the kernel charges each its buffer's true size, about 2 KiB for
+/// a small one) waits there while the loop catches up.
+const SOCKET_BUFFER: usize = 16 << 20;
 
 /// A socket bound to the group's own address (so it hears that group and no unicast to
 /// the port, which a serve on this host may own), joined on the interface.
@@ -490,7 +492,10 @@ impl Relay<'_> {
         let groups: Vec<_> = self
             .groups
             .iter()
-            .map(|g| (g.addr, g.stats.clone(), self.carries(g, now), g.native.iter().copied().collect()))
+            .map(|g| {
+                let kernel = udp_drops(&g.sock).unwrap_or(0);
+                (g.addr, g.stats.clone(), self.carries(g, now), g.native.iter().copied().collect(), kernel)
+            })
             .collect();
         let peers: Vec<_> = self.peers.iter().map(|p| (p.addr, p.stats.clone(), p.active)).collect();
         stats::results(&Tally {
@@ -503,6 +508,7 @@ impl Relay<'_> {
             groups_list: &self.cfg.groups,
             not_a_peer: self.not_a_peer,
             malformed: self.malformed,
+            kernel_drops: udp_drops(&self.sock).unwrap_or(0),
         })
     }
 }

@@ -86,12 +86,13 @@ pub(crate) struct Tally<'a> {
     pub(crate) relay_id: u64,
     pub(crate) listen: SocketAddrV4,
     pub(crate) authenticated: bool,
-    pub(crate) groups: &'a [(SocketAddrV4, GroupStats, bool, Vec<SocketAddrV4>)],
+    pub(crate) groups: &'a [(SocketAddrV4, GroupStats, bool, Vec<SocketAddrV4>, u64)],
     pub(crate) peers: &'a [(SocketAddrV4, PeerStats, bool)],
     pub(crate) senders: &'a Senders,
     pub(crate) groups_list: &'a [SocketAddrV4],
     pub(crate) not_a_peer: u64,
     pub(crate) malformed: u64,
+    pub(crate) kernel_drops: u64,
 }
 
 /// The report's results.
@@ -115,7 +116,7 @@ pub(crate) fn results(t: &Tally<'_>) -> RelayResults {
         groups: t
             .groups
             .iter()
-            .map(|(g, s, carried, native)| RelayGroup {
+            .map(|(g, s, carried, native, kernel)| RelayGroup {
                 group: g.to_string(),
                 carried: *carried,
                 native_peers: native.iter().map(ToString::to_string).collect(),
@@ -123,6 +124,7 @@ pub(crate) fn results(t: &Tally<'_>) -> RelayResults {
                 forwarded: s.forwarded,
                 reemitted: s.reemitted,
                 drops: s.drops,
+                kernel_drops: *kernel,
             })
             .collect(),
         peers: t
@@ -146,6 +148,7 @@ pub(crate) fn results(t: &Tally<'_>) -> RelayResults {
         senders_untracked: t.senders.untracked,
         not_a_peer: t.not_a_peer,
         malformed: t.malformed,
+        kernel_drops: t.kernel_drops,
     }
 }
 
@@ -174,7 +177,7 @@ pub(crate) fn print(out: &mut dyn Write, r: &RelayResults) -> io::Result<()> {
     for g in &r.groups {
         writeln!(
             out,
-            "  group {}{}: local {} dgrams ({} B) -> forwarded {} to peers; re-emitted {} ({} B); drops: {}",
+            "  group {}{}: local {} dgrams ({} B) -> forwarded {} to peers; re-emitted {} ({} B); drops: {}; kernel drops {}",
             g.group,
             if g.carried { "" } else { " (carried by a segment mate)" },
             g.local_in.datagrams,
@@ -183,6 +186,7 @@ pub(crate) fn print(out: &mut dyn Write, r: &RelayResults) -> io::Result<()> {
             g.reemitted.datagrams,
             g.reemitted.bytes,
             drops(&g.drops),
+            g.kernel_drops,
         )?;
         if !g.native_peers.is_empty() {
             writeln!(out, "    native multicast reaches: {}", g.native_peers.join(", "))?;
@@ -208,12 +212,10 @@ pub(crate) fn print(out: &mut dyn Write, r: &RelayResults) -> io::Result<()> {
     for s in &r.senders {
         writeln!(out, "  sender {} on {} via {}: {} dgrams", s.addr, s.group, s.via, s.count.datagrams)?;
     }
-    if r.not_a_peer + r.malformed + r.senders_untracked > 0 {
-        writeln!(
-            out,
-            "  dropped {} from non-peers, {} malformed; {} datagrams of untracked senders",
-            r.not_a_peer, r.malformed, r.senders_untracked
-        )?;
-    }
+    writeln!(
+        out,
+        "  relay port: dropped {} from non-peers, {} malformed, {} by the kernel (full buffer); {} datagrams of untracked senders",
+        r.not_a_peer, r.malformed, r.kernel_drops, r.senders_untracked
+    )?;
     Ok(())
 }

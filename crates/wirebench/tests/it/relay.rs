@@ -109,6 +109,9 @@ fn routed_nodes(lab: &mut Lab, n: usize, base: usize) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A peer address with no relay behind it (routed toward the router, which has no route).
+const DEAD_PEER: &str = "10.77.99.2:7880";
+
 fn relay_args<'a>(ip: &'a str, peers: &'a str, groups: &[&'a str], json: &'a str) -> Vec<&'a str> {
     let mut a = vec!["relay", "--interface", ip, "--peers", peers, "--json", json];
     for g in groups {
@@ -177,7 +180,10 @@ fn relays_carry_ping_and_a_stream_across_a_router() {
         (0..3).map(|i| dir.path().join(format!("relay{i}.json")).to_str().unwrap().to_owned()).collect();
     let mut relays = Vec::new();
     for (i, (ns, ip)) in nodes.iter().enumerate() {
-        let peers: Vec<String> = nodes.iter().filter(|(_, p)| p != ip).map(|(_, p)| format!("{p}:7880")).collect();
+        let mut peers: Vec<String> = nodes.iter().filter(|(_, p)| p != ip).map(|(_, p)| format!("{p}:7880")).collect();
+        if i == 0 {
+            peers.push(DEAD_PEER.into()); // a relay that is gone: it must not stall the others
+        }
         let peers = peers.join(",");
         relays.push(Proc::start(ns, &relay_args(ip, &peers, &[probe, reply, data], &jsons[i]), "relay listening"));
     }
@@ -216,31 +222,33 @@ fn relays_carry_ping_and_a_stream_across_a_router() {
         ],
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let texts: Vec<String> = relays.into_iter().map(Proc::stop).collect();
     let s = stream_results(&sjson);
     let rows: Vec<(&str, u64, u64, u64)> =
         s.receivers.iter().map(|r| (r.addr.as_str(), r.sent, r.total.received, r.total.duplicates)).collect();
     assert_eq!(
         rows,
         [(serve_b.as_str(), 2000, 2000, 0), (serve_c.as_str(), 2000, 2000, 0)],
-        "every datagram once at each"
+        "every datagram once at each; the relays said:\n{}",
+        texts.join("\n")
     );
-
-    let texts: Vec<String> = relays.into_iter().map(Proc::stop).collect();
     let ra = relay_results(std::path::Path::new(&jsons[0]));
     let g = |r: &RelayResults, g: &str| r.groups.iter().find(|x| x.group == g).unwrap().clone();
     // A forwarded each probe and each stream datagram to both peers; it counts the
     // pinger as the original sender of the probes.
     assert_eq!(g(&ra, data).local_in.datagrams, 2000, "{}", texts[0]);
-    assert_eq!(g(&ra, data).forwarded.datagrams, 4000);
+    assert_eq!(g(&ra, data).forwarded.datagrams, 6000, "to both live peers and the dead one");
     let probes = g(&ra, probe).local_in.datagrams;
     assert!(probes >= 1000, "discovery probes and 1000 measured ones: {probes}");
-    assert_eq!(g(&ra, probe).forwarded.datagrams, 2 * probes);
+    assert_eq!(g(&ra, probe).forwarded.datagrams, 3 * probes);
+    let dead = ra.peers.iter().find(|p| p.addr == DEAD_PEER).unwrap();
+    assert_eq!((dead.sent.datagrams, dead.received.datagrams), (2000 + probes, 0));
     // Replies came back from both far nodes, each re-emitted once; the relay heard its
     // own re-emissions and did not forward them.
     assert!(g(&ra, reply).reemitted.datagrams >= 2000);
     assert_eq!(g(&ra, reply).forwarded.datagrams, 0, "A has no local replier: nothing of A's to forward");
     assert!(g(&ra, reply).drops.looped >= 2000, "own re-emissions heard back and dropped");
-    for p in &ra.peers {
+    for p in ra.peers.iter().filter(|p| p.addr != DEAD_PEER) {
         assert_eq!((p.drops.duplicate, p.drops.bad_mac), (0, 0));
         assert!(p.added_delay.is_some());
     }
@@ -416,9 +424,12 @@ fn two_relays_on_one_segment_do_not_double_traffic() {
         let r = &stream_results(&json).receivers[0];
         (r.sent, r.total.received, r.total.duplicates)
     };
-    assert_eq!(stream(&nodes[2], &nodes[0], "in.json"), (2000, 2000, 0), "remote to segment: once");
-    assert_eq!(stream(&nodes[1], &nodes[2], "out.json"), (2000, 2000, 0), "segment to remote: once");
+    let inward = stream(&nodes[2], &nodes[0], "in.json");
+    let outward = stream(&nodes[1], &nodes[2], "out.json");
     let texts: Vec<String> = relays.into_iter().map(Proc::stop).collect();
+    let said = texts.join("\n");
+    assert_eq!(inward, (2000, 2000, 0), "remote to segment: once; the relays said:\n{said}");
+    assert_eq!(outward, (2000, 2000, 0), "segment to remote: once; the relays said:\n{said}");
     let r: Vec<RelayResults> = jsons.iter().map(|j| relay_results(std::path::Path::new(j))).collect();
     assert!(r[0].groups[0].carried && !r[1].groups[0].carried, "{}\n{}", texts[0], texts[1]);
     assert_eq!(r[0].groups[0].native_peers, [all[1].clone()]);
@@ -463,4 +474,62 @@ fn check_tells_a_bridge_from_a_router() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("already reaches every peer natively"), "{err}");
+}
+
+/// Peers from a file are re-read while the relay runs: a peer added to the file gets the
+/// group's datagrams without a restart, and one taken out stops getting them.
+#[test]
+fn peers_from_a_file_are_picked_up_without_a_restart() {
+    let mut lab = Lab::new("rlyp");
+    let nodes = routed_nodes(&mut lab, 2, 74);
+    let (a, a_ip) = nodes[0].clone();
+    let (b, b_ip) = nodes[1].clone();
+    let group = "239.255.79.7:5083";
+    let gaddr: SocketAddrV4 = group.parse().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("peers");
+    std::fs::write(&file, format!("# nobody yet\n{DEAD_PEER}\n")).unwrap();
+    let (ja, jb) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    let mut args = relay_args(&a_ip, file.to_str().unwrap(), &[group], ja.to_str().unwrap());
+    args.extend(["--resolve-every", "1s"]);
+    let ra = Proc::start(&a, &args, "relay listening");
+    let rb =
+        Proc::start(&b, &relay_args(&b_ip, &format!("{a_ip}:7880"), &[group], jb.to_str().unwrap()), "relay listening");
+    let b_addr = b_ip.parse().unwrap();
+    let listener = in_ns(&b, move || wirebench_net::multicast::group_receiver(gaddr, Some(b_addr)).unwrap());
+    listener.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let a_addr: std::net::Ipv4Addr = a_ip.parse().unwrap();
+    let sender = in_ns(&a, move || {
+        let s = UdpSocket::bind((a_addr, 0)).unwrap();
+        wirebench_net::multicast::set_sender(
+            &s,
+            gaddr.into(),
+            &wirebench_net::multicast::SenderOpts { interface: Some(a_addr), ttl: 1, loopback: true },
+        )
+        .unwrap();
+        s
+    });
+    std::fs::write(&file, format!("{DEAD_PEER}\n{b_ip}  # added\n")).unwrap();
+    // Send until B re-emits one (the file is re-read within a second), at most 10 s.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut buf = [0u8; 64];
+    let mut sent = 0u32;
+    let first = loop {
+        assert!(std::time::Instant::now() < deadline, "B never got the group after joining the file");
+        sender.send_to(format!("hello {sent}").as_bytes(), gaddr).unwrap();
+        sent += 1;
+        if let Ok((n, _)) = listener.recv_from(&mut buf)
+            && wire::decode(&buf[..n]).is_err()
+        {
+            break String::from_utf8_lossy(&buf[..n]).into_owned();
+        }
+    };
+    assert!(first.starts_with("hello "), "{first}");
+    let text = ra.stop();
+    rb.stop();
+    let r = relay_results(&ja);
+    let peer_b = r.peers.iter().find(|p| p.addr == format!("{b_ip}:7880")).expect("B was added");
+    assert!(peer_b.active && peer_b.sent.datagrams >= 1, "{text}");
+    let dead = r.peers.iter().find(|p| p.addr == DEAD_PEER).unwrap();
+    assert_eq!(dead.sent.datagrams, u64::from(sent), "the dead peer got every one: {text}");
 }

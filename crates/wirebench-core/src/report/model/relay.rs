@@ -26,6 +26,9 @@ pub struct RelayResults {
     pub not_a_peer: u64,
     /// Datagrams on the relay port from a peer that did not decode (dropped).
     pub malformed: u64,
+    /// Datagrams the kernel dropped on the relay port's receive queue (full buffer), from
+    /// `/proc/net/udp`.
+    pub kernel_drops: u64,
 }
 
 /// Datagrams and their bytes (the application payload, without the relay header).
@@ -85,6 +88,8 @@ pub struct RelayGroup {
     pub reemitted: RelayCount,
     /// Dropped, by cause.
     pub drops: RelayDrops,
+    /// Datagrams the kernel dropped on the group socket's receive queue (full buffer).
+    pub kernel_drops: u64,
 }
 
 /// One peer relay.
