@@ -38,7 +38,7 @@ wb_udp() { # size
   python3 - "$OUT/wb-udp-$1.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))["results"]["receivers"][0]
-t = r["total"]; span = (t["last_ns"] - t["first_ns"]) / 1e9
+t = r["total"]; span = (r.get("send_ns") or t["last_ns"] - t["first_ns"]) / 1e9  # the sending time
 print(t["received"] / span, t["bytes"] * 8 / span / 1e9, 1 - t["received"] / r["sent"])
 PY
 }
@@ -49,7 +49,7 @@ wb_tcp() {
   python3 - "$OUT/wb-tcp.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))["results"]["receivers"][0]
-t = r["total"]; span = (t["last_ns"] - t["first_ns"]) / 1e9
+t = r["total"]; span = (r.get("send_ns") or t["last_ns"] - t["first_ns"]) / 1e9  # the sending time
 print(t["received"] / span, t["bytes"] * 8 / span / 1e9, 0)
 PY
 }

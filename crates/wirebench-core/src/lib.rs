@@ -19,7 +19,8 @@
 //! - [`rng`]: a seeded generator for simulated links.
 //! - [`impair`]: impairment decisions (delay, jitter, loss, reorder, duplicate, rate).
 //! - [`relay`]: the relay's duplicate window, echo guard, rate caps and segment mates.
-//! - [`ratesearch`]: RFC 2544 binary search for the highest loss-free rate.
+//! - [`ratesearch`]: the highest loss-free rate (RFC 2544): geometric descent, then bisection.
+//! - [`snmp`]: the kernel's protocol counters (`/proc/net/snmp`) by name, and their differences.
 //! - [`load`]: event mix, client schedules, link shaper and thresholds of `wirebench load`.
 //! - [`units`]: human units (`10ms`, `50k/s`) as newtypes.
 //! - [`report`]: the versioned `Report` and the histogram codec.
@@ -37,6 +38,7 @@ pub mod report;
 pub mod rng;
 pub mod schedule;
 pub mod seq;
+pub mod snmp;
 pub mod stream;
 pub mod units;
 pub mod wire;

@@ -12,15 +12,21 @@
 //! - **loss gap** = a jump past the next expected sequence when it is detected: its length
 //!   in datagrams, and its duration from the last arrival before it to the arrival that
 //!   revealed it. Gaps later filled by reordered datagrams still count as seen.
-//! - **duplicate** = a sequence already received (inside a window of 2^20 sequences; older
-//!   ones are counted as `too_old`).
+//! - **duplicate** = a sequence already received (inside a window that grows with the
+//!   arrivals up to 2^20 sequences, `seq`; older ones are counted as `too_old`).
+//!
+//! [`table`] keeps one `StreamRx` per publisher for a receiver that takes anyone's datagrams
+//! (`wirebench listen`), within a budget.
 
 use serde::{Deserialize, Serialize};
 
 use crate::jitter::Jitter;
 use crate::seq::{Arrival, SeqWindow};
 
-const WINDOW: usize = 1 << 20;
+pub mod table;
+
+/// The largest sequence window of a stream (it starts far smaller: `seq`).
+pub const WINDOW: usize = 1 << 20;
 
 /// Counters of one stream (lifetime or one interval); plain data for reports.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -145,7 +151,8 @@ impl StreamCounts {
     }
 }
 
-/// The receive-side state of one publisher's stream. Allocates its window once.
+/// The receive-side state of one publisher's stream. Its window starts at 128 bytes and
+/// grows with the datagrams that arrive (to 128 KiB).
 #[derive(Debug, Clone)]
 pub struct StreamRx {
     window: SeqWindow,
@@ -165,7 +172,7 @@ impl StreamRx {
     /// A stream with nothing received.
     pub fn new() -> Self {
         Self {
-            window: SeqWindow::new(WINDOW),
+            window: SeqWindow::growing(WINDOW),
             first_seq: None,
             highest: 0,
             jitter: Jitter::default(),
@@ -225,6 +232,11 @@ impl StreamRx {
     /// The lifetime counts so far.
     pub const fn counts(&self) -> &StreamCounts {
         &self.counts
+    }
+
+    /// Bytes its sequence window holds now.
+    pub fn window_bytes(&self) -> usize {
+        self.window.bytes()
     }
 }
 
@@ -318,6 +330,31 @@ mod tests {
                 }
             }
             prop_assert_eq!(c.out_of_order, ooo);
+        }
+    }
+
+    /// The oldest datagram arrives after the last new highest: what was expected reaches
+    /// back to it, although no later arrival recomputes it from the new first sequence.
+    #[test]
+    fn the_oldest_arriving_last_extends_what_was_expected() {
+        let c = feed(&[5, 6, 7, 3]);
+        assert_eq!((c.received, c.expected, c.missing(), c.out_of_order, c.offset_sum), (4, 5, 1, 1, 4));
+        let c = feed(&[1, 0]);
+        assert_eq!((c.received, c.expected, c.missing()), (2, 2, 0));
+    }
+
+    proptest! {
+        /// Arrivals in any order, duplicates included (the neighbour swaps above never let
+        /// the oldest arrive last): the counts still match sets.
+        #[test]
+        fn any_order_matches_a_set_oracle(trace in proptest::collection::vec(0u64..600, 1..400)) {
+            let c = feed(&trace);
+            let unique: std::collections::BTreeSet<u64> = trace.iter().copied().collect();
+            let (lo, hi) = (*unique.first().unwrap(), *unique.last().unwrap());
+            prop_assert_eq!(c.received, unique.len() as u64);
+            prop_assert_eq!(c.expected, hi - lo + 1);
+            prop_assert_eq!(c.duplicates, trace.len() as u64 - unique.len() as u64);
+            prop_assert_eq!(c.bytes, 100 * unique.len() as u64);
         }
     }
 

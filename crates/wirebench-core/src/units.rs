@@ -353,6 +353,9 @@ impl FromStr for StreamRate {
         let Some((n, unit)) = split_number(t) else {
             return Err(err(WHAT, s, "is not a rate (try max, 800mbit, 100MB/s, 50k/s)"));
         };
+        if n <= 0.0 {
+            return Err(err(WHAT, s, "must be above 0 (or max: as fast as the sender can)"));
+        }
         let bits = match unit {
             "bit" | "bps" | "bit/s" => Some(1.0),
             "kbit" | "kbps" | "kbit/s" => Some(1e3),

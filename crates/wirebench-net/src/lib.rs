@@ -8,6 +8,8 @@
 //! - [`multicast`], [`iface`]: group joins and interface lookup.
 //! - [`pin`]: CPU pinning and "where am I running".
 //! - [`pmtu`]: Don't-Fragment sockets and the kernel's path MTU, for `doctor`.
+//! - [`priority`]: the calling thread's nice value (a stream receiver outranks its sender).
+//! - [`snmp`]: the kernel's protocol counters (`/proc/net/snmp`), for loss attribution.
 //! - [`ready`]: readiness of many sockets (epoll) with nanosecond sleeps, and writability.
 //! - `fake` (feature `fake`): an in-memory echo link on a virtual clock for the engines' tests,
 //!   and `alloc_count`, a counting allocator for no-allocation tests.
@@ -25,10 +27,13 @@ pub mod fake;
 pub mod fanout;
 pub mod iface;
 pub mod io;
+mod mmsg;
 pub mod multicast;
 pub mod pin;
 pub mod pmtu;
+pub mod priority;
 pub mod ready;
+pub mod snmp;
 pub mod tcp;
 pub mod tcpinfo;
 pub mod udp;

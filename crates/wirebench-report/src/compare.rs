@@ -9,7 +9,7 @@ use std::io::{self, Write};
 
 use hdrhistogram::Histogram;
 use wirebench_core::latency::value_at_percentile;
-use wirebench_core::report::{Report, Results, decode_histogram};
+use wirebench_core::report::{ReceiverResult, Report, Results, decode_histogram};
 
 use crate::Run;
 use crate::env::{self, Difference};
@@ -83,8 +83,8 @@ fn ping_values(r: &Report) -> Vec<Option<f64>> {
 #[expect(clippy::cast_precision_loss, reason = "ratios")]
 fn stream_values(r: &Report) -> Vec<Option<f64>> {
     let Results::Stream(s) = &r.results else { return vec![None; 4] };
-    let bits = s.receivers.iter().map(|x| x.total.bits_per_sec(x.total.span_ns())).sum();
-    let per_s = s.receivers.iter().map(|x| x.total.per_sec(x.total.span_ns())).sum();
+    let bits = s.receivers.iter().map(ReceiverResult::bits_per_s).sum();
+    let per_s = s.receivers.iter().map(ReceiverResult::per_s).sum();
     let sent: u64 = s.receivers.iter().map(|x| x.sent).sum();
     let got: u64 = s.receivers.iter().map(|x| x.total.received.min(x.sent)).sum();
     let loss = (sent > 0).then(|| 100.0 * (sent - got) as f64 / sent as f64);

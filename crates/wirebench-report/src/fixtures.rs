@@ -124,6 +124,9 @@ pub(crate) fn stream(sent: u64, received: u64) -> Report {
             IntervalRow { at_ns: 500_000_000, counts: half },
             IntervalRow { at_ns: 1_000_000_000, counts: half },
         ],
+        send_ns: 1_000_000_000,
+        foreign: 0,
+        kernel: None,
     };
     let trial = |rate: f64, loss: f64| TrialRow {
         rate_per_s: Some(rate),
@@ -151,12 +154,15 @@ pub(crate) fn stream(sent: u64, received: u64) -> Report {
                 trials: vec![trial(2000.0, 0.1), trial(1000.0, 0.0)],
                 best_per_s: 1000.0,
                 best_bits_per_s: 8e6,
+                ending: "found".into(),
+                floor_per_s: 2.0,
             }),
             sweep: vec![
-                SweepRow { size: 64, per_s: 1e6, bits_per_s: 5.12e8, loss: 0.0 },
-                SweepRow { size: 1024, per_s: 5e5, bits_per_s: 4.096e9, loss: 0.01 },
+                SweepRow { size: 64, per_s: 1e6, bits_per_s: 5.12e8, loss: 0.0, sent_per_s: None },
+                SweepRow { size: 1024, per_s: 5e5, bits_per_s: 4.096e9, loss: 0.01, sent_per_s: None },
             ],
             warnings: vec![],
+            listen: None,
         }),
     }
 }

@@ -3,33 +3,112 @@
 
 use std::io::{self, Write};
 
-use wirebench_core::report::{IntervalRow, Outcome, ReceiverResult, Report, Results, SweepRow, TrialRow};
+use wirebench_core::report::{
+    IntervalRow, Outcome, ReceiverResult, Report, Results, SearchResult, StreamResults, SweepRow, TrialRow,
+};
 
 use crate::text::{bits_words, rate_words};
 
 /// Loss of a receiver in percent: `1 - received / sent` (0 when nothing was sent).
-#[expect(clippy::cast_precision_loss, reason = "display values")]
 pub fn loss_percent(r: &ReceiverResult) -> f64 {
-    if r.sent == 0 { 0.0 } else { 100.0 * r.sent.saturating_sub(r.total.received) as f64 / r.sent as f64 }
+    100.0 * r.loss()
+}
+
+fn secs(ns: u64) -> String {
+    #[expect(clippy::cast_precision_loss, reason = "display values")]
+    let s = ns as f64 / 1e9;
+    format!("{s:.3} s")
+}
+
+/// The first line: what was run, and for a search or a sweep what the summary reports.
+fn heading(out: &mut dyn Write, s: &StreamResults) -> io::Result<()> {
+    let rate = |r: Option<f64>| r.map_or_else(|| "max".to_owned(), |r| format!("{} per publisher", rate_words(r)));
+    if let Some(search) = &s.search {
+        writeln!(
+            out,
+            "stream {} {}: highest rate with loss <= {:.4}%, {}-byte messages, {} publisher(s), from {}",
+            s.proto,
+            s.direction,
+            search.loss_target * 100.0,
+            s.size,
+            s.publishers,
+            rate(s.rate_per_s).replace("max", "flat out")
+        )
+    } else if !s.sweep.is_empty() {
+        let sizes: Vec<String> = s.sweep.iter().map(|r| r.size.to_string()).collect();
+        writeln!(
+            out,
+            "stream {} {}: size sweep over {} bytes, {} publisher(s), rate {}",
+            s.proto,
+            s.direction,
+            sizes.join(", "),
+            s.publishers,
+            rate(s.rate_per_s)
+        )
+    } else {
+        writeln!(
+            out,
+            "stream {} {}: {}-byte messages, {} publisher(s), rate {}",
+            s.proto,
+            s.direction,
+            s.size,
+            s.publishers,
+            rate(s.rate_per_s)
+        )
+    }
+}
+
+/// What a search found, in words that say how it ended.
+fn search_line(out: &mut dyn Write, search: &SearchResult) -> io::Result<()> {
+    let n = search.trials.len();
+    let best = format!("{} {}", rate_words(search.best_per_s), bits_words(search.best_bits_per_s));
+    let target = search.loss_target * 100.0;
+    match search.ending.as_str() {
+        "top_passed" => writeln!(
+            out,
+            "highest rate with loss <= {target:.4}%: {best} (the first trial, at the top, passed: the sender, not the path, is the limit)"
+        ),
+        "sender_limited" => writeln!(
+            out,
+            "highest rate with loss <= {target:.4}%: {best}, all the sender could send ({n} trials; it fell short of the rate asked: the sender, not the path, is the limit)"
+        ),
+        "nothing_passed" => writeln!(
+            out,
+            "highest rate with loss <= {target:.4}%: none: every rate down to {} lost more ({n} trials)",
+            rate_words(search.floor_per_s)
+        ),
+        "stopped" => writeln!(out, "search stopped after {n} trials: the best passing rate so far is {best}"),
+        _ => writeln!(out, "highest rate with loss <= {target:.4}%: {best} ({n} trials; the next rate up lost more)"),
+    }
 }
 
 /// The end-of-run summary.
 pub fn summary(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     let Results::Stream(s) = &report.results else { return Ok(()) };
-    writeln!(
-        out,
-        "stream {} {}: {}-byte messages, {} publisher(s), rate {}",
-        s.proto,
-        s.direction,
-        s.size,
-        s.publishers,
-        s.rate_per_s.map_or_else(|| "max".to_owned(), |r| format!("{} per publisher", rate_words(r)))
-    )?;
+    heading(out, s)?;
+    if let Some(search) = &s.search {
+        search_line(out, search)?;
+        if let Some(t) = search.trials.last() {
+            writeln!(
+                out,
+                "the lines below are the last trial (at {})",
+                t.rate_per_s.map_or_else(|| "flat out".to_owned(), rate_words)
+            )?;
+        }
+    }
+    if let Some(last) = s.sweep.last() {
+        let best = s.sweep.iter().max_by(|a, b| a.bits_per_s.total_cmp(&b.bits_per_s));
+        if let Some(b) = best {
+            writeln!(out, "size sweep: most throughput {} at {} bytes", bits_words(b.bits_per_s), b.size)?;
+        }
+        writeln!(out, "the lines below are the last size ({} bytes)", last.size)?;
+    }
     if let Some(t) = &s.sender {
         writeln!(
             out,
-            "sender: sent {} messages, {} {}{}{}",
+            "sender: sent {} messages in {}: {} {}{}{}",
             t.messages,
+            secs(t.send_ns),
             rate_words(t.per_s),
             bits_words(t.bits_per_s),
             if t.gso { " (UDP GSO)" } else { "" },
@@ -37,36 +116,19 @@ pub fn summary(out: &mut dyn Write, report: &Report) -> io::Result<()> {
         )?;
     }
     for r in &s.receivers {
-        let c = &r.total;
-        let span = c.span_ns();
-        writeln!(
-            out,
-            "{}: received {} of {} sent ({} missing, loss {:.4}%), {} {}, out of order {} (avg offset {:.1}), dup {}, gaps {} (mean {:.1} msgs, {:.3} ms), jitter {:.2} us",
-            r.addr,
-            c.received,
-            r.sent,
-            r.sent.saturating_sub(c.received),
-            loss_percent(r),
-            rate_words(c.per_sec(span)),
-            bits_words(c.bits_per_sec(span)),
-            c.out_of_order,
-            c.avg_offset(),
-            c.duplicates,
-            c.gaps,
-            c.mean_gap(),
-            c.mean_gap_ns() / 1e6,
-            c.jitter_ns / 1000.0
-        )?;
+        receiver_lines(out, r)?;
     }
-    if let Some(search) = &s.search {
-        writeln!(
-            out,
-            "highest rate with loss <= {:.4}%: {} {} ({} trials)",
-            search.loss_target * 100.0,
-            rate_words(search.best_per_s),
-            bits_words(search.best_bits_per_s),
-            search.trials.len()
-        )?;
+    if let Some(r) = s.receivers.iter().find(|r| r.direction != "listen") {
+        if r.over_send_time() {
+            writeln!(
+                out,
+                "rates: per second of the sending time (first send to the end of the last, on the sender's clock: {} for {})",
+                if r.direction == "reverse" { "serve's" } else { "this client's" },
+                r.addr
+            )?;
+        } else {
+            writeln!(out, "rates: per second of each receiver's first to last arrival (no sending time recorded)")?;
+        }
     }
     for w in &s.warnings {
         writeln!(out, "warning: {w}")?;
@@ -76,6 +138,50 @@ pub fn summary(out: &mut dyn Write, report: &Report) -> io::Result<()> {
         Outcome::PeerSilent => writeln!(out, "a receiver went away: results so far"),
         Outcome::Completed => Ok(()),
     }
+}
+
+/// A receiver's line, and what its host's kernel and its socket say about the loss.
+fn receiver_lines(out: &mut dyn Write, r: &ReceiverResult) -> io::Result<()> {
+    let c = &r.total;
+    let over = if r.send_ns > 0 { format!(" over {}", secs(r.send_ns)) } else { String::new() };
+    writeln!(
+        out,
+        "{}: received {} of {} sent ({} missing, loss {:.4}%), {} {}{over}, out of order {} (avg offset {:.1}), dup {}, gaps {} (mean {:.1} msgs, {:.3} ms), jitter {:.2} us",
+        r.addr,
+        c.received,
+        r.sent,
+        r.sent.saturating_sub(c.received),
+        loss_percent(r),
+        rate_words(r.per_s()),
+        bits_words(r.bits_per_s()),
+        c.out_of_order,
+        c.avg_offset(),
+        c.duplicates,
+        c.gaps,
+        c.mean_gap(),
+        c.mean_gap_ns() / 1e6,
+        c.jitter_ns / 1000.0
+    )?;
+    if let Some(k) = r.rcvbuf_errors() {
+        let missing = r.sent.saturating_sub(c.received);
+        if k > 0 {
+            writeln!(
+                out,
+                "{}: the receiving host dropped datagrams: its UDP receive buffers overflowed {k} times during the run (Udp RcvbufErrors, host-wide; one overflow drops a datagram or a whole GRO run of up to 64) for {missing} missing",
+                r.addr
+            )?;
+        } else if missing > 0 {
+            writeln!(
+                out,
+                "{}: no UDP receive buffer on the receiving host overflowed during the run (Udp RcvbufErrors 0): the {missing} missing were not dropped by a full socket buffer there",
+                r.addr
+            )?;
+        }
+    }
+    if r.foreign > 0 {
+        writeln!(out, "{}: {} datagrams at the receiver were not this session's stream messages", r.addr, r.foreign)?;
+    }
+    Ok(())
 }
 
 /// One line per search trial.
@@ -186,22 +292,104 @@ mod tests {
         stream(&mut out, &fixtures::stream(1000, 900)).unwrap();
         let text = String::from_utf8(out).unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], "stream udp forward: 1000-byte messages, 1 publisher(s), rate max");
+        // The fixture has a search and a sweep: the summary says what it reports.
+        assert_eq!(
+            lines[0],
+            "stream udp forward: highest rate with loss <= 0.0000%, 1000-byte messages, 1 publisher(s), from flat out"
+        );
+        assert_eq!(
+            lines[1],
+            "highest rate with loss <= 0.0000%: 1.0k msg/s 8.0 Mbit/s (2 trials; the next rate up lost more)"
+        );
+        assert_eq!(lines[2], "the lines below are the last trial (at 1.0k msg/s)");
+        assert_eq!(lines[3], "size sweep: most throughput 4.10 Gbit/s at 1024 bytes");
+        assert_eq!(lines[4], "the lines below are the last size (1024 bytes)");
         assert!(
-            lines[1].starts_with(
-                "127.0.0.1:7878: received 900 of 1000 sent (100 missing, loss 10.0000%), 900 msg/s 7.2 Mbit/s"
+            lines[5].starts_with(
+                "127.0.0.1:7878: received 900 of 1000 sent (100 missing, loss 10.0000%), 900 msg/s 7.2 Mbit/s over 1.000 s"
             ),
             "{text}"
         );
-        assert_eq!(lines[2], "highest rate with loss <= 0.0000%: 1.0k msg/s 8.0 Mbit/s (2 trials)");
-        assert_eq!(lines[4], "intervals at 127.0.0.1:7878 (forward):");
-        assert_eq!(lines[5].split_whitespace().collect::<Vec<_>>(), ["seconds", "received", "throughput", "loss"]);
+        assert!(lines[6].starts_with("rates: per second of the sending time"), "{text}");
+        let at = lines.iter().position(|l| *l == "intervals at 127.0.0.1:7878 (forward):").expect(&text);
+        assert_eq!(lines[at + 1].split_whitespace().collect::<Vec<_>>(), ["seconds", "received", "throughput", "loss"]);
         assert_eq!(
-            lines[6].split_whitespace().collect::<Vec<_>>(),
+            lines[at + 2].split_whitespace().collect::<Vec<_>>(),
             ["0.500", "900", "msg/s", "7.2", "Mbit/s", "10.000%"]
         );
         assert!(text.contains("search trials (loss target 0.0000%):"));
         assert!(lines.iter().any(|l| l.ends_with("FAIL")) && lines.iter().any(|l| l.ends_with("pass")));
         assert!(text.contains("size sweep:\n  size     64 B:"), "{text}");
+    }
+
+    fn text_of(r: &Report) -> String {
+        let mut out = Vec::new();
+        summary(&mut out, r).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    fn receiver_mut(r: &mut Report) -> &mut ReceiverResult {
+        let Results::Stream(s) = &mut r.results else { unreachable!() };
+        s.search = None;
+        s.sweep.clear();
+        &mut s.receivers[0]
+    }
+
+    /// The suite's "stream-udp-64" row: 64 of 10,031,424 received within 37 µs of each
+    /// other. Over the sending time that is 64 a second, not the 1.7M a second the
+    /// receiver's own first-to-last window made of it.
+    #[test]
+    fn near_total_loss_is_not_a_high_rate() {
+        let mut r = fixtures::stream(10_031_424, 64);
+        let x = receiver_mut(&mut r);
+        x.total.first_ns = 1_000;
+        x.total.last_ns = 38_000;
+        x.send_ns = 1_000_000_000;
+        assert!((x.per_s() - 64.0).abs() < 1e-9, "{}", x.per_s());
+        let text = text_of(&r);
+        assert!(text.contains("64 msg/s 512.0 kbit/s over 1.000 s"), "{text}");
+        assert!(text.contains("rates: per second of the sending time"), "{text}");
+    }
+
+    #[test]
+    fn the_receiving_hosts_drops_are_said() {
+        let mut r = fixtures::stream(1000, 936);
+        let x = receiver_mut(&mut r);
+        let snmp = |v: i64| {
+            let mut k = wirebench_core::snmp::Snmp::default();
+            k.0.entry("Udp".into()).or_default().insert("RcvbufErrors".into(), v);
+            Some(k)
+        };
+        x.kernel = snmp(1);
+        let text = text_of(&r);
+        assert!(text.contains("the receiving host dropped datagrams: its UDP receive buffers overflowed 1 times during the run (Udp RcvbufErrors, host-wide"), "{text}");
+        receiver_mut(&mut r).kernel = snmp(0);
+        assert!(text_of(&r).contains(
+            "no UDP receive buffer on the receiving host overflowed during the run (Udp RcvbufErrors 0): the 64 missing"
+        ));
+        receiver_mut(&mut r).foreign = 7;
+        assert!(text_of(&r).contains("7 datagrams at the receiver were not this session's stream messages"));
+    }
+
+    #[test]
+    fn a_search_says_how_it_ended() {
+        let mut r = fixtures::stream(1000, 900);
+        let Results::Stream(s) = &mut r.results else { unreachable!() };
+        s.sweep.clear();
+        let line = |r: &Report| text_of(r).lines().nth(1).unwrap().to_owned();
+        assert!(line(&r).ends_with("(2 trials; the next rate up lost more)"), "{}", line(&r));
+        for (ending, want) in [
+            ("top_passed", "the first trial, at the top, passed"),
+            ("sender_limited", "all the sender could send"),
+            ("nothing_passed", "none: every rate down to 2 msg/s lost more (2 trials)"),
+            ("stopped", "search stopped after 2 trials"),
+        ] {
+            let Results::Stream(s) = &mut r.results else { unreachable!() };
+            s.search.as_mut().unwrap().ending = ending.into();
+            assert!(line(&r).contains(want), "{ending}: {}", line(&r));
+        }
+        let text = text_of(&r);
+        assert!(text.starts_with("stream udp forward: highest rate with loss <= 0.0000%, 1000-byte messages, 1 publisher(s), from flat out\n"), "{text}");
+        assert!(text.contains("the lines below are the last trial (at 1.0k msg/s)"), "{text}");
     }
 }

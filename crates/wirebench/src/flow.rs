@@ -6,8 +6,10 @@
 //! low rates, so pacing stays even). Flat out (`max`) sends full batches on a blocking
 //! socket, so the kernel's send buffer is the only brake, as with iperf.
 //!
-//! Receiving: one clock read per `recvmsg` (a GRO batch shares its arrival time), then each
-//! datagram is checked and accounted in its publisher's `StreamRx`.
+//! Receiving: one clock read per `recvmmsg` (a GRO batch shares its arrival time), then each
+//! datagram is checked and accounted in its publisher's `StreamRx`. The receiving socket has
+//! GRO on before the sender learns its port, and its thread asks for a higher priority than
+//! the sender's (`recv::RECEIVER_NICE`, `send::LOCAL_FLAT_OUT_NICE`).
 
 pub mod recv;
 pub mod send;

@@ -1,9 +1,20 @@
 //! `wirebench listen`: a standalone receiver, as Coherence's DatagramTest listener. It
 //! accounts every publisher that sends it stream messages (keyed by source address, session
 //! and publisher index) and prints DatagramTest's "Now" (since the last report) and
-//! "Lifetime" blocks per publisher; `--log` writes the same columns as TSV.
+//! "Lifetime" blocks per publisher, gaps included; `--log` writes the same columns as TSV.
+//!
+//! Time base: this listener's own clock. "Now" covers the time since the last report;
+//! "Lifetime" the publisher's first to last arrival (DatagramTest's "elapsed"). No sender
+//! clock is known here, so a publisher whose datagrams mostly never arrived shows the rate
+//! of those that did.
+//!
+//! Budget (it takes anyone's datagrams): at most `--max-publishers` tracked at once (each a
+//! sequence window of 128 bytes growing with its own arrivals to 128 KiB); a publisher
+//! silent for `--idle-expiry` is reported one last time and forgotten; datagrams of new
+//! publishers while the table is full are refused and counted. See docs/security.md.
 
-use std::collections::HashMap;
+mod print;
+
 use std::io::Write;
 use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
 use std::path::PathBuf;
@@ -11,8 +22,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context as _;
 use socket2::{Domain, Protocol, Socket, Type};
-use wirebench_core::report::{Outcome, ReceiverResult, Report, Results, StreamResults};
-use wirebench_core::stream::{StreamCounts, StreamRx};
+use wirebench_core::report::{ListenTotals, Outcome, ReceiverResult, Report, Results, StreamResults};
+use wirebench_core::stream::table::{Budget, Table};
 use wirebench_core::units::Span;
 use wirebench_core::wire::stream;
 use wirebench_net::batch::{Batch, SLOT, SLOTS, UdpBatchReceiver, size_buffers};
@@ -21,6 +32,9 @@ use wirebench_net::clock::{Clock, MonoClock};
 use crate::Ctx;
 use crate::error::UsageError;
 use crate::flow::STREAM_BUFFER;
+
+/// Publishers tracked at once by default.
+pub const DEFAULT_MAX_PUBLISHERS: usize = 256;
 
 /// `wirebench listen` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -37,7 +51,7 @@ pub struct Args {
     /// Report every this many messages (per publisher) instead of every interval.
     #[arg(long)]
     pub report_every: Option<u64>,
-    /// Report interval.
+    /// Report interval (at least 100ms).
     #[arg(long, default_value = "1s")]
     pub interval: Span,
     /// Stop after this long.
@@ -46,6 +60,12 @@ pub struct Args {
     /// Stop after this many messages in total.
     #[arg(long, short = 'n')]
     pub count: Option<u64>,
+    /// Publishers tracked at once; datagrams of more are refused and counted.
+    #[arg(long, default_value_t = DEFAULT_MAX_PUBLISHERS)]
+    pub max_publishers: usize,
+    /// Forget a publisher silent this long (after a last report).
+    #[arg(long, default_value = "30s")]
+    pub idle_expiry: Span,
     /// Write every report as a TSV row.
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
@@ -54,15 +74,8 @@ pub struct Args {
     pub json: Option<PathBuf>,
 }
 
-type Key = (SocketAddr, u64, u16);
-
-struct Publisher {
-    key: Key,
-    rx: StreamRx,
-    at_last_report: StreamCounts,
-    last_report_ns: u64,
-    size: usize,
-}
+/// A publisher: who sent it, its session and its index.
+pub(crate) type Key = (SocketAddr, u64, u16);
 
 fn bind(a: &Args) -> anyhow::Result<UdpSocket> {
     let addr = crate::ping::resolve(&a.listen)?;
@@ -81,15 +94,40 @@ fn bind(a: &Args) -> anyhow::Result<UdpSocket> {
     Ok(sock)
 }
 
+fn check(a: &Args) -> Result<Budget, UsageError> {
+    if a.report_every == Some(0) {
+        return Err(UsageError("--report-every must be at least 1".into()));
+    }
+    if a.interval.0 < Duration::from_millis(100) {
+        return Err(UsageError("--interval must be at least 100ms".into()));
+    }
+    if a.duration.is_some_and(|d| d.0.is_zero()) {
+        return Err(UsageError("--duration must be above 0".into()));
+    }
+    if a.count == Some(0) {
+        return Err(UsageError("--count must be at least 1".into()));
+    }
+    if !(1..=65_536).contains(&a.max_publishers) {
+        return Err(UsageError("--max-publishers must be 1..=65536".into()));
+    }
+    if a.idle_expiry.0 < Duration::from_secs(1) {
+        return Err(UsageError("--idle-expiry must be at least 1s".into()));
+    }
+    Ok(Budget {
+        max_live: a.max_publishers,
+        max_finished: a.max_publishers,
+        idle_ns: u64::try_from(a.idle_expiry.0.as_nanos()).unwrap_or(u64::MAX),
+    })
+}
+
 /// `wirebench listen`: receive until Ctrl-C, `--duration` or `--count`.
 pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
-    if a.report_every == Some(0) {
-        return Err(UsageError("--report-every must be at least 1".into()).into());
-    }
+    let budget = check(a)?;
     let sock = bind(a)?;
     let (granted, _) = size_buffers(&sock, STREAM_BUFFER);
     sock.set_read_timeout(Some(Duration::from_millis(100)))?;
-    writeln!(ctx.out, "wirebench listen: receiving on {} (Ctrl-C to stop)", sock.local_addr()?)?;
+    let local = sock.local_addr()?;
+    writeln!(ctx.out, "wirebench listen: receiving on {local} (Ctrl-C to stop)")?;
     if granted.capped() {
         writeln!(
             ctx.out,
@@ -102,10 +140,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
             let mut f = std::io::BufWriter::new(
                 std::fs::File::create(p).with_context(|| format!("cannot write {}", p.display()))?,
             );
-            writeln!(
-                f,
-                "time_s\tpublisher\tblock\telapsed_ms\tsize\tmb_per_s\tpackets_per_s\treceived\texpected\tmissing\tsuccess_rate\tout_of_order\tavg_offset"
-            )?;
+            print::tsv_header(&mut f)?;
             Some(f)
         }
         None => None,
@@ -117,14 +152,13 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let mut rx = UdpBatchReceiver::new(sock);
     let mut buf = vec![0u8; SLOTS * SLOT];
     let mut slots = [Batch { len: 0, seg: 1, from: None }; SLOTS];
-    let mut pubs: Vec<Publisher> = Vec::new();
-    let mut index: HashMap<Key, usize> = HashMap::new();
+    let mut table: Table<Key> = Table::new(budget);
     let mut foreign = 0u64;
     let interval_ns = u64::try_from(a.interval.0.as_nanos()).unwrap_or(u64::MAX);
     let mut next_report = start_ns + interval_ns;
     let mut total = 0u64;
+    let mut printer = print::Printer { out: ctx.out, log: log.as_mut().map(|f| f as &mut dyn Write), start_ns, local };
     loop {
-        let now = clock.now_ns();
         let over = ctx.shutdown.is_set()
             || a.duration.is_some_and(|d| t0.elapsed() >= d.0)
             || a.count.is_some_and(|n| total >= n);
@@ -132,6 +166,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
             break;
         }
         let filled = rx.recv_many(&mut buf, &mut slots)?;
+        let now = clock.now_ns();
         for (k, b) in slots[..filled].iter().enumerate() {
             let from = b.from.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
             for m in buf[k * SLOT..k * SLOT + b.len].chunks(b.seg) {
@@ -139,130 +174,106 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
                     foreign += 1;
                     continue;
                 };
-                let key = (from, h.session, h.publisher);
-                let i = *index.entry(key).or_insert_with(|| {
-                    pubs.push(Publisher {
-                        key,
-                        rx: StreamRx::new(),
-                        at_last_report: StreamCounts::default(),
-                        last_report_ns: now,
-                        size: m.len(),
-                    });
-                    pubs.len() - 1
-                });
-                let p = &mut pubs[i];
-                p.rx.on_datagram(h.seq, m.len(), h.sent_ns, now);
+                let Some(i) = table.on_datagram((from, h.session, h.publisher), h.seq, m.len(), h.sent_ns, now) else {
+                    continue;
+                };
                 total += 1;
-                if let Some(every) = a.report_every
-                    && p.rx.counts().received.is_multiple_of(every)
-                {
-                    report(ctx.out, log.as_mut(), p, start_ns, now);
+                if let Some(every) = a.report_every {
+                    let e = &mut table.live_mut()[i];
+                    if e.rx.counts().received.is_multiple_of(every) {
+                        printer.report(e, now, None);
+                    }
                 }
             }
         }
-        if a.report_every.is_none() && now >= next_report {
-            for p in &mut pubs {
-                report(ctx.out, log.as_mut(), p, start_ns, now);
+        if now >= next_report {
+            if a.report_every.is_none() {
+                printer.round(table.live_mut(), now);
             }
+            let idle = a.idle_expiry;
+            table.expire(now, |e| printer.report(e, now, Some(idle)));
             next_report = now + interval_ns;
         }
     }
     let now = clock.now_ns();
-    for p in &mut pubs {
-        report(ctx.out, log.as_mut(), p, start_ns, now);
-    }
+    printer.round(table.live_mut(), now);
     if let Some(f) = log.as_mut() {
         f.flush()?;
     }
-    if foreign > 0 {
-        writeln!(ctx.out, "ignored {foreign} datagrams that were not stream messages")?;
-    }
-    let receivers = pubs
+    let (done, tally) = table.into_results();
+    let totals = ListenTotals {
+        publishers_seen: tally.seen,
+        expired: tally.expired,
+        not_kept: tally.not_kept,
+        refused_datagrams: tally.refused,
+        foreign,
+    };
+    print::totals(ctx.out, &totals, a.max_publishers)?;
+    let receivers = done
         .iter()
-        .map(|p| ReceiverResult {
-            addr: format!("{} session {:016x} publisher {}", p.key.0, p.key.1, p.key.2),
+        .map(|(key, c, _)| ReceiverResult {
+            addr: format!("{} session {:016x} publisher {}", key.0, key.1, key.2),
             direction: "listen".into(),
-            sent: p.rx.counts().expected,
-            total: *p.rx.counts(),
-            publishers: vec![*p.rx.counts()],
+            sent: c.expected,
+            total: *c,
+            publishers: vec![*c],
             intervals: Vec::new(),
+            send_ns: 0,
+            foreign: 0,
+            kernel: None,
         })
         .collect();
     let report = Report {
         schema_version: wirebench_core::report::SCHEMA_VERSION,
         meta: crate::host::meta(&ctx.argv, started, u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX)),
-        config: serde_json::json!({ "listen": a.listen, "join": a.join, "interval_ns": interval_ns }),
+        config: serde_json::json!({
+            "listen": a.listen, "join": a.join, "interval_ns": interval_ns,
+            "max_publishers": a.max_publishers, "idle_expiry_ns": budget.idle_ns,
+        }),
         outcome: if ctx.shutdown.is_set() { Outcome::Interrupted } else { Outcome::Completed },
         results: Results::Stream(StreamResults {
             proto: "udp".into(),
             direction: "listen".into(),
-            size: pubs.first().map_or(0, |p| p.size),
-            publishers: u16::try_from(pubs.len()).unwrap_or(u16::MAX),
+            size: done.first().map_or(0, |d| d.2),
+            publishers: u16::try_from(done.len()).unwrap_or(u16::MAX),
             rate_per_s: None,
             sender: None,
             receivers,
             search: None,
             sweep: Vec::new(),
             warnings: Vec::new(),
+            listen: Some(totals),
         }),
     };
-    if let Some(p) = &a.json {
-        crate::output::write_json(p, &report)?;
+    if let Some(path) = &a.json {
+        crate::output::write_json(path, &report)?;
     }
     Ok(report)
 }
 
-/// Prints the Now and Lifetime blocks of one publisher, and their TSV rows.
-fn report(
-    out: &mut dyn Write,
-    log: Option<&mut std::io::BufWriter<std::fs::File>>,
-    p: &mut Publisher,
-    start_ns: u64,
-    now: u64,
-) {
-    let life = *p.rx.counts();
-    let now_c = life.since(&p.at_last_report);
-    let now_span = now.saturating_sub(p.last_report_ns);
-    let life_span = life.span_ns();
-    let name = format!("{} (session {:016x}, publisher {})", p.key.0, p.key.1, p.key.2);
-    let mut rows = Vec::new();
-    for (block, c, span) in [("Now", &now_c, now_span), ("Lifetime", &life, life_span)] {
-        #[expect(clippy::cast_precision_loss, reason = "display values")]
-        let mb = c.bytes as f64 / 1e6 / (span as f64 / 1e9).max(1e-9);
-        let _ = writeln!(
-            out,
-            "{block}:\nRx from publisher: {name}\n             elapsed: {}ms\n         packet size: {} bytes\n          throughput: {:.1} MB/sec\n                      {:.0} packets/sec\n            received: {} of {}\n             missing: {}\n        success rate: {:.6}\n        out of order: {}\n          avg offset: {:.1}",
-            span / 1_000_000,
-            p.size,
-            mb,
-            c.per_sec(span),
-            c.received,
-            c.expected,
-            c.missing(),
-            c.success_rate(),
-            c.out_of_order,
-            c.avg_offset()
-        );
-        #[expect(clippy::cast_precision_loss, reason = "display values")]
-        let t = now.saturating_sub(start_ns) as f64 / 1e9;
-        rows.push(format!(
-            "{t:.3}\t{name}\t{block}\t{}\t{}\t{mb:.3}\t{:.0}\t{}\t{}\t{}\t{:.6}\t{}\t{:.2}",
-            span / 1_000_000,
-            p.size,
-            c.per_sec(span),
-            c.received,
-            c.expected,
-            c.missing(),
-            c.success_rate(),
-            c.out_of_order,
-            c.avg_offset()
-        ));
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: &[&str]) -> Result<Budget, String> {
+        let a: Args = crate::cli::parse_mode("listen", v).map_err(|e| e.to_string())?;
+        check(&a).map_err(|e| e.0)
     }
-    if let Some(f) = log {
-        for r in rows {
-            let _ = writeln!(f, "{r}");
+
+    #[test]
+    fn bad_input_is_refused_with_a_reason() {
+        for (v, want) in [
+            (&["--interval", "0s"][..], "--interval must be at least 100ms"),
+            (&["--duration", "0s"][..], "--duration must be above 0"),
+            (&["--report-every", "0"][..], "--report-every"),
+            (&["--count", "0"][..], "--count"),
+            (&["--max-publishers", "0"][..], "--max-publishers"),
+            (&["--idle-expiry", "10ms"][..], "--idle-expiry"),
+        ] {
+            let e = args(v).expect_err(want);
+            assert!(e.contains(want), "{v:?}: {e}");
         }
+        let b = args(&[]).unwrap();
+        assert_eq!((b.max_live, b.idle_ns), (DEFAULT_MAX_PUBLISHERS, 30_000_000_000));
     }
-    p.at_last_report = life;
-    p.last_report_ns = now;
 }

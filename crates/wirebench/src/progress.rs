@@ -5,9 +5,9 @@
 
 use std::io::{IsTerminal as _, Write as _};
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,8 @@ const BAR_EVERY: Duration = Duration::from_millis(200);
 pub enum Total {
     /// This many items (probes), counted by the run.
     Count(u64),
+    /// This many of what the words say (`messages`, `trials`), counted by the run.
+    CountOf(u64, &'static str),
     /// This much time.
     Time(Duration),
 }
@@ -34,16 +36,20 @@ pub enum Total {
 pub struct Progress {
     stop: Option<mpsc::Sender<()>>,
     thread: Option<JoinHandle<()>>,
+    /// The bar while one is drawn (for [`Progress::suspend`]).
+    bar: Arc<Mutex<Option<ProgressBar>>>,
 }
 
 impl Progress {
     /// Shows the progress of `label` toward `total`, `done` counting items; nothing if
     /// `quiet`.
     pub fn start(label: String, total: Total, done: Arc<AtomicU64>, quiet: bool) -> Self {
+        let shown = Arc::new(Mutex::new(None));
         if quiet {
-            return Self { stop: None, thread: None };
+            return Self { stop: None, thread: None, bar: shown };
         }
         let (tx, rx) = mpsc::channel::<()>();
+        let drawn = Arc::clone(&shown);
         let thread = std::thread::Builder::new()
             .name("progress".into())
             .spawn(move || {
@@ -53,7 +59,7 @@ impl Progress {
                 }
                 let status = || status(total, done.load(Ordering::Relaxed), t0.elapsed());
                 if std::io::stderr().is_terminal() {
-                    bar(&label, &rx, status);
+                    bar(&label, &rx, status, &drawn);
                 } else {
                     loop {
                         let (_, _, words) = status();
@@ -65,11 +71,26 @@ impl Progress {
                 }
             })
             .ok();
-        Self { stop: Some(tx), thread }
+        Self { stop: Some(tx), thread, bar: shown }
+    }
+
+    /// Runs `f` (which prints lines, e.g. a stream's interval lines) with the bar hidden, so
+    /// the lines and the bar do not tangle on one terminal.
+    pub fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
+        let bar = self.bar.lock().ok().and_then(|b| b.clone());
+        match bar {
+            Some(pb) => pb.suspend(f),
+            None => f(),
+        }
     }
 }
 
-fn bar(label: &str, rx: &mpsc::Receiver<()>, status: impl Fn() -> (u64, u64, String)) {
+fn bar(
+    label: &str,
+    rx: &mpsc::Receiver<()>,
+    status: impl Fn() -> (u64, u64, String),
+    shown: &Mutex<Option<ProgressBar>>,
+) {
     let (_, len, _) = status();
     // Hidden until the first position and message are set, so no empty frame is drawn.
     let pb = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden());
@@ -81,6 +102,9 @@ fn bar(label: &str, rx: &mpsc::Receiver<()>, status: impl Fn() -> (u64, u64, Str
     pb.set_position(pos);
     pb.set_message(words);
     pb.set_draw_target(ProgressDrawTarget::stderr());
+    if let Ok(mut s) = shown.lock() {
+        *s = Some(pb.clone());
+    }
     loop {
         let (pos, _, words) = status();
         pb.set_position(pos);
@@ -88,6 +112,9 @@ fn bar(label: &str, rx: &mpsc::Receiver<()>, status: impl Fn() -> (u64, u64, Str
         if !matches!(rx.recv_timeout(BAR_EVERY), Err(RecvTimeoutError::Timeout)) {
             break;
         }
+    }
+    if let Ok(mut s) = shown.lock() {
+        *s = None;
     }
     pb.finish_and_clear();
 }
@@ -97,6 +124,7 @@ pub fn status(total: Total, done: u64, elapsed: Duration) -> (u64, u64, String) 
     let secs = elapsed.as_secs_f64();
     match total {
         Total::Count(n) => (done.min(n), n, format!("{done}/{n} probes, {secs:.1} s")),
+        Total::CountOf(n, what) => (done.min(n), n, format!("{done}/{n} {what}, {secs:.1} s")),
         Total::Time(d) => {
             let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
             (ms(elapsed).min(ms(d)), ms(d), format!("{secs:.1}/{:.1} s", d.as_secs_f64()))
@@ -154,6 +182,8 @@ mod tests {
         let s = status(Total::Time(Duration::from_secs(10)), 0, Duration::from_millis(4100));
         assert_eq!(s, (4100, 10_000, "4.1/10.0 s".into()));
         assert_eq!(status(Total::Count(10), 12, Duration::ZERO).0, 10, "never past the end");
+        let s = status(Total::CountOf(17, "trials"), 3, Duration::from_millis(6200));
+        assert_eq!(s, (3, 17, "3/17 trials, 6.2 s".into()));
     }
 
     #[test]

@@ -9,28 +9,45 @@
 //! `1 - received / sent` from those two numbers. Rates count message bytes (UDP payload),
 //! as iperf does. `--rate` applies per publisher.
 //!
-//! `--find-max-rate` runs trials (`--trial` long) in an RFC 2544 binary search for the
-//! highest rate whose loss stays within `--loss-target`; `--sizes` runs one trial per size.
+//! One time base. Every rate of a run, sent and received, is over the **sending time**:
+//! from the first send to the end of the last, on the sender's clock (this client's in
+//! forward runs, serve's in reverse runs). A receiver that got 64 of 10 million datagrams
+//! in 37 µs received 32 a second of a two-second run, not 1.7 million. Interval rows are on
+//! this client's clock from the start of sending; each ends when its counts were taken.
+//!
+//! What the receiving host dropped: the receiver snapshots the kernel's `/proc/net/snmp`
+//! before and after (serve for forward runs, this client for reverse) and the result says
+//! how often its UDP receive buffers overflowed (host-wide). The receive thread asks for a
+//! higher priority (nice -10, root or `CAP_SYS_NICE`) and a flat-out sender whose receiver
+//! may share the host yields (nice +5), so a receiver does not lose the CPU to the sender
+//! it measures.
+//!
+//! `--find-max-rate` runs trials (`--trial` long) in the search of `wirebench_core::ratesearch`
+//! (the top, a geometric descent, then bisection) for the highest rate whose loss stays
+//! within `--loss-target`; `--sizes` runs one trial per size.
 
 mod config;
 mod print;
+mod search;
 mod session;
 mod tcp;
 mod udp;
 
 use std::net::{SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::{Instant, SystemTime};
 
 pub use config::Config;
-use wirebench_core::ratesearch::RateSearch;
-use wirebench_core::report::{Outcome, Report, Results, SearchResult, StreamResults, SweepRow, TrialRow};
+use wirebench_core::report::{Outcome, Report, Results, StreamResults};
 use wirebench_core::units::{Span, StreamRate};
-use wirebench_core::wire::control::StreamProto;
+use wirebench_core::wire::control::{Direction, StreamProto};
 
-use self::session::{RunOut, RunSpec};
+use self::session::{Live, RunOut, RunSpec};
 use crate::Ctx;
 use crate::ping::Proto;
+use crate::progress::{Progress, Total};
 
 /// `wirebench stream` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -53,7 +70,8 @@ pub struct Args {
     /// How long [default: 10s].
     #[arg(long, short = 'd')]
     pub duration: Option<Span>,
-    /// Progress line interval.
+    /// Interval of the lines and rows this client measures itself (reverse); serve reports
+    /// each second.
     #[arg(long, default_value = "1s")]
     pub interval: Span,
     /// Parallel publishers (UDP: streams with their own socket; TCP: connections).
@@ -65,14 +83,18 @@ pub struct Args {
     /// Both directions at once (UDP).
     #[arg(long)]
     pub bidir: bool,
+    /// With --bidir: this client starts sending only once it hears serve's data, so both
+    /// sides measure the same window (DatagramTest's -polite).
+    #[arg(long)]
+    pub polite: bool,
     /// UDP multicast: every TARGET serve joins this group and this client sends to it.
     #[arg(long, value_name = "GROUP:PORT")]
     pub group: Option<SocketAddrV4>,
     /// Just send to the TARGETs (e.g. a `wirebench listen`), with no serve to ask.
     #[arg(long)]
     pub no_control: bool,
-    /// Multicast TTL.
-    #[arg(long, default_value_t = 32, env = "WIREBENCH_TTL")]
+    /// Multicast TTL (1..=255).
+    #[arg(long, default_value_t = 32, env = "WIREBENCH_TTL", value_parser = clap::value_parser!(u32).range(1..=255))]
     pub ttl: u32,
     /// Interface (name or IPv4 address) to send from.
     #[arg(long, env = "WIREBENCH_INTERFACE")]
@@ -86,7 +108,7 @@ pub struct Args {
     /// Loss allowed by --find-max-rate: 0, 0.1%, 0.001.
     #[arg(long, default_value = "0")]
     pub loss_target: String,
-    /// Length of each --find-max-rate or --sizes trial.
+    /// Length of each --find-max-rate or --sizes trial (at least 100ms).
     #[arg(long, default_value = "2s")]
     pub trial: Span,
     /// Sweep these message sizes, e.g. 64,256,1024,1468,8192.
@@ -128,21 +150,18 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         search: None,
         sweep: Vec::new(),
         warnings: Vec::new(),
+        listen: None,
     };
     let mut outcome = Outcome::Completed;
     let last = if cfg.find_max_rate {
-        find_max_rate(cfg, ctx, &mut results)?
+        search::find_max_rate(cfg, ctx, &mut results)?
     } else if !cfg.sizes.is_empty() {
-        sweep(cfg, ctx, &mut results)?
+        search::sweep(cfg, ctx, &mut results)?
     } else {
-        let spec = RunSpec {
-            size: cfg.size,
-            rate: cfg.rate.per_sec(cfg.size),
-            count: cfg.count,
-            duration: cfg.duration,
-            progress: !cfg.quiet,
-        };
-        once(cfg, &spec, ctx)?
+        let spec =
+            RunSpec { size: cfg.size, rate: cfg.rate.per_sec(cfg.size), count: cfg.count, duration: cfg.duration };
+        let live = live_for_run(cfg);
+        once(cfg, &spec, ctx, &live)?
     };
     if let Some(why) = &last.peer_lost {
         outcome = Outcome::PeerSilent;
@@ -169,102 +188,35 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     Ok(report)
 }
 
+/// The progress of one run: interval lines unless quiet, and a bar (after two seconds, on a
+/// terminal) toward the duration, or toward the messages of a counted run.
+fn live_for_run(cfg: &Config) -> Live {
+    let done = Arc::new(AtomicU64::new(0));
+    let receivers = if cfg.no_control { 0 } else { cfg.targets.len() as u64 };
+    let total = match cfg.count {
+        Some(n) if receivers > 0 => {
+            let ways = if cfg.direction == Direction::Both { 2 } else { 1 };
+            Total::CountOf(
+                n.saturating_mul(u64::from(cfg.parallel)).saturating_mul(receivers * ways),
+                "messages received",
+            )
+        }
+        _ => Total::Time(cfg.duration),
+    };
+    let label = crate::progress::label("stream", cfg.group.map_or(cfg.targets[0], SocketAddr::V4));
+    Live { lines: !cfg.quiet, bar: Some(Progress::start(label, total, Arc::clone(&done), cfg.quiet)), done }
+}
+
 /// One run with `spec`.
-fn once(cfg: &Config, spec: &RunSpec, ctx: &mut Ctx<'_>) -> anyhow::Result<RunOut> {
+fn once(cfg: &Config, spec: &RunSpec, ctx: &mut Ctx<'_>, live: &Live) -> anyhow::Result<RunOut> {
     let session = crate::session_id();
     if cfg.no_control {
         return udp::publish_only(cfg, spec, session, ctx);
     }
     match cfg.proto {
-        StreamProto::Udp => udp::run(cfg, spec, session, ctx),
-        StreamProto::Tcp => tcp::run(cfg, spec, session, ctx),
+        StreamProto::Udp => udp::run(cfg, spec, session, ctx, live),
+        StreamProto::Tcp => tcp::run(cfg, spec, session, ctx, live),
     }
-}
-
-/// Loss of a run: `1 - received / sent` over every receiver.
-fn loss_of(r: &RunOut) -> (u64, u64, f64) {
-    let sent: u64 = r.receivers.iter().map(|x| x.sent).sum();
-    let got: u64 = r.receivers.iter().map(|x| x.total.received.min(x.sent)).sum();
-    #[expect(clippy::cast_precision_loss, reason = "ratios")]
-    let loss = if sent == 0 { 1.0 } else { 1.0 - got as f64 / sent as f64 };
-    (sent, got, loss)
-}
-
-fn find_max_rate(cfg: &Config, ctx: &mut Ctx<'_>, results: &mut StreamResults) -> anyhow::Result<RunOut> {
-    let trial = |rate: Option<f64>, ctx: &mut Ctx<'_>| {
-        let spec = RunSpec { size: cfg.size, rate, count: None, duration: cfg.trial, progress: false };
-        once(cfg, &spec, ctx)
-    };
-    if !cfg.quiet {
-        writeln!(
-            ctx.out,
-            "finding the highest rate with loss <= {:.4}% (up to 12 trials of {})",
-            cfg.loss_target * 100.0,
-            Span(cfg.trial)
-        )?;
-    }
-    // First trial: the top of the range, flat out or the --rate given.
-    let top_rate = cfg.rate.per_sec(cfg.size);
-    let first = trial(top_rate, ctx)?;
-    let achieved = first.sender.map_or(0.0, |s| s.per_s / f64::from(cfg.parallel));
-    let top = top_rate.unwrap_or(achieved);
-    let mut search = RateSearch::new(top, cfg.loss_target, 0.02);
-    let mut rows = Vec::new();
-    let mut record = |r: &RunOut, rate: Option<f64>, s: &mut RateSearch, ctx: &mut Ctx<'_>| {
-        let (sent, got, loss) = loss_of(r);
-        let achieved = r.sender.map_or(0.0, |x| x.per_s / f64::from(cfg.parallel));
-        let t = s.on_result_achieved(rate.unwrap_or(top), achieved, loss);
-        let row = TrialRow {
-            rate_per_s: rate,
-            sent_per_s: r.sender.map_or(0.0, |x| x.per_s),
-            sent,
-            received: got,
-            loss,
-            passed: t.passed,
-        };
-        if !cfg.quiet {
-            let _ = wirebench_report::stream_text::trial(ctx.out, &row, cfg.size);
-        }
-        rows.push(row);
-    };
-    record(&first, top_rate, &mut search, ctx);
-    let mut last = first;
-    let mut trials = 1;
-    while let Some(rate) = search.next_rate() {
-        if ctx.shutdown.is_set() || last.peer_lost.is_some() || trials >= 12 {
-            break;
-        }
-        last = trial(Some(rate), ctx)?;
-        record(&last, Some(rate), &mut search, ctx);
-        trials += 1;
-    }
-    let best = search.result();
-    #[expect(clippy::cast_precision_loss, reason = "rates")]
-    let best_bits = best * 8.0 * cfg.size as f64;
-    results.search =
-        Some(SearchResult { loss_target: cfg.loss_target, trials: rows, best_per_s: best, best_bits_per_s: best_bits });
-    Ok(last)
-}
-
-fn sweep(cfg: &Config, ctx: &mut Ctx<'_>, results: &mut StreamResults) -> anyhow::Result<RunOut> {
-    let mut last = RunOut::default();
-    for &size in &cfg.sizes {
-        if ctx.shutdown.is_set() || last.peer_lost.is_some() {
-            break;
-        }
-        let spec = RunSpec { size, rate: cfg.rate.per_sec(size), count: None, duration: cfg.trial, progress: false };
-        last = once(cfg, &spec, ctx)?;
-        let (_, _, loss) = loss_of(&last);
-        let span: u64 = last.receivers.iter().map(|r| r.total.span_ns()).max().unwrap_or(0);
-        let got: f64 = last.receivers.iter().map(|r| r.total.per_sec(span)).sum();
-        let bits: f64 = last.receivers.iter().map(|r| r.total.bits_per_sec(span)).sum();
-        let row = SweepRow { size, per_s: got, bits_per_s: bits, loss };
-        if !cfg.quiet {
-            let _ = wirebench_report::stream_text::sweep_row(ctx.out, &row);
-        }
-        results.sweep.push(row);
-    }
-    Ok(last)
 }
 
 /// Writes the files asked for.

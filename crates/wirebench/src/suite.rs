@@ -34,9 +34,10 @@ fn stream_steps(target: &str, scale: f64) -> Vec<Step> {
     let d = |base: f64| format!("{}ms", ((base * scale).round() as u64).max(100));
     let s = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>();
     vec![
-        Step { name: "stream-udp-1468", args: s(&[target, "--duration", &d(1000.0), "-q"]) },
-        Step { name: "stream-udp-64", args: s(&[target, "--size", "64", "--duration", &d(1000.0), "-q"]) },
-        Step { name: "stream-tcp", args: s(&[target, "--proto", "tcp", "--duration", &d(1000.0), "-q"]) },
+        // Two seconds: serve reports each second, so the interval charts get a series.
+        Step { name: "stream-udp-1468", args: s(&[target, "--duration", &d(2000.0), "-q"]) },
+        Step { name: "stream-udp-64", args: s(&[target, "--size", "64", "--duration", &d(2000.0), "-q"]) },
+        Step { name: "stream-tcp", args: s(&[target, "--proto", "tcp", "--duration", &d(2000.0), "-q"]) },
         Step {
             name: "stream-loss-free-64",
             args: s(&[target, "--size", "64", "--find-max-rate", "--trial", &d(300.0), "-q"]),
@@ -153,13 +154,7 @@ fn stream_row(name: &str, r: &Report) -> Vec<String> {
     let sent = s.sender.map_or_else(|| "-".into(), |x| rate_words(x.per_s));
     let (recv, bits, loss) = s.receivers.first().map_or_else(
         || ("-".into(), "-".into(), "-".into()),
-        |x| {
-            let span = x.total.span_ns();
-            #[expect(clippy::cast_precision_loss, reason = "display values")]
-            let loss =
-                if x.sent == 0 { 0.0 } else { 100.0 * x.sent.saturating_sub(x.total.received) as f64 / x.sent as f64 };
-            (rate_words(x.total.per_sec(span)), bits_words(x.total.bits_per_sec(span)), format!("{loss:.3}%"))
-        },
+        |x| (rate_words(x.per_s()), bits_words(x.bits_per_s()), format!("{:.3}%", 100.0 * x.loss())),
     );
     let best = s
         .search

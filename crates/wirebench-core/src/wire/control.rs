@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use super::handshake::{NONCE_HEX, SECRET_HEX, TAG_HEX, is_hex};
 use super::{DecodeError, Kind, MAGIC};
+use crate::snmp::Snmp;
 use crate::stream::StreamCounts;
 
 /// The version byte of control frames (the common header's second byte). Version 1 sent the
@@ -231,6 +232,17 @@ pub enum Control {
         received: Vec<PublisherCounts>,
         /// Sent per publisher (reverse).
         sent: Vec<u64>,
+        /// Reverse: how long serve's sending took (first send to the end of the last), ns,
+        /// the time base of the run's rates (0 from an older serve).
+        #[serde(default)]
+        send_ns: u64,
+        /// Forward: datagrams on the session's socket that were not its stream messages.
+        #[serde(default)]
+        foreign: u64,
+        /// Forward UDP: serve's host's kernel counters over the session (the difference of
+        /// `/proc/net/snmp`'s `Udp` and `Tcp` tables; host-wide).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kernel: Option<Snmp>,
     },
     /// Either way: a refusal or failure, in words.
     Error {
@@ -280,6 +292,26 @@ fn counts_ok(p: &[PublisherCounts]) -> Result<(), String> {
         let j = c.counts.jitter_ns;
         if !j.is_finite() || j < 0.0 {
             return Err(format!("jitter {j} is not a finite non-negative number"));
+        }
+    }
+    Ok(())
+}
+
+/// Most tables in a `result`'s kernel counters (`/proc/net/snmp` has six; serve sends two).
+pub const MAX_KERNEL_TABLES: usize = 8;
+/// Most fields in one table of a `result`'s kernel counters, and longest name, bytes.
+pub const MAX_KERNEL_FIELDS: usize = 64;
+
+fn kernel_ok(k: &Snmp) -> Result<(), String> {
+    if k.0.len() > MAX_KERNEL_TABLES {
+        return Err(format!("kernel: {} tables, at most {MAX_KERNEL_TABLES}", k.0.len()));
+    }
+    for (t, fields) in &k.0 {
+        if fields.len() > MAX_KERNEL_FIELDS {
+            return Err(format!("kernel: {} fields in a table, at most {MAX_KERNEL_FIELDS}", fields.len()));
+        }
+        if std::iter::once(t).chain(fields.keys()).any(|n| n.is_empty() || n.len() > MAX_KERNEL_FIELDS) {
+            return Err(format!("kernel: a table or field name outside 1..={MAX_KERNEL_FIELDS} bytes"));
         }
     }
     Ok(())
@@ -339,9 +371,12 @@ impl Control {
             },
             Self::Interval { publishers } => counts_ok(publishers),
             Self::Finish { sent } => list_len("sent", sent),
-            Self::Result { received, sent } => {
+            // `send_ns` and `foreign` are a time and a count: any u64 is only ever divided by
+            // or shown, so no range is refused (as with the counts in `received`).
+            Self::Result { received, sent, kernel, .. } => {
                 counts_ok(received)?;
-                list_len("sent", sent)
+                list_len("sent", sent)?;
+                kernel.as_ref().map_or(Ok(()), kernel_ok)
             }
             Self::Error { message } if message.len() > MAX_MESSAGE => {
                 Err(format!("error message of {} bytes", message.len()))

@@ -15,12 +15,11 @@ use crate::text::{bits_words, rate_words};
 pub(super) fn headline(s: &StreamResults) -> String {
     let mut parts = vec![format!("{} {} {} B", s.proto, s.direction, s.size)];
     for r in &s.receivers {
-        let span = r.total.span_ns();
         parts.push(format!(
             "{}: {} {}, loss {:.3}%",
             r.addr,
-            rate_words(r.total.per_sec(span)),
-            bits_words(r.total.bits_per_sec(span)),
+            rate_words(r.per_s()),
+            bits_words(r.bits_per_s()),
             loss_percent(r)
         ));
     }

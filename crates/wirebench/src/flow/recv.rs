@@ -1,15 +1,19 @@
-//! The receiver: accounts stream messages per publisher, publishes a snapshot once per
-//! interval, and drains after it is told to stop.
+//! The receiver: accounts stream messages per publisher, publishes a snapshot every
+//! [`PUBLISH_NS`] (so whoever reports an interval reads counts at most that old), and drains
+//! after it is told to stop. The UDP receive thread asks for a higher scheduling priority
+//! than anything else on the host ([`RECEIVER_NICE`]): where it shares a CPU with the sender
+//! it measures, or with other work, a receiver that loses the CPU loses datagrams.
 
 use std::io::{self, ErrorKind, Read};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use wirebench_core::stream::{StreamCounts, StreamRx};
 use wirebench_core::wire::stream;
 use wirebench_net::batch::{Batch, SLOT, SLOTS, UdpBatchReceiver};
 use wirebench_net::clock::{Clock, MonoClock};
+use wirebench_net::priority::Nice;
 
 /// Most publishers in one stream.
 pub const MAX_PUBLISHERS: u16 = 64;
@@ -50,19 +54,38 @@ impl Accounts {
     pub fn received(&self) -> u64 {
         self.rx.iter().map(|r| r.counts().received).sum()
     }
+
+    /// Copies the lifetime counts into `into` (no allocation once it has the capacity).
+    pub fn counts_into(&self, into: &mut Vec<StreamCounts>) {
+        into.clear();
+        into.extend(self.rx.iter().map(|r| *r.counts()));
+    }
 }
 
 /// Shared between a receiver thread and whoever reports on it.
 #[derive(Debug, Default)]
 pub struct Progress {
-    /// The latest per-publisher lifetime counts (updated once per interval).
+    /// The latest per-publisher lifetime counts (at most [`PUBLISH_NS`] old).
     pub snapshot: Mutex<Vec<StreamCounts>>,
+    /// Datagrams so far that were not the session's stream messages (with the snapshot).
+    pub foreign: AtomicU64,
     /// Set to end the receive loop once it has drained.
     pub finish: AtomicBool,
     /// Messages the senders say they sent (the drain ends early once all arrived).
-    pub expected: std::sync::atomic::AtomicU64,
+    pub expected: AtomicU64,
+    /// Set once the first stream message of the session arrived (a polite sender waits
+    /// for it).
+    pub heard: AtomicBool,
+    /// The receive thread's nice value, once it started.
+    pub nice: AtomicI32,
 }
 
+/// How often the receiver publishes its counts, ns: an interval report reads counts at
+/// most this old (1 % of a one-second interval at 10 ms).
+pub const PUBLISH_NS: u64 = 10_000_000;
+/// The nice value a UDP receive thread asks for (allowed to root, `CAP_SYS_NICE`, or
+/// within `RLIMIT_NICE`; otherwise it keeps its own).
+pub const RECEIVER_NICE: i32 = -10;
 /// How long the drain waits after the last message once told to finish.
 const DRAIN_IDLE_NS: u64 = 100_000_000;
 /// And at most.
@@ -70,16 +93,32 @@ const DRAIN_MAX_NS: u64 = 2_000_000_000;
 
 fn publish(p: &Progress, a: &Accounts) {
     if let Ok(mut s) = p.snapshot.lock() {
-        *s = a.counts();
+        a.counts_into(&mut s);
     }
+    p.foreign.store(a.foreign, Ordering::Relaxed);
 }
 
-/// Receives UDP until told to finish (then drains), or `abort` is set.
+/// Raises the calling (receive) thread's priority as far as it is allowed to
+/// ([`RECEIVER_NICE`]) and notes the result in `p`.
+pub fn raise_priority(p: &Progress) {
+    let nice = match wirebench_net::priority::set_nice(RECEIVER_NICE) {
+        Ok(Nice::Set(n) | Nice::Refused(n)) => n,
+        Err(_) => wirebench_net::priority::current_nice(),
+    };
+    p.nice.store(nice, Ordering::Relaxed);
+}
+
+/// Receives UDP until told to finish (then drains), or `abort` is set. Runs at the highest
+/// priority it may have ([`raise_priority`]).
 pub fn udp(rx: &mut UdpBatchReceiver, acc: &mut Accounts, p: &Arc<Progress>, abort: &AtomicBool) -> io::Result<()> {
+    raise_priority(p);
     let clock = MonoClock::default();
     let mut buf = vec![0u8; SLOTS * SLOT];
     let mut out = [Batch { len: 0, seg: 1, from: None }; SLOTS];
-    let mut next_publish = clock.now_ns() + 1_000_000_000;
+    if let Ok(mut s) = p.snapshot.lock() {
+        s.reserve(acc.rx.len());
+    }
+    let mut next_publish = clock.now_ns() + PUBLISH_NS;
     let mut finish_at: Option<u64> = None;
     let mut last_data = clock.now_ns();
     while !abort.load(Ordering::Relaxed) {
@@ -91,9 +130,12 @@ pub fn udp(rx: &mut UdpBatchReceiver, acc: &mut Accounts, p: &Arc<Progress>, abo
             }
             last_data = now;
         }
+        if n > 0 && !p.heard.load(Ordering::Relaxed) && acc.received() > 0 {
+            p.heard.store(true, Ordering::Relaxed);
+        }
         if now >= next_publish {
             publish(p, acc);
-            next_publish = now + 1_000_000_000;
+            next_publish = now + PUBLISH_NS;
         }
         if p.finish.load(Ordering::Relaxed) {
             let since = *finish_at.get_or_insert(now);

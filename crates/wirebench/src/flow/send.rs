@@ -1,7 +1,7 @@
 //! The paced sender.
 
 use std::io::{self, Write};
-use std::net::TcpStream;
+use std::net::{TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -36,9 +36,10 @@ pub struct Sent {
     pub messages: u64,
     /// Bytes.
     pub bytes: u64,
-    /// Monotonic ns of the first and last send.
+    /// Monotonic ns of the first send.
     pub first_ns: u64,
-    /// Last send.
+    /// Monotonic ns when the last send returned: `last_ns - first_ns` is how long the
+    /// sending took, the time base of the run's rates.
     pub last_ns: u64,
     /// Mean send slip (paced streams), ns.
     pub slip_mean_ns: u64,
@@ -51,12 +52,19 @@ pub struct Sent {
 }
 
 impl Sent {
-    /// Messages per second from first to last send.
-    #[expect(clippy::cast_precision_loss, reason = "rates")]
-    pub fn per_sec(&self) -> f64 {
-        let span = self.last_ns.saturating_sub(self.first_ns);
-        if span == 0 || self.messages < 2 { 0.0 } else { (self.messages - 1) as f64 * 1e9 / span as f64 }
+    /// How long the sending took, ns.
+    pub const fn send_ns(&self) -> u64 {
+        self.last_ns.saturating_sub(self.first_ns)
     }
+}
+
+/// How long several publishers' sending took together: the first send of any to the end of
+/// the last of any, ns (0 when none sent).
+pub fn span_of(sent: &[Sent]) -> u64 {
+    let active = || sent.iter().filter(|s| s.messages > 0);
+    let first = active().map(|s| s.first_ns).min();
+    let last = active().map(|s| s.last_ns).max();
+    first.zip(last).map_or(0, |(f, l)| l.saturating_sub(f))
 }
 
 /// Longest single sleep while waiting for a send: the stop flag is looked at this often.
@@ -98,7 +106,15 @@ pub trait Out {
     fn gso(&self) -> bool {
         false
     }
+    /// The receiver may be on this host (loopback, a local address, a multicast group).
+    fn receiver_may_be_local(&self) -> bool {
+        false
+    }
 }
+
+/// The nice value a flat-out sender whose receiver may share this host takes: it yields the
+/// CPU to the receiver it measures (anyone may lower their own priority).
+pub const LOCAL_FLAT_OUT_NICE: i32 = 5;
 
 impl Out for UdpBatchSender {
     fn max_batch(&self) -> usize {
@@ -109,6 +125,11 @@ impl Out for UdpBatchSender {
     }
     fn gso(&self) -> bool {
         Self::gso(self)
+    }
+    fn receiver_may_be_local(&self) -> bool {
+        self.socket()
+            .peer_addr()
+            .is_ok_and(|a| a.ip().is_loopback() || a.ip().is_multicast() || UdpSocket::bind((a.ip(), 0)).is_ok())
     }
 }
 
@@ -131,8 +152,13 @@ impl Out for TcpOut<'_> {
     }
 }
 
-/// Sends one publisher's stream until its `Stop`, the `stop` flag, or an error.
+/// Sends one publisher's stream until its `Stop`, the `stop` flag, or an error. A flat-out
+/// sender whose receiver may be on this host lowers its priority ([`LOCAL_FLAT_OUT_NICE`]).
 pub fn run(out: &mut dyn Out, spec: &SendSpec, stop: &AtomicBool) -> io::Result<Sent> {
+    if spec.rate.is_none() && out.receiver_may_be_local() {
+        let now = wirebench_net::priority::current_nice();
+        let _ = wirebench_net::priority::set_nice(now.max(LOCAL_FLAT_OUT_NICE));
+    }
     let clock = MonoClock::default();
     let batch = batch_for(spec.rate, out.max_batch());
     let mut buf = vec![0u8; batch * spec.size];
@@ -187,7 +213,7 @@ pub fn run(out: &mut dyn Out, spec: &SendSpec, stop: &AtomicBool) -> io::Result<
             sent.first_ns = t;
         }
         seq += n as u64;
-        sent.last_ns = t;
+        sent.last_ns = clock.now_ns();
     }
     sent.messages = seq;
     sent.bytes = seq * spec.size as u64;

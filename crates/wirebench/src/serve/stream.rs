@@ -100,6 +100,7 @@ fn udp_session(conn: &mut TcpStream, a: &Admitted, shared: &Shared, stop: &Sessi
     let mut receiver: Option<JoinHandle<io::Result<Accounts>>> = None;
     let mut data_port = 0;
     let mut rcvbuf = 0;
+    let mut kernel_before = None;
     if req.direction != Direction::Reverse {
         let sock = match req.group {
             Some(g) => multicast::group_receiver(g, shared.cfg.interface).map_err(io::Error::other)?,
@@ -110,11 +111,14 @@ fn udp_session(conn: &mut TcpStream, a: &Admitted, shared: &Shared, stop: &Sessi
         data_port = sock.local_addr()?.port();
         let (p, ab) = (progress.clone(), abort.clone());
         let (session, pubs) = (req.session, req.publishers);
+        // GRO on before `ready`: datagrams queued before it would be split one by one.
+        let mut rx = UdpBatchReceiver::new(sock);
         receiver = Some(std::thread::spawn(move || {
             let mut acc = Accounts::new(session, pubs);
-            recv::udp(&mut UdpBatchReceiver::new(sock), &mut acc, &p, &ab)?;
+            recv::udp(&mut rx, &mut acc, &p, &ab)?;
             Ok(acc)
         }));
+        kernel_before = wirebench_net::snmp::read();
     }
     let mut senders = Vec::new();
     if req.direction != Direction::Forward {
@@ -162,16 +166,23 @@ fn udp_session(conn: &mut TcpStream, a: &Admitted, shared: &Shared, stop: &Sessi
     if !finished {
         abort.store(true, Ordering::Relaxed);
     }
-    let sent: Vec<u64> =
-        senders.into_iter().map(|h| h.join().ok().and_then(Result::ok).map_or(0, |s| s.messages)).collect();
+    let sent: Vec<send::Sent> =
+        senders.into_iter().map(|h| h.join().ok().and_then(Result::ok).unwrap_or_default()).collect();
     progress.finish.store(true, Ordering::Relaxed);
-    let received = match receiver {
-        Some(h) => h.join().map_err(|_| io::Error::other("receiver panicked"))??.counts(),
-        None => Vec::new(),
+    let (received, foreign) = match receiver {
+        Some(h) => {
+            let acc = h.join().map_err(|_| io::Error::other("receiver panicked"))??;
+            (acc.counts(), acc.foreign)
+        }
+        None => (Vec::new(), 0),
     };
+    let kernel = kernel_before.zip(wirebench_net::snmp::read()).map(|(a, b)| b.since(&a, &["Udp", "Tcp"]));
+    let send_ns = send::span_of(&sent);
+    let sent = sent.iter().map(|s| s.messages).collect();
     // After a stop the client may still read the result; a client gone is no wait.
     let no_stop = AtomicBool::new(false);
-    send_bounded(conn, &Control::Result { received: publishers(received), sent }, &no_stop, POLL * 5)
+    let result = Control::Result { received: publishers(received), sent, send_ns, foreign, kernel };
+    send_bounded(conn, &result, &no_stop, POLL * 5)
 }
 
 fn tcp_forward(conn: &mut TcpStream, a: &Admitted, stop: &SessionStop) -> io::Result<()> {
@@ -187,7 +198,13 @@ fn tcp_forward(conn: &mut TcpStream, a: &Admitted, stop: &SessionStop) -> io::Re
     match control::recv_with(conn, &prefix, &control::Bounds { stop: Some(stop.flag()), ..Default::default() })? {
         Control::Finish { .. } => send_bounded(
             conn,
-            &Control::Result { received: publishers(acc.counts()), sent: vec![] },
+            &Control::Result {
+                received: publishers(acc.counts()),
+                sent: vec![],
+                send_ns: 0,
+                foreign: acc.foreign,
+                kernel: None,
+            },
             stop.flag(),
             STALL,
         ),
@@ -232,8 +249,9 @@ fn tcp_reverse(mut conn: TcpStream, a: &Admitted, stop: &SessionStop) -> io::Res
     });
     let spec = reverse_spec(a, 0);
     let sent = send::run(&mut BoundedTcpOut { conn: &mut conn, size: a.req.size, stop: &done }, &spec, &done);
-    let messages = sent.as_ref().map_or(0, |s| s.messages);
-    let r = send_bounded(&mut conn, &Control::Result { received: vec![], sent: vec![messages] }, &abort, STALL);
+    let (messages, send_ns) = sent.as_ref().map_or((0, 0), |s| (s.messages, s.send_ns()));
+    let result = Control::Result { received: vec![], sent: vec![messages], send_ns, foreign: 0, kernel: None };
+    let r = send_bounded(&mut conn, &result, &abort, STALL);
     done.store(true, Ordering::Relaxed);
     let _ = watcher.join();
     let _ = conn.flush();

@@ -49,6 +49,8 @@ pub struct Config {
     pub group: Option<SocketAddrV4>,
     /// Fire and forget at `targets` (for `wirebench listen`).
     pub no_control: bool,
+    /// Both ways, this side sending only once it hears the other.
+    pub polite: bool,
     /// Multicast TTL.
     pub ttl: u32,
     /// Interface for multicast.
@@ -144,11 +146,23 @@ impl Config {
         if a.count == Some(0) {
             return Err(usage("--count must be at least 1".into()));
         }
+        if a.duration.is_some_and(|d| d.0.is_zero()) {
+            return Err(usage("--duration must be above 0".into()));
+        }
+        if a.trial.0 < Duration::from_millis(100) {
+            return Err(usage("--trial must be at least 100ms".into()));
+        }
         let direction = match (a.reverse, a.bidir) {
+            (true, true) => {
+                return Err(usage("--reverse and --bidir: pick one (--bidir sends both ways)".into()));
+            }
             (_, true) => Direction::Both,
             (true, false) => Direction::Reverse,
             (false, false) => Direction::Forward,
         };
+        if a.polite && direction != Direction::Both {
+            return Err(usage("--polite waits to hear the other side: it needs --bidir".into()));
+        }
         if proto == StreamProto::Tcp && direction == Direction::Both {
             return Err(usage("--bidir is UDP only: run TCP --reverse separately".into()));
         }
@@ -191,6 +205,7 @@ impl Config {
             direction,
             group: a.group,
             no_control: a.no_control,
+            polite: a.polite,
             ttl: a.ttl,
             interface: a.interface.clone(),
             token: a.token.clone(),
@@ -235,8 +250,15 @@ mod tests {
         let cases: &[(&[&str], &str)] = &[
             (&["127.0.0.1:7878", "--size", "65508"], "outside 32..=65507"),
             (&["127.0.0.1:7878", "--size", "8"], "outside"),
-            (&["127.0.0.1:7878", "--rate", "0"], "rate"),
-            (&["127.0.0.1:7878", "--rate", "0mbit"], "rate"),
+            (&["127.0.0.1:7878", "--rate", "0"], "must be above 0"),
+            (&["127.0.0.1:7878", "--rate", "0/s"], "must be above 0"),
+            (&["127.0.0.1:7878", "--rate", "0mbit"], "must be above 0"),
+            (&["127.0.0.1:7878", "--duration", "0s"], "--duration must be above 0"),
+            (&["127.0.0.1:7878", "--ttl", "0"], "--ttl"),
+            (&["127.0.0.1:7878", "--ttl", "256"], "--ttl"),
+            (&["127.0.0.1:7878", "--reverse", "--bidir"], "pick one"),
+            (&["127.0.0.1:7878", "--trial", "0s"], "--trial must be at least 100ms"),
+            (&["127.0.0.1:7878", "--polite"], "needs --bidir"),
             (&["127.0.0.1:7878", "--parallel", "0"], "--parallel"),
             (&["127.0.0.1:7878", "--group", "10.0.0.1:5000"], "not a multicast group"),
             (&["127.0.0.1:7878", "--proto", "tcp", "--bidir"], "UDP only"),

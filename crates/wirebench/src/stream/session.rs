@@ -3,12 +3,15 @@
 //! return.
 
 use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail};
 use wirebench_core::auth::Key;
 use wirebench_core::report::{IntervalRow, ReceiverResult, SenderResult};
+use wirebench_core::snmp::Snmp;
 use wirebench_core::stream::StreamCounts;
 use wirebench_core::wire::control::{Control, Direction, Granted, PublisherCounts, StreamRequest};
 use wirebench_core::wire::handshake;
@@ -27,8 +30,6 @@ pub(super) struct RunSpec {
     pub count: Option<u64>,
     /// How long.
     pub duration: Duration,
-    /// Print a line per interval.
-    pub progress: bool,
 }
 
 /// What one run measured.
@@ -44,8 +45,69 @@ pub(super) struct RunOut {
     pub peer_lost: Option<String>,
 }
 
-/// A message from target `i`'s control connection.
-pub(super) type Event = (usize, Control);
+/// How a run shows its progress: interval lines (unless quiet), drawn around the bar when
+/// one is on the terminal; `done` is what the bar counts (messages received, or trials).
+#[derive(Debug, Default)]
+pub(super) struct Live {
+    /// Print a line per interval.
+    pub lines: bool,
+    /// The progress bar, if any.
+    pub bar: Option<crate::progress::Progress>,
+    /// What the bar counts.
+    pub done: Arc<AtomicU64>,
+}
+
+impl Live {
+    /// Prints one interval line of receiver `name`: its newest snapshot against the one
+    /// before.
+    pub(super) fn interval(&self, out: &mut dyn std::io::Write, name: &str, snaps: &[(u64, StreamCounts)]) {
+        if !self.lines {
+            return;
+        }
+        let (c, span) = match snaps {
+            [.., a, b] => (b.1.since(&a.1), b.0.saturating_sub(a.0)),
+            [b] => (b.1, b.0),
+            [] => return,
+        };
+        let at = snaps[snaps.len() - 1].0;
+        match &self.bar {
+            Some(b) => b.suspend(|| interval_line(out, at, name, &c, span)),
+            None => interval_line(out, at, name, &c, span),
+        }
+    }
+}
+
+/// A message from target `i`'s control connection, and when it arrived.
+pub(super) type Event = (usize, Instant, Control);
+
+/// What a serve answered at the end of a session.
+#[derive(Debug, Clone, Default)]
+pub(super) struct ServeResult {
+    /// Received per publisher (forward).
+    pub received: Vec<StreamCounts>,
+    /// Sent per publisher (reverse).
+    pub sent: Vec<u64>,
+    /// How long serve's sending took, ns (reverse; 0 from an older serve).
+    pub send_ns: u64,
+    /// Datagrams at serve that were not the session's.
+    pub foreign: u64,
+    /// Serve's host's kernel counters over the session.
+    pub kernel: Option<Snmp>,
+    /// When it arrived.
+    pub at: Option<Instant>,
+}
+
+impl ServeResult {
+    /// The fields of a `Result` message that arrived at `at`; `None` for any other message.
+    pub(super) fn of(m: Control, at: Instant) -> Option<Self> {
+        match m {
+            Control::Result { received, sent, send_ns, foreign, kernel } => {
+                Some(Self { received: counts_of(&received), sent, send_ns, foreign, kernel, at: Some(at) })
+            }
+            _ => None,
+        }
+    }
+}
 
 /// Connects to `addr`, asks for the stream, and waits for `Ready`. Returns the connection
 /// and the UDP data port and granted receive buffer.
@@ -155,7 +217,9 @@ fn handshake(conn: &mut TcpStream, addr: SocketAddr, req: &StreamRequest) -> any
 }
 
 /// Reads `conn` on a thread, forwarding each message as target `i`'s event until a
-/// `Result`, an error, or the connection's end (reported as an `Error` event).
+/// `Result`, an error, or the connection's end (reported as an `Error` event). Each message
+/// is stamped with its arrival time here, so an interval's end is when serve said it, not
+/// when someone got round to reading the channel.
 pub(super) fn watch(i: usize, mut conn: TcpStream, tx: Sender<Event>) -> anyhow::Result<()> {
     conn.set_read_timeout(Some(Duration::from_millis(200)))?;
     std::thread::spawn(move || {
@@ -163,13 +227,14 @@ pub(super) fn watch(i: usize, mut conn: TcpStream, tx: Sender<Event>) -> anyhow:
             match control::recv(&mut conn) {
                 Ok(m) => {
                     let done = matches!(m, Control::Result { .. } | Control::Error { .. });
-                    if tx.send((i, m)).is_err() || done {
+                    if tx.send((i, Instant::now(), m)).is_err() || done {
                         return;
                     }
                 }
                 Err(e) if control::is_timeout(&e) => {}
                 Err(e) => {
-                    let _ = tx.send((i, Control::Error { message: format!("control connection lost: {e}") }));
+                    let m = Control::Error { message: format!("control connection lost: {e}") };
+                    let _ = tx.send((i, Instant::now(), m));
                     return;
                 }
             }
@@ -197,7 +262,7 @@ pub(super) fn counts_of(p: &[PublisherCounts]) -> Vec<StreamCounts> {
     p.iter().map(|c| c.counts).collect()
 }
 
-/// Turns a series of (elapsed ns, lifetime total) snapshots into interval rows.
+/// Turns a series of (ns since sending began, lifetime total) snapshots into interval rows.
 pub(super) fn intervals(snaps: &[(u64, StreamCounts)]) -> Vec<IntervalRow> {
     let mut prev = StreamCounts::default();
     snaps
@@ -210,8 +275,13 @@ pub(super) fn intervals(snaps: &[(u64, StreamCounts)]) -> Vec<IntervalRow> {
         .collect()
 }
 
+/// Nanoseconds from `t0` to `t` (0 if `t` is earlier).
+pub(super) fn ns_since(t0: Instant, t: Instant) -> u64 {
+    u64::try_from(t.saturating_duration_since(t0).as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// One progress line for receiver `name`'s interval `c` of length `span_ns`.
-pub(super) fn interval_line(out: &mut dyn std::io::Write, at_ns: u64, name: &str, c: &StreamCounts, span_ns: u64) {
+fn interval_line(out: &mut dyn std::io::Write, at_ns: u64, name: &str, c: &StreamCounts, span_ns: u64) {
     #[expect(clippy::cast_precision_loss, reason = "display values")]
     let secs = at_ns as f64 / 1e9;
     let _ = writeln!(
@@ -234,16 +304,16 @@ pub(super) fn collect_results(
     rx: &Receiver<Event>,
     n: usize,
     wait: Duration,
-    mut on_other: impl FnMut(usize, Control),
-) -> anyhow::Result<Vec<(Vec<StreamCounts>, Vec<u64>)>> {
-    let mut results: Vec<Option<(Vec<StreamCounts>, Vec<u64>)>> = vec![None; n];
-    let deadline = std::time::Instant::now() + wait;
+    mut on_other: impl FnMut(usize, Instant, Control),
+) -> anyhow::Result<Vec<ServeResult>> {
+    let mut results: Vec<Option<ServeResult>> = vec![None; n];
+    let deadline = Instant::now() + wait;
     while results.iter().any(Option::is_none) {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
-            Ok((i, Control::Result { received, sent })) => results[i] = Some((counts_of(&received), sent)),
-            Ok((i, Control::Error { message })) => return Err(anyhow!("target {i}: {message}")),
-            Ok((i, other)) => on_other(i, other),
+            Ok((i, _, Control::Error { message })) => return Err(anyhow!("target {i}: {message}")),
+            Ok((i, at, m @ Control::Result { .. })) => results[i] = ServeResult::of(m, at),
+            Ok((i, at, other)) => on_other(i, at, other),
             Err(_) => return Err(anyhow!("a serve did not send its results within {wait:?}")),
         }
     }

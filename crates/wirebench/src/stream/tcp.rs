@@ -1,35 +1,45 @@
 //! A TCP stream run: one connection per target and publisher; frames of `size` bytes
 //! (header + payload) back to back. Forward: this client writes, serve counts. Reverse:
 //! serve writes, this client counts.
+//!
+//! Every connection's control messages (serve's `interval` snapshots and its `result`)
+//! come to this thread as they arrive, stamped with their arrival time, so interval lines
+//! print live and each interval row ends when its counts were taken. A target's row `m` is
+//! the sum of its connections' `m`-th snapshots (each connection reports once a second from
+//! its own start, and they start together).
 
 use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
 use wirebench_core::report::ReceiverResult;
 use wirebench_core::schedule::Stop;
 use wirebench_core::stream::StreamCounts;
-use wirebench_core::wire::control::{Control, Direction, StreamProto, StreamRequest};
+use wirebench_core::wire::control::{Control, Direction, PublisherCounts, StreamProto, StreamRequest};
 
 use super::config::Config;
-use super::session::{self, RunOut, RunSpec};
+use super::session::{self, Event, Live, RunOut, RunSpec, ServeResult};
 use super::udp::sender_result;
 use crate::Ctx;
 use crate::control;
 use crate::flow::recv::{self, Accounts};
 use crate::flow::send::{self, SendSpec, Sent, TcpOut};
 
-/// What one connection measured.
+/// What one connection's thread measured.
+#[derive(Debug, Default)]
 struct ConnOut {
-    target: usize,
     sent: Option<Sent>,
     retransmits: Option<u64>,
+    /// Reverse: what this client received, and what was not stream messages.
     received: Vec<StreamCounts>,
-    serve_sent: u64,
-    snaps: Vec<(u64, StreamCounts)>,
+    foreign: u64,
 }
+
+/// How long serve has to answer after the last frame.
+const RESULT_WAIT: Duration = Duration::from_secs(30);
 
 fn request(cfg: &Config, spec: &RunSpec, session: u64) -> StreamRequest {
     StreamRequest {
@@ -47,15 +57,8 @@ fn request(cfg: &Config, spec: &RunSpec, session: u64) -> StreamRequest {
     }
 }
 
-fn forward(
-    mut conn: TcpStream,
-    spec: &RunSpec,
-    session: u64,
-    stop: &AtomicBool,
-    t0: Instant,
-) -> anyhow::Result<ConnOut> {
-    let (tx, events) = session::channel();
-    session::watch(0, conn.try_clone()?, tx)?;
+/// Forward: writes frames, then `finish`; serve's messages reach the run through `watch`.
+fn forward(mut conn: TcpStream, spec: &RunSpec, session: u64, stop: &AtomicBool) -> anyhow::Result<ConnOut> {
     let s = SendSpec {
         session,
         publisher: 0,
@@ -70,114 +73,242 @@ fn forward(
     }
     let retransmits = wirebench_net::tcpinfo::stats(&conn).map(|t| u64::from(t.retransmits));
     control::send(&mut conn, &Control::Finish { sent: vec![sent.messages] })?;
-    let mut snaps = Vec::new();
-    let got = session::collect_results(&events, 1, Duration::from_secs(30), |_, m| {
-        if let Control::Interval { publishers } = m {
-            let at = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            snaps.push((at, session::total(&session::counts_of(&publishers))));
-        }
-    })?;
-    let (received, _) = got.into_iter().next().unwrap_or_default();
-    Ok(ConnOut { target: 0, sent: Some(sent), retransmits, received, serve_sent: 0, snaps })
+    Ok(ConnOut { sent: Some(sent), retransmits, ..ConnOut::default() })
 }
 
-fn reverse(mut conn: TcpStream, session: u64, stop: &AtomicBool, t0: Instant) -> anyhow::Result<ConnOut> {
+/// Reverse: counts frames, sending its own snapshots and serve's final `result` to the run.
+fn reverse(
+    k: usize,
+    mut conn: TcpStream,
+    session: u64,
+    stop: &AtomicBool,
+    tx: &std::sync::mpsc::Sender<Event>,
+) -> anyhow::Result<ConnOut> {
     conn.set_read_timeout(Some(Duration::from_millis(200)))?;
     let mut acc = Accounts::new(session, 1);
-    let mut snaps = Vec::new();
     let mut tick = |a: &Accounts| {
-        let at = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        snaps.push((at, session::total(&a.counts())));
+        let publishers = a.counts().into_iter().map(|counts| PublisherCounts { publisher: 0, counts }).collect();
+        let _ = tx.send((k, Instant::now(), Control::Interval { publishers }));
     };
     let leftover = recv::tcp(&mut conn, &mut acc, stop, &mut tick)?;
-    let serve_sent = match leftover {
+    match leftover {
         Some(prefix) => match control::recv_after(&prefix, &mut conn)? {
-            Control::Result { sent, .. } => sent.iter().sum(),
+            m @ Control::Result { .. } => {
+                let _ = tx.send((k, Instant::now(), m));
+            }
             Control::Error { message } => bail!("{message}"),
             other => bail!("unexpected {other:?}"),
         },
         None if stop.load(Ordering::Relaxed) => {
             let _ = control::send(&mut conn, &Control::Finish { sent: vec![] });
-            0
         }
         None => bail!("the connection closed before serve's results"),
-    };
-    Ok(ConnOut { target: 0, sent: None, retransmits: None, received: acc.counts(), serve_sent, snaps })
+    }
+    Ok(ConnOut { received: acc.counts(), foreign: acc.foreign, ..ConnOut::default() })
+}
+
+/// A connection of the run.
+struct Conn {
+    target: usize,
+    job: JoinHandle<anyhow::Result<ConnOut>>,
+    snaps: Vec<(u64, StreamCounts)>,
+    result: Option<ServeResult>,
 }
 
 /// Runs one TCP stream against every target.
-pub(super) fn run(cfg: &Config, spec: &RunSpec, session: u64, ctx: &mut Ctx<'_>) -> anyhow::Result<RunOut> {
+pub(super) fn run(
+    cfg: &Config,
+    spec: &RunSpec,
+    session: u64,
+    ctx: &mut Ctx<'_>,
+    live: &Live,
+) -> anyhow::Result<RunOut> {
     let stop = Arc::new(AtomicBool::new(false));
-    let t0 = Instant::now();
-    let mut conns = Vec::new();
+    let reverse_run = cfg.direction == Direction::Reverse;
+    let mut started = Vec::new();
     for (i, &target) in cfg.targets.iter().enumerate() {
         for p in 0..cfg.parallel {
             // Each connection is its own session: serve counts one publisher per connection.
             let session = session.wrapping_add(u64::from(p));
             let (conn, _, _) = session::start(target, &request(cfg, spec, session))?;
-            conns.push((i, session, conn));
+            started.push((i, session, conn));
         }
     }
-    let jobs: Vec<_> = conns
-        .into_iter()
-        .map(|(i, session, conn)| {
-            let (st, spec) = (stop.clone(), *spec);
-            let reverse_run = cfg.direction == Direction::Reverse;
-            std::thread::spawn(move || {
-                let r =
-                    if reverse_run { reverse(conn, session, &st, t0) } else { forward(conn, &spec, session, &st, t0) };
-                r.map(|mut o| {
-                    o.target = i;
-                    o
-                })
-            })
-        })
-        .collect();
-    while jobs.iter().any(|j| !j.is_finished()) {
+    let (tx, events) = session::channel();
+    let t0 = Instant::now();
+    let mut conns = Vec::new();
+    for (k, (i, session, conn)) in started.into_iter().enumerate() {
+        let (st, spec, tx) = (stop.clone(), *spec, tx.clone());
+        if !reverse_run {
+            session::watch(k, conn.try_clone()?, tx.clone())?;
+        }
+        let job = std::thread::spawn(move || {
+            if reverse_run { reverse(k, conn, session, &st, &tx) } else { forward(conn, &spec, session, &st) }
+        });
+        conns.push(Conn { target: i, job, snaps: Vec::new(), result: None });
+    }
+    drop(tx);
+    let mut out = RunOut::default();
+    let mut printed = vec![0usize; cfg.targets.len()];
+    let mut all_done_at: Option<Instant> = None;
+    loop {
         if ctx.shutdown.is_set() {
             stop.store(true, Ordering::Relaxed);
         }
-        std::thread::park_timeout(Duration::from_millis(50));
+        let threads_done = conns.iter().all(|c| c.job.is_finished());
+        let results_in = reverse_run || conns.iter().all(|c| c.result.is_some());
+        if threads_done && (results_in || out.peer_lost.is_some()) {
+            break;
+        }
+        if threads_done && all_done_at.get_or_insert_with(Instant::now).elapsed() > RESULT_WAIT {
+            out.peer_lost = Some(format!("a serve did not send its results within {RESULT_WAIT:?}"));
+            break;
+        }
+        if let Ok(ev) = events.recv_timeout(Duration::from_millis(20)) {
+            on_event(ev, &mut conns, &mut out, &mut printed, &Shown { cfg, live, t0 }, ctx, &stop);
+        }
+        let got: u64 = conns.iter().filter_map(|c| c.snaps.last()).map(|s| s.1.received).sum();
+        live.done.store(got, Ordering::Relaxed);
     }
+    // Threads that finished have sent everything they will (a reverse thread's result).
+    while let Ok(ev) = events.try_recv() {
+        on_event(ev, &mut conns, &mut out, &mut printed, &Shown { cfg, live, t0 }, ctx, &stop);
+    }
+    let end = Instant::now();
     let mut outs = Vec::new();
-    let mut out = RunOut::default();
-    for j in jobs {
-        match j.join().map_err(|_| anyhow!("a connection thread panicked"))? {
-            Ok(o) => outs.push(o),
+    for c in conns {
+        match c.job.join().map_err(|_| anyhow!("a connection thread panicked"))? {
+            Ok(o) => outs.push((c.target, o, c.snaps, c.result)),
             Err(e) => out.peer_lost = Some(format!("{e:#}")),
         }
     }
-    let sents: Vec<Sent> = outs.iter().filter_map(|o| o.sent).collect();
+    let sents: Vec<Sent> = outs.iter().filter_map(|o| o.1.sent).collect();
     if !sents.is_empty() {
         let mut s = sender_result(&sents);
-        s.retransmits = Some(outs.iter().filter_map(|o| o.retransmits).sum());
+        s.retransmits = Some(outs.iter().filter_map(|o| o.1.retransmits).sum());
         out.sender = Some(s);
     }
     for (i, target) in cfg.targets.iter().enumerate() {
-        let mine: Vec<&ConnOut> = outs.iter().filter(|o| o.target == i).collect();
+        let mine: Vec<_> = outs.iter().filter(|o| o.0 == i).collect();
         if mine.is_empty() {
             continue;
         }
-        let publishers: Vec<StreamCounts> = mine.iter().map(|o| session::total(&o.received)).collect();
-        let mut snaps: Vec<(u64, StreamCounts)> = Vec::new();
-        // Interval rows: the first connection's snapshots (one publisher) are enough to show
-        // the shape; totals are exact from the results.
-        if let Some(first) = mine.first() {
-            snaps.clone_from(&first.snaps);
+        let publishers: Vec<StreamCounts> = mine
+            .iter()
+            .map(|(_, o, _, r)| {
+                if reverse_run {
+                    session::total(&o.received)
+                } else {
+                    r.as_ref().map_or_else(StreamCounts::default, |r| session::total(&r.received))
+                }
+            })
+            .collect();
+        let total = session::total(&publishers);
+        let (sent, send_ns) = if reverse_run {
+            let results = || mine.iter().filter_map(|(_, _, _, r)| r.as_ref());
+            // serve's own sending time; from an older serve, the run's time here.
+            let ns = results().map(|r| r.send_ns).max().unwrap_or(0);
+            (results().map(|r| r.sent.iter().sum::<u64>()).sum(), if ns > 0 { ns } else { session::ns_since(t0, end) })
+        } else {
+            let s: Vec<Sent> = mine.iter().filter_map(|o| o.1.sent).collect();
+            (s.iter().map(|x| x.messages).sum(), send::span_of(&s))
+        };
+        let mut snaps = rows_of(&mine.iter().map(|o| o.2.as_slice()).collect::<Vec<_>>());
+        let final_at = if reverse_run { session::ns_since(t0, end) } else { send_ns };
+        if snaps.last().is_none_or(|s| s.1 != total) {
+            let prev = snaps.last().map_or(0, |s| s.0);
+            snaps.push((final_at.max(prev + 1), total));
         }
-        let reverse_run = cfg.direction == Direction::Reverse;
         out.receivers.push(ReceiverResult {
             addr: if reverse_run { format!("local<-{target}") } else { target.to_string() },
             direction: if reverse_run { "reverse" } else { "forward" }.into(),
-            sent: if reverse_run {
-                mine.iter().map(|o| o.serve_sent).sum()
-            } else {
-                mine.iter().filter_map(|o| o.sent).map(|s| s.messages).sum()
-            },
-            total: session::total(&publishers),
+            sent,
+            total,
             publishers,
             intervals: session::intervals(&snaps),
+            send_ns,
+            foreign: mine.iter().map(|(_, o, _, r)| o.foreign + r.as_ref().map_or(0, |r| r.foreign)).sum(),
+            kernel: None,
         });
     }
     Ok(out)
+}
+
+/// What the live lines need.
+struct Shown<'a> {
+    cfg: &'a Config,
+    live: &'a Live,
+    t0: Instant,
+}
+
+/// One control message of connection `k`: a snapshot (and the rows it completes), serve's
+/// result, or an error that ends the run.
+fn on_event(
+    (k, at, m): Event,
+    conns: &mut [Conn],
+    out: &mut RunOut,
+    printed: &mut [usize],
+    shown: &Shown<'_>,
+    ctx: &mut Ctx<'_>,
+    stop: &AtomicBool,
+) {
+    match m {
+        Control::Interval { publishers } => {
+            let c = session::total(&session::counts_of(&publishers));
+            conns[k].snaps.push((session::ns_since(shown.t0, at), c));
+            let i = conns[k].target;
+            print_rows(shown.cfg, ctx, shown.live, conns, i, &mut printed[i]);
+        }
+        m @ Control::Result { .. } => conns[k].result = ServeResult::of(m, at),
+        Control::Error { message } => {
+            out.peer_lost = Some(format!("{}: {message}", shown.cfg.targets[conns[k].target]));
+            stop.store(true, Ordering::Relaxed);
+        }
+        _ => {}
+    }
+}
+
+/// A target's snapshots: row `m` sums every connection's `m`-th, at the latest of their times.
+fn rows_of(per_conn: &[&[(u64, StreamCounts)]]) -> Vec<(u64, StreamCounts)> {
+    let m = per_conn.iter().map(|s| s.len()).min().unwrap_or(0);
+    (0..m)
+        .map(|j| {
+            let at = per_conn.iter().map(|s| s[j].0).max().unwrap_or(0);
+            let mut c = StreamCounts::default();
+            for s in per_conn {
+                c.add(&s[j].1);
+            }
+            (at, c)
+        })
+        .collect()
+}
+
+/// Prints the rows of target `i` that every one of its connections has reported.
+fn print_rows(cfg: &Config, ctx: &mut Ctx<'_>, live: &Live, conns: &[Conn], i: usize, printed: &mut usize) {
+    let mine: Vec<&[(u64, StreamCounts)]> =
+        conns.iter().filter(|c| c.target == i).map(|c| c.snaps.as_slice()).collect();
+    let rows = rows_of(&mine);
+    while *printed < rows.len() {
+        *printed += 1;
+        let name = if cfg.direction == Direction::Reverse {
+            format!("local<-{}", cfg.targets[i])
+        } else {
+            cfg.targets[i].to_string()
+        };
+        live.interval(ctx.out, &name, &rows[..*printed]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_sum_the_connections_seconds() {
+        let c = |received| StreamCounts { received, ..StreamCounts::default() };
+        let a = [(1_000, c(10)), (2_000, c(25))];
+        let b = [(1_010, c(5)), (2_020, c(9)), (3_000, c(12))];
+        let rows = rows_of(&[&a, &b]);
+        assert_eq!(rows.iter().map(|r| (r.0, r.1.received)).collect::<Vec<_>>(), [(1_010, 15), (2_020, 34)]);
+    }
 }

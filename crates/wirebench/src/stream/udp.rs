@@ -16,7 +16,7 @@ use wirebench_net::batch::{UdpBatchReceiver, UdpBatchSender, size_buffers};
 use wirebench_net::multicast::{self, SenderOpts};
 
 use super::config::Config;
-use super::session::{self, RunOut, RunSpec};
+use super::session::{self, Live, RunOut, RunSpec, ServeResult};
 use crate::Ctx;
 use crate::control;
 use crate::flow::STREAM_BUFFER;
@@ -89,32 +89,63 @@ fn receiver(
     sock.set_read_timeout(Some(Duration::from_millis(50)))?;
     let knock = sock.try_clone()?;
     let (p, a) = (p.clone(), abort.clone());
+    // GRO on before serve is told the port: datagrams queued before it would be split.
+    let mut rx = UdpBatchReceiver::new(sock);
     let job = std::thread::spawn(move || {
         let mut acc = Accounts::new(session, publishers);
-        recv::udp(&mut UdpBatchReceiver::new(sock), &mut acc, &p, &a)?;
+        recv::udp(&mut rx, &mut acc, &p, &a)?;
         Ok(acc)
     });
     Ok((knock, job))
 }
 
-/// Runs one UDP stream against every target in `cfg`.
-pub(super) fn run(cfg: &Config, spec: &RunSpec, session: u64, ctx: &mut Ctx<'_>) -> anyhow::Result<RunOut> {
+/// A receiver of reverse data on this client.
+struct Local {
+    progress: Arc<Progress>,
+    job: RecvJob,
+    snaps: Vec<(u64, StreamCounts)>,
+}
+
+/// Waits until every local receiver heard its serve (a polite run), the stop, or `wait`.
+fn wait_heard(locals: &[Local], wait: Duration, ctx: &Ctx<'_>, stop: &AtomicBool) -> bool {
+    let t = Instant::now();
+    loop {
+        if locals.iter().all(|l| l.progress.heard.load(Ordering::Relaxed)) {
+            return true;
+        }
+        if ctx.shutdown.is_set() || stop.load(Ordering::Relaxed) || t.elapsed() >= wait {
+            return false;
+        }
+        std::thread::park_timeout(Duration::from_millis(1));
+    }
+}
+
+/// Runs one UDP stream against every target in `cfg`. Interval times count from the start
+/// of sending on this client's clock; rates count over the sending time.
+pub(super) fn run(
+    cfg: &Config,
+    spec: &RunSpec,
+    session: u64,
+    ctx: &mut Ctx<'_>,
+    live: &Live,
+) -> anyhow::Result<RunOut> {
     let mut out = RunOut::default();
     let stop = Arc::new(AtomicBool::new(false));
     let forward = cfg.direction != Direction::Reverse;
     let reverse = cfg.direction != Direction::Forward;
     let (tx, events) = session::channel();
     let mut writers: Vec<TcpStream> = Vec::new();
-    let mut locals: Vec<(Arc<Progress>, RecvJob)> = Vec::new();
-    let mut jobs: Vec<(usize, Vec<SendJob>)> = Vec::new();
-    let t0 = Instant::now();
+    let mut locals: Vec<Local> = Vec::new();
+    let mut dests: Vec<(usize, SocketAddr)> = Vec::new();
+    let mut ready_at: Vec<Instant> = Vec::new();
+    let kernel_before = if reverse { wirebench_net::snmp::read() } else { None };
     for (i, &target) in cfg.targets.iter().enumerate() {
         let mut knock_from = None;
         if reverse {
             let p = Arc::new(Progress::default());
             let (sock, job) = receiver(session, cfg.parallel, &p, &stop, &mut out.warnings)?;
             knock_from = Some(sock);
-            locals.push((p, job));
+            locals.push(Local { progress: p, job, snaps: Vec::new() });
         }
         let req = StreamRequest {
             session,
@@ -130,6 +161,7 @@ pub(super) fn run(cfg: &Config, spec: &RunSpec, session: u64, ctx: &mut Ctx<'_>)
             group: cfg.group,
         };
         let (conn, data_port, rcvbuf) = session::start_with(target, &req, knock_from.as_ref(), &mut out.warnings)?;
+        ready_at.push(Instant::now());
         if forward && rcvbuf > 0 && rcvbuf < STREAM_BUFFER {
             out.warnings.push(format!(
                 "{target}: receive buffer capped at {rcvbuf} bytes: sysctl -w net.core.rmem_max={STREAM_BUFFER}"
@@ -138,14 +170,11 @@ pub(super) fn run(cfg: &Config, spec: &RunSpec, session: u64, ctx: &mut Ctx<'_>)
         writers.push(conn.try_clone()?);
         session::watch(i, conn, tx.clone())?;
         if forward && cfg.group.is_none() {
-            jobs.push((
-                i,
-                senders(cfg, spec, session, SocketAddr::new(target.ip(), data_port), &stop, &mut out.warnings)?,
-            ));
+            dests.push((i, SocketAddr::new(target.ip(), data_port)));
         }
     }
     if let Some(g) = cfg.group {
-        jobs.push((usize::MAX, senders(cfg, spec, session, g.into(), &stop, &mut out.warnings)?));
+        dests.push((usize::MAX, g.into()));
     }
     if !forward {
         // Reverse only: nothing to send here; serve answers this with its results once it
@@ -154,11 +183,21 @@ pub(super) fn run(cfg: &Config, spec: &RunSpec, session: u64, ctx: &mut Ctx<'_>)
             control::send(w, &Control::Finish { sent: Vec::new() })?;
         }
     }
+    if cfg.polite && forward && reverse && !wait_heard(&locals, spec.duration + HEAR_WAIT, ctx, &stop) {
+        out.warnings
+            .push(format!("polite: no data from serve within {:?}: this side sent nothing", spec.duration + HEAR_WAIT));
+        dests.clear();
+    }
+    // Sending begins: the origin of every interval time.
+    let t0 = Instant::now();
+    let mut jobs: Vec<(usize, Vec<SendJob>)> = Vec::new();
+    for (i, d) in dests {
+        jobs.push((i, senders(cfg, spec, session, d, &stop, &mut out.warnings)?));
+    }
     // While data flows: serve's interval snapshots (forward) and our own (reverse).
     let n = cfg.targets.len();
     let mut snaps: Vec<Vec<(u64, StreamCounts)>> = vec![Vec::new(); n];
-    let mut local_snaps: Vec<Vec<(u64, StreamCounts)>> = vec![Vec::new(); locals.len()];
-    let mut results: Vec<Option<(Vec<StreamCounts>, Vec<u64>)>> = vec![None; n];
+    let mut results: Vec<Option<ServeResult>> = vec![None; n];
     let mut next = cfg.interval;
     let sending = |jobs: &Vec<(usize, Vec<SendJob>)>| jobs.iter().any(|(_, j)| j.iter().any(|h| !h.is_finished()));
     let reverse_deadline = spec.duration + Duration::from_secs(5);
@@ -166,7 +205,7 @@ pub(super) fn run(cfg: &Config, spec: &RunSpec, session: u64, ctx: &mut Ctx<'_>)
         if ctx.shutdown.is_set() {
             stop.store(true, Ordering::Relaxed);
         }
-        let done = if forward {
+        let done = if forward && !jobs.is_empty() {
             !sending(&jobs)
         } else {
             results.iter().all(Option::is_some) || stop.load(Ordering::Relaxed) || t0.elapsed() > reverse_deadline
@@ -174,22 +213,19 @@ pub(super) fn run(cfg: &Config, spec: &RunSpec, session: u64, ctx: &mut Ctx<'_>)
         if done {
             break;
         }
-        if let Ok((i, m)) = events.recv_timeout(Duration::from_millis(50)) {
+        if let Ok((i, at, m)) = events.recv_timeout(Duration::from_millis(20)) {
             match m {
                 Control::Interval { publishers } => {
-                    let at = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
-                    snaps[i].push((at, session::total(&session::counts_of(&publishers))));
-                    if spec.progress {
-                        print_latest(ctx, &cfg.targets[i].to_string(), &snaps[i]);
-                    }
+                    snaps[i].push((session::ns_since(t0, at), session::total(&session::counts_of(&publishers))));
+                    live.interval(ctx.out, &cfg.targets[i].to_string(), &snaps[i]);
                 }
-                Control::Result { received, sent } => {
-                    if forward {
+                m @ Control::Result { .. } => {
+                    if forward && !jobs.is_empty() {
                         // Before our Finish: serve ended the session (it is shutting down).
                         out.peer_lost = Some(format!("{} ended the session early", cfg.targets[i]));
                         stop.store(true, Ordering::Relaxed);
                     }
-                    results[i] = Some((session::counts_of(&received), sent));
+                    results[i] = ServeResult::of(m, at);
                 }
                 Control::Error { message } => {
                     out.peer_lost = Some(format!("{}: {message}", cfg.targets[i]));
@@ -199,47 +235,56 @@ pub(super) fn run(cfg: &Config, spec: &RunSpec, session: u64, ctx: &mut Ctx<'_>)
             }
         }
         if t0.elapsed() >= next {
-            let at = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            for (k, (p, _)) in locals.iter().enumerate() {
-                let c = p.snapshot.lock().map(|s| session::total(&s)).unwrap_or_default();
-                local_snaps[k].push((at, c));
-                if spec.progress {
-                    print_latest(ctx, &format!("local<-{}", cfg.targets[k]), &local_snaps[k]);
-                }
+            let at = session::ns_since(t0, Instant::now());
+            for (k, l) in locals.iter_mut().enumerate() {
+                let c = l.progress.snapshot.lock().map(|s| session::total(&s)).unwrap_or_default();
+                l.snaps.push((at, c));
+                live.interval(ctx.out, &format!("local<-{}", cfg.targets[k]), &l.snaps);
             }
             next += cfg.interval;
         }
+        let got: u64 = snaps.iter().filter_map(|s| s.last()).map(|s| s.1.received).sum::<u64>()
+            + locals.iter().filter_map(|l| l.snaps.last()).map(|s| s.1.received).sum::<u64>();
+        live.done.store(got, Ordering::Relaxed);
     }
     // Senders done (or stopped): tell each serve what it was sent, collect the results.
-    let mut sent_to: Vec<Vec<u64>> = vec![vec![0; usize::from(cfg.parallel)]; n];
+    let mut sent_to: Vec<Vec<Sent>> = vec![Vec::new(); n];
     let mut all_sent: Vec<Sent> = Vec::new();
     for (i, js) in jobs {
         let s: Vec<Sent> = js
             .into_iter()
             .map(|h| h.join().map_err(|_| anyhow::anyhow!("a sender panicked"))?.map_err(anyhow::Error::from))
             .collect::<anyhow::Result<_>>()?;
-        let counts: Vec<u64> = s.iter().map(|x| x.messages).collect();
         if s.iter().any(|x| x.refused) && out.peer_lost.is_none() {
             out.peer_lost = Some("a receiver's port closed mid-run (ICMP port unreachable)".into());
         }
         if i == usize::MAX {
             for v in &mut sent_to {
-                v.clone_from(&counts);
+                v.clone_from(&s);
             }
         } else {
-            sent_to[i] = counts;
+            sent_to[i].clone_from(&s);
         }
         all_sent.extend(s);
     }
     if forward {
         for (i, w) in writers.iter_mut().enumerate() {
-            let _ = control::send(w, &Control::Finish { sent: sent_to[i].clone() });
+            let counts = if sent_to[i].is_empty() {
+                vec![0; usize::from(cfg.parallel)]
+            } else {
+                sent_to[i].iter().map(|x| x.messages).collect()
+            };
+            let _ = control::send(w, &Control::Finish { sent: counts });
         }
     }
     if out.peer_lost.is_none() {
         let owed: Vec<usize> = (0..n).filter(|&i| results[i].is_none()).collect();
         if !owed.is_empty() {
-            let got = session::collect_results(&events, n, Duration::from_secs(10), |_, _| {});
+            let got = session::collect_results(&events, n, Duration::from_secs(10), |i, at, m| {
+                if let Control::Interval { publishers } = m {
+                    snaps[i].push((session::ns_since(t0, at), session::total(&session::counts_of(&publishers))));
+                }
+            });
             match got {
                 Ok(r) => {
                     for i in owed {
@@ -252,31 +297,55 @@ pub(super) fn run(cfg: &Config, spec: &RunSpec, session: u64, ctx: &mut Ctx<'_>)
     }
     // Reverse: drain our receivers now that serve said what it sent.
     let mut local_rows = Vec::new();
-    for (k, (p, job)) in locals.into_iter().enumerate() {
-        let expected: u64 = results.get(k).and_then(|r| r.as_ref()).map_or(0, |(_, s)| s.iter().sum());
-        p.expected.store(expected, Ordering::Relaxed);
-        p.finish.store(true, Ordering::Relaxed);
-        let acc = job.join().map_err(|_| anyhow::anyhow!("a receiver panicked"))??;
+    let mut local_accounts = Vec::new();
+    for l in locals {
+        let expected = results.get(local_accounts.len()).and_then(|r| r.as_ref()).map_or(0, |r| r.sent.iter().sum());
+        l.progress.expected.store(expected, Ordering::Relaxed);
+        l.progress.finish.store(true, Ordering::Relaxed);
+        let acc = l.job.join().map_err(|_| anyhow::anyhow!("a receiver panicked"))??;
+        local_accounts.push((acc, l.snaps));
+    }
+    let kernel_after = if reverse { wirebench_net::snmp::read() } else { None };
+    let kernel_here = kernel_before.zip(kernel_after).map(|(a, b)| b.since(&a, &["Udp", "Tcp"]));
+    for (k, (acc, mut local_snaps)) in local_accounts.into_iter().enumerate() {
+        let r = results.get(k).and_then(Option::as_ref);
         let counts = acc.counts();
+        let total = session::total(&counts);
+        // serve's own sending time; from an older serve, its ready to its result here.
+        let send_ns = r.map_or(0, |r| {
+            if r.send_ns > 0 { r.send_ns } else { r.at.map_or(0, |at| session::ns_since(ready_at[k], at)) }
+        });
+        let end =
+            r.and_then(|r| r.at).map_or_else(|| session::ns_since(t0, Instant::now()), |at| session::ns_since(t0, at));
+        push_final(&mut local_snaps, end, total);
         local_rows.push(ReceiverResult {
             addr: format!("local<-{}", cfg.targets[k]),
             direction: "reverse".into(),
-            sent: expected,
-            total: session::total(&counts),
+            sent: r.map_or(0, |r| r.sent.iter().sum()),
+            total,
             publishers: counts,
-            intervals: session::intervals(&local_snaps[k]),
+            intervals: session::intervals(&local_snaps),
+            send_ns,
+            foreign: acc.foreign,
+            kernel: kernel_here.clone(),
         });
     }
     if forward {
-        for (i, r) in results.iter().enumerate() {
-            let Some((counts, _)) = r else { continue };
+        for (i, r) in results.into_iter().enumerate() {
+            let Some(r) = r else { continue };
+            let total = session::total(&r.received);
+            let send_ns = send::span_of(&sent_to[i]);
+            push_final(&mut snaps[i], send_ns, total);
             out.receivers.push(ReceiverResult {
                 addr: cfg.targets[i].to_string(),
                 direction: "forward".into(),
-                sent: sent_to[i].iter().sum(),
-                total: session::total(counts),
-                publishers: counts.clone(),
+                sent: sent_to[i].iter().map(|x| x.messages).sum(),
+                total,
+                publishers: r.received,
                 intervals: session::intervals(&snaps[i]),
+                send_ns,
+                foreign: r.foreign,
+                kernel: r.kernel,
             });
         }
         out.sender = Some(sender_result(&all_sent));
@@ -285,13 +354,24 @@ pub(super) fn run(cfg: &Config, spec: &RunSpec, session: u64, ctx: &mut Ctx<'_>)
     Ok(out)
 }
 
-/// Sums what every publisher sent.
+/// How long a polite side waits to hear the other beyond the run's duration.
+const HEAR_WAIT: Duration = Duration::from_secs(5);
+
+/// Appends the final lifetime counts as the last snapshot (the part of the run after the
+/// last interval report), at `at_ns` or just after the snapshot before it.
+fn push_final(snaps: &mut Vec<(u64, StreamCounts)>, at_ns: u64, total: StreamCounts) {
+    let prev = snaps.last().map_or(0, |s| s.0);
+    if snaps.last().is_some_and(|s| s.1 == total) {
+        return;
+    }
+    snaps.push((at_ns.max(prev + 1), total));
+}
+
+/// Sums what every publisher sent; rates over the sending time of them all.
 pub(super) fn sender_result(s: &[Sent]) -> SenderResult {
     let messages: u64 = s.iter().map(|x| x.messages).sum();
     let bytes: u64 = s.iter().map(|x| x.bytes).sum();
-    let first = s.iter().map(|x| x.first_ns).min().unwrap_or(0);
-    let last = s.iter().map(|x| x.last_ns).max().unwrap_or(0);
-    let span = last.saturating_sub(first);
+    let span = send::span_of(s);
     #[expect(clippy::cast_precision_loss, reason = "rates")]
     let (per_s, bits_per_s) =
         if span == 0 { (0.0, 0.0) } else { (messages as f64 * 1e9 / span as f64, bytes as f64 * 8e9 / span as f64) };
@@ -300,21 +380,12 @@ pub(super) fn sender_result(s: &[Sent]) -> SenderResult {
         bytes,
         per_s,
         bits_per_s,
+        send_ns: span,
         slip_mean_ns: s.iter().map(|x| x.slip_mean_ns).max().unwrap_or(0),
         slip_max_ns: s.iter().map(|x| x.slip_max_ns).max().unwrap_or(0),
         gso: s.iter().any(|x| x.gso),
         retransmits: None,
     }
-}
-
-/// Prints the newest interval of a receiver's snapshots.
-fn print_latest(ctx: &mut Ctx<'_>, name: &str, snaps: &[(u64, StreamCounts)]) {
-    let (c, span) = match snaps {
-        [.., a, b] => (b.1.since(&a.1), b.0 - a.0),
-        [b] => (b.1, b.0),
-        [] => return,
-    };
-    session::interval_line(ctx.out, snaps[snaps.len() - 1].0, name, &c, span);
 }
 
 /// `--no-control`: send to each target (unicast or group) with no serve to ask; the

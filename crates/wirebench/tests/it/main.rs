@@ -10,6 +10,7 @@ mod fake; // the engine on the in-memory link: loss, lateness, CO correction, on
 mod hostile; // serve against hostile clients: numbers, caps, knocks, tokens, stalls, signals (issue 10)
 #[cfg(feature = "netns-tests")]
 mod lab; // the namespace harness: namespaces, veths and processes removed on drop
+mod listen; // listen: DatagramTest's gap lines, the publisher budget
 mod load; // WebSocket load against an in-process room: delay, thresholds, dead server (issue 4)
 mod netns; // namespaces: ping across a veth pair, multicast across a bridge (root)
 mod ping; // loopback UDP and TCP against an in-process serve; schema; hgrm; hlog
@@ -18,5 +19,6 @@ mod relay; // relay in namespaces: across a router, two on a segment, forged dat
 mod report; // text, HTML and --compare of saved runs; environment capture; bad input exits 2
 mod serve_noise; // 100,000 bad datagrams at serve during a ping
 mod stream; // stream and listen on loopback: complete, both sides, reverse only to the client
+mod stream_rates; // one time base, interval rows and live lines, kernel counters, input rules
 mod suite; // the suite's steps and files
 mod support; // in-process serve and CLI runs, the report schema

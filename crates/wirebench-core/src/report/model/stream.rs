@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::snmp::Snmp;
 use crate::stream::StreamCounts;
 
 /// Results of a throughput and loss run.
@@ -27,6 +28,24 @@ pub struct StreamResults {
     pub sweep: Vec<SweepRow>,
     /// Things the user should know (buffers capped by sysctls, GSO off, ...).
     pub warnings: Vec<String>,
+    /// `listen`: what it kept, expired and refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen: Option<ListenTotals>,
+}
+
+/// What `wirebench listen` kept track of, within its budget.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListenTotals {
+    /// Publishers (source, session, publisher) seen.
+    pub publishers_seen: u64,
+    /// Publishers forgotten after going idle (their last report was printed).
+    pub expired: u64,
+    /// Finished publishers left out of `receivers` because the report was full.
+    pub not_kept: u64,
+    /// Datagrams from new publishers refused while the publisher table was full.
+    pub refused_datagrams: u64,
+    /// Datagrams that were not stream messages.
+    pub foreign: u64,
 }
 
 /// The sending side of a run.
@@ -36,10 +55,14 @@ pub struct SenderResult {
     pub messages: u64,
     /// Bytes sent.
     pub bytes: u64,
-    /// Messages per second achieved, first to last send.
+    /// Messages per second achieved over `send_ns`.
     pub per_s: f64,
-    /// Payload bits per second achieved.
+    /// Payload bits per second achieved over `send_ns`.
     pub bits_per_s: f64,
+    /// How long the sending took (first send to the end of the last), ns: the time base of
+    /// every rate of the run. 0 in reports written before it was recorded.
+    #[serde(default)]
+    pub send_ns: u64,
     /// Mean send slip behind the schedule, ns (paced runs).
     pub slip_mean_ns: u64,
     /// Largest slip, ns.
@@ -65,6 +88,54 @@ pub struct ReceiverResult {
     pub publishers: Vec<StreamCounts>,
     /// One row per interval, all publishers together.
     pub intervals: Vec<IntervalRow>,
+    /// The time base of this receiver's rates: how long its sender sent (first send to the
+    /// end of the last, on the sender's clock), ns. 0 in reports written before it was
+    /// recorded (and for `listen`, which knows no sender): then the receiver's own first to
+    /// last arrival.
+    #[serde(default)]
+    pub send_ns: u64,
+    /// Datagrams at this receiver that were not this session's stream messages.
+    #[serde(default)]
+    pub foreign: u64,
+    /// The receiving host's kernel counters over the run: the difference of its
+    /// `/proc/net/snmp` `Udp` and `Tcp` tables. Host-wide: every socket on that host counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<Snmp>,
+}
+
+impl ReceiverResult {
+    /// The time base of the rates, ns: the sending time, or (old reports, `listen`) the
+    /// receiver's first to last arrival.
+    pub const fn time_base_ns(&self) -> u64 {
+        if self.send_ns > 0 { self.send_ns } else { self.total.span_ns() }
+    }
+
+    /// True when the rates are over the sender's sending time.
+    pub const fn over_send_time(&self) -> bool {
+        self.send_ns > 0
+    }
+
+    /// Unique messages received per second of the time base.
+    pub fn per_s(&self) -> f64 {
+        self.total.per_sec(self.time_base_ns())
+    }
+
+    /// Received payload bits per second of the time base.
+    pub fn bits_per_s(&self) -> f64 {
+        self.total.bits_per_sec(self.time_base_ns())
+    }
+
+    /// Messages sent and not received, as a share of those sent (0 when none were sent).
+    #[expect(clippy::cast_precision_loss, reason = "ratios")]
+    pub fn loss(&self) -> f64 {
+        if self.sent == 0 { 0.0 } else { self.sent.saturating_sub(self.total.received) as f64 / self.sent as f64 }
+    }
+
+    /// Times the receiving host's UDP receive buffers overflowed during the run
+    /// (`Udp RcvbufErrors`, host-wide; one overflow drops one datagram or one whole GRO run).
+    pub fn rcvbuf_errors(&self) -> Option<i64> {
+        self.kernel.as_ref()?.get("Udp", "RcvbufErrors")
+    }
 }
 
 /// One interval of a receiver.
@@ -87,6 +158,15 @@ pub struct SearchResult {
     pub best_per_s: f64,
     /// The same in payload bits/s.
     pub best_bits_per_s: f64,
+    /// How it ended: `top_passed` (the first trial, at the top, passed: the sender is the
+    /// limit), `sender_limited` (a trial passed with the sender short of the rate asked),
+    /// `found` (the bracket closed), `nothing_passed` (not even `floor_per_s`), or
+    /// `stopped` (Ctrl-C, a receiver gone, or out of trials). Empty in older reports.
+    #[serde(default)]
+    pub ending: String,
+    /// The slowest rate the search would try, messages/s.
+    #[serde(default)]
+    pub floor_per_s: f64,
 }
 
 /// One trial of a search.
@@ -111,10 +191,13 @@ pub struct TrialRow {
 pub struct SweepRow {
     /// Message size.
     pub size: usize,
-    /// Messages per second received.
+    /// Messages per second received, over the sending time.
     pub per_s: f64,
     /// Payload bits per second received.
     pub bits_per_s: f64,
     /// Loss share.
     pub loss: f64,
+    /// Messages per second the sender achieved (forward runs).
+    #[serde(default)]
+    pub sent_per_s: Option<f64>,
 }

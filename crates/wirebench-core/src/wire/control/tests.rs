@@ -117,6 +117,26 @@ fn lists_hex_fields_and_messages_are_bounded() {
     assert!(decode(iv(pc(63, 5.0)).as_bytes()).is_ok());
 }
 
+#[test]
+fn a_result_carries_send_time_foreign_and_kernel_within_bounds() {
+    let older = decode(br#"{"type":"result","received":[],"sent":[5]}"#).unwrap();
+    let Control::Result { send_ns, foreign, kernel, .. } = older else { panic!("{older:?}") };
+    assert_eq!((send_ns, foreign, kernel), (0, 0, None), "an older serve's result still decodes");
+    let table = |n: usize| (0..n).map(|i| (format!("F{i}"), -1)).collect::<std::collections::BTreeMap<_, _>>();
+    let result = |k: Snmp| {
+        let m = Control::Result { received: vec![], sent: vec![5], send_ns: 7, foreign: 3, kernel: Some(k) };
+        decode(serde_json::to_string(&m).unwrap().as_bytes())
+    };
+    let ok = Snmp([("Udp".to_owned(), table(MAX_KERNEL_FIELDS))].into());
+    let Ok(Control::Result { send_ns: 7, foreign: 3, kernel: Some(k), .. }) = result(ok.clone()) else { panic!() };
+    assert_eq!(k, ok);
+    assert!(result(Snmp([("Udp".to_owned(), table(MAX_KERNEL_FIELDS + 1))].into())).is_err());
+    let tables = (0..=MAX_KERNEL_TABLES).map(|i| (format!("T{i}"), table(1))).collect();
+    assert!(result(Snmp(tables)).is_err());
+    assert!(result(Snmp([(String::new(), table(1))].into())).is_err());
+    assert!(result(Snmp([("x".repeat(MAX_KERNEL_FIELDS + 1), table(1))].into())).is_err());
+}
+
 proptest! {
     /// Whatever the rate a decoded request carries, it is one a schedule can use.
     #[test]

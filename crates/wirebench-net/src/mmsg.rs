@@ -1,0 +1,201 @@
+//! `recvmmsg` with every header reset before each call.
+//!
+//! Why not nix's `recvmmsg`: it sets each header's iovec but leaves `msg_controllen` (and
+//! `msg_namelen`) as the kernel left them after the previous call. The kernel writes back
+//! the control bytes it actually used, so once a slot has received a datagram without a GRO
+//! control message (a plain datagram), that slot's control space is 0 for good: every later
+//! GRO run landing in it arrives with no segment size and reads as one datagram the size of
+//! the whole run. A stream receiver then rejects all of it. That was the cause of the
+//! "99.9 % loss" flat-out streams; `tests::a_gro_run_after_a_plain_datagram_keeps_its_segment_size`
+//! in `batch.rs` guards it.
+//! The control space (64 bytes) holds the GRO message with room to spare, so `MSG_CTRUNC`
+//! cannot happen.
+//!
+//! The headers live on the stack of each call (they hold raw pointers into the caller's
+//! buffer); the address and control buffers are plain bytes owned here, parsed without
+//! `unsafe`.
+
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::RawFd;
+
+/// Bytes of control space per slot: room for `UDP_GRO` and `SO_RXQ_OVFL` (24 bytes each).
+const CMSG_BYTES: usize = 64;
+/// Bytes of address space per slot (`sizeof(struct sockaddr_storage)`).
+const NAME_BYTES: usize = 128;
+/// The same as a `socklen_t`.
+const NAME_LEN: libc::socklen_t = 128;
+
+#[repr(C, align(8))]
+#[derive(Debug, Clone, Copy)]
+struct Aligned<const N: usize>([u8; N]);
+
+/// One received message of a [`Slots::recv`] call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Msg {
+    /// Bytes received.
+    pub(crate) len: usize,
+    /// `UDP_GRO` segment size, when the kernel coalesced a run.
+    pub(crate) gro: Option<usize>,
+    /// The sender.
+    pub(crate) from: Option<SocketAddr>,
+}
+
+/// Address and control buffers for `N` messages.
+#[derive(Debug)]
+pub(crate) struct Slots<const N: usize> {
+    names: [Aligned<NAME_BYTES>; N],
+    cmsgs: [Aligned<CMSG_BYTES>; N],
+}
+
+impl<const N: usize> Slots<N> {
+    pub(crate) fn new() -> Self {
+        Self { names: [Aligned([0; NAME_BYTES]); N], cmsgs: [Aligned([0; CMSG_BYTES]); N] }
+    }
+
+    /// One `recvmmsg(MSG_WAITFORONE)` into `bufs[k]` for message `k`: waits (up to the
+    /// socket's timeout) for the first message only. Fills `out` and returns how many
+    /// messages arrived; 0 on timeout or `EINTR`.
+    pub(crate) fn recv(&mut self, fd: RawFd, bufs: [&mut [u8]; N], out: &mut [Msg; N]) -> io::Result<usize> {
+        let mut iovs: [libc::iovec; N] =
+            std::array::from_fn(|_| libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 });
+        for (iov, b) in iovs.iter_mut().zip(bufs) {
+            iov.iov_base = b.as_mut_ptr().cast();
+            iov.iov_len = b.len();
+        }
+        #[expect(unsafe_code, reason = "mmsghdr is plain C data; zero is a valid value for every field")]
+        // SAFETY: `mmsghdr` holds integers and raw pointers only; all-zero is a valid value.
+        let mut hdrs: [libc::mmsghdr; N] = unsafe { std::mem::zeroed() };
+        for (((h, iov), name), cmsg) in hdrs.iter_mut().zip(iovs.iter_mut()).zip(&mut self.names).zip(&mut self.cmsgs) {
+            h.msg_hdr.msg_name = name.0.as_mut_ptr().cast();
+            h.msg_hdr.msg_namelen = NAME_LEN;
+            h.msg_hdr.msg_iov = std::ptr::from_mut(iov);
+            h.msg_hdr.msg_iovlen = 1;
+            h.msg_hdr.msg_control = cmsg.0.as_mut_ptr().cast();
+            h.msg_hdr.msg_controllen = CMSG_BYTES as _;
+            h.msg_hdr.msg_flags = 0;
+        }
+        #[expect(unsafe_code, reason = "recvmmsg: nix's wrapper does not reset msg_controllen (see the module docs)")]
+        // SAFETY: every header points at memory that outlives the call: its iovec (on this
+        // stack) covering a caller's buffer of `iov_len` writable bytes, and this struct's
+        // name and control buffers of the lengths given. `N` headers are passed; the kernel
+        // writes at most the given lengths and fills `msg_len`, `msg_namelen`,
+        // `msg_controllen` and `msg_flags`. No timeout pointer.
+        let rc = unsafe {
+            libc::recvmmsg(
+                fd,
+                hdrs.as_mut_ptr(),
+                libc::c_uint::try_from(N).unwrap_or(libc::c_uint::MAX),
+                libc::MSG_WAITFORONE,
+                std::ptr::null_mut(),
+            )
+        };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::EAGAIN | libc::EINTR) => Ok(0),
+                _ => Err(e),
+            };
+        }
+        let n = usize::try_from(rc).unwrap_or(0).min(N);
+        for k in 0..n {
+            let h = &hdrs[k].msg_hdr;
+            let name_len = usize::try_from(h.msg_namelen).unwrap_or(0).min(NAME_BYTES);
+            let cmsg_len = (h.msg_controllen as usize).min(CMSG_BYTES);
+            out[k] = Msg {
+                len: hdrs[k].msg_len as usize,
+                gro: gro_segment(&self.cmsgs[k].0[..cmsg_len]),
+                from: sockaddr(&self.names[k].0[..name_len]),
+            };
+        }
+        Ok(n)
+    }
+}
+
+const HDR: usize = std::mem::size_of::<libc::cmsghdr>();
+const ALIGN: usize = std::mem::size_of::<usize>();
+
+/// The `UDP_GRO` segment size in a control buffer (as the kernel laid it out).
+fn gro_segment(c: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    while at + HDR <= c.len() {
+        let len = usize::from_ne_bytes(c[at..at + ALIGN].try_into().ok()?);
+        let level = i32::from_ne_bytes(c[at + ALIGN..at + ALIGN + 4].try_into().ok()?);
+        let kind = i32::from_ne_bytes(c[at + ALIGN + 4..at + ALIGN + 8].try_into().ok()?);
+        if len < HDR || at + len > c.len() {
+            return None;
+        }
+        if level == libc::SOL_UDP && kind == libc::UDP_GRO && len >= HDR + 4 {
+            let seg = i32::from_ne_bytes(c[at + HDR..at + HDR + 4].try_into().ok()?);
+            return usize::try_from(seg).ok().filter(|&s| s > 0);
+        }
+        at += len.next_multiple_of(ALIGN);
+    }
+    None
+}
+
+/// A `sockaddr_in` or `sockaddr_in6` from its bytes.
+fn sockaddr(b: &[u8]) -> Option<SocketAddr> {
+    let family = i32::from(u16::from_ne_bytes(b.get(0..2)?.try_into().ok()?));
+    let port = u16::from_be_bytes(b.get(2..4)?.try_into().ok()?);
+    match family {
+        libc::AF_INET => {
+            let ip: [u8; 4] = b.get(4..8)?.try_into().ok()?;
+            Some(SocketAddrV4::new(Ipv4Addr::from(ip), port).into())
+        }
+        libc::AF_INET6 => {
+            let flow = u32::from_be_bytes(b.get(4..8)?.try_into().ok()?);
+            let ip: [u8; 16] = b.get(8..24)?.try_into().ok()?;
+            let scope = u32::from_ne_bytes(b.get(24..28)?.try_into().ok()?);
+            Some(SocketAddrV6::new(Ipv6Addr::from(ip), port, flow, scope).into())
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmsg(level: i32, kind: i32, data: &[u8]) -> Vec<u8> {
+        let len = HDR + data.len();
+        let mut v = Vec::new();
+        v.extend_from_slice(&len.to_ne_bytes());
+        v.extend_from_slice(&level.to_ne_bytes());
+        v.extend_from_slice(&kind.to_ne_bytes());
+        v.extend_from_slice(data);
+        v.resize(len.next_multiple_of(ALIGN), 0);
+        v
+    }
+
+    #[test]
+    fn finds_the_gro_size_among_other_messages() {
+        let mut c = cmsg(libc::SOL_SOCKET, libc::SO_RXQ_OVFL, &7u32.to_ne_bytes());
+        c.extend(cmsg(libc::SOL_UDP, libc::UDP_GRO, &1468i32.to_ne_bytes()));
+        assert_eq!(gro_segment(&c), Some(1468));
+        assert_eq!(gro_segment(&c[..HDR + 8]), None, "cut short");
+        assert_eq!(gro_segment(&[]), None);
+        let mut bad = cmsg(libc::SOL_UDP, libc::UDP_GRO, &64i32.to_ne_bytes());
+        bad[..ALIGN].copy_from_slice(&1000usize.to_ne_bytes());
+        assert_eq!(gro_segment(&bad), None, "a length past the buffer");
+    }
+
+    #[test]
+    fn reads_both_address_families() {
+        let mut v4 = Vec::new();
+        v4.extend_from_slice(&u16::try_from(libc::AF_INET).unwrap().to_ne_bytes());
+        v4.extend_from_slice(&4567u16.to_be_bytes());
+        v4.extend_from_slice(&[10, 1, 2, 3]);
+        v4.resize(16, 0);
+        assert_eq!(sockaddr(&v4), Some(SocketAddr::from(([10, 1, 2, 3], 4567))));
+        let mut v6 = Vec::new();
+        v6.extend_from_slice(&u16::try_from(libc::AF_INET6).unwrap().to_ne_bytes());
+        v6.extend_from_slice(&7878u16.to_be_bytes());
+        v6.extend_from_slice(&0u32.to_be_bytes());
+        v6.extend_from_slice(&"fe80::1".parse::<Ipv6Addr>().unwrap().octets());
+        v6.extend_from_slice(&2u32.to_ne_bytes());
+        assert_eq!(sockaddr(&v6), Some("[fe80::1%2]:7878".parse().unwrap()));
+        assert_eq!(sockaddr(&v4[..3]), None);
+        assert_eq!(sockaddr(&[0u8; 16]), None, "no family");
+    }
+}

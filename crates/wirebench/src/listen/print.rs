@@ -1,0 +1,148 @@
+//! The listener's text: DatagramTest's "Now" and "Lifetime" blocks per publisher (with its
+//! gap lines), a summary block when several publishers send, the TSV log rows, and the
+//! closing totals.
+
+use std::io::{self, Write};
+use std::net::SocketAddr;
+
+use wirebench_core::report::ListenTotals;
+use wirebench_core::stream::StreamCounts;
+use wirebench_core::stream::table::Entry;
+use wirebench_core::units::Span;
+
+use super::Key;
+
+/// Where reports go.
+pub(super) struct Printer<'a> {
+    /// The terminal text.
+    pub out: &'a mut dyn Write,
+    /// The TSV log, if asked for.
+    pub log: Option<&'a mut dyn Write>,
+    /// The listener's start, ns.
+    pub start_ns: u64,
+    /// The address it listens on.
+    pub local: SocketAddr,
+}
+
+/// The TSV columns.
+pub(super) fn tsv_header(w: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        w,
+        "time_s\tpublisher\tblock\telapsed_ms\tsize\tmb_per_s\tpackets_per_s\treceived\texpected\tmissing\tsuccess_rate\tout_of_order\tavg_offset\tgaps\tavg_gap_size\tavg_gap_time_ms"
+    )
+}
+
+fn name(k: &Key) -> String {
+    format!("{} (session {:016x}, publisher {})", k.0, k.1, k.2)
+}
+
+/// One block's figures over `span_ns`.
+struct Block<'c> {
+    title: &'c str,
+    who: &'c str,
+    c: &'c StreamCounts,
+    span_ns: u64,
+    size: usize,
+}
+
+impl Printer<'_> {
+    fn block(&mut self, b: &Block<'_>, now: u64) {
+        let c = b.c;
+        #[expect(clippy::cast_precision_loss, reason = "display values")]
+        let mb = c.bytes as f64 / 1e6 / (b.span_ns as f64 / 1e9).max(1e-9);
+        let _ = writeln!(
+            self.out,
+            "{}:\nRx from publisher: {}\n         to listener: {}\n             elapsed: {}ms\n         packet size: {} bytes\n          throughput: {:.1} MB/sec\n                      {:.0} packets/sec\n            received: {} of {}\n             missing: {}\n        success rate: {:.6}\n        out of order: {}\n          avg offset: {:.1}\n                gaps: {}\n        avg gap size: {:.1}\n        avg gap time: {:.3}ms",
+            b.title,
+            b.who,
+            self.local,
+            b.span_ns / 1_000_000,
+            b.size,
+            mb,
+            c.per_sec(b.span_ns),
+            c.received,
+            c.expected,
+            c.missing(),
+            c.success_rate(),
+            c.out_of_order,
+            c.avg_offset(),
+            c.gaps,
+            c.mean_gap(),
+            c.mean_gap_ns() / 1e6,
+        );
+        if let Some(f) = self.log.as_mut() {
+            #[expect(clippy::cast_precision_loss, reason = "display values")]
+            let t = now.saturating_sub(self.start_ns) as f64 / 1e9;
+            let _ = writeln!(
+                f,
+                "{t:.3}\t{}\t{}\t{}\t{}\t{mb:.3}\t{:.0}\t{}\t{}\t{}\t{:.6}\t{}\t{:.2}\t{}\t{:.2}\t{:.3}",
+                b.who,
+                b.title,
+                b.span_ns / 1_000_000,
+                b.size,
+                c.per_sec(b.span_ns),
+                c.received,
+                c.expected,
+                c.missing(),
+                c.success_rate(),
+                c.out_of_order,
+                c.avg_offset(),
+                c.gaps,
+                c.mean_gap(),
+                c.mean_gap_ns() / 1e6,
+            );
+        }
+    }
+
+    /// Prints the Now and Lifetime blocks of one publisher (`expired`: its last, before it
+    /// is forgotten after that much silence) and moves its report mark.
+    pub(super) fn report(&mut self, e: &mut Entry<Key>, now: u64, expired: Option<Span>) {
+        let life = *e.rx.counts();
+        let since = life.since(&e.at_last_report);
+        let who = name(&e.key);
+        let span_ns = now.saturating_sub(e.last_report_ns);
+        // The closing report right after a regular one: an empty Now block says nothing.
+        if since.received > 0 || since.duplicates > 0 || span_ns >= 1_000_000 {
+            self.block(&Block { title: "Now", who: &who, c: &since, span_ns, size: e.size }, now);
+        }
+        let title = expired.map_or_else(|| "Lifetime".to_owned(), |s| format!("Lifetime (silent for {s}: forgotten)"));
+        self.block(&Block { title: &title, who: &who, c: &life, span_ns: life.span_ns(), size: e.size }, now);
+        e.at_last_report = life;
+        e.last_report_ns = now;
+    }
+
+    /// Reports every publisher, then, when there are several, their sum (DatagramTest's
+    /// "Rx Summary"): elapsed from the earliest first to the latest last arrival.
+    pub(super) fn round(&mut self, live: &mut [Entry<Key>], now: u64) {
+        for e in live.iter_mut() {
+            self.report(e, now, None);
+        }
+        if live.len() > 1 {
+            let mut sum = StreamCounts::default();
+            for e in live.iter() {
+                sum.add(e.rx.counts());
+            }
+            let who = format!("{} publishers", live.len());
+            let size = live.first().map_or(0, |e| e.size);
+            self.block(&Block { title: "Lifetime summary", who: &who, c: &sum, span_ns: sum.span_ns(), size }, now);
+        }
+    }
+}
+
+/// The closing lines: what the budget did and what was not a stream message.
+pub(super) fn totals(out: &mut dyn Write, t: &ListenTotals, max: usize) -> io::Result<()> {
+    if t.foreign > 0 {
+        writeln!(out, "ignored {} datagrams that were not stream messages", t.foreign)?;
+    }
+    if t.expired > 0 {
+        writeln!(out, "forgot {} publishers after their silence ({} not kept in the report)", t.expired, t.not_kept)?;
+    }
+    if t.refused_datagrams > 0 {
+        writeln!(
+            out,
+            "refused {} datagrams from new publishers while {max} were tracked (--max-publishers)",
+            t.refused_datagrams
+        )?;
+    }
+    Ok(())
+}
