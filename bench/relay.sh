@@ -62,6 +62,11 @@ for i in 1 2 3; do
 done
 
 G=239.255.78.1:7877; R=239.255.78.2:7879; S=239.255.78.3:5079
+stop_all() { # stop every process started so far (the next setup reuses the namespaces)
+  for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
+}
 serves() { # serves NS2 IP2 NS3 IP3 LABEL
   bg "$1" "$tmp/$5-s2.log" "$wb" serve --listen 0.0.0.0:7878 --open --join $G --interface "$2" --reply-group $R
   bg "$3" "$tmp/$5-s3.log" "$wb" serve --listen 0.0.0.0:7878 --open --join $G --interface "$4" --reply-group $R
@@ -81,6 +86,7 @@ echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (figures taken whi
 
 serves h2 10.78.1.2 h3 10.78.1.3 native
 measure h1 10.78.1.1 10.78.1.2 10.78.1.3 native
+stop_all
 
 peers() { local out=(); for j in 1 2 3; do [ "$j" != "$1" ] && out+=("10.78.1$j.2:7880"); done; (IFS=,; echo "${out[*]}"); }
 for i in 1 2 3; do
@@ -90,6 +96,8 @@ done
 for i in 1 2 3; do wait_for "$tmp/relay$i.log" "relay listening"; done
 serves n2 10.78.12.2 n3 10.78.13.2 relay
 measure n1 10.78.11.2 10.78.12.2 10.78.13.2 relay
+stop_all
+echo "relay on node 1 (summary on stop):"; sed -n '/^relay [0-9a-f]* on/,$p' "$tmp/relay1.log"
 
 have_n2n=0
 if command -v edge >/dev/null && command -v supernode >/dev/null; then
