@@ -108,14 +108,15 @@ if command -v edge >/dev/null && command -v supernode >/dev/null; then
   done
   up=1
   for i in 1 2 3; do
-    for _ in $(seq 100); do ip -n "$tag-n$i" addr show n2n0 2>/dev/null | grep -q 10.79.0 && break; sleep 0.1; done
-    ip -n "$tag-n$i" addr show n2n0 2>/dev/null | grep -q 10.79.0 || up=0
+    # (not `ip | grep -q`: with pipefail, grep's early exit fails the pipeline)
+    for _ in $(seq 100); do [[ "$(ip -n "$tag-n$i" addr show n2n0 2>/dev/null)" == *10.79.0.* ]] && break; sleep 0.1; done
+    [[ "$(ip -n "$tag-n$i" addr show n2n0 2>/dev/null)" == *10.79.0.* ]] || up=0
   done
   if [ $up = 1 ]; then
     serves n2 10.79.0.2 n3 10.79.0.3 n2n
     measure n1 10.79.0.1 10.79.0.2 10.79.0.3 n2n && have_n2n=1
   fi
-  [ $have_n2n = 1 ] || { echo "n2n did not come up: edge logs follow"; tail -5 "$tmp"/edge*.log; }
+  [ $have_n2n = 1 ] || { echo "n2n did not come up: edge logs follow"; for f in "$tmp"/edge*.log "$tmp"/supernode.log; do echo "== $f"; tail -n 5 "$f"; done; }
 else
   echo "n2n (edge, supernode) not installed: its column is skipped"
 fi
