@@ -114,12 +114,12 @@ def tm(name):
     return int(rss_kb), float(u) + float(s)
 def load(name):
     return open(f"{out}/{name}.load").read().split()[0]
-rows = []
+rows, notes = [], []
 for gen in ["k6", "wb"]:
     for n in sizes + ([big] if gen == "wb" else []):
         name = f"{gen}-{n}"
         if not os.path.exists(f"{out}/{name}.json"):
-            rows.append((gen, n, "no result", "", "", "", "", "", load(name) if os.path.exists(f"{out}/{name}.load") else "")); continue
+            rows.append((gen, n, "no result", "", "", "", "", "", "", load(name) if os.path.exists(f"{out}/{name}.load") else "")); continue
         rss_kb, cpu = tm(name)
         j = json.load(open(f"{out}/{name}.json"))
         if gen == "k6":
@@ -128,17 +128,23 @@ for gen in ["k6", "wb"]:
             d = m.get("delay_ms", {}).get("values", {})
             p50, p99 = d.get("med", 0), d.get("p(99)", 0)
             rate = sent / dur
+            arrived = "-"  # k6 does not know who should have received what
         else:
             r = j["results"]
             sent, recv = r["sent"], r["received"]
             v = {p["p"]: p["ns"] for p in r["overall"]["delay"]["summary"]["percentiles"]}
             p50, p99 = v.get(50.0, 0) / 1e6, v.get(99.0, 0) / 1e6
             rate = r["achieved_send_per_s"]
+            a = r["deliveries"]
+            arrived = f"{100 * a['arrived'] / max(a['expected'], 1):.2f}% of {a['expected']}"
+            if a["missing"]:
+                why = [f"dropped {a['dropped']}", f"late {a['late']}"] + [f"{k} {v}" for k, v in a["closed"].items()]
+                notes.append(f"wb-{n}: {a['missing']} deliveries missing: " + ", ".join(why))
         events = sent + recv
         rows.append((gen, n, f"{rss_kb / n:.1f}", f"{cpu * 1e6 / max(events, 1):.2f}", f"{rate:.0f} / {2 * n}",
-                     f"{p50:.3f}", f"{p99:.3f}", f"{events}", load(name)))
-print("| generator | clients | RSS KB/client | CPU us/event | sent/s (achieved / requested) | delay p50 ms | delay p99 ms | message events | load avg (1 min) |")
-print("|---|---|---|---|---|---|---|---|---|")
+                     arrived, f"{p50:.3f}", f"{p99:.3f}", f"{events}", load(name)))
+print("| generator | clients | RSS KB/client | CPU us/event | sent/s (achieved / requested) | deliveries arrived | delay p50 ms | delay p99 ms | message events | load avg (1 min) |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     print("| " + " | ".join(str(x) for x in r) + " |")
 for gen in ["k6", "wb"]:
@@ -147,5 +153,7 @@ for gen in ["k6", "wb"]:
         print(f"\n{gen}: marginal RSS {(b - a) / (sizes[-1] - sizes[0]):.1f} KB per client between {sizes[0]} and {sizes[-1]} clients")
     except Exception:
         pass
+for note in notes:
+    print(note)
 print("\nroom:", open(f"{out}/room.log").read().strip().splitlines()[-1])
 PY

@@ -15,13 +15,15 @@
 //! seed and an arrival sequence replay a run exactly.
 
 pub mod bucket;
+pub mod busy;
 pub mod delay;
 pub mod loss;
 pub mod spec;
 pub mod tally;
 
+pub use busy::Busy;
 pub use spec::{Jitter, JitterDist, Loss, LossBurst, Percent, Reorder, Spec, SpecError};
-pub use tally::{DropReason, ReleaseOrder, Tally};
+pub use tally::{DropReason, Release, ReleaseOrder, Tally};
 
 use crate::rng::SplitMix64;
 
@@ -34,6 +36,9 @@ pub enum Verdict {
     Deliver {
         /// Release time, ns on the caller's clock.
         at_ns: u64,
+        /// When it left the rate limiter's queue (the arrival time without a rate): the
+        /// delay and jitter run from here, so `left_ns - arrival` is the queueing.
+        left_ns: u64,
         /// How many copies to send.
         copies: u32,
     },
@@ -81,7 +86,7 @@ impl Impairment {
         {
             at_ns = at_ns.saturating_add(r.gap_ns);
         }
-        Verdict::Deliver { at_ns, copies }
+        Verdict::Deliver { at_ns, left_ns: left, copies }
     }
 
     /// The rate queue's backlog at `now_ns`, ns (0 without a rate).
@@ -96,26 +101,38 @@ mod tests {
 
     /// Runs `n` packets of `len` bytes arriving every `gap_ns` through `spec`.
     fn run(spec: Spec, n: u64, gap_ns: u64, len: usize) -> (Vec<(u64, u64, u32)>, Tally) {
+        run_left(spec, n, gap_ns, len).0
+    }
+
+    /// [`run`], and each delivered packet's (arrival, queue exit) times.
+    #[expect(clippy::type_complexity, reason = "test plumbing")]
+    fn run_left(spec: Spec, n: u64, gap_ns: u64, len: usize) -> ((Vec<(u64, u64, u32)>, Tally), Vec<(u64, u64)>) {
         let mut imp = Impairment::new(spec);
         let mut rng = SplitMix64::new(5);
         let mut tally = Tally::default();
         let mut out = Vec::new();
+        let mut left = Vec::new();
         for i in 0..n {
             let now = i * gap_ns;
             tally.on_arrival(len, now);
             match imp.decide(len, now, &mut rng) {
                 Verdict::Drop(r) => tally.on_drop(r),
-                Verdict::Deliver { at_ns, copies } => out.push((at_ns, i, copies)),
+                Verdict::Deliver { at_ns, left_ns, copies } => {
+                    out.push((at_ns, i, copies));
+                    left.push((now, left_ns));
+                }
             }
         }
         // Release in time order (ties by arrival), as the proxy's heap does.
-        let mut rel = out.clone();
+        let mut rel: Vec<(u64, u64, u32, u64)> =
+            out.iter().zip(&left).map(|(&(at, seq, c), &(_, l))| (at, seq, c, l)).collect();
         rel.sort_unstable();
         let mut order = ReleaseOrder::default();
-        for &(at, seq, copies) in &rel {
-            tally.on_release(len, seq * gap_ns, at, copies, order.on_release(seq));
+        for &(at, seq, copies, left_ns) in &rel {
+            let r = Release { len, arrival_ns: seq * gap_ns, left_ns, now_ns: at, copies };
+            tally.on_release(&r, order.on_release(seq));
         }
-        (out, tally)
+        ((out, tally), left)
     }
 
     #[test]
@@ -155,8 +172,33 @@ mod tests {
         let (out, t) = run(spec, 100_000, 1_000, 1_000);
         assert!(out.iter().all(|&(at, seq, _)| at - seq * 1_000 <= 10_000_000));
         assert!(t.queue_drops > 99_000, "{}", t.queue_drops);
-        let rate = t.out_bps_active();
+        let rate = t.out_bps();
         assert!((rate - 8e6).abs() < 0.01 * 8e6, "{rate}");
+    }
+
+    /// 1000-byte packets every 100 us into 8 Mbit/s (one per ms) behind a 5 ms delay:
+    /// the queue grows by 0.9 ms a packet up to the 10 ms limit, then holds there; the
+    /// delay part is exactly 5 ms; together they are the added delay.
+    #[test]
+    fn added_delay_splits_into_queueing_and_the_configured_delay() {
+        let spec = Spec {
+            delay_ns: 5_000_000,
+            rate_bps: Some(8_000_000),
+            burst_bytes: 1_000,
+            queue_limit_ns: 10_000_000,
+            ..Spec::default()
+        };
+        let ((out, t), left) = run_left(spec, 2_000, 100_000, 1_000);
+        for (&(at, _, _), &(arrival, l)) in out.iter().zip(&left) {
+            assert_eq!(at - l, 5_000_000);
+            assert!(l - arrival <= 10_000_000);
+        }
+        assert!(t.delay_part.equivalent(t.delay_part.min(), 5_000_000));
+        assert!(t.delay_part.equivalent(t.delay_part.max(), 5_000_000));
+        assert_eq!(t.queue.min(), 1, "the first packet found a full bucket (0 waits count as 1 ns)");
+        assert!(t.queue.equivalent(t.queue.max(), 10_000_000), "{}", t.queue.max());
+        let mean_sum = t.queue.mean() + t.delay_part.mean();
+        assert!((t.delay.mean() - mean_sum).abs() < 0.002 * t.delay.mean(), "{} vs {mean_sum}", t.delay.mean());
     }
 
     #[test]

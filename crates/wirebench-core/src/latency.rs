@@ -13,7 +13,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 pub use self::patience::Patience;
-pub use self::percentile::{Step, distribution, value_at_percentile};
+pub use self::percentile::{Step, distribution, value_at_percentile, values_at_percentiles};
 pub use self::runs::LossRuns;
 use crate::clocksync::OffsetFilter;
 
@@ -80,7 +80,7 @@ impl Summary {
             max_ns: if empty { 0 } else { h.max() },
             mean_ns: if empty { 0.0 } else { h.mean() },
             stddev_ns: if empty { 0.0 } else { h.stdev() },
-            percentiles: ps.iter().map(|&p| Percentile { p, ns: value_at_percentile(h, p) }).collect(),
+            percentiles: ps.iter().zip(values_at_percentiles(h, ps)).map(|(&p, ns)| Percentile { p, ns }).collect(),
         }
     }
 

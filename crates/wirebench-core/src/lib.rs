@@ -21,7 +21,9 @@
 //! - [`relay`]: the relay's duplicate window, echo guard, rate caps and segment mates.
 //! - [`ratesearch`]: the highest loss-free rate (RFC 2544): geometric descent, then bisection.
 //! - [`snmp`]: the kernel's protocol counters (`/proc/net/snmp`) by name, and their differences.
-//! - [`load`]: event mix, client schedules, link shaper and thresholds of `wirebench load`.
+//! - [`load`]: event mix, client schedules, link shaper, thresholds, messages and delivery
+//!   accounting of `wirebench load`.
+//! - [`room`]: the room's request classification (upgrade, 400, 426) and memory budget.
 //! - [`units`]: human units (`10ms`, `50k/s`) as newtypes.
 //! - [`report`]: the versioned `Report` and the histogram codec.
 
@@ -36,6 +38,7 @@ pub mod ratesearch;
 pub mod relay;
 pub mod report;
 pub mod rng;
+pub mod room;
 pub mod schedule;
 pub mod seq;
 pub mod snmp;

@@ -1,10 +1,13 @@
 //! Human units as newtypes: `10ms`, `250us`, `1.5s`, `5m` for time; `50k/s`, `2000/s`,
-//! `1.5M/s` for message rates. Parsing is strict: a value either means exactly one thing
+//! `1.5M/s` for message rates; `16KiB`, `1MiB` for sizes. Parsing is strict: a value either means exactly one thing
 //! or is refused with an error that says what was expected.
 
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
+
+mod bytes;
+pub use bytes::ByteSize;
 
 /// Why a unit did not parse. The message names the value and the accepted forms.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

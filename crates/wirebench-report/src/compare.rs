@@ -5,6 +5,8 @@
 //! Latency figures come from the embedded histograms (all responders merged when there are
 //! several), never from averaging percentiles.
 
+mod load;
+
 use std::io::{self, Write};
 
 use hdrhistogram::Histogram;
@@ -36,7 +38,7 @@ impl MetricRow {
 /// Runs of one mode side by side.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Table {
-    /// `ping` or `stream`.
+    /// `ping`, `stream` or `load`.
     pub mode: &'static str,
     /// Column headings: the runs' names, baseline first.
     pub runs: Vec<String>,
@@ -124,6 +126,7 @@ pub fn compare(runs: &[Run<'_>]) -> Comparison {
         match m {
             "ping" => tables.push(table(m, &PING_ROWS, &of_mode, ping_values)),
             "stream" => tables.push(table(m, &STREAM_ROWS, &of_mode, stream_values)),
+            "load" => tables.push(table(m, &load::ROWS, &of_mode, load::values)),
             // A proxy run is a tool's setting, not a measurement to rank: not compared.
             _ => {}
         }
@@ -153,10 +156,12 @@ pub fn mode(r: &Report) -> &'static str {
 /// A figure in words: µs for latencies, Gbit/s, msg/s, percent, a count.
 pub fn format_value(row: &str, v: f64) -> String {
     match row {
-        "p50" | "p99" | "p99.9" | "max" => format!("{} us", us(v)),
+        "p50" | "p99" | "p99.9" | "max" | "delay p50" | "delay p99" | "delay p99.9" | "delay max" | "reply p50"
+        | "reply p99" => format!("{} us", us(v)),
         "throughput" => bits_words(v),
-        "received" | "loss-free rate" => rate_words(v),
-        "loss" => format!("{v:.3}%"),
+        "received" | "loss-free rate" | "sent/s" | "delivered/s" => rate_words(v),
+        "loss" | "missing" => format!("{v:.3}%"),
+        "cpu/event" => format!("{:.2} us", v / 1e3),
         _ => format!("{v:.0}"),
     }
 }

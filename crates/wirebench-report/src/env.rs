@@ -6,6 +6,10 @@ use wirebench_core::report::{Meta, Report};
 /// Sysctls whose difference between two runs matters for a comparison.
 pub use wirebench_core::report::SOCKET_SYSCTLS as COMPARED_SYSCTLS;
 
+/// The role of an interface listed because it has the default route, not because the run's
+/// traffic crossed it.
+pub const DEFAULT_ROUTE: &str = "default route";
+
 /// `eth0 (MTU 1500, default route)` for each interface, joined.
 pub fn interfaces(m: &Meta) -> String {
     let all: Vec<String> = m
@@ -99,9 +103,12 @@ pub fn differences(base: &Meta, other: &Meta) -> Vec<Difference> {
         let get = |h: &wirebench_core::report::Host| h.sysctls.get(name).cloned().unwrap_or_else(|| "?".into());
         check(name, get(a), get(b));
     }
-    let mtu = |m: &Meta| m.host.interfaces.first().and_then(|i| i.mtu).map_or_else(|| "?".into(), |v| v.to_string());
-    if !a.interfaces.is_empty() && !b.interfaces.is_empty() {
-        check("interface MTU", mtu(base), mtu(other));
+    // The MTU of the interface that carried the traffic: the default route's is listed only
+    // for reference (older proxy and load reports had nothing else), so it is not compared.
+    let carried = |m: &Meta| m.host.interfaces.iter().find(|i| i.role != DEFAULT_ROUTE).map(|i| i.mtu);
+    if let (Some(x), Some(y)) = (carried(base), carried(other)) {
+        let show = |v: Option<u32>| v.map_or_else(|| "?".into(), |v| v.to_string());
+        check("interface MTU", show(x), show(y));
     }
     check("wirebench version", version(base), version(other));
     out
@@ -124,6 +131,26 @@ mod tests {
         b.git_commit = None;
         let d: Vec<String> = differences(&a, &b).into_iter().map(|d| d.what).collect();
         assert_eq!(d, ["kernel", "net.core.rmem_max", "wirebench version"]);
+    }
+
+    /// Proxy and load reports recorded only the default route's interface (eth0, MTU 1400)
+    /// after running on loopback: that is not the traffic's interface and must not warn.
+    #[test]
+    fn the_default_routes_interface_is_not_compared() {
+        let a = meta();
+        let mut b = meta();
+        b.host.interfaces = vec![wirebench_core::report::NetInterface {
+            name: "eth0".into(),
+            mtu: Some(1400),
+            role: DEFAULT_ROUTE.into(),
+        }];
+        assert!(differences(&a, &b).is_empty(), "{:?}", differences(&a, &b));
+        b.host.interfaces.insert(
+            0,
+            wirebench_core::report::NetInterface { name: "veth0".into(), mtu: Some(1400), role: "route to y".into() },
+        );
+        let d: Vec<String> = differences(&a, &b).into_iter().map(|d| d.what).collect();
+        assert_eq!(d, ["interface MTU"]);
     }
 
     #[test]

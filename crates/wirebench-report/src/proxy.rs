@@ -91,36 +91,42 @@ pub fn interval_line(out: &mut dyn Write, iv: &ProxyInterval) -> io::Result<()> 
     writeln!(out, "[{end:6.1}s] up: {} | down: {}", side(&iv.up), side(&iv.down))
 }
 
-fn achieved_text(a: &ProxyAchieved) -> [String; 5] {
-    let s = &a.added_delay.summary;
+/// `p50 .. p90 .. p99 .. p99.9 .. max .. (mean .., sd ..)` of a view, or what is missing.
+fn delay_words(v: &wirebench_core::report::LatencyView) -> String {
+    let s = &v.summary;
     let q = |p: f64| s.at(p).map_or_else(|| "-".to_owned(), ns);
-    let delay = if s.count == 0 {
-        "nothing delivered".to_owned()
-    } else {
-        format!(
-            "p50 {} p90 {} p99 {} p99.9 {} max {} (mean {}, sd {})",
-            q(50.0),
-            q(90.0),
-            q(99.0),
-            q(99.9),
-            ns(s.max_ns),
-            ns_f(s.mean_ns),
-            ns_f(s.stddev_ns)
-        )
-    };
+    if s.count == 0 {
+        return "nothing delivered".to_owned();
+    }
+    format!(
+        "p50 {} p90 {} p99 {} p99.9 {} max {} (mean {}, sd {})",
+        q(50.0),
+        q(90.0),
+        q(99.0),
+        q(99.9),
+        ns(s.max_ns),
+        ns_f(s.mean_ns),
+        ns_f(s.stddev_ns)
+    )
+}
+
+fn achieved_text(a: &ProxyAchieved) -> [String; 5] {
+    #[expect(clippy::cast_precision_loss, reason = "display")]
+    let active = a.active_ns as f64 / 1e9;
     [
-        delay,
+        delay_words(&a.added_delay),
         format!(
-            "{} ({} of {}); queue drops {}, send drops {}",
+            "{} ({} of {}); queue drops {}, queue full {}, send drops {}",
             pct(a.loss_pct),
             a.lost,
             a.packets_in,
             a.queue_drops,
+            a.full_drops,
             a.send_drops
         ),
         format!("{} ({})", pct(a.reorder_pct), a.reordered),
         format!("{} ({})", pct(a.duplicate_pct), a.duplicates),
-        format!("{} (offered {})", bps(a.rate_bps), bps(a.offered_bps)),
+        format!("{} over {active:.2} s active (offered {})", bps(a.rate_bps), bps(a.offered_bps)),
     ]
 }
 
@@ -128,9 +134,17 @@ fn direction(out: &mut dyn Write, name: &str, d: &ProxyDirection) -> io::Result<
     writeln!(out, "{name}: {} in, {} delivered", d.achieved.packets_in, d.achieved.packets_out)?;
     let req = requested_text(&d.requested);
     let ach = achieved_text(&d.achieved);
-    let rows = ["added delay", "loss", "reorder", "duplicate", "rate"];
-    let w = req.iter().map(String::len).max().unwrap_or(0);
-    for ((row, r), a) in rows.iter().zip(&req).zip(&ach) {
+    let mut rows: Vec<(&str, String, String)> = vec![("added delay", req[0].clone(), ach[0].clone())];
+    // With a rate, the added delay is the wait in the rate queue plus the configured delay.
+    if let (Some(q), Some(p)) = (&d.achieved.queue_delay, &d.achieved.path_delay) {
+        rows.push(("  rate queue", format!("up to {}", ns(d.requested.queue_limit_ns)), delay_words(q)));
+        rows.push(("  delay", req[0].clone(), delay_words(p)));
+    }
+    for (i, row) in ["loss", "reorder", "duplicate", "rate"].into_iter().enumerate() {
+        rows.push((row, req[i + 1].clone(), ach[i + 1].clone()));
+    }
+    let w = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
+    for (row, r, a) in rows {
         writeln!(out, "  {row:<11}  requested {r:<w$}  achieved {a}")?;
     }
     Ok(())

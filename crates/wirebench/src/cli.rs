@@ -1,5 +1,7 @@
 //! The command line: one subcommand per mode, each with its own `Args` (STYLE C4).
 
+use std::path::{Path, PathBuf};
+
 use clap::{Parser, Subcommand};
 
 /// wirebench: a network performance lab in one binary.
@@ -45,6 +47,43 @@ pub enum Command {
     /// Carry multicast groups between nodes over unicast where the network has none: one
     /// relay per node, forwarding to its peer relays and re-emitting what they send.
     Relay(Box<crate::relay::Args>),
+}
+
+impl Command {
+    /// The files this command writes, with their flags: checked before a run starts (a
+    /// path that cannot be written is exit 2, not a lost run), and `-` (standard output)
+    /// sends the command's text to standard error.
+    pub fn outputs(&self) -> Vec<(&'static str, &Path)> {
+        fn add<'a>(v: &mut Vec<(&'static str, &'a Path)>, flag: &'static str, p: Option<&'a PathBuf>) {
+            v.extend(p.map(|p| (flag, p.as_path())));
+        }
+        let mut v = Vec::new();
+        match self {
+            Self::Ping(a) => {
+                add(&mut v, "--json", a.json.as_ref());
+                add(&mut v, "--hgrm", a.hgrm.as_ref());
+                add(&mut v, "--hlog", a.hlog.as_ref());
+            }
+            Self::Stream(a) => {
+                add(&mut v, "--json", a.json.as_ref());
+                add(&mut v, "--log", a.log.as_ref());
+            }
+            Self::Listen(a) => {
+                add(&mut v, "--json", a.json.as_ref());
+                add(&mut v, "--log", a.log.as_ref());
+            }
+            Self::Proxy(a) => add(&mut v, "--json", a.json.as_ref()),
+            Self::Relay(a) => add(&mut v, "--json", a.json.as_ref()),
+            Self::Load(a) => {
+                add(&mut v, "--json", a.json.as_ref());
+                add(&mut v, "--series", a.series.as_ref());
+            }
+            Self::Doctor(a) => add(&mut v, "--json", a.json.as_ref()),
+            Self::Report(a) => add(&mut v, "--html", a.html.as_ref()),
+            Self::Serve(_) | Self::Suite(_) | Self::Shape(_) | Self::Room(_) => {}
+        }
+        v
+    }
 }
 
 /// Parses one mode's flags as its subcommand would (for the suite, and for tests of a mode's

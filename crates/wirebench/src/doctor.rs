@@ -163,7 +163,9 @@ pub fn examine(cfg: &Config) -> Vec<Check> {
         checks::mtu(iface, net::mtu(iface)),
     ];
     if let Some(t) = cfg.target {
-        out.push(checks::path_mtu(&t.to_string(), pmtu::find(t, cfg.timeout).map_err(|e| e.to_string())));
+        let via = net::interface_towards(t).unwrap_or_else(|| "?".into());
+        let found = pmtu::find(t, cfg.timeout).map_err(|e| e.to_string());
+        out.push(checks::path_mtu(&t.to_string(), found, &via, iface));
     }
     out.push(checks::multicast_route(iface, cfg.group, &net::routes()));
     if let Some(f) = flags {

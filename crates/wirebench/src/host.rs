@@ -54,20 +54,30 @@ pub fn capture() -> Host {
 
 fn default_interface() -> Option<NetInterface> {
     let name = net::default_route_interface(&net::routes())?;
-    Some(NetInterface { mtu: net::mtu(&name), name, role: "default route".into() })
+    Some(NetInterface { mtu: net::mtu(&name), name, role: wirebench_report::env::DEFAULT_ROUTE.into() })
 }
 
 /// The interfaces a run toward `peer` uses: `interface` (an `--interface` name or address)
 /// if given, else the one the kernel routes `peer` by; then the default route's, if it is
 /// another.
 pub fn interfaces(peer: Option<SocketAddr>, interface: Option<&str>) -> Vec<NetInterface> {
-    let chosen = match (interface, peer) {
-        (Some(i), _) => net::interface_name(i).map(|n| (n, "--interface".to_owned())),
-        (None, Some(p)) => net::interface_towards(p).map(|n| (n, format!("route to {p}"))),
-        (None, None) => None,
+    interfaces_towards(peer.as_slice(), interface)
+}
+
+/// The interfaces a run's traffic used: `interface` (an `--interface` name or address) if
+/// given, else the one the kernel routes each of `peers` by (each interface once); then the
+/// default route's, if it is another (labelled so: it carried nothing of this run).
+pub fn interfaces_towards(peers: &[SocketAddr], interface: Option<&str>) -> Vec<NetInterface> {
+    let chosen: Vec<(String, String)> = match interface {
+        Some(i) => net::interface_name(i).map(|n| (n, "--interface".to_owned())).into_iter().collect(),
+        None => peers.iter().filter_map(|p| net::interface_towards(*p).map(|n| (n, format!("route to {p}")))).collect(),
     };
-    let mut out: Vec<NetInterface> =
-        chosen.into_iter().map(|(name, role)| NetInterface { mtu: net::mtu(&name), name, role }).collect();
+    let mut out: Vec<NetInterface> = Vec::new();
+    for (name, role) in chosen {
+        if out.iter().all(|o| o.name != name) {
+            out.push(NetInterface { mtu: net::mtu(&name), name, role });
+        }
+    }
     if let Some(d) = default_interface().filter(|d| out.iter().all(|o| o.name != d.name)) {
         out.push(d);
     }
@@ -98,5 +108,13 @@ pub fn meta_to(
 ) -> Meta {
     let mut m = meta(argv, started, duration_ns);
     m.host.interfaces = interfaces(peer, interface);
+    m
+}
+
+/// [`meta`] for a run whose traffic went to (or came from) `peers`: records the interfaces
+/// that carried it (the proxy: its upstream and its first client).
+pub fn meta_towards(argv: &[String], started: SystemTime, duration_ns: u64, peers: &[SocketAddr]) -> Meta {
+    let mut m = meta(argv, started, duration_ns);
+    m.host.interfaces = interfaces_towards(peers, None);
     m
 }

@@ -94,8 +94,34 @@ pub fn main_with(argv: Vec<String>, shutdown: Shutdown, out: &mut dyn Write, err
             return 2;
         }
     };
-    let mut ctx = Ctx { shutdown, argv, out };
-    match run(&cli, &mut ctx) {
+    let outputs = cli.command.outputs();
+    let checked = outputs.iter().try_for_each(|(flag, path)| output::check(flag, path));
+    let to_stdout: Vec<&str> = outputs.iter().filter(|(_, p)| output::is_stdout(p)).map(|(f, _)| *f).collect();
+    let checked = checked.and_then(|()| match to_stdout.as_slice() {
+        [_, _, ..] => Err(error::UsageError(format!(
+            "{} are all '-': only one can go to standard output",
+            to_stdout.join(" and ")
+        ))),
+        _ => Ok(()),
+    });
+    if let Err(e) = checked {
+        let _ = writeln!(err, "error: {e}");
+        return 2;
+    }
+    // With a file on standard output (`--json -`), the text goes to standard error.
+    let capture = (!to_stdout.is_empty()).then(output::Capture::install);
+    let result = {
+        let text: &mut dyn Write = if capture.is_some() { &mut *err } else { &mut *out };
+        let mut ctx = Ctx { shutdown, argv, out: text };
+        run(&cli, &mut ctx)
+    };
+    if let Some(c) = capture {
+        let bytes = c.take();
+        if out.write_all(&bytes).and_then(|()| out.flush()).is_err() && result.is_ok() {
+            return 1;
+        }
+    }
+    match result {
         Ok(code) => code,
         Err(e) if is_broken_pipe(&e) => 0,
         Err(e) => {

@@ -12,15 +12,21 @@
 //! reply arrival minus send time. All clients run in one process on a two-worker tokio
 //! runtime, so sender and receiver clocks are the same clock.
 //!
+//! Accounting. Every relayed message is expected at every other member that had joined
+//! when it was sent, every request back at its sender; the report sets expected against
+//! arrived per type and says why the missing ones are missing (dropped while connected,
+//! lost with a connection that closed early, not arrived by the end):
+//! `wirebench_core::load::delivery`.
+//!
 //! `--link RATE/DELAY` shapes each client's upload in user space: a frame waits in a token
-//! bucket at RATE, then DELAY more, before it is written. `--link-down` shapes downloads
-//! arithmetically: a frame counts as delivered when the shaped link would have delivered
-//! it. The report gives requested against achieved.
+//! bucket at RATE, then DELAY more, before it is written; the achieved rate and hold are
+//! measured at the actual writes. `--link-down` shapes downloads arithmetically: a frame
+//! counts as delivered when the shaped link would have delivered it, and every download
+//! figure is labelled modelled.
 
 pub mod client;
 pub mod config;
 pub mod limits;
-pub mod msg;
 mod print;
 mod results;
 pub mod stats;
@@ -118,13 +124,14 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     Ok(report)
 }
 
-/// The exit code a finished load run asks for: 1 when the server died, 3 when a threshold
-/// failed, else 0.
+/// The exit code a finished load run asks for: 1 when the server died or nothing it was
+/// meant to deliver arrived, 3 when a threshold failed, else 0.
 pub fn exit_code(report: &Report) -> u8 {
     if report.outcome == Outcome::PeerSilent {
         return 1;
     }
     match &report.results {
+        Results::Load(l) if wirebench_core::load::results::nothing_arrived(l).is_some() => 1,
         Results::Load(l) if l.thresholds.iter().any(|t| !t.passed) => 3,
         _ => 0,
     }
@@ -165,22 +172,30 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
     let link_delay = cfg.link_up.map_or(0, |l| l.delay_ns) + cfg.link_down.map_or(0, |l| l.delay_ns);
     let quit_ns = end_ns + 500_000_000 + 2 * link_delay;
     let plan = Arc::new(Plan { cfg: cfg.clone(), t0, wall0_ns, end_ns, quit_ns });
-    let stats = Arc::new(Stats::new(cfg.mix.types().len()));
+    let stats = Arc::new(Stats::new(cfg.mix.types().len(), cfg.clients, cfg.room_size));
     let (stop_tx, stop_rx) = watch::channel(false);
     if !cfg.quiet {
         writeln!(
             ctx.out,
-            "wirebench load: {} clients in {} rooms of {}, {} each ({}), {} after a {} ramp, {}",
+            "wirebench load: {} clients in {} rooms of {}, {} each ({}), {} {}, {}",
             cfg.clients,
             cfg.rooms(),
             cfg.room_size,
             cfg.rate,
             cfg.arrivals.name(),
             Span(cfg.duration),
-            Span(cfg.ramp),
+            if cfg.ramp.is_zero() { "with no ramp".to_owned() } else { format!("after a {} ramp", Span(cfg.ramp)) },
             cfg.url
         )?;
     }
+    // A bar on a terminal (plain lines otherwise) from 2 s on, as ping has; the per-second
+    // lines are printed with the bar lifted.
+    let progress = crate::progress::Progress::start(
+        format!("load {}", cfg.url),
+        crate::progress::Total::Time(cfg.ramp + cfg.duration),
+        Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        cfg.quiet,
+    );
     let mut series = Vec::new();
     let frame = Frame { cfg, plan: &plan, stats: &stats, started, cpu0, argv: ctx.argv.clone(), room_in_process };
     let out = &mut *ctx.out;
@@ -213,7 +228,7 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
                     delay_p99_ns: value_at_percentile(&h, 99.0),
                 };
                 if !cfg.quiet {
-                    let _ = writeln!(out, "{}", print::second(&row, open));
+                    let _ = progress.suspend(|| writeln!(out, "{}", print::second(&row, open)));
                 }
                 series.push(row);
                 next_second += 1;
@@ -232,7 +247,16 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
         }
         outcome
     });
+    drop(progress);
     rt.shutdown_timeout(Duration::from_secs(1));
+    let refused = Stats::get(&stats.refused_status);
+    if Stats::get(&stats.connected) == 0 && outcome != Outcome::Interrupted && refused != 0 {
+        anyhow::bail!(
+            "the server at {} refused every WebSocket handshake (last answer: HTTP {refused}{})",
+            cfg.room_url(0),
+            if refused == 503 { ", full: it is at its connection limit" } else { "" }
+        );
+    }
     if Stats::get(&stats.connected) == 0 && outcome != Outcome::Interrupted {
         anyhow::bail!(
             "no client could connect to {} ({} attempts failed): is a WebSocket server running there? \
@@ -265,10 +289,16 @@ impl Frame<'_> {
         let cpu1 = limits::cpu_ns();
         let cpu = (cpu1.0.saturating_sub(self.cpu0.0), cpu1.1.saturating_sub(self.cpu0.1));
         let elapsed = self.plan.t0.elapsed();
-        let results = results::build(self.cfg, self.plan, self.stats, series, cpu, elapsed, self.room_in_process);
+        let results = results::results(self.cfg, self.plan, self.stats, series, cpu, elapsed, self.room_in_process);
         Report {
             schema_version: wirebench_core::report::SCHEMA_VERSION,
-            meta: crate::host::meta(&self.argv, self.started, u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX)),
+            meta: crate::host::meta_to(
+                &self.argv,
+                self.started,
+                u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX),
+                Some(self.cfg.addr),
+                None,
+            ),
             config: self.cfg.to_json(),
             outcome,
             results: Results::Load(results),

@@ -23,8 +23,8 @@ mod tcp;
 mod udp;
 
 use std::net::{SocketAddr, TcpListener, UdpSocket};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -44,15 +44,20 @@ pub(crate) const SPIN_NS: u64 = 200_000;
 /// `--spin` busy-polls until traffic has stopped this long.
 pub(crate) const SPIN_IDLE_NS: u64 = 50_000_000;
 
-/// Flows opened and refused, shared by the forwarding threads (touched once per flow).
+/// Flows opened and refused, shared by the forwarding threads (touched once per flow), and
+/// the bytes TCP pumps hold (the UDP loop keeps its own count).
 #[derive(Debug, Default)]
 pub struct FlowCounts {
     opened: AtomicU64,
     failed: AtomicU64,
+    first_client: OnceLock<SocketAddr>,
+    /// Bytes of delayed TCP chunks held by all pumps together (against `--max-held`).
+    pub(crate) tcp_held: AtomicUsize,
 }
 
 impl FlowCounts {
-    fn opened(&self) {
+    fn opened(&self, client: SocketAddr) {
+        let _ = self.first_client.set(client);
         self.opened.fetch_add(1, Ordering::Relaxed);
     }
     fn failed(&self) {
@@ -149,6 +154,7 @@ impl Proxy {
             listen: self.addr.to_string(),
             upstream: self.cfg.upstream.to_string(),
             flows: self.counts.opened.load(Ordering::Relaxed),
+            first_client: self.counts.first_client.get().map(ToString::to_string),
             flows_failed: self.counts.failed.load(Ordering::Relaxed),
             up,
             down,
@@ -165,9 +171,12 @@ fn random_seed() -> u64 {
 /// The report of a finished (or stopped) proxy run.
 pub fn report(cfg: &Config, results: ProxyResults, argv: &[String], started: SystemTime, outcome: Outcome) -> Report {
     let duration_ns = u64::try_from(started.elapsed().map_or(0, |d| d.as_nanos())).unwrap_or(u64::MAX);
+    // The interfaces the traffic crossed: toward the upstream, and toward the first client.
+    let client = results.first_client.as_deref().and_then(|c| c.parse::<SocketAddr>().ok());
+    let peers: Vec<SocketAddr> = std::iter::once(cfg.upstream).chain(client).collect();
     Report {
         schema_version: wirebench_core::report::SCHEMA_VERSION,
-        meta: crate::host::meta(argv, started, duration_ns),
+        meta: crate::host::meta_towards(argv, started, duration_ns, &peers),
         config: serde_json::to_value(cfg).unwrap_or_default(),
         outcome,
         results: Results::Proxy(results),

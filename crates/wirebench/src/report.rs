@@ -3,16 +3,20 @@
 //! self-contained page with charts; `--compare` puts the runs side by side with ratios to
 //! the first and warns when their environments differ in a way that changes results.
 //!
-//! A file that is not a report, or is from a newer schema, is bad input (exit 2).
+//! A file that is not a report, is from a newer schema, or is over the reader's limits
+//! (`wirebench_core::report::read`) is bad input (exit 2). Ctrl-C stops reading and
+//! rendering at the next file or the next write (exit 1, no HTML file left behind).
 
 mod load;
 
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use wirebench_report::{Run, compare, env, html, stream_text, text};
 
 use crate::Ctx;
 use crate::error::UsageError;
+use crate::shutdown::Shutdown;
 pub use load::{Loaded, load, parse};
 
 /// `wirebench report` flags.
@@ -69,19 +73,55 @@ impl Config {
     }
 }
 
+/// A writer that fails once the stop flag is set, so a long render ends at its next write.
+pub struct Stoppable<'a> {
+    inner: &'a mut dyn Write,
+    shutdown: &'a Shutdown,
+}
+
+impl<'a> Stoppable<'a> {
+    /// Wraps `inner`.
+    pub fn new(inner: &'a mut dyn Write, shutdown: &'a Shutdown) -> Self {
+        Self { inner, shutdown }
+    }
+
+    fn check(&self) -> io::Result<()> {
+        if self.shutdown.is_set() { Err(io::Error::other("stopped by Ctrl-C")) } else { Ok(()) }
+    }
+}
+
+impl Write for Stoppable<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.check()?;
+        self.inner.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.check()?;
+        self.inner.flush()
+    }
+}
+
+impl std::fmt::Debug for Stoppable<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stoppable").finish_non_exhaustive()
+    }
+}
+
 /// `wirebench report`: load every file (all or nothing), then print and/or write HTML.
 pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
     let cfg = Config::from_args(args)?;
-    let loaded = load(&cfg.files)?;
+    let loaded = load(&cfg.files, &ctx.shutdown)?;
     let runs: Vec<Run<'_>> = loaded.iter().map(|l| Run { name: &l.name, report: &l.report }).collect();
+    let stop = ctx.shutdown.clone();
+    let mut out = Stoppable::new(ctx.out, &stop);
     if cfg.compare {
-        compare::write_text(&compare::compare(&runs), ctx.out)?;
+        compare::write_text(&compare::compare(&runs), &mut out)?;
     } else if cfg.html.is_none() {
-        write_text(&runs, cfg.table, ctx.out)?;
+        write_text(&runs, cfg.table, &mut out)?;
     }
     if let Some(path) = &cfg.html {
-        write_html(path, &cfg.title, &runs, cfg.compare)?;
-        writeln!(ctx.out, "HTML report: {}", path.display())?;
+        write_html_until(path, &cfg.title, &runs, cfg.compare, &stop)?;
+        writeln!(out, "HTML report: {}", path.display())?;
     }
     Ok(())
 }
@@ -106,6 +146,28 @@ pub fn write_text(runs: &[Run<'_>], table: bool, out: &mut dyn std::io::Write) -
 
 /// Writes the HTML page of `runs` to `path`, atomically.
 pub fn write_html(path: &Path, title: &str, runs: &[Run<'_>], compare: bool) -> anyhow::Result<()> {
+    write_html_until(path, title, runs, compare, &Shutdown::new())
+}
+
+/// [`write_html`], abandoned (no file written) when `stop` is set.
+fn write_html_until(path: &Path, title: &str, runs: &[Run<'_>], compare: bool, stop: &Shutdown) -> anyhow::Result<()> {
     let page = html::Page { title, runs, compare };
-    crate::output::write_atomic(path, |w| html::write(&page, w))
+    crate::output::write_atomic(path, |w| html::write(&page, &mut Stoppable::new(w, stop)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stopped_render_fails_at_its_next_write() {
+        let stop = Shutdown::new();
+        let mut buf = Vec::new();
+        let mut w = Stoppable::new(&mut buf, &stop);
+        w.write_all(b"before").unwrap();
+        stop.trigger();
+        let e = w.write_all(b"after").unwrap_err();
+        assert_eq!(e.to_string(), "stopped by Ctrl-C");
+        assert_eq!(buf, b"before");
+    }
 }

@@ -2,6 +2,11 @@
 //! rate and delay on a device, for hosts or containers that cannot run the proxy: printed
 //! by default, run with `--apply` (needs NET_ADMIN), removed with `--clear`.
 //!
+//! It never removes what it did not create: `--apply` refuses a device that already has a
+//! root qdisc (or the iptables chain) and prints the command that clears it; a failing
+//! `--apply` rolls back only what it added; `--clear` removes only the `htb 1:` root that
+//! `--apply` makes.
+//!
 //! netem (the delay) is missing from some kernels (this lab's among them): `--netem auto`
 //! checks by adding a netem qdisc inside a throwaway network namespace (`unshare --net`);
 //! without it the script keeps the rates (htb + tbf) and says which delays it cannot apply,
@@ -216,15 +221,67 @@ fn notes(plan: &Plan, found: Found, asked: Netem) -> Vec<String> {
     v
 }
 
+/// The device's root qdisc that is not the kernel's default, if any.
+fn root_of(dev: &str) -> anyhow::Result<Option<(String, String)>> {
+    let out = Command::new("tc").args(["qdisc", "show", "dev", dev]).output();
+    match out {
+        Ok(o) if o.status.success() => Ok(script::root_qdisc(&String::from_utf8_lossy(&o.stdout))),
+        Ok(o) => {
+            let e = String::from_utf8_lossy(&o.stderr).trim().replace('\n', " ");
+            Err(UsageError(format!("--dev {dev}: `tc qdisc show dev {dev}` failed: {e}")).into())
+        }
+        Err(e) => bail!("cannot run tc ({e}): install iproute2"),
+    }
+}
+
+/// Does the mangle chain of `dev` exist?
+fn chain_exists(dev: &str) -> bool {
+    on_path("iptables") && exec(&cmd(&["iptables", "-t", "mangle", "-S", &script::chain(dev)])).is_ok()
+}
+
+fn cmd(parts: &[&str]) -> Cmd {
+    parts.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// Removes the iptables chain of `dev` (each step harmless when already gone); true if
+/// anything was removed.
+fn remove_chain(dev: &str) -> bool {
+    // Every step runs (no short circuit): each removes one piece.
+    let done: Vec<bool> = script::clear(dev).iptables.iter().map(|c| exec(c).is_ok()).collect();
+    done.contains(&true)
+}
+
 fn apply(dev: &str, s: &Script, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
-    for c in &s.tc {
+    if let Some((kind, handle)) = root_of(dev)? {
+        return Err(UsageError(format!(
+            "{dev} already has a root qdisc ({kind} {handle}) and --apply never replaces what it did not create: \
+             remove it with `tc qdisc del dev {dev} root` (or `wirebench shape tc --dev {dev} --clear` if an earlier \
+             --apply made it), then apply again"
+        ))
+        .into());
+    }
+    if !s.iptables.is_empty() && chain_exists(dev) {
+        let ch = script::chain(dev);
+        return Err(UsageError(format!(
+            "the iptables chain {ch} already exists: remove it with `wirebench shape tc --dev {dev} --clear` \
+             (or `iptables -t mangle -F {ch} && iptables -t mangle -X {ch}`), then apply again"
+        ))
+        .into());
+    }
+    let undo_tc = || {
+        let _ = exec(&script::clear(dev).tc[0]);
+    };
+    for (i, c) in s.tc.iter().enumerate() {
         writeln!(ctx.out, "{}", c.join(" "))?;
         if let Err(e) = exec(c) {
-            let _ = exec(&script::clear(dev).tc[0]);
-            bail!(
-                "`{}` failed: {e} (rolled back: `tc qdisc del dev {dev} root`; --apply needs root or NET_ADMIN)",
-                c.join(" ")
-            );
+            // The first command adds the root: only once it succeeded is there ours to undo.
+            let undone = if i > 0 {
+                undo_tc();
+                format!(" (rolled back what --apply added: `tc qdisc del dev {dev} root`)")
+            } else {
+                String::new()
+            };
+            bail!("`{}` failed: {e}{undone}; --apply needs root or NET_ADMIN", c.join(" "));
         }
     }
     if s.iptables.is_empty() {
@@ -237,23 +294,12 @@ fn apply(dev: &str, s: &Script, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         )?;
         return Ok(());
     }
-    for (i, c) in s.nat_tc.iter().enumerate() {
-        writeln!(ctx.out, "{}", c.join(" "))?;
-        if let Err(e) = exec(c) {
-            if i == 0 && e.contains("classifier not found") {
-                writeln!(
-                    ctx.out,
-                    "# NAT part skipped: this kernel has no fw classifier (cls_fw); clients are matched by address only"
-                )?;
-                return Ok(());
-            }
-            bail!("`{}` failed: {e}", c.join(" "));
-        }
-    }
     for c in &s.iptables {
         writeln!(ctx.out, "{}", c.join(" "))?;
         if let Err(e) = exec(c) {
-            bail!("`{}` failed: {e} (`wirebench shape tc --dev {dev} --clear` removes what was set up)", c.join(" "));
+            remove_chain(dev);
+            undo_tc();
+            bail!("`{}` failed: {e} (rolled back the chain and the qdisc --apply added)", c.join(" "));
         }
     }
     Ok(())
@@ -262,22 +308,25 @@ fn apply(dev: &str, s: &Script, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
 fn clear(dev: &str, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
     let s = script::clear(dev);
     let c = &s.tc[0];
-    match exec(c) {
-        Ok(()) => writeln!(ctx.out, "{}", c.join(" "))?,
-        Err(e) if e.contains("handle of zero") || e.contains("No such file") => {
-            writeln!(ctx.out, "# no root qdisc on {dev}: nothing to remove")?;
+    match root_of(dev)? {
+        None => writeln!(ctx.out, "# no root qdisc on {dev}: nothing to remove")?,
+        Some((kind, handle)) if kind == "htb" && handle == script::ROOT_HANDLE => {
+            exec(c).map_err(|e| anyhow::anyhow!("`{}` failed: {e}", c.join(" ")))?;
+            writeln!(ctx.out, "{}", c.join(" "))?;
         }
-        Err(e) => bail!("`{}` failed: {e}", c.join(" ")),
+        Some((kind, handle)) => {
+            return Err(UsageError(format!(
+                "the root qdisc on {dev} ({kind} {handle}) is not the htb 1: that --apply makes: left alone; \
+                 remove it yourself with `tc qdisc del dev {dev} root` if you mean to"
+            ))
+            .into());
+        }
     }
     if !on_path("iptables") {
         writeln!(ctx.out, "# iptables is not installed: no NAT marks to remove")?;
         return Ok(());
     }
-    // Each step fails harmlessly when the chain was never made.
-    let mut removed = false;
-    for c in &s.iptables {
-        removed |= exec(c).is_ok();
-    }
+    let removed = remove_chain(dev);
     writeln!(ctx.out, "# iptables chain {}: {}", script::chain(dev), if removed { "removed" } else { "not present" })?;
     Ok(())
 }

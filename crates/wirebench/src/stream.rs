@@ -58,7 +58,7 @@ pub struct Args {
     /// Transport.
     #[arg(long, value_enum, default_value = "udp")]
     pub proto: Proto,
-    /// Message size in bytes [default: 1468 UDP, 131072 TCP].
+    /// Message size in bytes [default: 1468 UDP, 65535 TCP].
     #[arg(long)]
     pub size: Option<usize>,
     /// Rate per publisher: max, 800mbit, 100MB/s, 50k/s.

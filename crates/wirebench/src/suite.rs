@@ -29,18 +29,23 @@ struct Step {
     args: Vec<String>,
 }
 
+/// The stream steps: 3 s each (at least 3 s at any scale), so the per-interval charts have
+/// several points (serve reports a forward stream's receive side about once a second), with
+/// a quarter-length progress interval.
 fn stream_steps(target: &str, scale: f64) -> Vec<Step> {
     #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "small positive durations")]
-    let d = |base: f64| format!("{}ms", ((base * scale).round() as u64).max(100));
+    let ms = ((3000.0 * scale).round() as u64).max(3000);
+    let (d, iv) = (format!("{ms}ms"), format!("{}ms", ms / 4));
+    #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "small positive durations")]
+    let trial = format!("{}ms", ((300.0 * scale).round() as u64).max(100));
     let s = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>();
     vec![
-        // Two seconds: serve reports each second, so the interval charts get a series.
-        Step { name: "stream-udp-1468", args: s(&[target, "--duration", &d(2000.0), "-q"]) },
-        Step { name: "stream-udp-64", args: s(&[target, "--size", "64", "--duration", &d(2000.0), "-q"]) },
-        Step { name: "stream-tcp", args: s(&[target, "--proto", "tcp", "--duration", &d(2000.0), "-q"]) },
+        Step { name: "stream-udp-1468", args: s(&[target, "--duration", &d, "--interval", &iv, "-q"]) },
+        Step { name: "stream-udp-64", args: s(&[target, "--size", "64", "--duration", &d, "--interval", &iv, "-q"]) },
+        Step { name: "stream-tcp", args: s(&[target, "--proto", "tcp", "--duration", &d, "--interval", &iv, "-q"]) },
         Step {
             name: "stream-loss-free-64",
-            args: s(&[target, "--size", "64", "--find-max-rate", "--trial", &d(300.0), "-q"]),
+            args: s(&[target, "--size", "64", "--find-max-rate", "--trial", &trial, "-q"]),
         },
     ]
 }
@@ -71,6 +76,10 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Vec<Report>> {
     if !(args.scale > 0.0 && args.scale <= 100.0) {
         return Err(crate::error::UsageError(format!("--scale {} is not in (0, 100]", args.scale)).into());
     }
+    // The one folder wirebench makes: the suite's own, named by --out.
+    std::fs::create_dir_all(&args.out).map_err(|e| {
+        crate::error::UsageError(format!("--out {}: cannot create the folder: {e}", args.out.display()))
+    })?;
     let server = Server::start(&serve::Config::loopback(), Shutdown::new())?;
     let target = server.local_addr().to_string();
     writeln!(ctx.out, "wirebench suite: serve on {target} (in-process), reports in {}/", args.out.display())?;
@@ -293,12 +302,13 @@ fn proxy_step(
 
 // ---- load step (issue 4) ----
 
-/// 200 WebSocket clients in rooms of 5 at 2 events/s each for 10 s (scaled, at least 1 s)
+/// 200 WebSocket clients in rooms of 5 at 2 events/s each for 5 s (scaled, at least 3 s, so
+/// the per-second charts have points)
 /// against an in-process `wirebench room`; saves `load-ws-200.json` and returns its line.
 fn load_step(args: &Args, ctx: &mut Ctx<'_>, reports: &mut Vec<Report>) -> anyhow::Result<String> {
     let room = crate::room::RoomServer::start(&crate::room::Config::loopback())?;
     #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "small positive durations")]
-    let duration = format!("{}ms", ((10_000.0 * args.scale).round() as u64).max(1_000));
+    let duration = format!("{}ms", ((5_000.0 * args.scale).round() as u64).max(3_000));
     let url = format!("ws://{}/rooms/suite", room.local_addr());
     let flags = [url, "--clients".into(), "200".into(), "--duration".into(), duration];
     let mut cfg = crate::load::Config::from_args(&parse_args::<crate::load::Args>("load", &flags)?)?;

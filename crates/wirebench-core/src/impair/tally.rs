@@ -1,7 +1,8 @@
 //! What an impairment actually did to the traffic (the "achieved" side): counts, the added
-//! delay of every delivered packet (release minus arrival, in a latency histogram), bytes
-//! and times for rates, and reordering as the receiver sees it. Pure: the runtime passes
-//! the times it read.
+//! delay of every delivered packet (release minus arrival, in a latency histogram) split
+//! into the time in the rate limiter's queue and the rest (the configured delay and jitter,
+//! plus the proxy's own lateness), bytes and busy periods for rates, and reordering as the
+//! receiver sees it. Pure: the runtime passes the times it read.
 //!
 //! Reordering follows RFC 4737's definition: a packet is reordered when a packet that
 //! arrived after it (same flow, same direction) was released before it. So one held-back
@@ -9,6 +10,7 @@
 
 use hdrhistogram::Histogram;
 
+use super::Busy;
 use crate::latency;
 
 /// Why a packet was not delivered.
@@ -18,12 +20,29 @@ pub enum DropReason {
     Loss,
     /// It would have waited in the rate queue longer than the queue limit.
     Queue,
-    /// The proxy could not forward it: the socket refused it, the flow was gone, or the
-    /// proxy's own packet store was full.
+    /// Queue full: the proxy already held its byte budget of delayed packets.
+    Full,
+    /// The proxy could not forward it: the socket refused it, the flow was gone, or it was
+    /// still waiting when the proxy stopped.
     Send,
 }
 
-/// Counters and the added-delay histogram of one direction, for an interval or a run.
+/// One delivered packet, as the runtime saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Release {
+    /// Bytes of one copy.
+    pub len: usize,
+    /// When it arrived, ns.
+    pub arrival_ns: u64,
+    /// When it left the rate limiter's queue (the verdict's `left_ns`).
+    pub left_ns: u64,
+    /// When it was sent, ns.
+    pub now_ns: u64,
+    /// Copies sent.
+    pub copies: u32,
+}
+
+/// Counters and the added-delay histograms of one direction, for an interval or a run.
 #[derive(Debug, Clone)]
 pub struct Tally {
     /// Packets (UDP) or chunks (TCP) that arrived.
@@ -34,6 +53,8 @@ pub struct Tally {
     pub lost: u64,
     /// Dropped by the queue limit.
     pub queue_drops: u64,
+    /// Dropped because the proxy's store was full (its byte budget).
+    pub full_drops: u64,
     /// Not forwarded for another reason (see [`DropReason::Send`]).
     pub send_drops: u64,
     /// Packets delivered (the first copy).
@@ -46,16 +67,15 @@ pub struct Tally {
     pub reordered: u64,
     /// Release minus arrival of each delivered packet, ns.
     pub delay: Histogram<u64>,
-    /// First and last arrival, ns.
-    pub first_in_ns: Option<u64>,
-    /// Last arrival.
-    pub last_in_ns: u64,
-    /// First and last release, ns.
-    pub first_out_ns: Option<u64>,
-    /// Bytes of the first release (left out of the rate: the span starts once they left).
-    pub first_out_bytes: u64,
-    /// Last release.
-    pub last_out_ns: u64,
+    /// Queue exit minus arrival: the wait in the rate limiter's queue, ns (1 for none).
+    pub queue: Histogram<u64>,
+    /// Release minus queue exit: the configured delay and jitter (and reorder gap), plus
+    /// the proxy's lateness, ns.
+    pub delay_part: Histogram<u64>,
+    /// Busy periods of arrivals.
+    pub busy_in: Busy,
+    /// Busy periods of releases.
+    pub busy_out: Busy,
 }
 
 impl Default for Tally {
@@ -65,17 +85,17 @@ impl Default for Tally {
             bytes_in: 0,
             lost: 0,
             queue_drops: 0,
+            full_drops: 0,
             send_drops: 0,
             packets_out: 0,
             bytes_out: 0,
             duplicates: 0,
             reordered: 0,
             delay: latency::histogram(),
-            first_in_ns: None,
-            last_in_ns: 0,
-            first_out_ns: None,
-            first_out_bytes: 0,
-            last_out_ns: 0,
+            queue: latency::histogram(),
+            delay_part: latency::histogram(),
+            busy_in: Busy::default(),
+            busy_out: Busy::default(),
         }
     }
 }
@@ -86,8 +106,7 @@ impl Tally {
     pub fn on_arrival(&mut self, len: usize, now_ns: u64) {
         self.packets_in += 1;
         self.bytes_in += len as u64;
-        self.first_in_ns.get_or_insert(now_ns);
-        self.last_in_ns = now_ns;
+        self.busy_in.on_event(now_ns, len as u64);
     }
 
     /// A packet was dropped.
@@ -96,23 +115,24 @@ impl Tally {
         match why {
             DropReason::Loss => self.lost += 1,
             DropReason::Queue => self.queue_drops += 1,
+            DropReason::Full => self.full_drops += 1,
             DropReason::Send => self.send_drops += 1,
         }
     }
 
-    /// A packet that arrived at `arrival_ns` was released at `now_ns`, `copies` times.
+    /// A packet was released (`reordered`: a later one went before it).
     #[inline]
-    pub fn on_release(&mut self, len: usize, arrival_ns: u64, now_ns: u64, copies: u32, reordered: bool) {
+    pub fn on_release(&mut self, r: &Release, reordered: bool) {
+        let bytes = r.len as u64 * u64::from(r.copies);
         self.packets_out += 1;
-        self.bytes_out += len as u64 * u64::from(copies);
-        self.duplicates += u64::from(copies.saturating_sub(1));
+        self.bytes_out += bytes;
+        self.duplicates += u64::from(r.copies.saturating_sub(1));
         self.reordered += u64::from(reordered);
-        latency::record(&mut self.delay, now_ns.saturating_sub(arrival_ns).max(1));
-        if self.first_out_ns.is_none() {
-            self.first_out_ns = Some(now_ns);
-            self.first_out_bytes = len as u64 * u64::from(copies);
-        }
-        self.last_out_ns = now_ns;
+        let left = r.left_ns.clamp(r.arrival_ns, r.now_ns.max(r.arrival_ns));
+        latency::record(&mut self.delay, r.now_ns.saturating_sub(r.arrival_ns).max(1));
+        latency::record(&mut self.queue, left - r.arrival_ns);
+        latency::record(&mut self.delay_part, r.now_ns.saturating_sub(left));
+        self.busy_out.on_event(r.now_ns, bytes);
     }
 
     /// Adds `other` (a later interval, or another flow) into this one.
@@ -121,6 +141,7 @@ impl Tally {
         self.bytes_in += other.bytes_in;
         self.lost += other.lost;
         self.queue_drops += other.queue_drops;
+        self.full_drops += other.full_drops;
         self.send_drops += other.send_drops;
         self.packets_out += other.packets_out;
         self.bytes_out += other.bytes_out;
@@ -128,17 +149,10 @@ impl Tally {
         self.reordered += other.reordered;
         // Same bounds and precision: cannot fail.
         let _ = self.delay.add(&other.delay);
-        let min_some = |a: Option<u64>, b: Option<u64>| match (a, b) {
-            (Some(x), Some(y)) => Some(x.min(y)),
-            (x, y) => x.or(y),
-        };
-        self.first_in_ns = min_some(self.first_in_ns, other.first_in_ns);
-        if other.first_out_ns.is_some() && (self.first_out_ns.is_none() || other.first_out_ns < self.first_out_ns) {
-            self.first_out_bytes = other.first_out_bytes;
-        }
-        self.first_out_ns = min_some(self.first_out_ns, other.first_out_ns);
-        self.last_in_ns = self.last_in_ns.max(other.last_in_ns);
-        self.last_out_ns = self.last_out_ns.max(other.last_out_ns);
+        let _ = self.queue.add(&other.queue);
+        let _ = self.delay_part.add(&other.delay_part);
+        self.busy_in.merge(&other.busy_in);
+        self.busy_out.merge(&other.busy_out);
     }
 
     /// Did anything happen?
@@ -148,7 +162,7 @@ impl Tally {
 
     /// Dropped for any reason.
     pub const fn dropped(&self) -> u64 {
-        self.lost + self.queue_drops + self.send_drops
+        self.lost + self.queue_drops + self.full_drops + self.send_drops
     }
 
     /// `part` of the packets that arrived, in percent (0 with no traffic).
@@ -157,17 +171,14 @@ impl Tally {
         if self.packets_in == 0 { 0.0 } else { 100.0 * part as f64 / self.packets_in as f64 }
     }
 
-    /// Bits per second sent, first to last release (0 with fewer than two releases). The
-    /// first release's bytes are left out: the span starts when they had left.
-    pub fn out_bps_active(&self) -> f64 {
-        let Some(first) = self.first_out_ns else { return 0.0 };
-        let span = self.last_out_ns.saturating_sub(first);
-        #[expect(clippy::cast_precision_loss, reason = "rates")]
-        if span == 0 {
-            0.0
-        } else {
-            (self.bytes_out.saturating_sub(self.first_out_bytes) * 8) as f64 * 1e9 / span as f64
-        }
+    /// Bits per second sent over the time releases were busy (idle gaps left out).
+    pub fn out_bps(&self) -> f64 {
+        self.busy_out.bps(self.bytes_out)
+    }
+
+    /// Bits per second that arrived over the time arrivals were busy.
+    pub fn in_bps(&self) -> f64 {
+        self.busy_in.bps(self.bytes_in)
     }
 }
 
@@ -197,17 +208,18 @@ mod tests {
     fn counts_and_merge() {
         let mut a = Tally::default();
         a.on_arrival(100, 10);
-        a.on_release(100, 10, 1_010, 2, false);
+        a.on_release(&Release { len: 100, arrival_ns: 10, left_ns: 410, now_ns: 1_010, copies: 2 }, false);
         a.on_arrival(100, 20);
         a.on_drop(DropReason::Loss);
         let mut b = Tally::default();
         b.on_arrival(50, 5);
         b.on_drop(DropReason::Queue);
+        b.on_drop(DropReason::Full);
         a.merge(&b);
         assert_eq!((a.packets_in, a.bytes_in, a.packets_out, a.bytes_out), (3, 250, 1, 200));
-        assert_eq!((a.lost, a.queue_drops, a.duplicates, a.dropped()), (1, 1, 1, 2));
-        assert_eq!((a.first_in_ns, a.last_in_ns), (Some(5), 20));
-        assert_eq!(a.delay.len(), 1);
+        assert_eq!((a.lost, a.queue_drops, a.full_drops, a.duplicates, a.dropped()), (1, 1, 1, 1, 3));
+        assert_eq!(a.busy_in.active_ns(), 15, "arrivals at 5, 10 and 20");
+        assert_eq!((a.delay.max(), a.queue.max(), a.delay_part.max()), (1_000, 400, 600));
         assert!((a.percent_of_in(1) - 100.0 / 3.0).abs() < 1e-9);
     }
 

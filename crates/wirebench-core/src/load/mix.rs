@@ -18,6 +18,9 @@ pub enum MixError {
     /// No types at all.
     #[error("mix: no event types")]
     Empty,
+    /// A name that cannot go into a message unescaped.
+    #[error("mix: event type '{0}' must be letters, digits, '_', '-' or '.'")]
+    Name(String),
 }
 
 /// One event type of a mix.
@@ -31,6 +34,12 @@ pub struct EventType {
     pub request: bool,
     /// Message size in bytes (the JSON is padded up to it).
     pub size: usize,
+}
+
+/// A type name goes into messages as it is (templates do no escaping), and `reply` names
+/// request-to-reply in thresholds.
+fn valid_name(n: &str) -> bool {
+    !n.is_empty() && n != "reply" && n.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
 /// The message size of a type nobody gave a size for.
@@ -51,6 +60,9 @@ impl Mix {
             return Err(MixError::Empty);
         }
         for (i, t) in types.iter().enumerate() {
+            if !valid_name(&t.name) {
+                return Err(MixError::Name(t.name.clone()));
+            }
             if !(t.weight.is_finite() && t.weight > 0.0) {
                 return Err(MixError::Weight(t.name.clone()));
             }
@@ -80,7 +92,7 @@ impl Mix {
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (name, w) = part.split_once('=').ok_or_else(|| MixError::Part(part.to_owned()))?;
             let name = name.trim();
-            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+            if !valid_name(name) {
                 return Err(MixError::Part(part.to_owned()));
             }
             let weight: f64 = w.trim().parse().map_err(|_| MixError::Weight(name.to_owned()))?;
@@ -143,6 +155,11 @@ mod tests {
         assert_eq!(Mix::parse("a=x", &[]), Err(MixError::Weight("a".into())));
         assert_eq!(Mix::parse("a=1,a=2", &[]), Err(MixError::Duplicate("a".into())));
         assert_eq!(Mix::parse("", &[]), Err(MixError::Empty));
+        // a scenario file's names go through new(): a quote would break every message
+        let t = |name: &str| EventType { name: name.into(), weight: 1.0, request: false, size: 1 };
+        assert_eq!(Mix::new(vec![t("a\"b")]), Err(MixError::Name("a\"b".into())));
+        assert_eq!(Mix::new(vec![t("reply")]), Err(MixError::Name("reply".into())));
+        assert!(Mix::new(vec![t("v1.cursor-move_x")]).is_ok());
     }
 
     #[test]

@@ -20,8 +20,15 @@ const V2_COMPRESSED_COOKIE: u32 = 0x1c84_9304 | 0x10;
 /// Header of an uncompressed V2 histogram: cookie, payload length, normalizing offset,
 /// significant digits, lowest, highest, integer-to-double ratio.
 const V2_HEADER: usize = 40;
-/// Largest encoded histogram accepted (base64 text, and decompressed bytes).
-const MAX_BYTES: usize = 16 << 20;
+/// Largest encoded histogram accepted (base64 text, and decompressed bytes). A wirebench
+/// histogram (3 digits over 1 ns .. 1 h) is at most about 350 KB uncompressed.
+const MAX_BYTES: usize = 4 << 20;
+/// Most significant digits accepted: wirebench writes 3 (HdrHistogram's usual). Each digit
+/// more multiplies the counts array by 10, and 5 digits over 1..2^63 is 6 million counts
+/// (8 s to render one report before this bound).
+pub const MAX_SIGFIG: u32 = 3;
+/// Highest trackable value accepted: 2^48 ns, 78 hours (wirebench writes 1 hour).
+pub const MAX_HIGHEST: u64 = 1 << 48;
 
 /// Why an embedded histogram could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +56,10 @@ fn be_u32(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
+fn be_u64(b: &[u8], at: usize) -> u64 {
+    u64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
 /// The uncompressed V2 bytes of an encoded histogram.
 fn inflate(bytes: &[u8]) -> Result<Vec<u8>, HistoError> {
     if bytes.len() < 8 {
@@ -65,7 +76,7 @@ fn inflate(bytes: &[u8]) -> Result<Vec<u8>, HistoError> {
                 .read_to_end(&mut out)
                 .map_err(|e| HistoError::Decode(format!("inflate: {e}")))?;
             if out.len() > MAX_BYTES {
-                return Err(bad("decompresses to more than 16 MiB"));
+                return Err(bad("decompresses to more than 4 MiB"));
             }
             Ok(out)
         }
@@ -83,8 +94,15 @@ fn check_v2(v2: &[u8]) -> Result<(), HistoError> {
     if payload != v2.len() - V2_HEADER {
         return Err(bad("payload length disagrees with the data"));
     }
-    if be_u32(v2, 12) > 5 {
-        return Err(bad("more than 5 significant digits"));
+    let sigfig = be_u32(v2, 12);
+    if !(1..=MAX_SIGFIG).contains(&sigfig) {
+        return Err(HistoError::Decode(format!("{sigfig} significant digits (1 to {MAX_SIGFIG} accepted)")));
+    }
+    let (lowest, highest) = (be_u64(v2, 16), be_u64(v2, 24));
+    if lowest == 0 || highest > MAX_HIGHEST || highest < lowest.saturating_mul(2) {
+        return Err(HistoError::Decode(format!(
+            "range {lowest}..{highest} (1 <= lowest, 2 * lowest <= highest <= 2^48 accepted)"
+        )));
     }
     let mut rest = &v2[V2_HEADER..];
     while !rest.is_empty() {
@@ -114,7 +132,7 @@ fn check_v2(v2: &[u8]) -> Result<(), HistoError> {
 pub fn decode_histogram(s: &str) -> Result<Histogram<u64>, HistoError> {
     let s = s.trim();
     if s.len() > MAX_BYTES {
-        return Err(bad("longer than 16 MiB"));
+        return Err(bad("longer than 4 MiB"));
     }
     let v2 = inflate(&STANDARD.decode(s)?)?;
     check_v2(&v2)?;
@@ -145,13 +163,17 @@ mod tests {
     }
 
     fn v2(payload: &[u8], declared: u32) -> String {
+        v2_with(payload, declared, 3, 1, 3_600_000_000_000)
+    }
+
+    fn v2_with(payload: &[u8], declared: u32, sigfig: u32, lowest: u64, highest: u64) -> String {
         let mut b = Vec::new();
         b.extend_from_slice(&V2_COOKIE.to_be_bytes());
         b.extend_from_slice(&declared.to_be_bytes());
         b.extend_from_slice(&0u32.to_be_bytes());
-        b.extend_from_slice(&3u32.to_be_bytes());
-        b.extend_from_slice(&1u64.to_be_bytes());
-        b.extend_from_slice(&3_600_000_000_000u64.to_be_bytes());
+        b.extend_from_slice(&sigfig.to_be_bytes());
+        b.extend_from_slice(&lowest.to_be_bytes());
+        b.extend_from_slice(&highest.to_be_bytes());
         b.extend_from_slice(&1.0f64.to_be_bytes());
         b.extend_from_slice(payload);
         STANDARD.encode(b)
@@ -168,5 +190,24 @@ mod tests {
         // zig-zag u64::MAX = i64::MIN, as 9 bytes of LEB128-64b9B
         let min = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff];
         assert!(matches!(decode_histogram(&v2(&min, 9)), Err(HistoError::Decode(_))));
+    }
+
+    /// Rendering cost grows with the counts array: 5 digits over 1..2^63 took seconds per
+    /// histogram. Refused before the deserializer allocates it.
+    #[test]
+    fn precision_and_range_are_bounded() {
+        let one = [2u8];
+        assert!(decode_histogram(&v2_with(&one, 1, 3, 1_000, 3_600_000_000_000)).is_ok(), "load's bounds");
+        for (sigfig, lowest, highest, why) in [
+            (5, 1, i64::MAX as u64, "significant digits"),
+            (4, 1, 3_600_000_000_000, "significant digits"),
+            (0, 1, 3_600_000_000_000, "significant digits"),
+            (3, 1, 1 << 60, "range"),
+            (3, 0, 3_600_000_000_000, "range"),
+            (3, 100, 150, "range"),
+        ] {
+            let e = decode_histogram(&v2_with(&one, 1, sigfig, lowest, highest)).unwrap_err().to_string();
+            assert!(e.contains(why), "{sigfig} {lowest} {highest}: {e}");
+        }
     }
 }

@@ -127,7 +127,8 @@ pub struct LatencyView {
     /// (open loop, coordinated-omission corrected), `rtt_from_actual_send` (open loop,
     /// uncorrected), `network_rtt` (dwell subtracted), `dwell`, or `added_delay` (proxy:
     /// release minus arrival); load: `delay_from_send`, `delay_from_intended_send`,
-    /// `reply_from_send`, `connect_time`, `shaper_hold`; relay: `relay_added_delay`.
+    /// `reply_from_send`, `connect_time`, `shaper_hold`, `modelled_shaper_hold`; relay:
+    /// `relay_added_delay`.
     pub measures: String,
     /// Summary values.
     pub summary: Summary,

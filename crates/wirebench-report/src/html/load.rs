@@ -4,7 +4,7 @@
 
 use std::io::{self, Write};
 
-use wirebench_core::report::{LatencyView, LoadResults, Results, decode_histogram};
+use wirebench_core::report::{LatencyView, LoadAccount, LoadLink, LoadResults, Results, decode_histogram};
 
 use super::{figure, table};
 use crate::Run;
@@ -13,23 +13,66 @@ use crate::text::us;
 
 #[expect(clippy::cast_precision_loss, reason = "display values")]
 fn at(v: &LatencyView, p: f64) -> String {
-    v.summary.at(p).map_or_else(|| "-".into(), |ns| us(ns as f64))
+    // nothing timed: no value, not a 0
+    v.summary.at(p).filter(|_| v.summary.count > 0).map_or_else(|| "-".into(), |ns| us(ns as f64))
 }
 
-/// `200 clients x 2/s: sent 400/s of 400/s, delay p50 160 us p99 650 us`.
+/// `200 clients x 2/s: sent 400/s of 400/s, 100.00% of expected deliveries arrived, delay
+/// p50 160 us p99 650 us`.
 #[expect(clippy::cast_precision_loss, reason = "display values")]
 pub(super) fn headline(l: &LoadResults) -> String {
+    let d = &l.deliveries;
+    let arrived =
+        if d.expected == 0 { "-".into() } else { format!("{:.2}%", d.arrived as f64 * 100.0 / d.expected as f64) };
+    let max = if l.overall.delay.summary.count == 0 { "-".into() } else { us(l.overall.delay.summary.max_ns as f64) };
     format!(
-        "{} clients x {}/s in rooms of {}: sent {:.0}/s of {:.0}/s, delay p50 {} p99 {} max {} us{}",
+        "{} clients x {}/s in rooms of {}: sent {:.0}/s of {:.0}/s, {arrived} of {} expected deliveries arrived, delay p50 {} p99 {} max {} us{}{}",
         l.clients,
         l.rate_per_client,
         l.room_size,
         l.achieved_send_per_s,
         l.requested_send_per_s,
+        d.expected,
         at(&l.overall.delay, 50.0),
         at(&l.overall.delay, 99.0),
-        us(l.overall.delay.summary.max_ns as f64),
-        if l.thresholds.iter().any(|t| !t.passed) { ", a threshold FAILED" } else { "" }
+        max,
+        if l.thresholds.iter().any(|t| !t.passed) { ", a threshold FAILED" } else { "" },
+        wirebench_core::load::results::nothing_arrived(l)
+            .map_or_else(String::new, |w| format!("; no measurement: {w}"))
+    )
+}
+
+#[expect(clippy::cast_precision_loss, reason = "display values")]
+fn missing_pct(missing: u64, expected: u64) -> String {
+    if expected == 0 { "-".into() } else { format!("{:.2}%", missing as f64 * 100.0 / expected as f64) }
+}
+
+/// `deliveries: 131811 of 478900 missing: ...`, the causes as the text report names them.
+fn missing_words(what: &str, a: &LoadAccount) -> String {
+    let closed: Vec<String> = a.closed.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+    format!(
+        "{what}: {} of {} missing ({}): {} dropped while connected, {} lost when connections closed early{}, {} not arrived by the end",
+        a.missing,
+        a.expected,
+        missing_pct(a.missing, a.expected),
+        a.dropped,
+        a.closed.values().sum::<u64>(),
+        if closed.is_empty() { String::new() } else { format!(" ({})", closed.join(", ")) },
+        a.late
+    )
+}
+
+/// A shaped direction in words; a modelled one says so.
+#[expect(clippy::cast_precision_loss, reason = "display values")]
+fn link_words(name: &str, k: &LoadLink) -> String {
+    let rate = k.requested_bps.map_or_else(|| "unlimited".into(), |b| format!("{:.3} Mbit/s", b as f64 / 1e6));
+    let (label, achieved) =
+        if k.method == "modelled" { (" (modelled, nothing held)", "modelled") } else { ("", "achieved at the socket") };
+    format!(
+        "{name} link{label}: requested {rate}, +{} us one way; {achieved} {:.3} Mbit/s (busiest client), hold p50 {} us",
+        us(k.requested_delay_ns as f64),
+        k.achieved_bps_max_client / 1e6,
+        at(&k.hold, 50.0)
     )
 }
 
@@ -37,12 +80,16 @@ pub(super) fn section(out: &mut dyn Write, r: &Run<'_>) -> io::Result<()> {
     let Results::Load(l) = &r.report.results else { return Ok(()) };
     writeln!(out, "<p>{}</p>", super::escape(&headline(l)))?;
     let mut rows = Vec::new();
-    for t in std::iter::once(&l.overall).chain(l.types.iter()) {
+    let mut all = l.overall.clone();
+    (all.expected, all.arrived, all.missing) = (l.deliveries.expected, l.deliveries.arrived, l.deliveries.missing);
+    for t in std::iter::once(&all).chain(l.types.iter()) {
         rows.push(vec![
             t.name.clone(),
             format!("{:.1}%", t.share_pct),
             t.sent.to_string(),
-            t.received.to_string(),
+            t.expected.to_string(),
+            t.arrived.to_string(),
+            missing_pct(t.missing, t.expected),
             at(&t.delay, 50.0),
             at(&t.delay, 99.0),
             at(&t.delay_intended, 99.0),
@@ -52,9 +99,30 @@ pub(super) fn section(out: &mut dyn Write, r: &Run<'_>) -> io::Result<()> {
     table(
         out,
         "load",
-        &["event", "share", "sent", "received", "delay p50 us", "p99", "p99 from intended", "reply p50 us"],
+        &[
+            "event",
+            "share",
+            "sent",
+            "expected",
+            "arrived",
+            "missing",
+            "delay p50 us",
+            "p99",
+            "p99 from intended",
+            "reply p50 us",
+        ],
         &rows,
     )?;
+    for (what, a) in [("deliveries", &l.deliveries), ("replies", &l.replies)] {
+        if a.missing > 0 {
+            writeln!(out, "<p>{}</p>", super::escape(&missing_words(what, a)))?;
+        }
+    }
+    for (name, link) in [("upload", &l.link_up), ("download", &l.link_down)] {
+        if let Some(k) = link {
+            writeln!(out, "<p>{}</p>", super::escape(&link_words(name, k)))?;
+        }
+    }
     let mut lines = Vec::new();
     for t in std::iter::once(&l.overall).chain(l.types.iter()) {
         if let Ok(h) = decode_histogram(&t.delay.histogram) {

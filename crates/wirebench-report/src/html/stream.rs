@@ -34,11 +34,16 @@ pub(super) fn section(out: &mut dyn Write, r: &Run<'_>) -> io::Result<()> {
     let text = captured(|w| stream_text::summary(w, r.report))?;
     writeln!(out, "<pre>{}</pre>", super::escape(&text))?;
     let (mut rate, mut loss) = (Vec::new(), Vec::new());
-    for x in s.receivers.iter().filter(|x| !x.intervals.is_empty()) {
+    // A line needs two intervals: one is a dot that says no more than the summary above (a
+    // search's last short trial has one), and a chart of dots is a degenerate chart.
+    for x in s.receivers.iter().filter(|x| x.intervals.len() >= 2) {
         let iv = intervals(&x.intervals);
         let label = format!("{} ({})", x.addr, x.direction);
         rate.push(Line::new(label.clone(), iv.iter().map(|i| (i.end_s, i.bits_per_s / 1e6)).collect()));
         loss.push(Line::new(label, iv.iter().map(|i| (i.end_s, i.loss_percent)).collect()));
+    }
+    if rate.is_empty() && s.receivers.iter().any(|x| x.intervals.len() == 1) {
+        writeln!(out, "<p>One interval per receiver: no per-interval chart (the summary holds it).</p>")?;
     }
     if !rate.is_empty() {
         writeln!(out, "<h3>Per interval</h3>")?;

@@ -69,3 +69,20 @@ fn comparison_section_with_environment_warning() {
     assert!(html.contains("kernel 6.18 vs 6.1"));
     assert_eq!(charts(&html)[0].matches(DATA_LINE_MARK).count(), 2, "one line per run");
 }
+
+#[test]
+fn a_receiver_with_one_interval_gets_no_one_point_line() {
+    // A search's last trial of 100 ms reported one interval: its throughput and loss charts
+    // were single dots (the suite's stream-loss-free-64), which the page check refuses.
+    let mut one = fixtures::stream(1000, 900);
+    if let Results::Stream(s) = &mut one.results {
+        s.receivers[0].intervals.truncate(1);
+    }
+    let html = page(&[Run { name: "search", report: &one }], false);
+    assert!(!html.contains("<h3>Per interval</h3>"), "no interval charts");
+    assert!(html.contains("One interval per receiver"), "{html}");
+    assert_eq!(charts(&html).len(), 2, "the search and the sweep only");
+    let two = fixtures::stream(1000, 900);
+    let html = page(&[Run { name: "udp", report: &two }], false);
+    assert!(html.contains("<h3>Per interval</h3>") && !html.contains("One interval per receiver"));
+}

@@ -56,50 +56,75 @@ pub(super) fn interface(name: &str, up: Option<bool>) -> Check {
     }
 }
 
+/// The largest UDP payload a packet of `mtu` bytes carries: the MTU less the IPv4 and UDP
+/// headers, and never past IPv4's 65,535-byte total length (lo's MTU is 65,536, its largest
+/// payload 65,507).
+pub(super) fn udp_payload(mtu: u32) -> u32 {
+    mtu.min(65_535).saturating_sub(super::pmtu::HEADERS)
+}
+
 /// The interface MTU: below 1500 the defaults fragment (stream sends 1468-byte payloads).
 pub(super) fn mtu(iface: &str, mtu: Option<u32>) -> Check {
     match mtu {
         None => check("MTU", Verdict::Warn, format!("{iface}: unreadable"), None),
-        Some(m) if m >= 1500 => {
-            check("MTU", Verdict::Ok, format!("{iface}: {m}, largest UDP payload without fragmenting {}", m - 28), None)
-        }
+        Some(m) if m >= 1500 => check(
+            "MTU",
+            Verdict::Ok,
+            format!("{iface}: {m}, largest UDP payload without fragmenting {}", udp_payload(m)),
+            None,
+        ),
         Some(m) => check(
             "MTU",
             Verdict::Warn,
             format!(
                 "{iface}: {m} is below 1500: UDP payloads above {} fragment (stream's default 1468 does)",
-                m.saturating_sub(28)
+                udp_payload(m)
             ),
             Some(format!(
                 "use --size {} (or ip link set dev {iface} mtu 1500 if the network carries it)",
-                m.saturating_sub(28)
+                udp_payload(m)
             )),
         ),
     }
 }
 
-/// The path MTU a DF probe search found, against the interface's.
-pub(super) fn path_mtu(target: &str, found: Result<super::pmtu::Found, String>) -> Check {
+/// The path MTU a DF probe search found, against the first hop's. `via` is the interface
+/// the probes left by and `checked` the one the other checks are about: when they differ
+/// (an `--interface` the route to the target does not use), the figure is not that
+/// interface's path MTU, and the verdict says so instead of a bare OK beside it.
+pub(super) fn path_mtu(target: &str, found: Result<super::pmtu::Found, String>, via: &str, checked: &str) -> Check {
+    let elsewhere = || {
+        format!(
+            "the probes left by {via}, not {checked}: this is {via}'s path, not {checked}'s; to check {checked}'s, \
+             --target a serve reached through it"
+        )
+    };
     match found {
         Err(e) => check(
             "path MTU",
             Verdict::Fail,
-            format!("to {target}: {e}"),
+            format!("to {target} via {via}: {e}"),
             Some(format!("start `wirebench serve` on {target}, or open UDP to it")),
         ),
-        Ok(f) if f.mtu < f.first_hop => check(
+        Ok(f) if f.mtu < f.first_hop.min(65_535) => check(
             "path MTU",
             Verdict::Warn,
             format!(
-                "to {target}: {} (first hop {}): a hop on the path has a smaller MTU; largest safe UDP payload {} ({} probes)",
+                "to {target} via {via}: {} (first hop {}): a hop on the path has a smaller MTU; largest safe UDP payload {} ({} probes)",
                 f.mtu, f.first_hop, f.payload, f.probes
             ),
             Some(format!("use --size {} or smaller", f.payload)),
         ),
+        Ok(f) if via != checked => check(
+            "path MTU",
+            Verdict::Warn,
+            format!("to {target} via {via}: {}, largest safe UDP payload {} ({} probes)", f.mtu, f.payload, f.probes),
+            Some(elsewhere()),
+        ),
         Ok(f) => check(
             "path MTU",
             Verdict::Ok,
-            format!("to {target}: {}, largest safe UDP payload {} ({} probes)", f.mtu, f.payload, f.probes),
+            format!("to {target} via {via}: {}, largest safe UDP payload {} ({} probes)", f.mtu, f.payload, f.probes),
             None,
         ),
     }
@@ -298,10 +323,33 @@ mod tests {
         assert_eq!(c.verdict, Verdict::Warn);
         assert!(c.fix.unwrap().starts_with("use --size 1372"));
         let f = |mtu, first_hop| super::super::pmtu::Found { payload: mtu - 28, mtu, first_hop, probes: 9 };
-        assert_eq!(path_mtu("b:7878", Ok(f(1500, 1500))).verdict, Verdict::Ok);
-        let c = path_mtu("b:7878", Ok(f(1400, 1500)));
+        assert_eq!(path_mtu("b:7878", Ok(f(1500, 1500)), "eth0", "eth0").verdict, Verdict::Ok);
+        let c = path_mtu("b:7878", Ok(f(1400, 1500)), "eth0", "eth0");
         assert_eq!((c.verdict, c.fix.as_deref()), (Verdict::Warn, Some("use --size 1372 or smaller")));
-        assert_eq!(path_mtu("b:7878", Err("no echo".into())).verdict, Verdict::Fail);
+        assert_eq!(path_mtu("b:7878", Err("no echo".into()), "eth0", "eth0").verdict, Verdict::Fail);
+    }
+
+    /// lo's MTU is 65,536 but an IPv4 packet is at most 65,535 bytes: the largest payload
+    /// is 65,507 (doctor said 65,508), and lo's path MTU of 65,535 is not "a smaller hop".
+    #[test]
+    fn loopback_payload_is_65507() {
+        assert_eq!(udp_payload(65_536), 65_507);
+        assert_eq!(udp_payload(1_500), 1_472);
+        let c = mtu("lo", Some(65_536));
+        assert_eq!(c.detail, "lo: 65536, largest UDP payload without fragmenting 65507");
+        let f = super::super::pmtu::Found { payload: 65_507, mtu: 65_535, first_hop: 65_536, probes: 2 };
+        assert_eq!(path_mtu("127.0.0.1:7878", Ok(f), "lo", "lo").verdict, Verdict::Ok);
+    }
+
+    /// `--interface eth0 --target 127.0.0.1:7878`: the probes go by lo, so lo's path MTU is
+    /// not an OK for eth0.
+    #[test]
+    fn a_path_mtu_by_another_interface_is_not_ok_beside_it() {
+        let f = super::super::pmtu::Found { payload: 65_507, mtu: 65_535, first_hop: 65_536, probes: 2 };
+        let c = path_mtu("127.0.0.1:7878", Ok(f), "lo", "eth0");
+        assert_eq!(c.verdict, Verdict::Warn);
+        assert!(c.detail.starts_with("to 127.0.0.1:7878 via lo: 65535"), "{}", c.detail);
+        assert!(c.fix.unwrap().starts_with("the probes left by lo, not eth0"));
     }
 
     #[test]

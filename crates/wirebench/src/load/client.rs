@@ -1,6 +1,10 @@
 //! One simulated user: connects at its ramp slot, then sends on its own open-loop schedule
-//! and records every message it receives. One task per client, one `Sleep` reset in place
-//! (tokio's shared timer wheel), a 4 KB read buffer and a send buffer reused across sends.
+//! and records every message it receives; at the end it closes with the WebSocket close
+//! handshake and lets the server close TCP first (no TIME_WAIT left on this side). One task
+//! per client, one `Sleep` reset in place (tokio's shared timer wheel), a 4 KB read buffer
+//! and a send buffer reused across sends.
+
+mod recv;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -11,14 +15,18 @@ use futures_util::{SinkExt as _, StreamExt as _};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::{self, Message};
 use wirebench_core::latency;
-use wirebench_core::load::Shaper;
+use wirebench_core::load::delivery::End;
+use wirebench_core::load::msg::Fields;
+use wirebench_core::load::record::ErrorKind;
 use wirebench_core::rng::SplitMix64;
 
 use super::config::Config;
-use super::msg::{self, Fields};
-use super::stats::{ErrorKind, Stats};
+use super::stats::Stats;
+use recv::{Down, Up, end_of};
 
 /// What every client shares.
 #[derive(Debug)]
@@ -45,49 +53,33 @@ impl Plan {
     pub fn at(&self, ns: u64) -> tokio::time::Instant {
         tokio::time::Instant::from_std(self.t0 + Duration::from_nanos(ns))
     }
+
+    /// The messages' time stamp of `ns` after `t0`: wall-clock µs.
+    pub const fn stamp_us(&self, ns: u64) -> u64 {
+        (self.wall0_ns + ns) / 1_000
+    }
 }
 
 type Ws = WebSocketStream<TcpStream>;
 
-async fn connect(plan: &Plan, room: u64) -> Result<Ws, ()> {
+/// How long the close handshake may take before the socket is reset instead.
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
+
+async fn connect(plan: &Plan, room: u64, stats: &Stats) -> Result<Ws, ()> {
     let sock = TcpStream::connect(plan.cfg.addr).await.map_err(|_| ())?;
     let _ = sock.set_nodelay(true);
     let url = plan.cfg.room_url(room);
-    let (ws, _) = tokio_tungstenite::client_async_with_config(url.as_str(), sock, Some(super::limits::ws_config()))
-        .await
-        .map_err(|_| ())?;
-    Ok(ws)
-}
-
-/// Per-direction shaping state of one client.
-#[derive(Debug)]
-struct Shaped {
-    shaper: Shaper,
-    bytes: u64,
-    first_ns: Option<u64>,
-    last_ns: u64,
-}
-
-impl Shaped {
-    fn new(link: Option<wirebench_core::load::Link>) -> Option<Self> {
-        link.map(|l| Self { shaper: Shaper::new(l), bytes: 0, first_ns: None, last_ns: 0 })
-    }
-
-    /// When a frame handed over now arrives; tracks the achieved rate.
-    fn pass(&mut self, len: u64, now: u64) -> u64 {
-        let leave = self.shaper.leave(len, now);
-        self.first_ns.get_or_insert(now);
-        self.last_ns = leave;
-        self.bytes += len;
-        leave.saturating_add(self.shaper.delay_ns())
-    }
-
-    fn bps(&self) -> u64 {
-        let span = self.first_ns.map_or(0, |f| self.last_ns.saturating_sub(f));
-        if span == 0 {
-            return 0;
+    match tokio_tungstenite::client_async_with_config(url.as_str(), sock, Some(super::limits::ws_config())).await {
+        Ok((ws, _)) => Ok(ws),
+        Err(tungstenite::Error::Http(resp)) => {
+            stats.refused_status.store(u64::from(resp.status().as_u16()), Ordering::Relaxed);
+            stats.with(|s| s.error(ErrorKind::Refused));
+            Err(())
         }
-        u64::try_from(u128::from(self.bytes) * 8_000_000_000 / u128::from(span)).unwrap_or(u64::MAX)
+        Err(_) => {
+            stats.with(|s| s.error(ErrorKind::Connect));
+            Err(())
+        }
     }
 }
 
@@ -96,6 +88,9 @@ pub async fn run(id: u64, plan: Arc<Plan>, stats: Arc<Stats>, mut stop: watch::R
     client(id, &plan, &stats, &mut stop).await;
     stats.done.fetch_add(1, Ordering::Relaxed);
 }
+
+/// A send handed to the upload shaper: due time, hand-over time, the frame.
+type Queued = (u64, u64, Message);
 
 async fn client(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<bool>) {
     let cfg = &plan.cfg;
@@ -108,30 +103,32 @@ async fn client(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<
     let room = id / cfg.room_size;
     let t_connect = plan.now_ns();
     let ws = tokio::select! {
-        r = connect(plan, room) => r,
+        r = connect(plan, room, stats) => r,
         _ = stop.changed() => return,
     };
     let Ok(mut ws) = ws else {
         Stats::bump(&stats.failed);
-        stats.with(|s| s.error(ErrorKind::Connect));
         return;
     };
+    // Mark, then stamp: see wirebench_core::load::delivery.
+    stats.book.joining(id);
     let connected_at = plan.now_ns();
+    stats.book.joined(id, plan.stamp_us(connected_at));
     stats.with(|s| latency::record(&mut s.connect, connected_at - t_connect));
     Stats::bump(&stats.connected);
     Stats::bump(&stats.open);
 
     let mut rng = SplitMix64::new(cfg.seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let mut next = connected_at.max(join_ns) + cfg.arrivals.first(&mut rng);
-    let mut seq = 0u64;
-    let mut up = Shaped::new(cfg.link_up);
-    let mut down = Shaped::new(cfg.link_down);
-    let mut queue: VecDeque<(u64, u64, Message)> = VecDeque::new();
+    let (mut relay_seq, mut req_seq) = (0u64, 0u64);
+    let mut up = Up::new(cfg.link_up);
+    let mut down = Down::new(cfg.link_down);
+    let mut queue: VecDeque<Queued> = VecDeque::new();
     let mut buf = String::new();
     let sleep = tokio::time::sleep_until(plan.at(next.min(plan.quit_ns)));
     tokio::pin!(sleep);
-    let mut lost = false;
-    let mut halted = false;
+    // How the connection ended early (`None`: it lasted to the end or a stop).
+    let mut ended: Option<End> = None;
     // One registration with the stop signal for the whole run, not one per wake-up (all
     // clients share it, and registering takes its lock).
     let stopped = stop.changed();
@@ -139,21 +136,25 @@ async fn client(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<
     loop {
         tokio::select! {
             biased;
-            _ = &mut stopped => {
-                halted = true;
-                break;
-            }
+            _ = &mut stopped => break,
             m = ws.next() => match m {
-                Some(Ok(Message::Text(t))) => on_message(id, t.as_bytes(), plan, stats, down.as_mut()),
-                Some(Ok(Message::Binary(b))) => on_message(id, &b, plan, stats, down.as_mut()),
+                Some(Ok(Message::Text(t))) => recv::on_message(id, t.as_bytes(), plan, stats, down.as_mut()),
+                Some(Ok(Message::Binary(b))) => recv::on_message(id, &b, plan, stats, down.as_mut()),
+                Some(Ok(Message::Close(f))) => {
+                    // The server closes: nothing more is sent; `close` finishes the handshake.
+                    ended = Some(End::ServerClosed(f.map_or(1005, |f| u16::from(f.code))));
+                    break;
+                }
                 Some(Ok(_)) => {}
-                Some(Err(_)) => {
-                    stats.with(|s| s.error(ErrorKind::Read));
-                    lost = true;
+                Some(Err(e)) => {
+                    if ended.is_none() {
+                        stats.with(|s| s.error(ErrorKind::Read));
+                        ended = Some(end_of(&e));
+                    }
                     break;
                 }
                 None => {
-                    lost = true;
+                    ended.get_or_insert(End::Lost);
                     break;
                 }
             },
@@ -166,42 +167,26 @@ async fn client(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<
                 while next <= now && next < plan.end_ns {
                     let t = cfg.mix.pick(&mut rng);
                     let et = &cfg.mix.types()[t];
-                    let f = Fields {
-                        kind: &et.name,
-                        req: et.request,
-                        sender: id,
-                        room,
-                        seq,
-                        ts_us: (plan.wall0_ns + now) / 1_000,
-                        it_us: (plan.wall0_ns + next) / 1_000,
+                    let ts_us = plan.stamp_us(now);
+                    let (seq, expected) = if et.request {
+                        req_seq += 1;
+                        stats.book.on_request_send(id, req_seq - 1);
+                        (req_seq - 1, 1)
+                    } else {
+                        relay_seq += 1;
+                        (relay_seq - 1, stats.book.on_relayed_send(id, relay_seq - 1, ts_us))
                     };
+                    let f = Fields { kind: &et.name, req: et.request, sender: id, room, seq, ts_us, it_us: plan.stamp_us(next) };
                     cfg.template.render(&f, et.size, &mut buf);
                     let len = buf.len() as u64;
-                    let m = Message::text(buf.as_str());
-                    stats.with(|s| {
-                        s.on_send(t, now - next);
-                        let at = up.as_mut().map_or(now, |u| u.pass(len, now));
-                        queue.push_back((at, now, m));
-                    });
-                    seq += 1;
+                    let at = up.as_mut().map_or(now, |u| u.due(len, now));
+                    queue.push_back((at, now, Message::text(buf.as_str())));
+                    stats.with(|s| s.on_send(t, now - next, expected));
                     next += cfg.arrivals.gap(&mut rng);
                 }
-                let mut wrote = false;
-                while queue.front().is_some_and(|(at, _, _)| *at <= now) {
-                    let (_, handed, m) = queue.pop_front().expect("checked");
-                    if up.is_some() {
-                        // Achieved: when the frame is written, not when the shaper said.
-                        stats.with(|s| latency::record(&mut s.up_hold, now - handed));
-                    }
-                    if ws.feed(m).await.is_err() {
-                        stats.with(|s| s.error(ErrorKind::Send));
-                        lost = true;
-                        break;
-                    }
-                    wrote = true;
-                }
-                if lost || (wrote && ws.flush().await.is_err()) {
-                    lost = true;
+                if let Err(e) = write_due(&mut ws, &mut queue, up.as_mut(), plan, stats).await {
+                    stats.with(|s| s.error(ErrorKind::Send));
+                    ended = Some(end_of(&e));
                     break;
                 }
                 let due = if next < plan.end_ns { next } else { plan.quit_ns };
@@ -210,53 +195,64 @@ async fn client(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<
             }
         }
     }
-    // Close with a reset: no TIME_WAIT left on thousands of local ports (this side closes
-    // first), which would otherwise keep them from other programs binding for a minute.
-    let _ = socket2::SockRef::from(ws.get_ref()).set_linger(Some(Duration::ZERO));
+    stats.book.left(id, ended.unwrap_or(End::Open));
+    let early = ended.is_some() && plan.now_ns() < plan.quit_ns;
+    if ended.is_none() || matches!(ended, Some(End::ServerClosed(_))) {
+        close(&mut ws, stats).await;
+    }
     drop(ws);
-    if lost && !halted && plan.now_ns() < plan.quit_ns {
+    if early {
         Stats::bump(&stats.disconnects);
     }
     stats.open.fetch_sub(1, Ordering::Relaxed);
     if let Some(u) = &up {
         stats.up_bps_max.fetch_max(u.bps(), Ordering::Relaxed);
-        stats.up_frames.fetch_add(seq, Ordering::Relaxed);
+        stats.up_frames.fetch_add(u.frames, Ordering::Relaxed);
     }
     if let Some(d) = &down {
         stats.down_bps_max.fetch_max(d.bps(), Ordering::Relaxed);
     }
 }
 
-fn on_message(id: u64, b: &[u8], plan: &Plan, stats: &Stats, down: Option<&mut Shaped>) {
+/// Writes every queued frame whose shaped time has come, then flushes once.
+async fn write_due(
+    ws: &mut Ws,
+    queue: &mut VecDeque<Queued>,
+    mut up: Option<&mut Up>,
+    plan: &Plan,
+    stats: &Stats,
+) -> Result<(), tungstenite::Error> {
     let now = plan.now_ns();
-    // Download shaping: the frame is taken as delivered when the shaped link would have
-    // delivered it (nothing here reacts to a received message, so no holding is needed).
-    let arrive = down.map_or(now, |d| d.pass(b.len() as u64, now));
-    let Some(seen) = msg::parse(b) else {
-        stats.with(|s| s.error(ErrorKind::Malformed));
-        return;
-    };
-    let Some(t) = plan.cfg.mix.types().iter().position(|e| e.name == seen.kind) else {
-        stats.with(|s| s.error(ErrorKind::UnknownType));
-        return;
-    };
-    let at_ns = plan.wall0_ns + arrive;
-    let Some(delay) = at_ns.checked_sub(seen.ts_us * 1_000) else {
-        stats.with(|s| s.error(ErrorKind::NegativeDelay));
-        return;
-    };
-    let intended = seen.it_us.and_then(|it| at_ns.checked_sub(it * 1_000));
-    stats.with(|s| {
-        if arrive > now {
-            latency::record(&mut s.down_hold, arrive - now);
+    let mut wrote = false;
+    while queue.front().is_some_and(|(at, _, _)| *at <= now) {
+        let (_, handed, m) = queue.pop_front().expect("checked");
+        let len = m.len() as u64;
+        ws.feed(m).await?;
+        wrote = true;
+        if let Some(u) = up.as_deref_mut() {
+            // Achieved: when the frame was written, not when the shaper said.
+            let written = plan.now_ns();
+            u.wrote(len, written);
+            stats.with(|s| latency::record(&mut s.up_hold, written - handed));
         }
-        if seen.sender == id {
-            s.on_reply(t, delay);
-        } else {
-            s.on_delivery(t, delay, intended);
-        }
-    });
-    if plan.cfg.link_down.is_some() {
-        stats.down_frames.fetch_add(1, Ordering::Relaxed);
+    }
+    if wrote {
+        ws.flush().await?;
+    }
+    Ok(())
+}
+
+/// The close handshake, bounded: send a close frame (unless the server sent one, which
+/// tungstenite has answered), then read until the server closes TCP, so the server side
+/// closes first and this side keeps no TIME_WAIT. If that takes too long: a reset.
+async fn close(ws: &mut Ws, stats: &Stats) {
+    let handshake = async {
+        let normal = CloseFrame { code: CloseCode::Normal, reason: "".into() };
+        let _ = ws.close(Some(normal)).await;
+        while let Some(Ok(_)) = ws.next().await {}
+    };
+    if tokio::time::timeout(CLOSE_WAIT, handshake).await.is_err() {
+        stats.with(|s| s.error(ErrorKind::CloseTimeout));
+        let _ = socket2::SockRef::from(ws.get_ref()).set_linger(Some(Duration::ZERO));
     }
 }

@@ -9,8 +9,10 @@ use serde::Deserialize;
 use wirebench_core::load::{Arrivals, EventType, Link, Mix, Threshold};
 use wirebench_core::units::{MsgRate, Span};
 
+use wirebench_core::load::delivery::{Book, PAIR_BYTES};
+use wirebench_core::load::msg::{DEFAULT_TEMPLATE, Template};
+
 use super::Args;
-use super::msg::{DEFAULT_TEMPLATE, Template};
 use crate::error::UsageError;
 
 /// A scenario file: everything the flags say, in TOML.
@@ -110,6 +112,9 @@ pub struct Config {
     pub extra_fds: u64,
 }
 
+/// Memory the delivery accounting may take (`Book`: one entry per sender-receiver pair).
+pub const MAX_BOOK_BYTES: u64 = 512 << 20;
+
 fn usage(msg: impl Into<String>) -> UsageError {
     UsageError(msg.into())
 }
@@ -160,6 +165,15 @@ impl Config {
         let room_size = a.room_size.or(file.room_size).unwrap_or(5);
         if room_size < 2 {
             return Err(usage("--room-size must be at least 2 (a message goes to the other members)"));
+        }
+        let book = Book::pairs(clients, room_size).saturating_mul(PAIR_BYTES);
+        if book > MAX_BOOK_BYTES {
+            return Err(usage(format!(
+                "{clients} clients in rooms of {room_size}: the delivery accounting keeps {PAIR_BYTES} bytes per \
+                 (sender, receiver) pair, {} MB here (at most {} MB): use smaller rooms",
+                book >> 20,
+                MAX_BOOK_BYTES >> 20
+            )));
         }
         let requests = ["save", "open", "list"];
         let mut mix = match (&a.mix, file.events) {
@@ -235,7 +249,7 @@ impl Config {
         percentiles.sort_by(f64::total_cmp);
         percentiles.dedup();
         let template_text = a.template.clone().or(file.template).unwrap_or_else(|| DEFAULT_TEMPLATE.into());
-        let template = Template::parse(&template_text).map_err(usage)?;
+        let template = Template::parse(&template_text).map_err(|e| usage(e.to_string()))?;
         Ok(Self {
             url,
             addr,

@@ -1,5 +1,5 @@
 //! Process limits and usage for the load generator and the room: open files (one socket
-//! per client), CPU time and peak memory from getrusage, and small WebSocket buffers.
+//! per client), CPU time and peak memory from getrusage, and the clients' WebSocket limits.
 
 use nix::sys::resource::{Resource, UsageWho, getrlimit, getrusage, setrlimit};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -21,10 +21,18 @@ pub fn nofile_hard() -> u64 {
     getrlimit(Resource::RLIMIT_NOFILE).map_or(1024, |(_, h)| h)
 }
 
-/// Small buffers: a client or room member holds a few KB, not tungstenite's default
-/// 128 KiB read buffer (10,000 clients would need 1.3 GB).
+/// The largest message (and frame) a client accepts from the server.
+pub const MAX_MESSAGE: usize = 1 << 20;
+
+/// Small buffers: a client holds a few KB, not tungstenite's default 128 KiB read buffer
+/// (10,000 clients would need 1.3 GB); frames capped like messages (tungstenite reserves a
+/// whole frame's declared length as soon as its header arrives).
 pub fn ws_config() -> WebSocketConfig {
-    WebSocketConfig::default().read_buffer_size(4096).write_buffer_size(0).max_message_size(Some(1 << 20))
+    WebSocketConfig::default()
+        .read_buffer_size(4096)
+        .write_buffer_size(0)
+        .max_message_size(Some(MAX_MESSAGE))
+        .max_frame_size(Some(MAX_MESSAGE))
 }
 
 /// This process's user and system CPU so far, ns.

@@ -1,8 +1,12 @@
 //! The terminal view of a load run: one line a second, then tables per event type.
 
+use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use wirebench_core::report::{LatencyView, LoadResults, LoadSecond, Outcome, Report, Results};
+use wirebench_core::load::results::nothing_arrived;
+use wirebench_core::report::{
+    LatencyView, LoadAccount, LoadLink, LoadResults, LoadSecond, LoadTypeResult, Outcome, Report, Results,
+};
 use wirebench_core::units::humanize_ns;
 
 /// One progress line.
@@ -25,10 +29,44 @@ fn ms(ns: u64) -> String {
 
 fn cells(v: &LatencyView, ps: &[f64]) -> Vec<String> {
     let s = &v.summary;
-    let mut c = vec![s.count.to_string(), if s.count == 0 { "-".into() } else { format!("{:.3}", s.mean_ns / 1e6) }];
+    if s.count == 0 {
+        // nothing was timed: no value, not a 0
+        return std::iter::once("-".to_owned()).chain(ps.iter().map(|_| "-".into())).chain(["-".into()]).collect();
+    }
+    let mut c = vec![format!("{:.3}", s.mean_ns / 1e6)];
     c.extend(ps.iter().map(|&p| s.at(p).map_or_else(|| "-".into(), ms)));
     c.push(ms(s.max_ns));
     c
+}
+
+/// `12.5%` of `part` in `whole`, `-` when there is no whole.
+#[expect(clippy::cast_precision_loss, reason = "display values")]
+fn share(part: u64, whole: u64) -> String {
+    if whole == 0 { "-".into() } else { format!("{:.2}%", part as f64 * 100.0 / whole as f64) }
+}
+
+/// One direction's accounting in words.
+pub(super) fn account(what: &str, a: &LoadAccount) -> String {
+    let mut s = format!("{what}: {} expected, {} arrived ({})", a.expected, a.arrived, share(a.arrived, a.expected));
+    if a.missing > 0 {
+        let mut why = Vec::new();
+        if a.dropped > 0 {
+            why.push(format!("{} dropped while connected (a later message from the same sender arrived)", a.dropped));
+        }
+        if !a.closed.is_empty() {
+            let n: u64 = a.closed.values().sum();
+            let by: Vec<String> = a.closed.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+            why.push(format!("{n} lost when connections closed early ({})", by.join(", ")));
+        }
+        if a.late > 0 {
+            why.push(format!("{} not arrived by the end", a.late));
+        }
+        let _ = write!(s, ", {} missing: {}", a.missing, why.join(", "));
+    }
+    if a.duplicates > 0 {
+        let _ = write!(s, ", {} duplicates", a.duplicates);
+    }
+    s
 }
 
 fn table(w: &mut dyn Write, head: &[String], rows: &[Vec<String>]) -> io::Result<()> {
@@ -57,55 +95,104 @@ pub(super) fn report(ps: &[f64], report: &Report, w: &mut dyn Write) -> io::Resu
         Outcome::PeerSilent => writeln!(w, "the server closed every connection mid-run: partial results")?,
     }
     summary(l, w)?;
-    let mut head: Vec<String> =
-        ["type", "share%", "bytes", "sent", "recv", "avg ms"].iter().map(|s| (*s).into()).collect();
+    let mut head: Vec<String> = ["type", "share%", "bytes", "sent", "expected", "arrived", "missing", "avg ms"]
+        .iter()
+        .map(|s| (*s).into())
+        .collect();
     head.extend(ps.iter().map(|p| format!("p{p}")));
     head.push("max".into());
-    let row = |t: &wirebench_core::report::LoadTypeResult, v: &LatencyView| {
-        let mut r = vec![t.name.clone(), format!("{:.1}", t.share_pct), t.size.to_string(), t.sent.to_string()];
-        let c = cells(v, ps);
-        r.push(c[0].clone());
-        r.extend(c.into_iter().skip(1));
+    let row = |t: &LoadTypeResult, v: &LatencyView| {
+        let mut r = vec![
+            t.name.clone(),
+            format!("{:.1}", t.share_pct),
+            t.size.to_string(),
+            t.sent.to_string(),
+            t.expected.to_string(),
+            t.arrived.to_string(),
+            share(t.missing, t.expected),
+        ];
+        r.extend(cells(v, ps));
         r
     };
     writeln!(w, "\ndelay from departure to arrival at every other member (ms):")?;
     let mut rows: Vec<Vec<String>> = l.types.iter().filter(|t| !t.request).map(|t| row(t, &t.delay)).collect();
-    rows.push(row(&l.overall, &l.overall.delay));
+    let mut all = l.overall.clone();
+    (all.expected, all.arrived, all.missing) = (l.deliveries.expected, l.deliveries.arrived, l.deliveries.missing);
+    rows.push(row(&all, &l.overall.delay));
     table(w, &head, &rows)?;
-    let req: Vec<Vec<String>> = l.types.iter().filter_map(|t| t.reply.as_ref().map(|v| row(t, v))).collect();
+    let req: Vec<Vec<String>> = l
+        .types
+        .iter()
+        .filter_map(|t| {
+            let mut r = row(t, t.reply.as_ref()?);
+            if !t.request {
+                // a relayed type that came back to its sender: no reply was expected
+                r[0] = format!("{} (echo)", t.name);
+                r[4..7].fill_with(|| "-".into());
+            }
+            Some(r)
+        })
+        .collect();
     if !req.is_empty() {
         writeln!(w, "\nrequest to reply (ms):")?;
         table(w, &head, &req)?;
     }
-    let p = |v: &LatencyView, q: f64| v.summary.at(q).map_or_else(|| "-".into(), ms);
+    let silent: Vec<String> = l
+        .types
+        .iter()
+        .filter(|t| !t.request && t.received == 0 && t.sent > 0)
+        .map(|t| format!("{} ({} sent, {} deliveries expected)", t.name, t.sent, t.expected))
+        .collect();
+    if !silent.is_empty() {
+        writeln!(w, "nothing was delivered for: {}", silent.join(", "))?;
+    }
+    let p = |v: &LatencyView, q: f64| {
+        if v.summary.count == 0 { "-".into() } else { v.summary.at(q).map_or_else(|| "-".into(), ms) }
+    };
     let last = *ps.last().unwrap_or(&99.0);
     writeln!(
         w,
         "\nfrom the intended send time (coordinated omission corrected): p50 {} p{last} {} max {} ms",
         p(&l.overall.delay_intended, 50.0),
         p(&l.overall.delay_intended, last),
-        ms(l.overall.delay_intended.summary.max_ns)
+        if l.overall.delay_intended.summary.count == 0 {
+            "-".into()
+        } else {
+            ms(l.overall.delay_intended.summary.max_ns)
+        }
     )?;
     for (name, link) in [("upload", &l.link_up), ("download", &l.link_down)] {
         if let Some(k) = link {
-            #[expect(clippy::cast_precision_loss, reason = "display values")]
-            let rate = k.requested_bps.map_or_else(|| "unlimited".into(), |b| format!("{:.3} Mbit/s", b as f64 / 1e6));
-            writeln!(
-                w,
-                "{name} link: requested {rate} + {} one way; achieved {:.3} Mbit/s (busiest client), hold p50 {} ms max {} ms over {} frames",
-                humanize_ns(u128::from(k.requested_delay_ns)),
-                k.achieved_bps_max_client / 1e6,
-                p(&k.hold, 50.0),
-                ms(k.hold.summary.max_ns),
-                k.frames
-            )?;
+            links(w, name, k, &p)?;
         }
     }
     for t in &l.thresholds {
         let v = t.value_ns.map_or_else(|| "no data".into(), |v| format!("{} ms", ms(v)));
         writeln!(w, "threshold {}: {v} {}", t.expr, if t.passed { "ok" } else { "FAILED" })?;
     }
+    if let Some(why) = nothing_arrived(l) {
+        writeln!(w, "no measurement: {why}")?;
+    }
     Ok(())
+}
+
+fn links(w: &mut dyn Write, name: &str, k: &LoadLink, p: &dyn Fn(&LatencyView, f64) -> String) -> io::Result<()> {
+    #[expect(clippy::cast_precision_loss, reason = "display values")]
+    let rate = k.requested_bps.map_or_else(|| "unlimited".into(), |b| format!("{:.3} Mbit/s", b as f64 / 1e6));
+    let (label, achieved) = if k.method == "modelled" {
+        (" (modelled: computed from arrival times, no frame is held)", "modelled")
+    } else {
+        ("", "achieved at the socket")
+    };
+    writeln!(
+        w,
+        "{name} link{label}: requested {rate} + {} one way; {achieved} {:.3} Mbit/s (busiest client), hold p50 {} ms max {} ms over {} frames",
+        humanize_ns(u128::from(k.requested_delay_ns)),
+        k.achieved_bps_max_client / 1e6,
+        p(&k.hold, 50.0),
+        if k.hold.summary.count == 0 { "-".into() } else { ms(k.hold.summary.max_ns) },
+        k.frames
+    )
 }
 
 #[expect(clippy::cast_precision_loss, reason = "display values")]
@@ -130,6 +217,17 @@ fn summary(l: &LoadResults, w: &mut dyn Write) -> io::Result<()> {
         humanize_ns(u128::from(l.slip_mean_ns)),
         humanize_ns(u128::from(l.slip_max_ns))
     )?;
+    writeln!(w, "{}", account("deliveries", &l.deliveries))?;
+    if l.replies.expected > 0 || l.replies.arrived > 0 {
+        writeln!(w, "{}", account("replies", &l.replies))?;
+    }
+    let unexpected = l.overall.unexpected;
+    if unexpected > 0 {
+        writeln!(
+            w,
+            "unexpected arrivals: {unexpected} (sent before the receiver joined, echoes of relayed types, requests relayed to others)"
+        )?;
+    }
     let pr = &l.process;
     writeln!(
         w,

@@ -115,16 +115,24 @@ fn usage(msg: String) -> UsageError {
     UsageError(msg)
 }
 
-/// Resolves `host:port` (a name, IPv4 or `[IPv6]`) to one address.
+/// Resolves `host:port` (a name, IPv4 or `[IPv6]`) to one address. A malformed address and
+/// a name that does not resolve are told apart.
 pub fn resolve(s: &str) -> Result<SocketAddr, UsageError> {
     if let Ok(a) = s.parse::<SocketAddr>() {
         return Ok(a);
     }
     let bad = || usage(format!("bad address '{s}': expected host:port, e.g. 127.0.0.1:7878"));
-    if !s.contains(':') {
+    let Some((host, port)) = s.rsplit_once(':') else { return Err(bad()) };
+    if host.is_empty() || host.contains(['[', ']', ':']) {
         return Err(bad());
     }
-    s.to_socket_addrs().map_err(|_| bad())?.find(SocketAddr::is_ipv4).ok_or_else(bad)
+    let Ok(port) = port.parse::<u16>() else {
+        return Err(usage(format!("bad address '{s}': port '{port}' is not a number from 0 to 65535")));
+    };
+    let found = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| usage(format!("unknown host '{host}': the name did not resolve ({e})")))?;
+    found.into_iter().find(SocketAddr::is_ipv4).ok_or_else(|| usage(format!("host '{host}' has no IPv4 address")))
 }
 
 fn stop_of(count: Option<u64>, duration: Option<Span>) -> Stop {

@@ -121,10 +121,29 @@ pub struct Args {
     /// At most this many UDP flows or TCP connections at once.
     #[arg(long, default_value_t = 1024, help_heading = "Run")]
     pub max_flows: usize,
+    /// At most this many bytes of delayed packets held at once (UDP: more are dropped and
+    /// counted as "queue full"; TCP: the pumps stop reading). Units: KiB, MiB, GiB.
+    #[arg(long, default_value = "64MiB", value_parser = parse_bytes, help_heading = "Run")]
+    pub max_held: usize,
     /// Write the JSON report (also on Ctrl-C).
     #[arg(long, value_name = "FILE", help_heading = "Run")]
     pub json: Option<PathBuf>,
     /// No interval lines, only the final report.
     #[arg(long, short = 'q', help_heading = "Run")]
     pub quiet: bool,
+}
+
+/// `64MiB`, `512KiB`, `1GiB`, or bytes.
+fn parse_bytes(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let (num, mult) = [("GiB", 1usize << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1)]
+        .iter()
+        .find_map(|(u, m)| t.strip_suffix(u).map(|n| (n.trim(), *m)))
+        .unwrap_or((t, 1));
+    let n: usize = num.parse().map_err(|_| format!("'{s}' is not a size (e.g. 64MiB, 512KiB, 1GiB)"))?;
+    match n.checked_mul(mult) {
+        Some(0) => Err(format!("'{s}': must be above 0")),
+        Some(v) => Ok(v),
+        None => Err(format!("'{s}' is too large")),
+    }
 }

@@ -132,10 +132,15 @@ pub fn requested(s: &Spec) -> ProxyRequested {
     }
 }
 
+fn view(measures: &str, h: &hdrhistogram::Histogram<u64>) -> LatencyView {
+    LatencyView {
+        measures: measures.into(),
+        summary: Summary::of(h, &DEFAULT_PERCENTILES),
+        histogram: encode_histogram(h),
+    }
+}
+
 fn direction(s: &Spec, t: &Tally) -> ProxyDirection {
-    let span = |first: Option<u64>, last: u64| first.map_or(0, |f| last.saturating_sub(f));
-    #[expect(clippy::cast_precision_loss, reason = "rates")]
-    let per_span = |bytes: u64, ns: u64| if ns == 0 { 0.0 } else { (bytes * 8) as f64 * 1e9 / ns as f64 };
     let achieved = ProxyAchieved {
         packets_in: t.packets_in,
         bytes_in: t.bytes_in,
@@ -143,6 +148,7 @@ fn direction(s: &Spec, t: &Tally) -> ProxyDirection {
         bytes_out: t.bytes_out,
         lost: t.lost,
         queue_drops: t.queue_drops,
+        full_drops: t.full_drops,
         send_drops: t.send_drops,
         loss_pct: t.percent_of_in(t.lost),
         drop_pct: t.percent_of_in(t.dropped()),
@@ -150,13 +156,12 @@ fn direction(s: &Spec, t: &Tally) -> ProxyDirection {
         reorder_pct: t.percent_of_in(t.reordered),
         duplicates: t.duplicates,
         duplicate_pct: t.percent_of_in(t.duplicates),
-        offered_bps: per_span(t.bytes_in, span(t.first_in_ns, t.last_in_ns)),
-        rate_bps: t.out_bps_active(),
-        added_delay: LatencyView {
-            measures: "added_delay".into(),
-            summary: Summary::of(&t.delay, &DEFAULT_PERCENTILES),
-            histogram: encode_histogram(&t.delay),
-        },
+        offered_bps: t.in_bps(),
+        rate_bps: t.out_bps(),
+        active_ns: t.busy_out.active_ns(),
+        added_delay: view("added_delay", &t.delay),
+        queue_delay: s.rate_bps.map(|_| view("queue_delay", &t.queue)),
+        path_delay: Some(view("path_delay", &t.delay_part)),
     };
     ProxyDirection { requested: requested(s), achieved }
 }

@@ -14,6 +14,9 @@ use super::Args;
 use crate::error::UsageError;
 use crate::ping::{Proto, resolve};
 
+/// `--max-held`'s default: 64 MiB of delayed packets.
+pub const DEFAULT_MAX_HELD: usize = 64 << 20;
+
 /// A validated proxy configuration.
 #[derive(Debug, Clone, Serialize)]
 pub struct Config {
@@ -39,6 +42,8 @@ pub struct Config {
     pub idle_timeout: Duration,
     /// Flow / connection limit.
     pub max_flows: usize,
+    /// Bytes of delayed packets held at once.
+    pub max_held: usize,
     /// JSON report.
     pub json: Option<PathBuf>,
     /// Final report only.
@@ -136,6 +141,7 @@ impl Config {
             spin: a.spin,
             idle_timeout: a.idle_timeout.0,
             max_flows: a.max_flows,
+            max_held: a.max_held,
             json: a.json.clone(),
             quiet: a.quiet,
         })
@@ -155,6 +161,7 @@ impl Config {
             spin: false,
             idle_timeout: Duration::from_secs(60),
             max_flows: 1024,
+            max_held: DEFAULT_MAX_HELD,
             json: None,
             quiet: true,
         }
@@ -185,6 +192,8 @@ mod tests {
         assert!(c.up.is_passthrough() && c.down.is_passthrough());
         assert_eq!((c.proto, c.seed, c.interval), (Proto::Udp, 42, Duration::from_secs(1)));
         assert_eq!(c.up.queue_limit_ns, DEFAULT_QUEUE_LIMIT_NS);
+        assert_eq!(c.max_held, DEFAULT_MAX_HELD);
+        assert_eq!(cfg(&["--max-held", "512KiB"]).unwrap().max_held, 512 << 10);
     }
 
     #[test]
@@ -230,6 +239,8 @@ mod tests {
             (&["--rate", "10mbps"], "ambiguous"),
             (&["--queue-limit", "0s"], "above 0"),
             (&["--interval", "1ms"], "too short"),
+            (&["--max-held", "0"], "above 0"),
+            (&["--max-held", "lots"], "not a size"),
         ];
         for (args, want) in cases {
             let e = cfg(args).expect_err(&format!("{args:?} should fail"));

@@ -6,8 +6,8 @@
 //! writes it then. Chunks keep their order (a byte stream cannot be reordered): a chunk is
 //! never due before the one ahead of it, so jitter shows as variation of the added delay
 //! without reordering. Instead of dropping, a pump stops reading while the rate queue is
-//! longer than `--queue-limit` (or 64 MiB are queued): TCP's own flow control then slows
-//! the sender, as a bottleneck does. Loss, reordering and duplication would corrupt the
+//! longer than `--queue-limit`, or while all pumps together hold `--max-held` bytes
+//! (64 MiB): TCP's own flow control then slows the sender, as a bottleneck does. Loss, reordering and duplication would corrupt the
 //! stream and are refused by the config.
 //!
 //! An upstream that refuses: the client's connection is closed cleanly (FIN after its
@@ -20,7 +20,9 @@ use std::net::{Shutdown as Half, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
-use wirebench_core::impair::{Impairment, Tally, Verdict};
+use std::sync::atomic::Ordering;
+
+use wirebench_core::impair::{Impairment, Release, Tally, Verdict};
 use wirebench_core::rng::SplitMix64;
 use wirebench_net::clock::{Clock, MonoClock};
 
@@ -28,10 +30,10 @@ use super::collect::{Flush, FlushTx};
 use super::{Config, FlowCounts, SPIN_NS, seeds};
 use crate::shutdown::{POLL, Shutdown};
 
-/// Largest read.
-const CHUNK: usize = 256 * 1024;
-/// Most bytes a pump holds before it stops reading.
-const MAX_QUEUED: usize = 64 * 1024 * 1024;
+/// Largest read: with 1,024 connections, two pumps each, 128 MiB of read buffers.
+const CHUNK: usize = 64 * 1024;
+/// Free read buffers a pump keeps for reuse.
+const SPARE: usize = 2;
 /// How long to wait for the upstream to accept.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -75,13 +77,20 @@ fn close_cleanly(client: &TcpStream) {
     }
 }
 
-fn connection(client: TcpStream, cfg: &Config, index: u64, counts: &FlowCounts, tx: &FlushTx, shutdown: &Shutdown) {
+fn connection(
+    client: TcpStream,
+    cfg: &Config,
+    index: u64,
+    counts: &Arc<FlowCounts>,
+    tx: &FlushTx,
+    shutdown: &Shutdown,
+) {
     let Ok(upstream) = TcpStream::connect_timeout(&cfg.upstream, CONNECT_TIMEOUT) else {
         counts.failed();
         close_cleanly(&client);
         return;
     };
-    counts.opened();
+    counts.opened(client.peer_addr().unwrap_or(cfg.listen));
     let setup = || -> std::io::Result<(TcpStream, TcpStream)> {
         for s in [&client, &upstream] {
             s.set_nodelay(true)?;
@@ -91,9 +100,11 @@ fn connection(client: TcpStream, cfg: &Config, index: u64, counts: &FlowCounts, 
     };
     let Ok((client2, upstream2)) = setup() else { return };
     let (up_seed, down_seed) = seeds(cfg.seed, index);
-    let down = Pump::new(upstream2, client2, cfg.down, down_seed, cfg, tx.clone(), shutdown.clone(), false);
+    let held = Held(counts.clone());
+    let down =
+        Pump::new(upstream2, client2, cfg.down, down_seed, cfg, tx.clone(), shutdown.clone(), false, held.clone());
     let handle = std::thread::Builder::new().name("proxy-tcp-down".into()).spawn(move || down.run());
-    let up = Pump::new(client, upstream, cfg.up, up_seed, cfg, tx.clone(), shutdown.clone(), true);
+    let up = Pump::new(client, upstream, cfg.up, up_seed, cfg, tx.clone(), shutdown.clone(), true, held);
     up.run();
     if let Ok(h) = handle {
         let _ = h.join();
@@ -103,7 +114,24 @@ fn connection(client: TcpStream, cfg: &Config, index: u64, counts: &FlowCounts, 
 struct Chunk {
     at_ns: u64,
     arrival_ns: u64,
+    left_ns: u64,
     buf: Vec<u8>,
+}
+
+/// The bytes all pumps hold, shared (`FlowCounts::tcp_held`).
+#[derive(Clone)]
+pub(super) struct Held(pub(super) Arc<FlowCounts>);
+
+impl Held {
+    fn add(&self, n: usize) {
+        self.0.tcp_held.fetch_add(n, Ordering::Relaxed);
+    }
+    fn sub(&self, n: usize) {
+        self.0.tcp_held.fetch_sub(n, Ordering::Relaxed);
+    }
+    fn get(&self) -> usize {
+        self.0.tcp_held.load(Ordering::Relaxed)
+    }
 }
 
 struct Pump {
@@ -115,6 +143,8 @@ struct Pump {
     queue: VecDeque<Chunk>,
     spare: Vec<Vec<u8>>,
     queued: usize,
+    held: Held,
+    max_held: usize,
     last_at: u64,
     read_cap: usize,
     queue_limit_ns: u64,
@@ -136,6 +166,7 @@ impl Pump {
         tx: FlushTx,
         shutdown: Shutdown,
         up: bool,
+        held: Held,
     ) -> Self {
         // The pump applies the queue limit as back-pressure, so the bucket itself never drops.
         let queue_limit_ns = spec.queue_limit_ns;
@@ -153,6 +184,8 @@ impl Pump {
             queue: VecDeque::new(),
             spare: Vec::new(),
             queued: 0,
+            held,
+            max_held: cfg.max_held,
             last_at: 0,
             read_cap,
             queue_limit_ns,
@@ -172,6 +205,11 @@ impl Pump {
             // An error on either side ends both directions.
             let _ = self.src.shutdown(Half::Both);
             let _ = self.dst.shutdown(Half::Both);
+        }
+        self.held.sub(self.queued);
+        // Chunks still queued at the stop are never sent: counted, so in = out + drops.
+        for _ in self.queue.drain(..) {
+            self.tally.on_drop(wirebench_core::impair::DropReason::Send);
         }
         self.flush();
     }
@@ -195,9 +233,14 @@ impl Pump {
                     return false;
                 }
                 now = self.clock.now_ns();
-                self.tally.on_release(c.buf.len(), c.arrival_ns, now, 1, false);
+                let r =
+                    Release { len: c.buf.len(), arrival_ns: c.arrival_ns, left_ns: c.left_ns, now_ns: now, copies: 1 };
+                self.tally.on_release(&r, false);
                 self.queued -= c.buf.len();
-                self.spare.push(c.buf);
+                self.held.sub(c.buf.len());
+                if self.spare.len() < SPARE {
+                    self.spare.push(c.buf);
+                }
             }
             if now >= next_flush {
                 self.flush();
@@ -206,7 +249,7 @@ impl Pump {
             if eof && self.queue.is_empty() {
                 return true;
             }
-            let can_read = !eof && self.queued < MAX_QUEUED && self.imp.backlog_ns(now) <= self.queue_limit_ns;
+            let can_read = !eof && self.held.get() < self.max_held && self.imp.backlog_ns(now) <= self.queue_limit_ns;
             let wait_ns = self.queue.front().map_or(u64::MAX, |c| c.at_ns.saturating_sub(now));
             if !can_read {
                 Self::pause(wait_ns);
@@ -218,7 +261,7 @@ impl Pump {
                 Ok(n) => {
                     let now = self.clock.now_ns();
                     self.tally.on_arrival(n, now);
-                    let Verdict::Deliver { at_ns, .. } = self.imp.decide(n, now, &mut self.rng) else {
+                    let Verdict::Deliver { at_ns, left_ns, .. } = self.imp.decide(n, now, &mut self.rng) else {
                         unreachable!("no loss model and no queue limit on a stream")
                     };
                     let at_ns = at_ns.max(self.last_at);
@@ -227,12 +270,15 @@ impl Pump {
                         if !self.write_all(&buf[..n]) {
                             return false;
                         }
-                        self.tally.on_release(n, now, self.clock.now_ns(), 1, false);
+                        let r = Release { len: n, arrival_ns: now, left_ns, now_ns: self.clock.now_ns(), copies: 1 };
+                        self.tally.on_release(&r, false);
                     } else {
                         buf.truncate(n);
                         self.queued += n;
+                        self.held.add(n);
                         let next = self.take_buf();
-                        self.queue.push_back(Chunk { at_ns, arrival_ns: now, buf: std::mem::replace(&mut buf, next) });
+                        let chunk = Chunk { at_ns, arrival_ns: now, left_ns, buf: std::mem::replace(&mut buf, next) };
+                        self.queue.push_back(chunk);
                     }
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {

@@ -4,7 +4,10 @@
 //!
 //! A datagram is stamped on arrival (monotonic ns), decided by its direction's
 //! `Impairment`, and then either sent at once (due now: no copy, no queue) or copied into
-//! a preallocated store and pushed on a binary heap ordered by due time. The loop sleeps
+//! the store and pushed on a binary heap ordered by due time. The store is bounded: at most
+//! `--max-held` bytes (64 MiB) and [`STORE`] packets wait at once, more are dropped and
+//! counted as "queue full"; released buffers are kept for reuse up to [`POOL_BYTES`] and
+//! freed beyond, so a burst of large datagrams does not pin its memory for the run. The loop sleeps
 //! in `ppoll` (nanosecond timer) until 60 us before the next due packet and spins the
 //! rest, so releases land within a few microseconds of their due time, not on a 1 ms
 //! tick. An upstream that refuses (ICMP port unreachable) gives the flow nothing back,
@@ -15,7 +18,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
 
-use wirebench_core::impair::{DropReason, Impairment, ReleaseOrder, Tally, Verdict};
+use wirebench_core::impair::{DropReason, Impairment, Release, ReleaseOrder, Tally, Verdict};
 use wirebench_core::rng::SplitMix64;
 use wirebench_net::clock::{Clock, MonoClock};
 use wirebench_net::ready::ReadySet;
@@ -26,8 +29,10 @@ use crate::shutdown::{POLL, Shutdown};
 
 /// Datagrams read from one socket before looking at the others and the heap.
 const BATCH: usize = 64;
-/// Packets waiting at once; more are dropped (counted as send drops).
-const STORE: usize = 65_536;
+/// Packets waiting at once; more are dropped (counted as "queue full").
+pub(super) const STORE: usize = 65_536;
+/// Bytes of released buffers kept for reuse; larger buffers beyond it are freed.
+pub(super) const POOL_BYTES: usize = 4 << 20;
 const UP: usize = 0;
 const DOWN: usize = 1;
 
@@ -44,6 +49,7 @@ struct Meta {
     flow: usize,
     generation: u32,
     arrival_ns: u64,
+    left_ns: u64,
     seq: u64,
     copies: u32,
 }
@@ -70,6 +76,10 @@ pub(super) struct Engine {
     lens: Vec<usize>,
     meta: Vec<Meta>,
     free: Vec<usize>,
+    /// Capacity of the buffers holding waiting packets, bytes.
+    held: usize,
+    /// Capacity of the free buffers kept for reuse, bytes.
+    pooled: usize,
     dirs: [Dir; 2],
     pushed: u64,
     counts: std::sync::Arc<FlowCounts>,
@@ -109,6 +119,8 @@ impl Engine {
             lens: Vec::new(),
             meta: Vec::new(),
             free: Vec::new(),
+            held: 0,
+            pooled: 0,
             dirs: [dir(cfg.up, up_seed), dir(cfg.down, down_seed)],
             pushed: 0,
             counts,
@@ -159,7 +171,19 @@ impl Engine {
                 }
             }
         }
+        self.discard_held();
         self.flush();
+    }
+
+    /// At the stop, packets still waiting will never be sent: counted as send drops, so
+    /// what arrived is what was delivered plus what was dropped.
+    fn discard_held(&mut self) {
+        while let Some(Reverse((_, _, i))) = self.heap.pop() {
+            let m = self.meta[i];
+            self.dirs[m.dir].tally.on_drop(DropReason::Send);
+            let data = std::mem::take(&mut self.bufs[i]);
+            self.unhold(i, data);
+        }
     }
 
     fn drain_clients(&mut self, buf: &mut [u8]) -> usize {
@@ -230,7 +254,7 @@ impl Engine {
         }
         self.flows[slot] = Some(Flow { client, sock, last_ns: now, order: [ReleaseOrder::default(); 2] });
         self.by_client.insert(client, slot);
-        self.counts.opened();
+        self.counts.opened(client);
         Some(slot)
     }
 
@@ -250,30 +274,57 @@ impl Engine {
         d.seq += 1;
         match d.imp.decide(data.len(), now, &mut d.rng) {
             Verdict::Drop(why) => d.tally.on_drop(why),
-            Verdict::Deliver { at_ns, copies } if at_ns <= now => {
-                self.send(dir, slot, data, Meta { dir, flow: slot, generation: 0, arrival_ns: now, seq, copies });
+            Verdict::Deliver { at_ns, left_ns, copies } if at_ns <= now => {
+                let m = Meta { dir, flow: slot, generation: 0, arrival_ns: now, left_ns, seq, copies };
+                self.send(dir, slot, data, m);
             }
-            Verdict::Deliver { at_ns, copies } => {
-                let Some(i) = self.free.pop().or_else(|| self.grow()) else {
-                    self.dirs[dir].tally.on_drop(DropReason::Send);
+            Verdict::Deliver { at_ns, left_ns, copies } => {
+                let Some(i) = self.hold(data) else {
+                    self.dirs[dir].tally.on_drop(DropReason::Full);
                     return;
                 };
-                self.bufs[i].clear();
-                self.bufs[i].extend_from_slice(data);
-                self.lens[i] = data.len();
                 let generation = self.generations[slot];
-                self.meta[i] = Meta { dir, flow: slot, generation, arrival_ns: now, seq, copies };
+                self.meta[i] = Meta { dir, flow: slot, generation, arrival_ns: now, left_ns, seq, copies };
                 self.heap.push(Reverse((at_ns, self.pushed, i)));
                 self.pushed += 1;
             }
         }
     }
 
+    /// Copies `data` into a free buffer of the store; `None` when the store is full (its
+    /// packet count or `--max-held` bytes).
+    fn hold(&mut self, data: &[u8]) -> Option<usize> {
+        let i = self.free.pop().or_else(|| self.grow())?;
+        let cost = self.bufs[i].capacity().max(data.len());
+        if self.held + cost > self.cfg.max_held {
+            self.free.push(i);
+            return None;
+        }
+        self.pooled -= self.bufs[i].capacity();
+        self.bufs[i].clear();
+        self.bufs[i].extend_from_slice(data);
+        self.lens[i] = data.len();
+        self.held += self.bufs[i].capacity();
+        Some(i)
+    }
+
+    /// Gives buffer `i` back: kept for reuse while the pool is small, freed otherwise.
+    fn unhold(&mut self, i: usize, buf: Vec<u8>) {
+        self.held -= buf.capacity();
+        if self.pooled + buf.capacity() <= POOL_BYTES {
+            self.pooled += buf.capacity();
+            self.bufs[i] = buf;
+        } else {
+            self.bufs[i] = Vec::new();
+        }
+        self.free.push(i);
+    }
+
     fn grow(&mut self) -> Option<usize> {
         if self.bufs.len() >= STORE {
             return None;
         }
-        self.bufs.push(Vec::with_capacity(2048));
+        self.bufs.push(Vec::new());
         self.lens.push(0);
         self.meta.push(Meta::default());
         Some(self.bufs.len() - 1)
@@ -292,8 +343,7 @@ impl Engine {
             } else {
                 self.dirs[m.dir].tally.on_drop(DropReason::Send); // the flow expired meanwhile
             }
-            self.bufs[i] = data;
-            self.free.push(i);
+            self.unhold(i, data);
         }
     }
 
@@ -316,7 +366,8 @@ impl Engine {
             return;
         }
         let reordered = flow.order[dir].on_release(m.seq);
-        tally.on_release(data.len(), m.arrival_ns, t, sent, reordered);
+        let r = Release { len: data.len(), arrival_ns: m.arrival_ns, left_ns: m.left_ns, now_ns: t, copies: sent };
+        tally.on_release(&r, reordered);
     }
 
     fn expire(&mut self, now: u64, idle_ns: u64) {
@@ -337,5 +388,70 @@ impl Engine {
         }
         let f = Flush { up: std::mem::take(&mut up.tally), down: std::mem::take(&mut down.tally) };
         let _ = self.tx.send(f);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use wirebench_core::impair::Spec;
+
+    use super::*;
+
+    /// An engine whose packets all wait `delay_ns`, holding at most `max_held` bytes.
+    fn engine(delay_ns: u64, max_held: usize) -> Engine {
+        let mut cfg = Config::loopback("127.0.0.1:9".parse().unwrap(), Spec { delay_ns, ..Spec::default() });
+        cfg.max_held = max_held;
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let (tx, _rx) = std::sync::mpsc::channel();
+        let mut e = Engine::new(&cfg, sock, std::sync::Arc::default(), tx, Shutdown::new()).unwrap();
+        e.flows.push(None);
+        e.generations.push(0);
+        e
+    }
+
+    fn buffers(e: &Engine) -> usize {
+        e.bufs.iter().map(Vec::capacity).sum()
+    }
+
+    /// `--delay 5s` with 60 KB datagrams grew the store to 2.3 GiB and kept it: now the
+    /// store stops at the budget, counts the rest as "queue full", and frees what it held
+    /// beyond a small pool once the packets are gone.
+    #[test]
+    fn the_store_holds_its_byte_budget_and_gives_memory_back() {
+        let mut e = engine(5_000_000_000, 1 << 20);
+        let big = vec![7u8; 60_000];
+        for t in 0..100 {
+            e.handle(UP, 0, &big, t);
+        }
+        let t = &e.dirs[UP].tally;
+        assert_eq!(t.packets_in, 100);
+        assert_eq!(e.heap.len(), 17, "17 x 60,000 bytes fit in 1 MiB");
+        assert_eq!(t.full_drops, 83, "the rest are queue-full drops");
+        assert!(e.held <= 1 << 20 && buffers(&e) <= 1 << 20, "{} {}", e.held, buffers(&e));
+        e.release_due(10_000_000_000);
+        assert_eq!((e.heap.len(), e.held), (0, 0));
+        assert!(buffers(&e) <= POOL_BYTES, "released buffers are kept only up to the pool");
+        assert_eq!(e.dirs[UP].tally.send_drops, 17, "the flow had no socket: counted, not lost silently");
+    }
+
+    /// A stop with packets still waiting: they are send drops, so in = out + drops.
+    #[test]
+    fn packets_held_at_the_stop_are_counted() {
+        let mut e = engine(5_000_000_000, 1 << 20);
+        for t in 0..3 {
+            e.handle(UP, 0, &[1u8; 100], t);
+        }
+        e.discard_held();
+        let t = &e.dirs[UP].tally;
+        assert_eq!((t.packets_in, t.packets_out, t.dropped(), e.held), (3, 0, 3, 0));
+    }
+
+    #[test]
+    fn a_full_store_of_small_packets_is_queue_full_too() {
+        let mut e = engine(5_000_000_000, usize::MAX);
+        for t in 0..(STORE as u64 + 10) {
+            e.handle(UP, 0, &[1u8; 64], t);
+        }
+        assert_eq!((e.heap.len(), e.dirs[UP].tally.full_drops), (STORE, 10));
     }
 }

@@ -4,12 +4,10 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use wirebench_core::report::{Report, Results, SCHEMA_VERSION, decode_histogram};
+use wirebench_core::report::{ReadError, Report, read_report};
 
 use crate::error::UsageError;
-
-/// Largest report file read (a report with many responders is a few MiB).
-const MAX_FILE: u64 = 256 << 20;
+use crate::shutdown::Shutdown;
 
 /// A report and the name it is shown under.
 #[derive(Debug, Clone)]
@@ -20,64 +18,38 @@ pub struct Loaded {
     pub report: Report,
 }
 
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
 /// Parses the text of a saved report; `name` is for the messages.
 pub fn parse(name: &str, text: &str) -> Result<Report, UsageError> {
-    let bad = |why: String| UsageError(format!("{name}: {}", one_line(&why)));
-    let mut v: serde_json::Value = serde_json::from_str(text).map_err(|e| bad(format!("not JSON ({e})")))?;
-    let version = v.get("schema_version").and_then(serde_json::Value::as_u64);
-    match version {
-        None | Some(0) => return Err(bad("not a wirebench report (no schema_version)".into())),
-        Some(n) if n > u64::from(SCHEMA_VERSION) => {
-            return Err(bad(format!(
-                "schema_version {n} is newer than this wirebench reads ({SCHEMA_VERSION}): use a newer wirebench"
-            )));
-        }
-        Some(_) => {}
-    }
-    // Percentiles come from the histograms, so files from older versions agree too.
-    wirebench_core::report::resummarize(&mut v);
-    let report: Report = serde_json::from_value(v).map_err(|e| bad(format!("not a wirebench report ({e})")))?;
-    if let Results::Ping(p) = &report.results {
-        for r in &p.responders {
-            let views =
-                [Some(&r.latency), r.uncorrected.as_ref(), Some(&r.warmup), r.network.as_ref(), r.dwell.as_ref()];
-            for v in views.into_iter().flatten() {
-                decode_histogram(&v.histogram).map_err(|e| bad(format!("responder {}: {e}", r.addr)))?;
-            }
-        }
-    }
-    Ok(report)
+    read_report(|| Ok(text.as_bytes())).map_err(|e| UsageError(format!("{name}: {e}")))
 }
 
-fn read(path: &Path) -> Result<String, UsageError> {
+/// Reads one file, streamed and within the limits of `wirebench_core::report::read`.
+fn read(path: &Path) -> Result<Report, UsageError> {
     let shown = path.display();
-    let meta = std::fs::metadata(path).map_err(|e| UsageError(format!("cannot read {shown}: {e}")))?;
-    if meta.len() > MAX_FILE {
-        return Err(UsageError(format!("{shown}: larger than 256 MiB, not a wirebench report")));
-    }
-    std::fs::read_to_string(path).map_err(|e| UsageError(format!("cannot read {shown}: {e}")))
+    read_report(|| std::fs::File::open(path)).map_err(|e| match e {
+        ReadError::Io(io) => UsageError(format!("cannot read {shown}: {io}")),
+        e => UsageError(format!("{shown}: {e}")),
+    })
 }
 
-/// Loads every file, in order; the first bad one is the error.
-pub fn load(files: &[PathBuf]) -> Result<Vec<Loaded>, UsageError> {
+/// Loads every file, in order; the first bad one is the error. Ctrl-C between files stops.
+pub fn load(files: &[PathBuf], shutdown: &Shutdown) -> anyhow::Result<Vec<Loaded>> {
     let stem =
         |p: &PathBuf| p.file_stem().map_or_else(|| p.display().to_string(), |s| s.to_string_lossy().into_owned());
     let mut seen: HashMap<String, usize> = HashMap::new();
     for f in files {
         *seen.entry(stem(f)).or_default() += 1;
     }
-    files
-        .iter()
-        .map(|f| {
-            let report = parse(&f.display().to_string(), &read(f)?)?;
-            let name = if seen[&stem(f)] > 1 { f.display().to_string() } else { stem(f) };
-            Ok(Loaded { name, report })
-        })
-        .collect()
+    let mut out = Vec::with_capacity(files.len());
+    for f in files {
+        if shutdown.is_set() {
+            anyhow::bail!("stopped by Ctrl-C while reading the reports");
+        }
+        let report = read(f)?;
+        let name = if seen[&stem(f)] > 1 { f.display().to_string() } else { stem(f) };
+        out.push(Loaded { name, report });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -105,7 +77,7 @@ mod tests {
 
     #[test]
     fn a_missing_file_is_named() {
-        let e = load(&[PathBuf::from("/nonexistent/r.json")]).unwrap_err().0;
+        let e = load(&[PathBuf::from("/nonexistent/r.json")], &Shutdown::new()).unwrap_err().to_string();
         assert!(e.starts_with("cannot read /nonexistent/r.json: "), "{e}");
     }
 }

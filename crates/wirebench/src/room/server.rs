@@ -1,23 +1,17 @@
-//! The room server's runtime, connections and counters.
+//! The room server's runtime, shared state and counters.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use futures_util::{SinkExt as _, StreamExt as _};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{broadcast, watch};
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
+use tokio::sync::watch;
 
 use super::Config;
-use crate::load::limits::{ProcessCpu, ws_config};
-
-/// Messages a member may fall behind its room before it loses some (counted as lagged).
-const ROOM_BACKLOG: usize = 1024;
+use super::accept::{self, Pending};
+use super::rooms::Rooms;
+use crate::load::limits::ProcessCpu;
 
 /// What the server counted, as plain numbers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -28,14 +22,41 @@ pub struct Counters {
     pub sent: u64,
     /// Of those, replies to requests.
     pub replies: u64,
-    /// Connections accepted (handshake done).
+    /// Connections that completed the WebSocket handshake.
     pub connections: u64,
-    /// Connections open now.
+    /// Members connected now.
     pub open: u64,
-    /// Relays lost because a member fell more than 1,024 messages behind.
-    pub lagged: u64,
-    /// Handshakes that failed.
+    /// Connections open now, handshaking or joined (what the cap limits).
+    pub live: u64,
+    /// Rooms open now.
+    pub rooms: u64,
+    /// Bytes queued for members now.
+    pub backlog_bytes: u64,
+    /// Members that ended with a close frame of their own (a clean close).
+    pub closed_clean: u64,
+    /// Members that ended without one (reset, EOF, an error: what a server logs as 1006).
+    pub closed_abnormal: u64,
+    /// Members dropped with close 1013 because their backlog passed its budget or a write
+    /// stalled.
+    pub dropped_slow: u64,
+    /// Members closed with 1009: a message or frame over the cap.
+    pub too_big: u64,
+    /// Members closed with 1002 or 1007: a protocol error or invalid UTF-8.
+    pub protocol_errors: u64,
+    /// Members closed with 1001 after the idle timeout.
+    pub idle_closed: u64,
+    /// Requests answered with HTTP 400 or 426 (not a WebSocket upgrade).
+    pub refused_http: u64,
+    /// Connections refused with HTTP 503 at the connection cap.
+    pub refused_full: u64,
+    /// Handshakes that did not finish within the handshake timeout.
+    pub handshake_timeouts: u64,
+    /// Unfinished handshakes closed to make room at the connection cap.
+    pub evicted: u64,
+    /// Handshakes that failed otherwise (the client went away).
     pub bad_handshakes: u64,
+    /// Failed accept calls (EMFILE and the like: the accept loop backs off).
+    pub accept_errors: u64,
     /// CPU this process used (user + system), ns.
     pub cpu_ns: u64,
 }
@@ -44,18 +65,20 @@ impl Counters {
     /// One interval line: rates since `prev`.
     pub fn rates_since(&self, prev: &Self, secs: f64) -> String {
         #[expect(clippy::cast_precision_loss, reason = "display values")]
-        let per = |a: u64, b: u64| (a - b) as f64 / secs.max(1e-9);
+        let per = |a: u64, b: u64| a.saturating_sub(b) as f64 / secs.max(1e-9);
         format!(
-            "recv {:.0}/s sent {:.0}/s open {} lagged {} cpu {:.1}%",
+            "recv {:.0}/s sent {:.0}/s open {} rooms {} backlog {} B dropped-slow {} cpu {:.1}%",
             per(self.received, prev.received),
             per(self.sent, prev.sent),
             self.open,
-            self.lagged - prev.lagged,
+            self.rooms,
+            self.backlog_bytes,
+            self.dropped_slow - prev.dropped_slow,
             per(self.cpu_ns, prev.cpu_ns) / 1e7,
         )
     }
 
-    /// The end-of-run line.
+    /// The end-of-run lines.
     pub fn totals(&self, over: Duration) -> String {
         let events = self.received + self.sent;
         #[expect(clippy::cast_precision_loss, reason = "display values")]
@@ -63,51 +86,65 @@ impl Counters {
         #[expect(clippy::cast_precision_loss, reason = "display values")]
         let share = self.cpu_ns as f64 / over.as_nanos().max(1) as f64 * 100.0;
         format!(
-            "received {} sent {} (replies {}) connections {} lagged {} bad handshakes {} | cpu {:.2}s ({share:.1}% of one core, {per_event:.2} us per message event)",
+            "received {} sent {} (replies {}) connections {} | closed: clean {} abnormal {} slow (1013) {} too big (1009) {} \
+             protocol {} idle {} | refused: http {} full {} handshake timeouts {} evicted {} failed handshakes {} \
+             accept errors {} | cpu {:.2}s ({share:.1}% of one core, {per_event:.2} us per message event)",
             self.received,
             self.sent,
             self.replies,
             self.connections,
-            self.lagged,
+            self.closed_clean,
+            self.closed_abnormal,
+            self.dropped_slow,
+            self.too_big,
+            self.protocol_errors,
+            self.idle_closed,
+            self.refused_http,
+            self.refused_full,
+            self.handshake_timeouts,
+            self.evicted,
             self.bad_handshakes,
+            self.accept_errors,
             Duration::from_nanos(self.cpu_ns).as_secs_f64(),
         )
     }
 }
 
+/// Counters as atomics.
 #[derive(Debug, Default)]
-struct Shared {
-    received: AtomicU64,
-    sent: AtomicU64,
-    replies: AtomicU64,
-    connections: AtomicU64,
-    open: AtomicU64,
-    lagged: AtomicU64,
-    bad_handshakes: AtomicU64,
+pub(super) struct Tally {
+    pub(super) received: AtomicU64,
+    pub(super) sent: AtomicU64,
+    pub(super) replies: AtomicU64,
+    pub(super) connections: AtomicU64,
+    pub(super) open: AtomicU64,
+    pub(super) closed_clean: AtomicU64,
+    pub(super) closed_abnormal: AtomicU64,
+    pub(super) stalled: AtomicU64,
+    pub(super) too_big: AtomicU64,
+    pub(super) protocol_errors: AtomicU64,
+    pub(super) idle_closed: AtomicU64,
+    pub(super) refused_http: AtomicU64,
+    pub(super) refused_full: AtomicU64,
+    pub(super) handshake_timeouts: AtomicU64,
+    pub(super) evicted: AtomicU64,
+    pub(super) bad_handshakes: AtomicU64,
+    pub(super) accept_errors: AtomicU64,
 }
 
-type Relay = (u64, Message);
-
-#[derive(Debug, Default)]
-struct Rooms(Mutex<HashMap<String, (broadcast::Sender<Relay>, u64)>>);
-
-impl Rooms {
-    fn join(&self, name: &str) -> (broadcast::Sender<Relay>, broadcast::Receiver<Relay>) {
-        let mut map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let entry = map.entry(name.to_owned()).or_insert_with(|| (broadcast::channel(ROOM_BACKLOG).0, 0));
-        entry.1 += 1;
-        (entry.0.clone(), entry.0.subscribe())
+impl Tally {
+    pub(super) fn bump(a: &AtomicU64) {
+        a.fetch_add(1, Ordering::Relaxed);
     }
+}
 
-    fn leave(&self, name: &str) {
-        let mut map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(e) = map.get_mut(name) {
-            e.1 -= 1;
-            if e.1 == 0 {
-                map.remove(name);
-            }
-        }
-    }
+/// What every task of the server shares.
+#[derive(Debug)]
+pub(super) struct Shared {
+    pub(super) cfg: Config,
+    pub(super) tally: Tally,
+    pub(super) rooms: Rooms,
+    pub(super) pending: Pending,
 }
 
 /// A running room server; stopped by [`RoomServer::stop`] or on drop.
@@ -138,16 +175,28 @@ impl RoomServer {
             .enable_io()
             .enable_time()
             .build()?;
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared {
+            cfg: *cfg,
+            tally: Tally::default(),
+            rooms: Rooms::default(),
+            pending: Pending::default(),
+        });
         let (stop, stop_rx) = watch::channel(false);
         let sh = shared.clone();
         let thread = std::thread::Builder::new().name("wb-room-main".into()).spawn(move || {
             rt.block_on(async move {
-                let Ok(listener) = TcpListener::from_std(std_listener) else { return };
-                accept_loop(listener, sh, stop_rx).await;
+                let Ok(listener) = tokio::net::TcpListener::from_std(std_listener) else { return };
+                accept::run(listener, sh.clone(), stop_rx).await;
+                // Every connection task has had the stop signal and sends its close frame
+                // (at most 0.5 s each, in parallel): give them that long, then drop the rest.
+                let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                    while sh.pending.live.load(Ordering::Acquire) > 0 {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                })
+                .await;
             });
-            // Dropping the runtime drops every connection task: their sockets close.
-            rt.shutdown_timeout(Duration::from_secs(1));
+            rt.shutdown_timeout(Duration::from_millis(100));
         })?;
         Ok(Self { addr, shared, stop, thread: Some(thread), cpu: ProcessCpu::now() })
     }
@@ -159,16 +208,30 @@ impl RoomServer {
 
     /// The counters now.
     pub fn counters(&self) -> Counters {
-        let s = &self.shared;
+        let t = &self.shared.tally;
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let rooms = &self.shared.rooms;
         Counters {
-            received: g(&s.received),
-            sent: g(&s.sent),
-            replies: g(&s.replies),
-            connections: g(&s.connections),
-            open: g(&s.open),
-            lagged: g(&s.lagged),
-            bad_handshakes: g(&s.bad_handshakes),
+            received: g(&t.received),
+            sent: g(&t.sent),
+            replies: g(&t.replies),
+            connections: g(&t.connections),
+            open: g(&t.open),
+            live: g(&self.shared.pending.live),
+            rooms: rooms.count(),
+            backlog_bytes: g(&rooms.backlog),
+            closed_clean: g(&t.closed_clean),
+            closed_abnormal: g(&t.closed_abnormal),
+            dropped_slow: g(&rooms.kicked) + g(&t.stalled),
+            too_big: g(&t.too_big),
+            protocol_errors: g(&t.protocol_errors),
+            idle_closed: g(&t.idle_closed),
+            refused_http: g(&t.refused_http),
+            refused_full: g(&t.refused_full),
+            handshake_timeouts: g(&t.handshake_timeouts),
+            evicted: g(&t.evicted),
+            bad_handshakes: g(&t.bad_handshakes),
+            accept_errors: g(&t.accept_errors),
             cpu_ns: self.cpu.since(),
         }
     }
@@ -190,111 +253,5 @@ impl RoomServer {
 impl Drop for RoomServer {
     fn drop(&mut self) {
         self.halt();
-    }
-}
-
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    let rooms = Arc::new(Rooms::default());
-    let mut next_id = 0u64;
-    loop {
-        tokio::select! {
-            r = listener.accept() => {
-                let Ok((sock, _)) = r else { continue };
-                next_id += 1;
-                tokio::spawn(connection(sock, next_id, rooms.clone(), shared.clone(), stop.clone()));
-            }
-            _ = stop.changed() => return,
-        }
-    }
-}
-
-async fn connection(sock: TcpStream, id: u64, rooms: Arc<Rooms>, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    let _ = sock.set_nodelay(true);
-    let mut path = String::new();
-    #[expect(clippy::result_large_err, reason = "tungstenite's callback type")]
-    let cb = |req: &Request, resp: Response| {
-        req.uri().path().clone_into(&mut path);
-        Ok(resp)
-    };
-    let Ok(mut ws) = tokio_tungstenite::accept_hdr_async_with_config(sock, cb, Some(ws_config())).await else {
-        shared.bad_handshakes.fetch_add(1, Ordering::Relaxed);
-        return;
-    };
-    shared.connections.fetch_add(1, Ordering::Relaxed);
-    shared.open.fetch_add(1, Ordering::Relaxed);
-    let (tx, mut rx) = rooms.join(&path);
-    // One registration with the stop signal per connection, not one per wake-up.
-    let stopped = stop.changed();
-    tokio::pin!(stopped);
-    loop {
-        tokio::select! {
-            m = ws.next() => match m {
-                Some(Ok(m @ (Message::Text(_) | Message::Binary(_)))) => {
-                    shared.received.fetch_add(1, Ordering::Relaxed);
-                    if is_request(&m) {
-                        if ws.send(m).await.is_err() { break }
-                        shared.sent.fetch_add(1, Ordering::Relaxed);
-                        shared.replies.fetch_add(1, Ordering::Relaxed);
-                    } else {
-                        let _ = tx.send((id, m));
-                    }
-                }
-                Some(Ok(_)) => {}
-                Some(Err(_)) | None => break,
-            },
-            r = rx.recv() => {
-                // Everything already queued for this member goes out with one flush (one
-                // write syscall under load, not one per message).
-                let mut next = Some(r);
-                let mut wrote = 0u64;
-                while let Some(r) = next.take() {
-                    match r {
-                        Ok((from, m)) if from != id => {
-                            if ws.feed(m).await.is_err() { break }
-                            wrote += 1;
-                        }
-                        Ok(_) => {}
-                        Err(broadcast::error::RecvError::Lagged(n)) => {
-                            shared.lagged.fetch_add(n, Ordering::Relaxed);
-                        }
-                        Err(broadcast::error::RecvError::Closed) => break,
-                    }
-                    next = match rx.try_recv() {
-                        Ok(v) => Some(Ok(v)),
-                        Err(broadcast::error::TryRecvError::Lagged(n)) => Some(Err(broadcast::error::RecvError::Lagged(n))),
-                        Err(_) => None,
-                    };
-                }
-                if wrote > 0 && ws.flush().await.is_err() { break }
-                shared.sent.fetch_add(wrote, Ordering::Relaxed);
-            },
-            _ = &mut stopped => break,
-        }
-    }
-    drop(rx);
-    rooms.leave(&path);
-    shared.open.fetch_sub(1, Ordering::Relaxed);
-}
-
-/// A request carries `"req":true` (the load generator puts it near the front).
-fn is_request(m: &Message) -> bool {
-    const MARK: &[u8] = b"\"req\":true";
-    let b: &[u8] = match m {
-        Message::Text(t) => t.as_bytes(),
-        Message::Binary(b) => b,
-        _ => return false,
-    };
-    b.windows(MARK.len()).any(|w| w == MARK)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn requests_are_marked() {
-        assert!(is_request(&Message::text(r#"{"type":"save","req":true,"seq":1}"#)));
-        assert!(!is_request(&Message::text(r#"{"type":"cursor","req":false}"#)));
-        assert!(!is_request(&Message::Ping(tokio_tungstenite::tungstenite::Bytes::new())));
     }
 }

@@ -5,9 +5,12 @@
 //! borrowing), a leaf for the delay (netem where the kernel has it; otherwise a tbf that
 //! bounds the queue to 100 ms and no delay), and u32 filters on the client's address (as
 //! destination and as source). For clients behind a NAT gateway, whose address is rewritten
-//! before tc sees the packet, an iptables mangle chain marks their packets in FORWARD (which
-//! sees the original addresses; OUTPUT too, for the gateway's own traffic to them) and an
-//! fw filter per mark picks the class.
+//! before tc sees the packet, an iptables mangle chain in FORWARD (which sees the original
+//! addresses; OUTPUT too, for the gateway's own traffic to them), entered only for packets
+//! leaving by the shaped device, sets their class with CLASSIFY: HTB takes a packet whose
+//! priority names one of its classes before any filter. (No fw classifier is needed, which
+//! some kernels lack, and no `u32 match mark`, which kernels without CONFIG_CLS_U32_MARK
+//! accept and then match every packet with.)
 
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
@@ -44,15 +47,15 @@ pub type Cmd = Vec<String>;
 pub struct Script {
     /// Root, classes, leaves and address filters.
     pub tc: Vec<Cmd>,
-    /// fw filters for the marks (needs the kernel's fw classifier).
-    pub nat_tc: Vec<Cmd>,
-    /// The mangle chain that sets the marks (needs iptables).
+    /// The mangle chain that classifies NATed clients (needs iptables).
     pub iptables: Vec<Cmd>,
 }
 
-/// Class minor (hex in tc) and fw mark of the default class.
+/// The root qdisc's handle (`1:`): what `--clear` recognises as shape's own.
+pub const ROOT_HANDLE: &str = "1:";
+/// Class minor (hex in tc) of the default class.
 const DEFAULT_MINOR: u32 = 0xffff;
-/// The first client's class minor and mark; then one up per client.
+/// The first client's class minor; then one up per client.
 const FIRST_MINOR: u32 = 0x10;
 /// The most clients one plan shapes.
 pub const MAX_CLIENTS: usize = 4096;
@@ -102,8 +105,8 @@ pub fn apply(plan: &Plan) -> Script {
     let ch = chain(dev);
     if !plan.clients.is_empty() {
         s.iptables.push(cmd(&format!("iptables -t mangle -N {ch}")));
-        s.iptables.push(cmd(&format!("iptables -t mangle -A FORWARD -j {ch}")));
-        s.iptables.push(cmd(&format!("iptables -t mangle -A OUTPUT -j {ch}")));
+        s.iptables.push(cmd(&format!("iptables -t mangle -A FORWARD -o {dev} -j {ch}")));
+        s.iptables.push(cmd(&format!("iptables -t mangle -A OUTPUT -o {dev} -j {ch}")));
     }
     for (minor, (ip, link)) in (FIRST_MINOR..).zip(&plan.clients) {
         s.tc.extend(class(dev, minor, *link, plan.netem));
@@ -112,11 +115,9 @@ pub fn apply(plan: &Plan) -> Script {
                 "tc filter add dev {dev} parent 1: protocol ip prio 1 u32 match ip {dir} {ip}/32 flowid 1:{minor:x}"
             )));
         }
-        s.nat_tc.push(cmd(&format!(
-            "tc filter add dev {dev} parent 1: protocol ip prio 2 handle 0x{minor:x} fw flowid 1:{minor:x}"
-        )));
         for flag in ["-s", "-d"] {
-            s.iptables.push(cmd(&format!("iptables -t mangle -A {ch} {flag} {ip} -j MARK --set-mark 0x{minor:x}")));
+            s.iptables
+                .push(cmd(&format!("iptables -t mangle -A {ch} {flag} {ip} -j CLASSIFY --set-class 1:{minor:x}")));
         }
     }
     if let Some(link) = plan.default {
@@ -130,14 +131,26 @@ pub fn clear(dev: &str) -> Script {
     let ch = chain(dev);
     Script {
         tc: vec![cmd(&format!("tc qdisc del dev {dev} root"))],
-        nat_tc: Vec::new(),
         iptables: vec![
-            cmd(&format!("iptables -t mangle -D FORWARD -j {ch}")),
-            cmd(&format!("iptables -t mangle -D OUTPUT -j {ch}")),
+            cmd(&format!("iptables -t mangle -D FORWARD -o {dev} -j {ch}")),
+            cmd(&format!("iptables -t mangle -D OUTPUT -o {dev} -j {ch}")),
             cmd(&format!("iptables -t mangle -F {ch}")),
             cmd(&format!("iptables -t mangle -X {ch}")),
         ],
     }
+}
+
+/// The root qdisc of a device as `tc qdisc show dev DEV` prints it: kind and handle
+/// (`("htb", "1:")`); `None` when the device has only the kernel's default (handle `0:`:
+/// noqueue, pfifo_fast, mq, ...), which adding a root replaces harmlessly.
+pub fn root_qdisc(tc_show: &str) -> Option<(String, String)> {
+    tc_show.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        match f.as_slice() {
+            ["qdisc", kind, handle, "root", ..] if *handle != "0:" => Some(((*kind).to_owned(), (*handle).to_owned())),
+            _ => None,
+        }
+    })
 }
 
 /// The script as text: comment lines (`notes`), the tc part, then the NAT part with its
@@ -150,13 +163,13 @@ pub fn render(notes: &[String], s: &Script) -> String {
     for c in &s.tc {
         let _ = writeln!(out, "{}", c.join(" "));
     }
-    if !s.nat_tc.is_empty() || !s.iptables.is_empty() {
+    if !s.iptables.is_empty() {
         out.push_str(
-            "# Clients behind a NAT gateway: their address is rewritten before tc sees it, so mark\n\
-             # them in iptables' mangle table (FORWARD sees the original addresses) and match the mark:\n",
+            "# Clients behind a NAT gateway: their address is rewritten before tc sees it, so classify\n\
+             # them in iptables' mangle table (FORWARD sees the original addresses):\n",
         );
     }
-    for c in s.nat_tc.iter().chain(&s.iptables) {
+    for c in &s.iptables {
         let _ = writeln!(out, "{}", c.join(" "));
     }
     out
@@ -193,17 +206,15 @@ tc filter add dev eth1 parent 1: protocol ip prio 1 u32 match ip dst 10.0.0.12/3
 tc filter add dev eth1 parent 1: protocol ip prio 1 u32 match ip src 10.0.0.12/32 flowid 1:11
 tc class add dev eth1 parent 1: classid 1:ffff htb rate 1gbit ceil 1gbit
 tc qdisc add dev eth1 parent 1:ffff handle ffff: tbf rate 1gbit burst 1250000 latency 100ms
-# Clients behind a NAT gateway: their address is rewritten before tc sees it, so mark
-# them in iptables' mangle table (FORWARD sees the original addresses) and match the mark:
-tc filter add dev eth1 parent 1: protocol ip prio 2 handle 0x10 fw flowid 1:10
-tc filter add dev eth1 parent 1: protocol ip prio 2 handle 0x11 fw flowid 1:11
+# Clients behind a NAT gateway: their address is rewritten before tc sees it, so classify
+# them in iptables' mangle table (FORWARD sees the original addresses):
 iptables -t mangle -N WB-SHAPE-eth1
-iptables -t mangle -A FORWARD -j WB-SHAPE-eth1
-iptables -t mangle -A OUTPUT -j WB-SHAPE-eth1
-iptables -t mangle -A WB-SHAPE-eth1 -s 10.0.0.11 -j MARK --set-mark 0x10
-iptables -t mangle -A WB-SHAPE-eth1 -d 10.0.0.11 -j MARK --set-mark 0x10
-iptables -t mangle -A WB-SHAPE-eth1 -s 10.0.0.12 -j MARK --set-mark 0x11
-iptables -t mangle -A WB-SHAPE-eth1 -d 10.0.0.12 -j MARK --set-mark 0x11
+iptables -t mangle -A FORWARD -o eth1 -j WB-SHAPE-eth1
+iptables -t mangle -A OUTPUT -o eth1 -j WB-SHAPE-eth1
+iptables -t mangle -A WB-SHAPE-eth1 -s 10.0.0.11 -j CLASSIFY --set-class 1:10
+iptables -t mangle -A WB-SHAPE-eth1 -d 10.0.0.11 -j CLASSIFY --set-class 1:10
+iptables -t mangle -A WB-SHAPE-eth1 -s 10.0.0.12 -j CLASSIFY --set-class 1:11
+iptables -t mangle -A WB-SHAPE-eth1 -d 10.0.0.12 -j CLASSIFY --set-class 1:11
 ";
         assert_eq!(render(&[], &apply(&plan(true))), want);
     }
@@ -222,6 +233,24 @@ iptables -t mangle -A WB-SHAPE-eth1 -d 10.0.0.12 -j MARK --set-mark 0x11
             (r("60.76mbit"), r("1gbit"), r("1.5kbit"), r("100MB/s")),
             ("60760kbit".into(), "1gbit".into(), "1500bit".into(), "800mbit".into())
         );
+    }
+
+    #[test]
+    fn the_root_qdisc_that_is_not_the_kernels_default() {
+        let cases = [
+            ("qdisc noqueue 0: root refcnt 2 \n", None),
+            ("qdisc mq 0: root \nqdisc pfifo_fast 0: parent :1 bands 3\n", None),
+            (
+                "qdisc htb 1: root refcnt 2 r2q 10 default 0xffff direct_packets_stat 0\nqdisc tbf 10: parent 1:10 rate 1Mbit\n",
+                Some(("htb", "1:")),
+            ),
+            ("qdisc tbf 8001: root refcnt 2 rate 1Mbit burst 1600b lat 50ms\n", Some(("tbf", "8001:"))),
+            ("", None),
+        ];
+        for (text, want) in cases {
+            let got = root_qdisc(text);
+            assert_eq!(got.as_ref().map(|(k, h)| (k.as_str(), h.as_str())), want, "{text}");
+        }
     }
 
     #[test]

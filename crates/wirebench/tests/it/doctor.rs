@@ -29,7 +29,9 @@ fn path_mtu_to_a_loopback_serve() {
     assert_eq!(v["interface"], "lo");
     let p = check(&v, "path MTU");
     assert_eq!(p["verdict"], "OK", "{p}");
-    assert!(p["detail"].as_str().unwrap().contains("largest safe UDP payload 65507"), "{p}");
+    assert!(p["detail"].as_str().unwrap().contains("via lo: 65535, largest safe UDP payload 65507"), "{p}");
+    let lo_mtu = check(&v, "MTU");
+    assert_eq!(lo_mtu["detail"], "lo: 65536, largest UDP payload without fragmenting 65507", "not 65508: {lo_mtu}");
     for name in [
         "net.core.rmem_max",
         "net.core.wmem_max",
@@ -123,6 +125,15 @@ mod netns {
         assert_eq!(check(&v, "interface")["verdict"], "OK");
         assert_eq!(check(&v, "multicast flag")["verdict"], "OK");
 
+        // A target reached by lo says nothing about veth0's path: not an OK beside it.
+        lab.serve(&a, &["serve", "--listen", "127.0.0.1:7878"]);
+        let (code, text, v) = doctor(&a, &["--interface", "veth0", "--target", "127.0.0.1:7878"]);
+        assert_eq!(code, Some(0), "{text}");
+        let p = check(&v, "path MTU");
+        assert_eq!(p["verdict"], "WARN", "{p}");
+        assert!(p["detail"].as_str().unwrap().starts_with("to 127.0.0.1:7878 via lo: 65535"), "{p}");
+        assert!(p["fix"].as_str().unwrap().starts_with("the probes left by lo, not veth0"), "{p}");
+
         // with the route the fix names, the same check passes
         sh(&["ip", "-n", &a, "route", "add", "224.0.0.0/4", "dev", "veth0"]);
         let (_, _, v) = doctor(&a, &["--interface", "veth0", "--group", "239.1.2.3:5000"]);
@@ -152,7 +163,7 @@ mod netns {
         let p = check(&found, "path MTU");
         assert_eq!(p["verdict"], "WARN", "{p}");
         let detail = p["detail"].as_str().unwrap();
-        assert!(detail.starts_with("to 10.77.13.2:7878: 1400 (first hop 1500)"), "{detail}");
+        assert!(detail.starts_with("to 10.77.13.2:7878 via eth0: 1400 (first hop 1500)"), "{detail}");
         assert!(detail.contains("largest safe UDP payload 1372"), "{detail}");
         assert_eq!(p["fix"], "use --size 1372 or smaller");
     }

@@ -8,6 +8,7 @@ use serde_json::Value;
 use wirebench::Shutdown;
 use wirebench::room::{self, RoomServer};
 
+use crate::relay::{Relay, Script};
 use crate::support::{assert_valid_report, read_json, wirebench, wirebench_with};
 
 fn room() -> RoomServer {
@@ -95,12 +96,41 @@ fn delay_is_at_least_the_added_delay_and_close_to_it() {
         l["types"].as_array().unwrap().iter().filter(|t| t["request"] == false).map(|t| ns(&t["sent"])).sum();
     assert_eq!(ns(&all["received"]), relayed * 4);
     assert_eq!(l["link_up"]["requested_delay_ns"], 20_000_000);
+    // the upload is measured at the socket; the download is a model, and says so
+    assert_eq!(
+        (l["link_up"]["method"].as_str(), l["link_up"]["hold"]["measures"].as_str()),
+        (Some("socket"), Some("shaper_hold"))
+    );
+    let down = &l["link_down"];
+    assert_eq!(
+        (down["method"].as_str(), down["hold"]["measures"].as_str()),
+        (Some("modelled"), Some("modelled_shaper_hold"))
+    );
     assert!(at_least(ns(&l["link_up"]["hold"]["summary"]["min_ns"]), 20_000_000));
+    // and every view of the run says which is which
+    assert!(run.out.contains("upload link: requested unlimited + 20ms one way; achieved at the socket"), "{}", run.out);
+    assert!(run.out.contains("download link (modelled: computed from arrival times"), "{}", run.out);
+    let html = dir.path().join("load.html");
+    let page = wirebench(&["report", json.to_str().unwrap(), "--html", html.to_str().unwrap()]);
+    assert_eq!(page.code, 0, "{}", page.err);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("download link (modelled, nothing held)"), "HTML labels the modelled link");
     let csv = std::fs::read_to_string(&series).unwrap();
     assert!(csv.starts_with("at_s,sent,received,delay_p50_us,delay_p99_us\n1,"), "{csv}");
     assert!(!l["series"].as_array().unwrap().is_empty());
+    // counted from both sides: what the room took and wrote is what the clients sent and read
     let c = r.stop();
     assert_eq!(c.received, sent);
+    let received = ns(&l["received"]);
+    assert_eq!(c.sent, received, "room's writes against the clients' reads");
+    let unexpected: u64 = l["types"].as_array().unwrap().iter().map(|t| ns(&t["unexpected"])).sum();
+    assert_eq!(
+        ns(&l["deliveries"]["arrived"]) + ns(&l["replies"]["arrived"]) + unexpected,
+        received,
+        "deliveries {} replies {} unexpected {unexpected}",
+        l["deliveries"],
+        l["replies"]
+    );
 }
 
 #[test]
@@ -248,4 +278,183 @@ fn room_cli_refuses_a_bad_address_and_prints_its_counters_on_ctrl_c() {
     assert_eq!(r.code, 0, "{}", r.err);
     assert!(r.out.contains("ws://127.0.0.1:") && r.out.contains("room: received 0 sent 0"), "{}", r.out);
     assert!(r.out.contains("us per message event"), "{}", r.out);
+}
+
+fn run_json(args: &[&str], json: &std::path::Path) -> (crate::support::Run, Value) {
+    let mut a = vec!["load"];
+    a.extend_from_slice(args);
+    a.extend(["--json", json.to_str().unwrap(), "-q"]);
+    let run = wirebench(&a);
+    let rep = read_json(json);
+    assert_valid_report(&rep);
+    (run, rep)
+}
+
+/// At 10,000 clients about 28 % of the expected deliveries went missing and nothing said so.
+/// A server that skips relays to one member and withholds them from another, then closes it
+/// with 1013: the report sets expected against arrived and names each cause, and every
+/// delivery the server made is one the clients timed.
+#[test]
+fn missing_deliveries_are_counted_with_their_cause() {
+    let relay = Relay::start(Script::Lossy {
+        skip_every: 7,
+        withhold_after: Duration::from_millis(300),
+        close_at: Duration::from_millis(800),
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("lossy.json");
+    let args = ["--clients", "10", "--rate", "40/s", "--duration", "1500ms", "--mix", "cursor=3,save=1"];
+    let (run, rep) = run_json(&[&[relay.url().as_str()][..], &args[..]].concat(), &json);
+    assert_eq!(run.code, 0, "{}{}", run.out, run.err);
+    let l = &rep["results"];
+    let d = &l["deliveries"];
+    let (expected, arrived, missing) = (ns(&d["expected"]), ns(&d["arrived"]), ns(&d["missing"]));
+    let closed: u64 = d["closed"].as_object().unwrap().values().map(ns).sum();
+    assert_eq!(expected, arrived + missing);
+    assert_eq!(missing, ns(&d["dropped"]) + ns(&d["late"]) + closed);
+    assert!(ns(&d["dropped"]) > 0, "{d}");
+    assert!(ns(&d["closed"]["server close 1013 (try again later: overloaded)"]) > 0, "{d}");
+    assert_eq!(l["connections"]["disconnects"], 2, "the third member of each room");
+    let typed: u64 =
+        l["types"].as_array().unwrap().iter().filter(|t| t["request"] == false).map(|t| ns(&t["missing"])).sum();
+    assert_eq!(typed, missing, "per type and overall agree");
+    assert_eq!(ns(&l["overall"]["received"]), relay.tally.relayed.load(std::sync::atomic::Ordering::Relaxed));
+    // the only replies missing are the kicked members' own, lost with their connections
+    let r = &l["replies"];
+    let replies_closed: u64 = r["closed"].as_object().unwrap().values().map(ns).sum();
+    assert_eq!((ns(&r["missing"]), ns(&r["dropped"]), ns(&r["late"])), (replies_closed, 0, 0), "{r}");
+    assert!(run.out.contains(" dropped while connected"), "{}", run.out);
+    assert!(run.out.contains("lost when connections closed early (server close 1013"), "{}", run.out);
+}
+
+/// A pure echo server gave a table of zeros and exit 0.
+#[test]
+fn an_echo_server_is_not_a_table_of_zeros() {
+    let relay = Relay::start(Script::Echo);
+    let url = relay.url();
+    let run = wirebench(&[
+        "load",
+        &url,
+        "--clients",
+        "5",
+        "--rate",
+        "20/s",
+        "--duration",
+        "400ms",
+        "--mix",
+        "cursor=1",
+        "-q",
+    ]);
+    assert_eq!(run.code, 1, "{}{}", run.out, run.err);
+    assert!(run.out.contains("no measurement: nothing was delivered to other members"), "{}", run.out);
+    assert!(run.out.contains("came back to their own senders: an echo server?"), "{}", run.out);
+    assert!(run.out.contains("nothing was delivered for: cursor ("), "{}", run.out);
+    let row = run.out.lines().find(|l| l.trim_start().starts_with("cursor")).unwrap();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[cells.len() - 6..], ["-"; 6], "mean, p50, p90, p99, p99.9, max: {row}");
+    // a threshold on a type with nothing delivered fails
+    let run = wirebench(&[
+        "load",
+        &url,
+        "-c",
+        "5",
+        "--rate",
+        "20/s",
+        "-d",
+        "300ms",
+        "--mix",
+        "cursor=1",
+        "--threshold",
+        "cursor:p99<10s",
+        "-q",
+    ]);
+    assert!(run.out.contains("threshold cursor:p99<10s: no data FAILED"), "{}", run.out);
+}
+
+fn time_wait_to(port: u16) -> usize {
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .flat_map(|t| t.lines().skip(1).map(str::to_owned).collect::<Vec<_>>())
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let remote_port = f.get(2).and_then(|a| a.rsplit(':').next()).and_then(|p| u16::from_str_radix(p, 16).ok());
+            remote_port == Some(port) && f.get(3) == Some(&"06")
+        })
+        .count()
+}
+
+/// Clients ended with a reset (real servers log 1006). Now each does the close handshake
+/// and the server closes TCP first, so no TIME_WAIT is left on the clients' side.
+#[test]
+fn clients_close_with_the_handshake_and_leave_no_time_wait() {
+    let r = room();
+    let run = wirebench(&["load", &url(&r), "--clients", "10", "--rate", "20/s", "--duration", "300ms", "-q"]);
+    assert_eq!(run.code, 0, "{}{}", run.out, run.err);
+    assert_eq!(time_wait_to(r.local_addr().port()), 0, "client-side TIME_WAIT");
+    let c = r.stop();
+    assert_eq!((c.closed_clean, c.closed_abnormal), (10, 0));
+    assert!(!run.out.contains("close_handshake_timeout"), "{}", run.out);
+}
+
+/// `report --compare` of two load runs printed nothing.
+#[test]
+fn load_runs_compare_side_by_side() {
+    let r = room();
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    for (f, rate) in [(&a, "20/s"), (&b, "40/s")] {
+        let (run, _) = run_json(&[url(&r).as_str(), "-c", "5", "--rate", rate, "-d", "400ms"], f);
+        assert_eq!(run.code, 0, "{}{}", run.out, run.err);
+    }
+    let run = wirebench(&["report", a.to_str().unwrap(), b.to_str().unwrap(), "--compare"]);
+    assert_eq!(run.code, 0, "{}", run.err);
+    let lines: Vec<&str> = run.out.lines().collect();
+    assert_eq!(lines[0], "load runs (ratios against a)", "{}", run.out);
+    for row in ["sent/s", "delivered/s", "missing", "delay p50", "delay p99", "delay max", "reply p50", "cpu/event"] {
+        assert!(lines.iter().any(|l| l.starts_with(&format!("{row} "))), "{row}: {}", run.out);
+    }
+    let missing = lines.iter().find(|l| l.starts_with("missing ")).unwrap();
+    assert!(missing.contains("0.000%"), "{missing}");
+    // the same figures in the text and the HTML of one run
+    let rep = read_json(&a);
+    let expected = ns(&rep["results"]["deliveries"]["expected"]);
+    let text = wirebench(&["report", a.to_str().unwrap()]);
+    assert!(
+        text.out.contains(&format!("deliveries: {expected} expected, {expected} arrived (100.00%)")),
+        "{}",
+        text.out
+    );
+    let html = dir.path().join("a.html");
+    let run = wirebench(&["report", a.to_str().unwrap(), "--html", html.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{}", run.err);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains(&format!("100.00% of {expected} expected deliveries arrived")), "headline");
+    assert!(page.contains("<th>expected</th>") && page.contains("<th>missing</th>"), "table");
+}
+
+/// The long flags in a mode's synopsis in docs/modes/MODE.md, and in its --help.
+fn synopsis_and_help(mode: &str) -> (std::collections::BTreeSet<String>, std::collections::BTreeSet<String>) {
+    let md = std::fs::read_to_string(format!("{}/../../docs/modes/{mode}.md", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let block = md.split("```").nth(1).expect("the synopsis is the first code block");
+    let flags = |t: &str| {
+        t.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .filter(|w| w.starts_with("--") && w.len() > 2)
+            .map(str::to_owned)
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    let help = wirebench(&[mode, "--help"]);
+    let mut h = flags(&help.out);
+    h.remove("--help");
+    h.remove("--version");
+    (flags(block), h)
+}
+
+/// load.md's synopsis fell behind the CLI.
+#[test]
+fn the_synopses_match_the_cli() {
+    for mode in ["load", "room"] {
+        let (doc, help) = synopsis_and_help(mode);
+        assert_eq!(doc, help, "docs/modes/{mode}.md synopsis vs `wirebench {mode} --help`");
+    }
 }

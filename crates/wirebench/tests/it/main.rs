@@ -5,6 +5,7 @@
 
 mod alloc; // the measured loop allocates nothing per probe (counting allocator)
 mod cli; // bad input, absent and dead peers, Ctrl-C: exit codes and partial reports
+mod docs; // what a newcomer reads: every flag documented, docs stand alone, the suite steps as documented
 mod doctor; // verdicts on loopback, bad flags; in namespaces: veth MTU 1400, no multicast route, path MTU
 mod fake; // the engine on the in-memory link: loss, lateness, CO correction, one-way
 mod hostile; // serve against hostile clients: numbers, caps, knocks, tokens, stalls, signals (issue 10)
@@ -12,12 +13,16 @@ mod hostile; // serve against hostile clients: numbers, caps, knocks, tokens, st
 mod lab; // the namespace harness: namespaces, veths and processes removed on drop
 mod listen; // listen: DatagramTest's gap lines, the publisher budget
 mod load; // WebSocket load against an in-process room: delay, thresholds, dead server (issue 4)
+mod multicast_relay; // wirebench relay in namespaces: across a router, two on a segment, forged datagrams, --check, peers file
 mod netns; // namespaces: ping across a veth pair, multicast across a bridge (root)
+mod output; // result files: --json - to stdout, devices, unwritable paths, SIGTERM mid-run
 mod ping; // loopback UDP and TCP against an in-process serve; schema; hgrm; hlog
-mod proxy; // impairment proxy accuracy, loss, TCP rate, refusals; shape tc script and apply/clear
-mod relay; // relay in namespaces: across a router, two on a segment, forged datagrams, --check
+mod proxy; // impairment proxy accuracy, loss, TCP rate, active-time rate, delay split, refusals
+mod relay; // a scripted WebSocket server for the load tests: echo, or a relay that loses on purpose
 mod report; // text, HTML and --compare of saved runs; environment capture; bad input exits 2
+mod room; // the room against hostile clients: requests, refusals, caps, slow members, slowloris, EMFILE
 mod serve_noise; // 100,000 bad datagrams at serve during a ping
+mod shape; // shape tc: the script; in namespaces apply/clear, foreign qdiscs left alone, NAT clients classified
 mod stream; // stream and listen on loopback: complete, both sides, reverse only to the client
 mod stream_rates; // one time base, interval rows and live lines, kernel counters, input rules
 mod suite; // the suite's steps and files

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::support::{assert_valid_report, read_json, serve, wirebench};
+use crate::support::{assert_valid_report, read_json, serve, wirebench, wirebench_with};
 
 /// A ping and a stream saved to `dir`, against an in-process serve.
 fn saved_runs(dir: &Path) -> (PathBuf, PathBuf) {
@@ -36,6 +36,23 @@ fn reports_record_the_interface_mtu_and_commit() {
     }
 }
 
+/// Proxy and load reports recorded the default route's interface (eth0, MTU 1400) after a
+/// run on loopback, and `--compare` then warned of an MTU difference that was not there.
+#[test]
+fn a_load_report_records_the_interface_that_carried_the_traffic() {
+    let room = wirebench::room::RoomServer::start(&wirebench::room::Config::loopback()).unwrap();
+    let url = format!("ws://{}/rooms/t", room.local_addr());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("load.json");
+    let r = wirebench(&["load", &url, "--clients", "2", "--duration", "1s", "-q", "--json", json.to_str().unwrap()]);
+    room.stop();
+    assert_eq!(r.code, 0, "{r:?}");
+    let v = read_json(&json);
+    let first = &v["meta"]["host"]["interfaces"][0];
+    assert_eq!(first["name"], "lo", "{first}");
+    assert!(first["role"].as_str().unwrap().starts_with("route to 127.0.0.1:"), "{first}");
+}
+
 #[test]
 fn text_html_and_compare() {
     let dir = tempfile::tempdir().unwrap();
@@ -52,7 +69,7 @@ fn text_html_and_compare() {
     let r = wirebench(&["report", p, "--table"]);
     assert!(r.out.contains("1/(1-Percentile)"), "--table adds the distribution");
 
-    let html = dir.path().join("out/page.html");
+    let html = dir.path().join("page.html");
     let r = wirebench(&["report", p, s, "--html", html.to_str().unwrap(), "--title", "two runs"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(r.out.trim(), format!("HTML report: {}", html.display()));
@@ -129,4 +146,36 @@ fn bad_input_exits_2_with_one_line() {
         assert!(r.err.contains(want), "{args:?}: {:?} should mention {want}", r.err);
         assert!(r.out.is_empty(), "{args:?}: nothing printed before the error");
     }
+}
+
+/// A 96 KB report whose histograms declared 5 significant digits over 1..2^63 took 8 s to
+/// render (and 3.7 MB over 120 s) while ignoring Ctrl-C: refused at load now, in one line.
+#[test]
+fn histograms_beyond_the_precision_and_range_bounds_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let seed = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/seeds/report_json/report-ping-full.json");
+    let mut v = read_json(Path::new(seed));
+    let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, u64::MAX >> 1, 5).unwrap();
+    h.record(1_000).unwrap();
+    v["results"]["responders"][0]["latency"]["histogram"] = wirebench_core::report::encode_histogram(&h).into();
+    let path = dir.path().join("precise.json");
+    std::fs::write(&path, v.to_string()).unwrap();
+    let t0 = std::time::Instant::now();
+    let r = wirebench(&["report", path.to_str().unwrap(), "--html", dir.path().join("p.html").to_str().unwrap()]);
+    assert_eq!((r.code, r.err.lines().count()), (2, 1), "{r:?}");
+    assert!(r.err.contains("precise.json: responder") && r.err.contains("5 significant digits"), "{}", r.err);
+    assert!(t0.elapsed() < std::time::Duration::from_secs(5), "refused, not rendered");
+}
+
+#[test]
+fn ctrl_c_stops_report_with_exit_1_and_no_html_file() {
+    let seed = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/seeds/report_json/report-ping-full.json");
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("r.html");
+    let stop = wirebench::Shutdown::new();
+    stop.trigger();
+    let r = wirebench_with(&["report", seed, "--html", html.to_str().unwrap()], stop);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.err.contains("stopped by Ctrl-C"), "{}", r.err);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "no page and no temporary file");
 }

@@ -37,6 +37,10 @@ pub struct LoadResults {
     pub sent: u64,
     /// Messages received (relays and replies).
     pub received: u64,
+    /// Deliveries to other members: expected, arrived, and why the missing ones are missing.
+    pub deliveries: LoadAccount,
+    /// Replies to requests: expected, arrived, and why the missing ones are missing.
+    pub replies: LoadAccount,
     /// Mean and largest send slip behind the intended time, ns.
     pub slip_mean_ns: u64,
     /// Largest slip, ns.
@@ -85,8 +89,18 @@ pub struct LoadTypeResult {
     pub size: u64,
     /// Events sent.
     pub sent: u64,
-    /// Deliveries to other members.
+    /// Deliveries to other members (every one timed in `delay`).
     pub received: u64,
+    /// Deliveries (a relayed type) or replies (a request type) expected when the events
+    /// were sent: every other member that had joined and not left, or the sender.
+    pub expected: u64,
+    /// Of the expected ones, arrived.
+    pub arrived: u64,
+    /// Expected but never arrived: `expected - arrived`.
+    pub missing: u64,
+    /// Arrivals nobody expected (sent before the receiver joined, an echo of a relayed
+    /// type, a request relayed to others).
+    pub unexpected: u64,
     /// Arrival minus the send time embedded in the message (`delay_from_send`).
     pub delay: LatencyView,
     /// Arrival minus the intended send time (`delay_from_intended_send`, coordinated
@@ -96,6 +110,30 @@ pub struct LoadTypeResult {
     pub reply: Option<LatencyView>,
 }
 
+/// Expected messages of one direction and the fate of the missing ones (see
+/// `wirebench_core::load::delivery`): `expected = arrived + missing`,
+/// `missing = dropped + late + sum(closed)`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadAccount {
+    /// Expected when sent.
+    pub expected: u64,
+    /// Arrived.
+    pub arrived: u64,
+    /// Never arrived.
+    pub missing: u64,
+    /// Missing with a later message of the same sender arrived: skipped while connected
+    /// (a server that drops messages for a member that falls behind).
+    pub dropped: u64,
+    /// Missing after the last that arrived, the receiver connected to the end: not
+    /// arrived by the end of the run.
+    pub late: u64,
+    /// Missing after the last that arrived, the receiver's connection ended early: by how
+    /// it ended (`server close 1013 (...)`, `connection lost (no close frame)`, ...).
+    pub closed: BTreeMap<String, u64>,
+    /// Arrivals beyond the expected ones (duplicates).
+    pub duplicates: u64,
+}
+
 /// A shaped direction: requested vs achieved.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadLink {
@@ -103,11 +141,17 @@ pub struct LoadLink {
     pub requested_bps: Option<u64>,
     /// Added one-way delay asked for, ns.
     pub requested_delay_ns: u64,
-    /// Payload bits/s through the shaper of the busiest client, first to last frame.
+    /// Where the achieved figures come from: `socket` (upload: each frame's actual write
+    /// to the socket) or `modelled` (download: computed by the shaper from the arrival
+    /// times; no frame is held).
+    pub method: String,
+    /// Payload bits/s of the busiest client, first to last frame (upload: as written to
+    /// the socket; download: as the model delivered them).
     pub achieved_bps_max_client: f64,
     /// Frames shaped.
     pub frames: u64,
-    /// Time each frame spent in the shaper (rate queue plus added delay): `shaper_hold`.
+    /// Time each frame spent in the shaper (rate queue plus added delay): `shaper_hold`
+    /// (upload: hand-over to the actual write) or `modelled_shaper_hold` (download).
     pub hold: LatencyView,
 }
 

@@ -16,6 +16,10 @@ pub struct ProxyResults {
     pub upstream: String,
     /// UDP flows (client addresses) or TCP connections served.
     pub flows: u64,
+    /// The first client's address (null when none came, and in reports written before it
+    /// existed): with the upstream, it says which interfaces the traffic crossed.
+    #[serde(default)]
+    pub first_client: Option<String>,
     /// UDP flows refused (over the flow limit) or TCP connections whose upstream could not
     /// be reached (the client saw a clean close).
     pub flows_failed: u64,
@@ -82,7 +86,12 @@ pub struct ProxyAchieved {
     pub lost: u64,
     /// Dropped by the queue limit.
     pub queue_drops: u64,
-    /// Not forwarded for another reason (socket refused, flow gone, store full).
+    /// Queue full: dropped because the proxy already held its byte budget of delayed
+    /// packets (`--max-held`; 0 in reports written before it existed).
+    #[serde(default)]
+    pub full_drops: u64,
+    /// Not forwarded for another reason (socket refused, flow gone, still waiting at the
+    /// stop).
     pub send_drops: u64,
     /// `lost` over `packets_in`, percent: compare with the requested loss.
     pub loss_pct: f64,
@@ -96,12 +105,26 @@ pub struct ProxyAchieved {
     pub duplicates: u64,
     /// `duplicates` over `packets_in`, percent.
     pub duplicate_pct: f64,
-    /// Bits/s that arrived, first to last arrival.
+    /// Bits/s that arrived, over the time arrivals were busy (silences over 100 ms left
+    /// out).
     pub offered_bps: f64,
-    /// Bits/s sent, first to last release.
+    /// Bits/s sent, over the time releases were busy (`active_ns`): compare with the
+    /// requested rate.
     pub rate_bps: f64,
+    /// Time releases were busy, ns: gaps between releases up to 100 ms count, longer
+    /// silences do not (0 in reports written before it existed).
+    #[serde(default)]
+    pub active_ns: u64,
     /// Release minus arrival of every delivered packet: the delay the proxy added.
     pub added_delay: LatencyView,
+    /// The part of `added_delay` spent in the rate limiter's queue (`queue_delay`), with a
+    /// rate only.
+    #[serde(default)]
+    pub queue_delay: Option<LatencyView>,
+    /// The rest of `added_delay`: release minus leaving the rate queue, i.e. the configured
+    /// delay and jitter (and reorder gap) plus the proxy's own lateness (`path_delay`).
+    #[serde(default)]
+    pub path_delay: Option<LatencyView>,
 }
 
 /// One reporting interval.

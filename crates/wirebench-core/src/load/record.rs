@@ -1,0 +1,235 @@
+//! What load clients record: per event type the sends, the expected and arrived
+//! deliveries, and the delay histograms, plus the run-wide histograms (connect time,
+//! shaper holds) and error counts. The generator keeps one [`Recording`] per runtime
+//! worker and merges them with [`Recording::add`] only when a report is built.
+
+use hdrhistogram::Histogram;
+
+use crate::latency;
+
+/// A load histogram: integer ns, 3 significant digits, up to one hour, but 1 µs lowest
+/// discernible value (the messages' time stamps are µs): about 100 KB instead of the
+/// 190 KB of a 1 ns one.
+pub fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1_000, latency::MAX_TRACKABLE_NS, latency::SIGFIG).expect("constant bounds are valid")
+}
+
+/// Error kinds, counted per variant and named only in the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// A send failed (the connection broke while writing).
+    Send,
+    /// A received message had no `type` or `ts`.
+    Malformed,
+    /// A received message's type is not in the mix.
+    UnknownType,
+    /// A received message's send time is later than its arrival (other hosts' clocks).
+    NegativeDelay,
+    /// The connection attempt failed (no answer, refused, reset).
+    Connect,
+    /// The server answered the handshake with an HTTP error (e.g. 503: full).
+    Refused,
+    /// A read failed (reset, protocol error).
+    Read,
+    /// The close handshake did not finish in time (the socket was reset instead).
+    CloseTimeout,
+}
+
+impl ErrorKind {
+    /// Every kind, in report order.
+    pub const ALL: [Self; 8] = [
+        Self::Send,
+        Self::Malformed,
+        Self::UnknownType,
+        Self::NegativeDelay,
+        Self::Connect,
+        Self::Refused,
+        Self::Read,
+        Self::CloseTimeout,
+    ];
+
+    /// The report's name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Send => "send_failed",
+            Self::Malformed => "malformed_message",
+            Self::UnknownType => "unknown_type",
+            Self::NegativeDelay => "negative_delay",
+            Self::Connect => "connect_failed",
+            Self::Refused => "handshake_refused",
+            Self::Read => "read_failed",
+            Self::CloseTimeout => "close_handshake_timeout",
+        }
+    }
+}
+
+/// One event type's recordings.
+#[derive(Debug, Clone)]
+pub struct TypeRec {
+    /// Sent.
+    pub sent: u64,
+    /// Deliveries (relayed type) or replies (request type) expected when they were sent.
+    pub expected: u64,
+    /// Of those, arrived.
+    pub arrived: u64,
+    /// Arrivals nobody expected (before the receiver joined, an echo of a relayed type, a
+    /// request relayed to others, from outside the room).
+    pub unexpected: u64,
+    /// Deliveries to other members: arrival minus embedded send time.
+    pub delay: Histogram<u64>,
+    /// Deliveries to other members: arrival minus intended send time.
+    pub delay_intended: Histogram<u64>,
+    /// Own messages back: arrival minus embedded send time.
+    pub reply: Histogram<u64>,
+}
+
+impl TypeRec {
+    /// Nothing recorded.
+    pub fn new() -> Self {
+        Self {
+            sent: 0,
+            expected: 0,
+            arrived: 0,
+            unexpected: 0,
+            delay: histogram(),
+            delay_intended: histogram(),
+            reply: histogram(),
+        }
+    }
+
+    /// Adds `o`'s counts and histograms.
+    pub fn add(&mut self, o: &Self) {
+        self.sent += o.sent;
+        self.expected += o.expected;
+        self.arrived += o.arrived;
+        self.unexpected += o.unexpected;
+        let _ = self.delay.add(&o.delay);
+        let _ = self.delay_intended.add(&o.delay_intended);
+        let _ = self.reply.add(&o.reply);
+    }
+}
+
+impl Default for TypeRec {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// One worker's recordings (or the merge of all of them).
+#[derive(Debug, Clone)]
+pub struct Recording {
+    /// Per event type, in mix order.
+    pub types: Vec<TypeRec>,
+    /// Delays in the current second (the series).
+    pub second: Histogram<u64>,
+    /// Sent in the current second.
+    pub second_sent: u64,
+    /// Received in the current second (deliveries and replies).
+    pub second_received: u64,
+    /// Connect times.
+    pub connect: Histogram<u64>,
+    /// Upload: hand-over to the shaper until the frame was written to the socket.
+    pub up_hold: Histogram<u64>,
+    /// Download: the modelled hold of each received frame.
+    pub down_hold: Histogram<u64>,
+    /// Sum of send slips, ns.
+    pub slip_sum: u128,
+    /// Largest slip, ns.
+    pub slip_max: u64,
+    /// Errors by [`ErrorKind`] index.
+    pub errors: [u64; ErrorKind::ALL.len()],
+}
+
+/// Whether an arrival was expected (it counts against its sender's expectation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    /// Expected by the accounting.
+    Expected,
+    /// Not expected (see [`TypeRec::unexpected`]).
+    Unexpected,
+}
+
+impl Recording {
+    /// Empty recordings for a mix of `types` event types.
+    pub fn new(types: usize) -> Self {
+        Self {
+            types: (0..types).map(|_| TypeRec::new()).collect(),
+            second: histogram(),
+            second_sent: 0,
+            second_received: 0,
+            connect: histogram(),
+            up_hold: histogram(),
+            down_hold: histogram(),
+            slip_sum: 0,
+            slip_max: 0,
+            errors: [0; ErrorKind::ALL.len()],
+        }
+    }
+
+    /// Counts an error.
+    pub fn error(&mut self, k: ErrorKind) {
+        self.errors[k as usize] += 1;
+    }
+
+    /// A send of type `t`, `slip` ns behind its intended time, expected at `expected`
+    /// receivers (or back at its sender: 1).
+    pub fn on_send(&mut self, t: usize, slip: u64, expected: u64) {
+        let r = &mut self.types[t];
+        r.sent += 1;
+        r.expected += expected;
+        self.second_sent += 1;
+        self.slip_sum += u128::from(slip);
+        self.slip_max = self.slip_max.max(slip);
+    }
+
+    fn count(&mut self, t: usize, a: Arrival) {
+        let r = &mut self.types[t];
+        match a {
+            Arrival::Expected => r.arrived += 1,
+            Arrival::Unexpected => r.unexpected += 1,
+        }
+        self.second_received += 1;
+    }
+
+    /// A delivery of type `t` from another member.
+    pub fn on_delivery(&mut self, t: usize, delay: u64, intended: Option<u64>, a: Arrival) {
+        self.count(t, a);
+        let r = &mut self.types[t];
+        latency::record(&mut r.delay, delay);
+        if let Some(d) = intended {
+            latency::record(&mut r.delay_intended, d);
+        }
+        latency::record(&mut self.second, delay);
+    }
+
+    /// One of this client's own messages back (a reply to a request, or an echo).
+    pub fn on_reply(&mut self, t: usize, rtt: u64, a: Arrival) {
+        self.count(t, a);
+        latency::record(&mut self.types[t].reply, rtt);
+    }
+
+    /// Moves the current second's delays into `into`; returns its (sent, received).
+    pub fn take_second(&mut self, into: &mut Histogram<u64>) -> (u64, u64) {
+        let _ = into.add(&self.second);
+        self.second.reset();
+        (std::mem::take(&mut self.second_sent), std::mem::take(&mut self.second_received))
+    }
+
+    /// Adds `o` (another worker's recordings of the same mix).
+    pub fn add(&mut self, o: &Self) {
+        for (m, r) in self.types.iter_mut().zip(&o.types) {
+            m.add(r);
+        }
+        let _ = self.second.add(&o.second);
+        self.second_sent += o.second_sent;
+        self.second_received += o.second_received;
+        let _ = self.connect.add(&o.connect);
+        let _ = self.up_hold.add(&o.up_hold);
+        let _ = self.down_hold.add(&o.down_hold);
+        self.slip_sum += o.slip_sum;
+        self.slip_max = self.slip_max.max(o.slip_max);
+        for (e, v) in self.errors.iter_mut().zip(o.errors) {
+            *e += v;
+        }
+    }
+}

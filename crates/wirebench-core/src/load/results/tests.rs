@@ -1,0 +1,128 @@
+use proptest::prelude::*;
+
+use super::*;
+use crate::load::delivery::Account;
+use crate::load::record::Arrival;
+
+fn mix() -> Mix {
+    Mix::parse("cursor=3,save=1,quiet=1", &["save"]).unwrap()
+}
+
+fn shape<'a>(mix: &'a Mix, thresholds: &'a [Threshold]) -> Shape<'a> {
+    Shape {
+        url: "ws://h:1/r-0".into(),
+        clients: 10,
+        room_size: 5,
+        rate_per_client: 2.0,
+        arrivals: "fixed",
+        mix,
+        percentiles: &[50.0, 99.0],
+        thresholds,
+        link_up: None,
+        link_down: None,
+        end_ns: 10_000_000_000,
+        ramp_ns: 2_000_000_000,
+    }
+}
+
+fn built(rec: &Recording, thresholds: &[Threshold], d: &Account, r: &Account) -> LoadResults {
+    let m = mix();
+    build(&shape(&m, thresholds), rec, (d, r), Counts::default(), Vec::new(), 12_000_000_000, (1, 2), 3, false)
+}
+
+#[test]
+fn a_type_with_nothing_delivered_has_no_values_and_fails_its_threshold() {
+    let mut rec = Recording::new(3);
+    for i in 0..100u64 {
+        rec.on_send(0, 0, 4);
+        rec.on_delivery(0, 1_000_000 + i * 1_000, None, Arrival::Expected);
+    }
+    rec.on_send(2, 0, 4);
+    rec.on_send(1, 0, 1);
+    rec.on_reply(1, 2_000_000, Arrival::Expected);
+    let ts: Vec<Threshold> =
+        ["quiet:p50<1s", "cursor:p50<1s", "save:max<3ms", "save:max<1ms"].iter().map(|t| t.parse().unwrap()).collect();
+    let l = built(&rec, &ts, &Account::default(), &Account::default());
+    let quiet = &l.types[2];
+    assert_eq!((quiet.sent, quiet.expected, quiet.received, quiet.missing), (1, 4, 0, 4));
+    assert_eq!(quiet.delay.summary.count, 0);
+    let cursor = &l.types[0];
+    assert_eq!((cursor.sent, cursor.expected, cursor.arrived, cursor.missing), (100, 400, 100, 300));
+    let verdicts: Vec<bool> = l.thresholds.iter().map(|t| t.passed).collect();
+    assert_eq!(verdicts, [false, true, true, false], "an empty type fails; a request type is judged on replies");
+    assert_eq!(l.thresholds[0].value_ns, None);
+    assert_eq!(l.overall.sent, 102);
+    assert_eq!(l.received, 101, "100 deliveries and one reply");
+    // (12 s elapsed, sends ended at 10 s, half the 2 s ramp): 9 s
+    assert!((l.achieved_send_per_s - 102.0 / 9.0).abs() < 1e-9);
+    assert!((l.process.per_event_ns - 3.0 / 203.0).abs() < 1e-12);
+}
+
+#[test]
+fn an_echo_server_is_nothing_delivered() {
+    let mut rec = Recording::new(3);
+    for _ in 0..10 {
+        rec.on_send(0, 0, 4);
+        rec.on_reply(0, 50_000, Arrival::Unexpected);
+    }
+    let d = Account { expected: 40, missing: 40, late: 40, ..Account::default() };
+    let l = built(&rec, &[], &d, &Account::default());
+    let why = nothing_arrived(&l).unwrap();
+    assert!(why.starts_with("nothing was delivered to other members (40 deliveries expected)"), "{why}");
+    assert!(why.contains("10 messages came back to their own senders: an echo server?"), "{why}");
+    // a server that relays but never answers requests
+    let mut rec = Recording::new(3);
+    rec.on_send(0, 0, 1);
+    rec.on_delivery(0, 1_000, None, Arrival::Expected);
+    let r = Account { expected: 3, missing: 3, late: 3, ..Account::default() };
+    let d = Account { expected: 1, arrived: 1, ..Account::default() };
+    let why = nothing_arrived(&built(&rec, &[], &d, &r)).unwrap();
+    assert!(why.starts_with("no request was answered (3 requests sent)"), "{why}");
+    let r = Account { expected: 3, arrived: 1, missing: 2, late: 2, ..Account::default() };
+    assert_eq!(nothing_arrived(&built(&rec, &[], &d, &r)), None);
+}
+
+#[test]
+fn accounts_name_how_connections_ended() {
+    let mut a = Account { expected: 10, arrived: 5, missing: 5, dropped: 1, late: 1, ..Account::default() };
+    a.closed.insert(End::ServerClosed(1009), 2);
+    a.closed.insert(End::Lost, 1);
+    let l = account(&a);
+    let names: Vec<&str> = l.closed.keys().map(String::as_str).collect();
+    assert_eq!(names, ["connection lost (no close frame)", "server close 1009 (message too big)"]);
+}
+
+proptest! {
+    /// Whatever was recorded: the overall row is the sum of the type rows (counts and
+    /// histogram), every row's expected is arrived plus missing, received counts the
+    /// timed deliveries, and the run's received is deliveries plus replies.
+    #[test]
+    fn the_overall_row_is_the_sum_of_the_types(
+        events in prop::collection::vec((0usize..3, 0u64..6, 0u8..4, 1_000u64..10_000_000), 0..300)
+    ) {
+        let mut rec = Recording::new(3);
+        for &(t, fan, what, ns) in &events {
+            match what {
+                0 => rec.on_send(t, ns % 7, fan),
+                1 => rec.on_delivery(t, ns, Some(ns + 5), Arrival::Expected),
+                2 => rec.on_delivery(t, ns, None, Arrival::Unexpected),
+                _ => rec.on_reply(t, ns, if fan % 2 == 0 { Arrival::Expected } else { Arrival::Unexpected }),
+            }
+        }
+        let l = built(&rec, &[], &Account::default(), &Account::default());
+        let sum = |f: fn(&LoadTypeResult) -> u64| l.types.iter().map(f).sum::<u64>();
+        prop_assert_eq!(l.overall.sent, sum(|t| t.sent));
+        prop_assert_eq!(l.overall.expected, sum(|t| t.expected));
+        prop_assert_eq!(l.overall.received, sum(|t| t.received));
+        prop_assert_eq!(l.overall.unexpected, sum(|t| t.unexpected));
+        prop_assert_eq!(l.overall.delay.summary.count, sum(|t| t.delay.summary.count));
+        for t in l.types.iter().chain([&l.overall]) {
+            prop_assert_eq!(t.received, t.delay.summary.count);
+            prop_assert_eq!(t.expected, t.arrived + t.missing);
+        }
+        let replies: u64 = l.types.iter().filter_map(|t| t.reply.as_ref()).map(|v| v.summary.count).sum();
+        prop_assert_eq!(l.received, l.overall.received + replies);
+        let series_sent: u64 = l.series.iter().map(|s| s.sent).sum();
+        prop_assert_eq!(series_sent, l.sent, "the partial last second holds every send");
+    }
+}

@@ -1,0 +1,388 @@
+//! Reading a saved report: streamed and bounded, because saved reports come from anywhere.
+//!
+//! Two passes over the bytes, neither holding the document as a tree:
+//! 1. a skim that keeps nothing: the top level must be an object with a `schema_version`
+//!    this build reads, the document at most [`MAX_BYTES`] and [`MAX_VALUES`] JSON values
+//!    (so the typed report of pass 2 is bounded too: about 100 bytes per value at most);
+//! 2. the typed [`Report`], straight from the bytes.
+//!
+//! Then every embedded histogram is decoded once (the codec bounds precision, range and
+//! size), so a report that loads renders without surprises, and every summary is recomputed
+//! from its histogram.
+
+use std::cell::Cell;
+use std::fmt;
+use std::io::{self, BufReader, Read};
+
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+use super::{LatencyView, Report, Results, SCHEMA_VERSION, decode_histogram};
+use crate::latency::Summary;
+
+/// Largest report read, bytes (a day of per-second stream intervals is about 30 MB).
+pub const MAX_BYTES: u64 = 64 << 20;
+/// Most JSON values (numbers, strings, objects, ...) in a report.
+pub const MAX_VALUES: u64 = 4_000_000;
+
+/// Why a report could not be read: one line, for the user.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The bytes could not be read.
+    #[error("cannot read: {0}")]
+    Io(io::Error),
+    /// Over [`MAX_BYTES`].
+    #[error("larger than {} MiB, not a wirebench report", MAX_BYTES >> 20)]
+    TooLarge,
+    /// Over [`MAX_VALUES`].
+    #[error("more than {MAX_VALUES} JSON values, not a wirebench report")]
+    TooManyValues,
+    /// Not JSON.
+    #[error("not JSON ({0})")]
+    NotJson(String),
+    /// JSON without a schema version.
+    #[error("not a wirebench report (no schema_version)")]
+    NoVersion,
+    /// From a newer wirebench.
+    #[error("schema_version {0} is newer than this wirebench reads ({SCHEMA_VERSION}): use a newer wirebench")]
+    Newer(u64),
+    /// JSON with a version that does not have the report's shape.
+    #[error("not a wirebench report ({0})")]
+    Shape(String),
+    /// An embedded histogram that does not decode.
+    #[error("{0}")]
+    Histogram(String),
+}
+
+/// A reader that fails once more than [`MAX_BYTES`] went through it.
+struct Capped<'a, R> {
+    inner: R,
+    left: u64,
+    over: &'a Cell<bool>,
+}
+
+impl<R: Read> Read for Capped<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if let Some(left) = self.left.checked_sub(n as u64) {
+            self.left = left;
+            Ok(n)
+        } else {
+            self.over.set(true);
+            Err(io::Error::other("too large"))
+        }
+    }
+}
+
+/// Counts values, keeps none, and gives up past [`MAX_VALUES`].
+#[derive(Clone, Copy)]
+struct Skim<'a> {
+    values: &'a Cell<u64>,
+}
+
+impl Skim<'_> {
+    fn bump<E: serde::de::Error>(self) -> Result<(), E> {
+        let n = self.values.get() + 1;
+        self.values.set(n);
+        if n > MAX_VALUES { Err(E::custom("too many values")) } else { Ok(()) }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Skim<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Skim<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<(), E> {
+        self.bump()
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<(), E> {
+        self.bump()
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<(), E> {
+        self.bump()
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<(), E> {
+        self.bump()
+    }
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<(), E> {
+        self.bump()
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+        self.bump()
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<(), A::Error> {
+        self.bump()?;
+        while s.next_element_seed(self)?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
+        self.bump()?;
+        while m.next_key::<IgnoredAny>()?.is_some() {
+            self.bump()?;
+            m.next_value_seed(self)?;
+        }
+        Ok(())
+    }
+}
+
+/// The top level: an object, its `schema_version` kept (when it is an unsigned number).
+struct Top<'a> {
+    skim: Skim<'a>,
+}
+
+impl<'de> Visitor<'de> for Top<'_> {
+    type Value = Option<u64>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Option<u64>, A::Error> {
+        let mut version = None;
+        while let Some(key) = m.next_key::<String>()? {
+            self.skim.bump()?;
+            if key == "schema_version" {
+                self.skim.bump()?;
+                version = m.next_value::<serde_json::Value>()?.as_u64();
+            } else {
+                m.next_value_seed(self.skim)?;
+            }
+        }
+        Ok(version)
+    }
+    // Anything else is JSON but not a report: skimmed for its size, no version.
+    fn visit_seq<A: SeqAccess<'de>>(self, s: A) -> Result<Option<u64>, A::Error> {
+        self.skim.visit_seq(s).map(|()| None)
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Option<u64>, E> {
+        Ok(None)
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Option<u64>, E> {
+        Ok(None)
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Option<u64>, E> {
+        Ok(None)
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Option<u64>, E> {
+        Ok(None)
+    }
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Option<u64>, E> {
+        Ok(None)
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Option<u64>, E> {
+        Ok(None)
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Pass 1: the version, within the limits.
+fn skim<R: Read>(r: R) -> Result<Option<u64>, ReadError> {
+    let (over, values) = (Cell::new(false), Cell::new(0));
+    let capped = Capped { inner: r, left: MAX_BYTES, over: &over };
+    let mut de = serde_json::Deserializer::from_reader(BufReader::new(capped));
+    let top = Top { skim: Skim { values: &values } };
+    let version = de.deserialize_any(top).and_then(|v| de.end().map(|()| v));
+    match version {
+        Ok(v) => Ok(v),
+        Err(_) if over.get() => Err(ReadError::TooLarge),
+        Err(_) if values.get() > MAX_VALUES => Err(ReadError::TooManyValues),
+        Err(e) if e.is_io() => Err(ReadError::Io(e.into())),
+        Err(e) => Err(ReadError::NotJson(one_line(&e.to_string()))),
+    }
+}
+
+/// Every embedded histogram, named for the messages.
+fn views_mut(report: &mut Report) -> Vec<(String, &mut LatencyView)> {
+    let mut v: Vec<(String, &mut LatencyView)> = Vec::new();
+    match &mut report.results {
+        Results::Ping(p) => {
+            for r in &mut p.responders {
+                let name = format!("responder {}", r.addr);
+                let views = [
+                    Some(&mut r.latency),
+                    r.uncorrected.as_mut(),
+                    Some(&mut r.warmup),
+                    r.network.as_mut(),
+                    r.dwell.as_mut(),
+                ];
+                v.extend(views.into_iter().flatten().map(|x| (name.clone(), x)));
+            }
+            v.extend(p.combined.iter_mut().map(|x| ("combined".to_owned(), x)));
+        }
+        Results::Stream(_) => {}
+        Results::Proxy(p) => {
+            for (name, a) in [("up", &mut p.up.achieved), ("down", &mut p.down.achieved)] {
+                let views = [Some(&mut a.added_delay), a.queue_delay.as_mut(), a.path_delay.as_mut()];
+                v.extend(views.into_iter().flatten().map(|x| (name.to_owned(), x)));
+            }
+        }
+        Results::Load(l) => {
+            v.push(("connections".to_owned(), &mut l.connections.connect_time));
+            for t in std::iter::once(&mut l.overall).chain(&mut l.types) {
+                let name = format!("type {}", t.name);
+                let views = [Some(&mut t.delay), Some(&mut t.delay_intended), t.reply.as_mut()];
+                v.extend(views.into_iter().flatten().map(|x| (name.clone(), x)));
+            }
+            for (name, link) in [("link up", &mut l.link_up), ("link down", &mut l.link_down)] {
+                v.extend(link.iter_mut().map(|k| (name.to_owned(), &mut k.hold)));
+            }
+        }
+        Results::Relay(r) => {
+            for p in &mut r.peers {
+                let name = format!("relay peer {}", p.addr);
+                v.extend(p.added_delay.as_mut().map(|x| (name, x)));
+            }
+        }
+    }
+    v
+}
+
+/// Reads a report from the bytes `open` yields (called once per pass, each time from the
+/// start), within the limits, and checks that every histogram in it decodes. Every summary
+/// is then recomputed from its histogram at the percentiles it lists (one pass per
+/// histogram, however many), so files from older versions show the figures of the one
+/// percentile definition (`latency::percentile`) in every view.
+pub fn read_report<R: Read>(mut open: impl FnMut() -> io::Result<R>) -> Result<Report, ReadError> {
+    match skim(open().map_err(ReadError::Io)?)? {
+        None | Some(0) => return Err(ReadError::NoVersion),
+        Some(n) if n > u64::from(SCHEMA_VERSION) => return Err(ReadError::Newer(n)),
+        Some(_) => {}
+    }
+    let over = Cell::new(false);
+    let capped = Capped { inner: open().map_err(ReadError::Io)?, left: MAX_BYTES, over: &over };
+    let mut report: Report = serde_json::from_reader(BufReader::new(capped)).map_err(|e| match e {
+        _ if over.get() => ReadError::TooLarge,
+        e if e.is_io() => ReadError::Io(e.into()),
+        e => ReadError::Shape(one_line(&e.to_string())),
+    })?;
+    for (name, view) in views_mut(&mut report) {
+        let h = decode_histogram(&view.histogram).map_err(|e| ReadError::Histogram(format!("{name}: {e}")))?;
+        let ps: Vec<f64> = view.summary.percentiles.iter().map(|q| q.p).collect();
+        view.summary = Summary::of(&h, &ps);
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> Result<Report, ReadError> {
+        read_report(|| Ok(text.as_bytes()))
+    }
+
+    #[test]
+    fn bad_input_is_named_in_one_line() {
+        let cases = [
+            ("{", "not JSON (EOF while parsing an object at line 1 column 1)"),
+            ("[1, 2]", "not a wirebench report (no schema_version)"),
+            ("7", "not a wirebench report (no schema_version)"),
+            (r#"{"hello": 1}"#, "not a wirebench report (no schema_version)"),
+            (r#"{"schema_version": "1"}"#, "not a wirebench report (no schema_version)"),
+            (
+                r#"{"schema_version": 2}"#,
+                "schema_version 2 is newer than this wirebench reads (1): use a newer wirebench",
+            ),
+            (r#"{"schema_version": 1} x"#, "not JSON (trailing characters at line 1 column 23)"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(read(text).unwrap_err().to_string(), want, "{text}");
+        }
+        let e = read(r#"{"schema_version": 1, "meta": {}}"#).unwrap_err().to_string();
+        assert!(e.starts_with("not a wirebench report (missing field"), "{e}");
+    }
+
+    /// A report the first release wrote (`fuzz/seeds/report_load/`), as JSON to edit.
+    fn seed(name: &str) -> serde_json::Value {
+        let path = format!("{}/../../fuzz/seeds/report_load/{name}", env!("CARGO_MANIFEST_DIR"));
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    /// A histogram finer and wider than wirebench writes (5 digits over 1..2^63).
+    fn too_fine() -> String {
+        let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, u64::MAX >> 1, 5).unwrap();
+        h.record(1_000).unwrap();
+        crate::report::encode_histogram(&h)
+    }
+
+    #[test]
+    fn the_proxys_split_delay_histograms_are_checked_too() {
+        // queue_delay and path_delay went unchecked: rendered at any precision and range.
+        for key in ["queue_delay", "path_delay"] {
+            let mut v = seed("report-proxy.json");
+            let mut view = v["results"]["down"]["achieved"]["added_delay"].clone();
+            view["histogram"] = too_fine().into();
+            v["results"]["down"]["achieved"][key] = view;
+            let e = read(&v.to_string()).unwrap_err().to_string();
+            assert!(e.starts_with("down: ") && e.contains("5 significant digits"), "{key}: {e}");
+        }
+    }
+
+    #[test]
+    fn summaries_are_recomputed_from_the_histograms() {
+        // As an older wirebench wrote it: p99.9 of 1..=1000 ns one rank high (the maximum),
+        // in a ping view and in the proxy's; and 200,000 percentiles in one view (each looked
+        // up alone, that was 2 x 10^8 steps through the histogram).
+        let mut h = crate::latency::histogram();
+        for x in 1..=1_000 {
+            crate::latency::record(&mut h, x);
+        }
+        let mut old = Summary::of(&h, &[50.0, 99.9]);
+        old.percentiles[1].ns = 1_000;
+        let many: Vec<f64> = (0..200_000u32).map(|i| f64::from(i % 10_001) / 100.0).collect();
+        let mut lots = Summary::of(&h, &many);
+        lots.percentiles.iter_mut().for_each(|q| q.ns = 7);
+        let hist = crate::report::encode_histogram(&h);
+        let mut ping = seed("report-ping-full.json");
+        ping["results"]["responders"][0]["latency"]["summary"] = serde_json::to_value(&old).unwrap();
+        ping["results"]["responders"][0]["latency"]["histogram"] = hist.clone().into();
+        ping["results"]["responders"][0]["warmup"]["summary"] = serde_json::to_value(&lots).unwrap();
+        ping["results"]["responders"][0]["warmup"]["histogram"] = hist.clone().into();
+        let loaded = read(&ping.to_string()).unwrap();
+        let Results::Ping(p) = &loaded.results else { panic!("a ping report") };
+        let main = &p.responders[0].latency.summary;
+        assert_eq!((main.at(50.0), main.at(99.9), main.count), (Some(500), Some(999), 1_000));
+        let w = &p.responders[0].warmup.summary;
+        assert_eq!(w.percentiles.len(), many.len());
+        for (i, q) in w.percentiles.iter().enumerate() {
+            let want =
+                if i < 10_001 { crate::latency::value_at_percentile(&h, q.p) } else { w.percentiles[i % 10_001].ns };
+            assert_eq!(q.ns, want, "p{}", q.p);
+        }
+        let mut proxy = seed("report-proxy.json");
+        proxy["results"]["up"]["achieved"]["added_delay"]["summary"] = serde_json::to_value(&old).unwrap();
+        proxy["results"]["up"]["achieved"]["added_delay"]["histogram"] = hist.into();
+        let loaded = read(&proxy.to_string()).unwrap();
+        let Results::Proxy(p) = &loaded.results else { panic!("a proxy report") };
+        assert_eq!(p.up.achieved.added_delay.summary.at(99.9), Some(999));
+    }
+
+    #[test]
+    fn too_many_values_are_refused_while_skimming() {
+        // 4,000,001 values in 8 MB: refused without building them.
+        let mut text = String::from(r#"{"schema_version": 1, "config": ["#);
+        text.push_str(&"0,".repeat(usize::try_from(MAX_VALUES).unwrap()));
+        text.push_str("0]}");
+        assert!(matches!(read(&text), Err(ReadError::TooManyValues)));
+    }
+
+    #[test]
+    fn too_many_bytes_are_refused_while_skimming() {
+        struct Endless;
+        impl Read for Endless {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                buf.fill(b' ');
+                Ok(buf.len())
+            }
+        }
+        assert!(matches!(read_report(|| Ok(Endless)), Err(ReadError::TooLarge)));
+    }
+}

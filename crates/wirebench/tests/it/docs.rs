@@ -1,0 +1,167 @@
+//! What a newcomer reads, checked against the code: every flag a mode's `--help` lists is on
+//! its page in docs/modes/; README.md and docs/ refer to nothing outside the repository, and
+//! every repository path they name exists; the suite's step list in docs and README is the
+//! list the suite runs. (Every command README.md shows is run by .ci/readme_commands.py.)
+
+use std::path::{Path, PathBuf};
+
+use crate::support::wirebench;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn read(rel: &str) -> String {
+    std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+/// README.md, ARCHITECTURE.md, AGENTS.md and every Markdown file under docs/.
+fn pages() -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> =
+        ["README.md", "ARCHITECTURE.md", "AGENTS.md"].iter().map(|p| ((*p).to_owned(), read(p))).collect();
+    let mut dirs = vec![root().join("docs")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "md") {
+                let rel = p.strip_prefix(root()).unwrap().to_string_lossy().into_owned();
+                v.push((rel.clone(), read(&rel)));
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
+/// The flags `wirebench ARGS --help` lists (help and version aside): the long form, and
+/// the short one when there is one.
+fn flags(args: &[&str]) -> Vec<(String, Option<String>)> {
+    let help = wirebench(&[args, &["--help"]].concat()).out;
+    let mut v: Vec<(String, Option<String>)> = help
+        .lines()
+        .filter_map(|l| {
+            let t = l.trim_start();
+            let (short, t) = match t.strip_prefix('-').filter(|r| !r.starts_with('-')) {
+                Some(r) => r.split_once(", ").map(|(s, rest)| (Some(format!("-{s}")), rest))?,
+                None => (None, t),
+            };
+            let long = t.strip_prefix("--")?.split([' ', '=', '<']).next()?;
+            Some((format!("--{long}"), short))
+        })
+        .filter(|(f, _)| f != "--help" && f != "--version")
+        .collect();
+    v.dedup();
+    v
+}
+
+/// Is `flag` named in `text` (followed by something that cannot continue a flag name)?
+fn names(text: &str, flag: &str) -> bool {
+    text.match_indices(flag).any(|(i, _)| {
+        let next = text[i + flag.len()..].chars().next();
+        next.is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '-'))
+    })
+}
+
+#[test]
+fn every_flag_of_every_mode_is_on_its_page() {
+    let modes: &[(&[&str], &str)] = &[
+        (&["serve"], "serve"),
+        (&["ping"], "ping"),
+        (&["stream"], "stream"),
+        (&["listen"], "listen"),
+        (&["suite"], "suite"),
+        (&["report"], "report"),
+        (&["doctor"], "doctor"),
+        (&["proxy"], "proxy"),
+        (&["shape", "tc"], "shape"),
+        (&["room"], "room"),
+        (&["load"], "load"),
+    ];
+    let mut missing = Vec::new();
+    for (args, page) in modes {
+        let text = read(&format!("docs/modes/{page}.md"));
+        let fs = flags(args);
+        assert!(!fs.is_empty(), "{args:?}: no flags read from --help");
+        for (f, short) in fs {
+            // `--up-delay` is documented as `--up-*` with the symmetric `--delay`.
+            let family = ["--up-", "--down-"].iter().any(|p| f.starts_with(p) && text.contains(&format!("{p}*")));
+            let named = names(&text, &f) || short.as_deref().is_some_and(|s| names(&text, s));
+            if !named && !family {
+                missing.push(format!("docs/modes/{page}.md lacks {f}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "{missing:#?}");
+}
+
+#[test]
+fn docs_stand_alone_and_the_paths_they_name_exist() {
+    let path_like = regex_lite_paths();
+    let mut problems = Vec::new();
+    for (page, text) in pages() {
+        for outside in ["../shared", "/work/", "shared/LAB.md", "shared/STYLE.md", "shared/DESIGN.md"] {
+            if text.contains(outside) {
+                problems.push(format!("{page} refers to {outside}, outside the repository"));
+            }
+        }
+        for p in path_like(&text) {
+            if !root().join(&p).exists() {
+                problems.push(format!("{page} names {p}, which does not exist"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+/// The repository paths a page names in backticks: `docs/...`, `bench/...`, `crates/...`,
+/// `fuzz/...`, `.ci/...` (globs and placeholders such as `<mode>` or `*` skipped).
+fn regex_lite_paths() -> impl Fn(&str) -> Vec<String> {
+    |text: &str| {
+        text.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(|s| s.split_whitespace().next().unwrap_or("").trim_end_matches([':', ',', ')']).to_owned())
+            .filter(|s| ["docs/", "bench/", "crates/", "fuzz/", ".ci/"].iter().any(|p| s.starts_with(p)))
+            .filter(|s| !s.contains(['*', '<', '{', '$']) && !s.ends_with('/'))
+            // made by runs, git-ignored
+            .filter(|s| !["fuzz/target", "fuzz/corpus", "fuzz/artifacts"].iter().any(|g| s.starts_with(g)))
+            .collect()
+    }
+}
+
+/// The suite's steps, as its JSON files name them, against the step table in
+/// docs/modes/suite.md and the output README.md shows.
+#[test]
+fn the_suite_steps_in_the_docs_are_the_ones_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    let r = wirebench(&["suite", "--out", out.to_str().unwrap(), "--scale", "0.02"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let mut ran: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().to_str()?.strip_suffix(".json").map(str::to_owned))
+        .collect();
+    ran.sort();
+    let doc = read("docs/modes/suite.md");
+    let mut documented: Vec<String> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `")?.split('`').next().map(str::to_owned))
+        .filter(|s| !s.starts_with('-'))
+        .collect();
+    documented.sort();
+    assert_eq!(documented, ran, "docs/modes/suite.md's step table against the files the suite wrote");
+    let readme = read("README.md");
+    for step in ran.iter().filter(|s| !s.starts_with("proxy-")) {
+        assert!(
+            readme.lines().any(|l| l.starts_with(step.as_str()) || l.starts_with(&format!("{step}:"))),
+            "README.md's suite output has no row for {step}"
+        );
+    }
+    // The printed table names the same steps.
+    for step in ran.iter().filter(|s| !s.starts_with("proxy-")) {
+        assert!(r.out.contains(step.as_str()), "{step} not printed: {}", r.out);
+    }
+    assert!(Path::new(&out.join("index.html")).exists());
+}
