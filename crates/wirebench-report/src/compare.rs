@@ -150,6 +150,7 @@ pub fn mode(r: &Report) -> &'static str {
         Results::Proxy(_) => "proxy",
         Results::Load(_) => "load",
         Results::Hiccup => "hiccup",
+        Results::Relay(_) => "relay",
     }
 }
 

@@ -3,7 +3,7 @@
 //!
 //! Layout: [`cli`] (the command line), one module per mode ([`serve`], [`ping`],
 //! [`stream`], [`listen`], [`suite`], [`proxy`], [`shape`], [`report`], [`doctor`], [`room`],
-//! [`load`], [`hiccup`]), and the shared pieces every mode uses the same way: [`shutdown`] (Ctrl-C to a
+//! [`load`], [`hiccup`], [`relay`]), and the shared pieces every mode uses the same way: [`shutdown`] (Ctrl-C to a
 //! flag every loop polls), [`host`] (the environment recorded in reports), [`output`] (atomic
 //! result files), [`progress`] (bar or plain lines on stderr) and [`error`] (exit codes).
 
@@ -21,6 +21,7 @@ pub mod output;
 pub mod ping;
 pub mod progress;
 pub mod proxy;
+pub mod relay;
 pub mod report;
 pub mod room;
 pub mod serve;
@@ -76,6 +77,7 @@ pub fn run(cli: &Cli, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
         Command::Room(a) => room::run(a, ctx).map(|_| 0),
         Command::Load(a) => load::run(a, ctx).map(|r| load::exit_code(&r)),
         Command::Hiccup(a) => hiccup::run(a, ctx).map(|_| 0),
+        Command::Relay(a) => relay::run(a, ctx).map(|_| 0),
     }
 }
 

@@ -15,6 +15,7 @@ mod hostile; // serve against hostile clients: numbers, caps, knocks, tokens, st
 mod lab; // the namespace harness: namespaces, veths and processes removed on drop
 mod listen; // listen: DatagramTest's gap lines, the publisher budget
 mod load; // WebSocket load against an in-process room: delay, thresholds, dead server (issue 4)
+mod multicast_relay; // wirebench relay in namespaces: across a router, two on a segment, forged datagrams, --check, peers file
 mod netns; // namespaces: ping across a veth pair, multicast across a bridge (root)
 mod output; // result files: --json - to stdout, devices, unwritable paths, SIGTERM mid-run
 mod ping; // loopback UDP and TCP against an in-process serve; schema; hgrm; hlog
