@@ -22,6 +22,7 @@
 //! - [`hiccup`]: the stall meter's recorder (jHiccup's method) and its verdict on a latency.
 //! - [`rng`]: a seeded generator for simulated links.
 //! - [`impair`]: impairment decisions (delay, jitter, loss, reorder, duplicate, rate).
+//! - [`relay`]: the relay's duplicate window, echo guard, rate caps and segment mates.
 //! - [`ratesearch`]: the highest loss-free rate (RFC 2544): geometric descent, then bisection.
 //! - [`snmp`]: the kernel's protocol counters (`/proc/net/snmp`) by name, and their differences.
 //! - [`load`]: event mix, client schedules, link shaper, thresholds, messages and delivery
@@ -43,6 +44,7 @@ pub mod latency;
 pub mod load;
 pub mod mesh;
 pub mod ratesearch;
+pub mod relay;
 pub mod report;
 pub mod rng;
 pub mod room;

@@ -50,6 +50,14 @@ impl SeqWindow {
         Self { bits: vec![0; words(span)], top: 0, floor: 0, max_span: span, news: 0 }
     }
 
+    /// Forgets everything, as if new (keeps the memory it has).
+    pub fn reset(&mut self) {
+        self.bits.fill(0);
+        self.top = 0;
+        self.floor = 0;
+        self.news = 0;
+    }
+
     /// A window that can remember up to `max` sequence numbers (rounded up to a power of two,
     /// at least [`MIN_SPAN`]); it starts at [`MIN_SPAN`] and doubles as data arrives.
     pub fn growing(max: usize) -> Self {

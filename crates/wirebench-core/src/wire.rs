@@ -6,6 +6,7 @@ pub mod control;
 pub mod handshake;
 pub mod mesh;
 pub mod probe;
+pub mod relay;
 pub mod stream;
 
 /// `"WB"`: the first two bytes of every wirebench datagram and frame.
@@ -25,6 +26,8 @@ pub enum Kind {
     Stream = 3,
     /// A control frame (length-prefixed JSON) on a TCP connection to `serve`.
     Control = 4,
+    /// A relayed multicast datagram, probe or answer between `relay`s.
+    Relay = 5,
 }
 
 impl Kind {
@@ -35,6 +38,7 @@ impl Kind {
             2 => Some(Self::Reply),
             3 => Some(Self::Stream),
             4 => Some(Self::Control),
+            5 => Some(Self::Relay),
             _ => None,
         }
     }
@@ -68,4 +72,7 @@ pub enum DecodeError {
         /// What arrived.
         got: usize,
     },
+    /// Ours and well-framed, but a field holds a value the format does not allow.
+    #[error("bad field: {0}")]
+    Field(&'static str),
 }

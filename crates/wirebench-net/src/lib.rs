@@ -4,6 +4,7 @@
 //! - [`counters`]: the kernel's drop counters (`/proc/net/snmp`, softnet, sysfs) read into core's
 //!   snapshot.
 //! - [`drops`]: what the kernel dropped on a UDP socket (`/proc/net/udp`).
+//! - [`fanout`]: one datagram to many addresses in one `sendmmsg` (the relay).
 //! - [`io`]: the seam. `ProbeIo` (send a probe, receive until a deadline) and `Clock`.
 //! - [`udp`] and [`tcp`]: the real probe transports, blocking or busy-polling.
 //! - [`multicast`], [`iface`]: group joins and interface lookup.
@@ -30,6 +31,7 @@ pub mod drops;
 mod error;
 #[cfg(feature = "fake")]
 pub mod fake;
+pub mod fanout;
 pub mod hwstamp;
 pub mod iface;
 pub mod io;

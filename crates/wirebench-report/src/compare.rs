@@ -151,6 +151,7 @@ pub fn mode(r: &Report) -> &'static str {
         Results::Load(_) => "load",
         Results::Mesh(_) => "mesh",
         Results::Hiccup => "hiccup",
+        Results::Relay(_) => "relay",
     }
 }
 

@@ -145,6 +145,7 @@ fn headline(r: &Run<'_>) -> Vec<String> {
             || "no stall meter".into(),
             |h| format!("stall meter: {}", crate::text::summary_line(&h.lateness.summary)),
         ),
+        Results::Relay(r) => relay_headline(r),
     };
     vec![r.name.to_owned(), compare::mode(r.report).to_owned(), outcome.to_owned(), what]
 }
@@ -185,7 +186,7 @@ fn run(out: &mut dyn Write, i: usize, r: &Run<'_>) -> io::Result<()> {
         Results::Proxy(_) => proxy::section(out, r)?,
         Results::Load(_) => load::section(out, r)?,
         Results::Mesh(_) => mesh::section(out, r)?,
-        Results::Hiccup => {}
+        Results::Hiccup | Results::Relay(_) => {}
     }
     crate::attribution::html(out, r.report)?;
     environment(out, r.report)?;
@@ -212,3 +213,9 @@ fn single(label: &str, points: Vec<(f64, f64)>) -> Vec<Line> {
 
 #[cfg(test)]
 mod tests;
+
+/// The overview line of a relay run: what it carried.
+fn relay_headline(r: &wirebench_core::report::RelayResults) -> String {
+    let (fwd, re) = r.groups.iter().fold((0, 0), |(f, e), g| (f + g.forwarded.datagrams, e + g.reemitted.datagrams));
+    format!("{} groups, {} peers: {fwd} datagrams forwarded, {re} re-emitted", r.groups.len(), r.peers.len())
+}

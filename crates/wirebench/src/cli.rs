@@ -50,6 +50,9 @@ pub enum Command {
     /// How late this host wakes a sleeping thread (jHiccup's stall meter), on its own: the
     /// platform's own stalls, which every measurement on it also suffers.
     Hiccup(crate::hiccup::Args),
+    /// Carry multicast groups between nodes over unicast where the network has none: one
+    /// relay per node, forwarding to its peer relays and re-emitting what they send.
+    Relay(Box<crate::relay::Args>),
 }
 
 impl Command {
@@ -76,6 +79,7 @@ impl Command {
                 add(&mut v, "--log", a.log.as_ref());
             }
             Self::Proxy(a) => add(&mut v, "--json", a.json.as_ref()),
+            Self::Relay(a) => add(&mut v, "--json", a.json.as_ref()),
             Self::Load(a) => {
                 add(&mut v, "--json", a.json.as_ref());
                 add(&mut v, "--series", a.series.as_ref());

@@ -3,8 +3,8 @@
 //!
 //! Layout: [`cli`] (the command line), one module per mode ([`serve`], [`ping`],
 //! [`stream`], [`listen`], [`suite`], [`proxy`], [`shape`], [`report`], [`doctor`], [`room`],
-//! [`load`], [`mesh`], [`hiccup`]), [`discovery`] (peers from lists, DNS and Kubernetes, for
-//! every command that talks to a fleet), and the shared pieces every mode uses the same way: [`shutdown`] (Ctrl-C to a
+//! [`load`], [`mesh`], [`hiccup`], [`relay`]), [`discovery`] (peers from lists, DNS and
+//! Kubernetes, for every command that talks to a fleet), and the shared pieces every mode uses the same way: [`shutdown`] (Ctrl-C to a
 //! flag every loop polls), [`host`] (the environment recorded in reports), [`output`] (atomic
 //! result files), [`progress`] (bar or plain lines on stderr) and [`error`] (exit codes).
 
@@ -25,6 +25,7 @@ pub mod output;
 pub mod ping;
 pub mod progress;
 pub mod proxy;
+pub mod relay;
 pub mod report;
 pub mod room;
 pub mod serve;
@@ -81,6 +82,7 @@ pub fn run(cli: &Cli, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
         Command::Load(a) => load::run(a, ctx).map(|r| load::exit_code(&r)),
         Command::Mesh(a) => mesh::run(a, ctx),
         Command::Hiccup(a) => hiccup::run(a, ctx).map(|_| 0),
+        Command::Relay(a) => relay::run(a, ctx).map(|_| 0),
     }
 }
 

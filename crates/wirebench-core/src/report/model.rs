@@ -12,6 +12,7 @@ mod load;
 mod mesh;
 mod ping;
 mod proxy;
+mod relay;
 mod stream;
 
 pub use attribution::*;
@@ -19,6 +20,7 @@ pub use load::*;
 pub use mesh::*;
 pub use ping::*;
 pub use proxy::*;
+pub use relay::*;
 pub use stream::*;
 
 /// The socket sysctls that change network measurements: recorded in every report, and a
@@ -126,6 +128,8 @@ pub enum Results {
     Mesh(MeshResults),
     /// `wirebench hiccup`: the stall meter on its own (its figures are in `attribution`).
     Hiccup,
+    /// `wirebench relay`.
+    Relay(RelayResults),
 }
 
 /// One histogram, what it measures, its summary and the histogram itself.
@@ -135,7 +139,8 @@ pub struct LatencyView {
     /// (open loop, coordinated-omission corrected), `rtt_from_actual_send` (open loop,
     /// uncorrected), `network_rtt` (dwell subtracted), `dwell`, or `added_delay` (proxy:
     /// release minus arrival); load: `delay_from_send`, `delay_from_intended_send`,
-    /// `reply_from_send`, `connect_time`, `shaper_hold`, `modelled_shaper_hold`.
+    /// `reply_from_send`, `connect_time`, `shaper_hold`, `modelled_shaper_hold`; relay:
+    /// `relay_added_delay`.
     pub measures: String,
     /// Summary values.
     pub summary: Summary,

@@ -243,6 +243,12 @@ fn views_mut(report: &mut Report) -> Vec<(String, &mut LatencyView)> {
                 v.extend(link.iter_mut().map(|k| (name.to_owned(), &mut k.hold)));
             }
         }
+        Results::Relay(r) => {
+            for p in &mut r.peers {
+                let name = format!("relay peer {}", p.addr);
+                v.extend(p.added_delay.as_mut().map(|x| (name, x)));
+            }
+        }
     }
     if let Some(h) = report.attribution.as_mut().and_then(|a| a.hiccup.as_mut()) {
         v.push(("stall meter".to_owned(), &mut h.lateness));

@@ -74,7 +74,7 @@ counters! {
 impl Counters {
     pub(super) fn rejected(&self, e: DecodeError) {
         let c = match e {
-            DecodeError::Truncated { .. } | DecodeError::Length { .. } => &self.malformed,
+            DecodeError::Truncated { .. } | DecodeError::Length { .. } | DecodeError::Field(_) => &self.malformed,
             DecodeError::Foreign(_) => &self.foreign,
             DecodeError::Version(_) => &self.bad_version,
             DecodeError::Kind(_) => &self.unexpected_kind,

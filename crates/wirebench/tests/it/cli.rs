@@ -21,6 +21,11 @@ fn bad_input_exits_2_with_one_line() {
         (&["serve", "--join", "10.0.0.1:5000"], "not a multicast group"),
         (&["serve", "--listen", "nowhere"], "bad address"),
         (&["frobnicate"], "frobnicate"),
+        (&["relay", "--peers", "127.0.0.2", "--interface", "127.0.0.1"], "at least one --group"),
+        (&["relay", "--group", "10.1.1.1:5000", "--peers", "h", "--interface", "127.0.0.1"], "not a multicast group"),
+        (&["relay", "--group", "239.1.1.1:5000", "--interface", "127.0.0.1"], "needs --peers"),
+        (&["relay", "--group", "239.1.1.1:5000", "--peers", "a b", "--interface", "127.0.0.1"], "not host[:port]"),
+        (&["relay", "--group", "239.1.1.1:5000", "--peers", "h", "--max-rate", "0"], "rate"),
     ];
     for (args, want) in cases {
         let r = wirebench(args);

@@ -56,6 +56,24 @@ impl Lab {
             sh(&["ip", "-n", b, "addr", "add", ip, "dev", b_if]);
         }
         sh(&["ip", "-n", b, "link", "set", b_if, "up"]);
+        Self::wait_up(a, a_if);
+        Self::wait_up(b, b_if);
+    }
+
+    /// Waits (bounded) until `dev` in `ns` is operationally up. Until the kernel's link
+    /// watcher has seen the carrier, a new veth still has the noop qdisc and drops what is
+    /// sent; on a busy host that lasted past a ping's 1 s discovery.
+    pub(crate) fn wait_up(ns: &str, dev: &str) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let out = Command::new("ip").args(["-n", ns, "-o", "link", "show", "dev", dev]).output().expect("ip link");
+            let line = String::from_utf8_lossy(&out.stdout);
+            if line.contains("state UP") {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "{dev} in {ns} is not up within 10 s: {line}");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 
     /// `n` hosts `h1..hN`, each with `eth0` at `PREFIX.i/24`, on one bridge in a switch

@@ -110,7 +110,9 @@ fn stream_results(path: &std::path::Path) -> wirebench_core::report::StreamResul
 /// Sender, router and receiver namespaces; the router shapes its link toward the receiver
 /// with tbf at 50 Mbit/s (netem is not in this kernel, and a shaper on the sender's own
 /// link only slows the sender): an offer above the limit loses, and the loss-free search
-/// lands within 10 % of the limit.
+/// lands within 10 % of the limit. (The router's queue, 256 KB, takes a sender's catch-up
+/// burst after up to 46 ms descheduled, and lets a 2 s trial pass at most 2.4 % above the
+/// limit; with a 20 ms queue a busy host's stalls made the search stop at 17-43 Mbit/s.)
 #[test]
 fn loss_above_a_router_rate_limit_and_the_loss_free_rate() {
     let mut lab = Lab::new("tbf");
@@ -124,7 +126,7 @@ fn loss_above_a_router_rate_limit_and_the_loss_free_rate() {
     sh(&["ip", "netns", "exec", &rtr, "sysctl", "-qw", "net.ipv4.ip_forward=1"]);
     sh(&[
         "ip", "netns", "exec", &rtr, "tc", "qdisc", "add", "dev", "eth1", "root", "tbf", "rate", "50mbit", "burst",
-        "32kb", "latency", "20ms",
+        "32kb", "limit", "256kb",
     ]);
     lab.serve(&rcv, &["serve", "--listen", "0.0.0.0:7878", "--open"]);
     let dir = tempfile::tempdir().unwrap();
@@ -150,7 +152,7 @@ fn loss_above_a_router_rate_limit_and_the_loss_free_rate() {
             "--rate",
             "100mbit",
             "--trial",
-            "1s",
+            "2s",
             "-q",
             "--json",
             search.to_str().unwrap(),
@@ -167,8 +169,11 @@ fn loss_above_a_router_rate_limit_and_the_loss_free_rate() {
 /// A 5 Mbit/s bottleneck behind a flat-out GSO sender (about 12 Gbit/s here: 0.04 % of it).
 /// The first release's search halved down from flat out, ran out of its 12 trials before it
 /// got there and said 0 (the issue saw it at 50 Mbit/s behind 15.7 Gbit/s); the descent
-/// finds it, within 10 %, in a bounded number of trials. (A small bucket and queue: a trial
-/// of T seconds passes up to the rate plus (bucket + queue) / T, here 2 % above it.)
+/// finds it, within 10 %, in a bounded number of trials. (A trial of T seconds passes up to
+/// the rate plus (bucket + queue) / T, here 3 % above it. The queue also absorbs 57 ms of a
+/// sender's catch-up burst: with a 3 KB queue, a sender descheduled for 11 ms on a busy CI
+/// host made the router drop and the search stop at 3.05 Mbit/s, the path's true answer for
+/// such a bursty sender but not what this test is about.)
 #[test]
 fn the_search_finds_a_bottleneck_far_below_flat_out() {
     let mut lab = Lab::new("deep");
@@ -182,14 +187,14 @@ fn the_search_finds_a_bottleneck_far_below_flat_out() {
     sh(&["ip", "netns", "exec", &rtr, "sysctl", "-qw", "net.ipv4.ip_forward=1"]);
     sh(&[
         "ip", "netns", "exec", &rtr, "tc", "qdisc", "add", "dev", "eth1", "root", "tbf", "rate", "5mbit", "burst",
-        "4kb", "limit", "3kb",
+        "4kb", "limit", "32kb",
     ]);
     lab.serve(&rcv, &["serve", "--listen", "0.0.0.0:7878", "--open"]);
     let dir = tempfile::tempdir().unwrap();
     let search = dir.path().join("search.json");
     let out = Lab::run(
         &snd,
-        &["stream", "10.77.42.2:7878", "--find-max-rate", "--trial", "500ms", "-q", "--json", search.to_str().unwrap()],
+        &["stream", "10.77.42.2:7878", "--find-max-rate", "--trial", "2s", "-q", "--json", search.to_str().unwrap()],
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let s = stream_results(&search).search.expect("a search");

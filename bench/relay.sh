@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Multicast three ways, in namespaces, in one run (issue 12):
+#   native  three hosts on one bridge: native multicast;
+#   relay   three nodes routed through a router with no multicast routing, a
+#           `wirebench relay` on each node;
+#   n2n     the same routed nodes, an n2n supernode on the router and an edge (TAP device)
+#           on each node: multicast across the L2 overlay.
+# Each: `wirebench ping GROUP` to two responders (RTT p50/p99/p99.9, closed loop) and
+# `wirebench stream --group` to two receivers (highest loss-free rate, 64 B and 1400 B).
+# Prints a table and the ratios relay/native (added p50) and relay/n2n (loss-free rate).
+#
+#   flock /tmp/bench.lock bench/relay.sh [BINARY]      # default target/release/wirebench
+#
+# Needs root, iproute2, python3 and Debian's n2n (edge, supernode); without n2n the n2n
+# column is skipped and said so. PINGS (default 20000) and TRIAL (default 1s) size the runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+wb=$(realpath "${1:-target/release/wirebench}")
+[ -x "$wb" ] || { echo "no binary at $wb (cargo build --release)" >&2; exit 2; }
+pings=${PINGS:-20000}
+trial=${TRIAL:-1s}
+tag="wbrb$$"
+tmp=$(mktemp -d)
+pids=()
+
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  for n in $(ip netns list | awk -v t="$tag" 'index($1, t) == 1 {print $1}'); do ip netns del "$n"; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+ns() { ip netns add "$tag-$1"; ip -n "$tag-$1" link set lo up; }
+x() { local n=$1; shift; ip netns exec "$tag-$n" "$@"; }
+veth() { # veth NS_A IF_A ADDR_A NS_B IF_B [ADDR_B]
+  ip link add "$2" netns "$tag-$1" type veth peer name "$5" netns "$tag-$4"
+  ip -n "$tag-$1" addr add "$3" dev "$2"; ip -n "$tag-$1" link set "$2" up
+  [ -n "${6:-}" ] && ip -n "$tag-$4" addr add "$6" dev "$5"
+  ip -n "$tag-$4" link set "$5" up
+}
+bg() { # bg NS LOG CMD...: start in a namespace, remember the pid
+  local n=$1 log=$2; shift 2
+  ip netns exec "$tag-$n" "$@" >"$log" 2>&1 &
+  pids+=($!)
+}
+wait_for() { # wait_for FILE TEXT: up to 10 s for a line in a log
+  for _ in $(seq 100); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  echo "timed out waiting for '$2' in $1:" >&2; cat "$1" >&2; exit 1
+}
+
+# Topologies. Native: h1..h3 on a bridge, 10.78.1.0/24. Routed: n1..n3 on 10.78.1{1,2,3}.0/24
+# behind router rt (.1 on each), no multicast routing.
+ns sw; ip -n "$tag-sw" link add br0 type bridge; ip -n "$tag-sw" link set br0 up
+for i in 1 2 3; do
+  ns "h$i"; veth "h$i" eth0 "10.78.1.$i/24" sw "p$i"; ip -n "$tag-sw" link set "p$i" master br0
+done
+ns rt; x rt sysctl -qw net.ipv4.ip_forward=1
+for i in 1 2 3; do
+  ns "n$i"; veth rt "r$i" "10.78.1$i.1/24" "n$i" eth0 "10.78.1$i.2/24"
+  ip -n "$tag-n$i" route add default via "10.78.1$i.1"
+done
+
+G=239.255.78.1:7877; R=239.255.78.2:7879; S=239.255.78.3:5079
+stop_all() { # stop every process started so far (the next setup reuses the namespaces)
+  for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
+}
+serves() { # serves NS2 IP2 NS3 IP3 LABEL
+  bg "$1" "$tmp/$5-s2.log" "$wb" serve --listen 0.0.0.0:7878 --open --join $G --interface "$2" --reply-group $R
+  bg "$3" "$tmp/$5-s3.log" "$wb" serve --listen 0.0.0.0:7878 --open --join $G --interface "$4" --reply-group $R
+  wait_for "$tmp/$5-s2.log" listening; wait_for "$tmp/$5-s3.log" listening
+}
+measure() { # measure NS1 IP1 IP2 IP3 LABEL: ping then loss-free search at 64 and 1400 B
+  x "$1" "$wb" ping $G --interface "$2" --reply-group $R --loop --responders 2 --count "$pings" \
+    --warmup 1000 --json "$tmp/$5-ping.json" >/dev/null
+  for size in 64 1400; do
+    x "$1" "$wb" stream "$3:7878" "$4:7878" --group $S --interface "$2" --size $size --find-max-rate \
+      --rate 2gbit --trial "$trial" -q --json "$tmp/$5-stream-$size.json" >/dev/null
+  done
+}
+
+echo "multicast: native vs wirebench relay vs n2n, $(date -u +%FT%TZ), $(nproc) CPUs, $("$wb" --version)"
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (figures taken while others build are noisy)"
+
+serves h2 10.78.1.2 h3 10.78.1.3 native
+measure h1 10.78.1.1 10.78.1.2 10.78.1.3 native
+stop_all
+
+peers() { local out=(); for j in 1 2 3; do [ "$j" != "$1" ] && out+=("10.78.1$j.2:7880"); done; (IFS=,; echo "${out[*]}"); }
+for i in 1 2 3; do
+  bg "n$i" "$tmp/relay$i.log" "$wb" relay --interface "10.78.1$i.2" --peers "$(peers $i)" \
+    --group $G --group $R --group $S --json "$tmp/relay$i.json"
+done
+for i in 1 2 3; do wait_for "$tmp/relay$i.log" "relay listening"; done
+serves n2 10.78.12.2 n3 10.78.13.2 relay
+measure n1 10.78.11.2 10.78.12.2 10.78.13.2 relay
+stop_all
+echo "relay on node 1 (summary on stop):"; sed -n '/^relay [0-9a-f]* on/,$p' "$tmp/relay1.log"
+
+have_n2n=0
+if command -v edge >/dev/null && command -v supernode >/dev/null; then
+  bg rt "$tmp/supernode.log" supernode -l 7654 -v
+  for i in 1 2 3; do
+    bg "n$i" "$tmp/edge$i.log" edge -d n2n0 -a "10.79.0.$i" -s 255.255.255.0 -c wirebench -k benchkey \
+      -l "10.78.1$i.1:7654" -v
+  done
+  up=1
+  for i in 1 2 3; do
+    # (not `ip | grep -q`: with pipefail, grep's early exit fails the pipeline)
+    for _ in $(seq 100); do [[ "$(ip -n "$tag-n$i" addr show n2n0 2>/dev/null)" == *10.79.0.* ]] && break; sleep 0.1; done
+    [[ "$(ip -n "$tag-n$i" addr show n2n0 2>/dev/null)" == *10.79.0.* ]] || up=0
+  done
+  if [ $up = 1 ]; then
+    serves n2 10.79.0.2 n3 10.79.0.3 n2n
+    measure n1 10.79.0.1 10.79.0.2 10.79.0.3 n2n && have_n2n=1
+  fi
+  [ $have_n2n = 1 ] || { echo "n2n did not come up: edge logs follow"; for f in "$tmp"/edge*.log "$tmp"/supernode.log; do echo "== $f"; tail -n 5 "$f"; done; }
+else
+  echo "n2n (edge, supernode) not installed: its column is skipped"
+fi
+
+python3 - "$tmp" "$have_n2n" <<'EOF'
+import json, sys
+tmp, have_n2n = sys.argv[1], sys.argv[2] == "1"
+modes = ["native", "relay"] + (["n2n"] if have_n2n else [])
+def ping(m):
+    r = json.load(open(f"{tmp}/{m}-ping.json"))["results"]
+    c = r["combined"]["summary"]
+    at = {p["p"]: p["ns"] for p in c["percentiles"]}
+    lost = sum(x["lost"] for x in r["responders"])
+    return at, lost, len(r["responders"])
+def best(m, size):
+    s = json.load(open(f"{tmp}/{m}-stream-{size}.json"))["results"]["search"]
+    return s["best_per_s"]
+rows = {}
+print(f"\n{'':8} {'responders':>10} {'lost':>6} {'p50 µs':>8} {'p99 µs':>8} {'p99.9 µs':>9} {'64 B loss-free/s':>17} {'1400 B loss-free/s':>19}")
+for m in modes:
+    at, lost, n = ping(m)
+    b64, b1400 = best(m, 64), best(m, 1400)
+    rows[m] = (at, b64, b1400)
+    print(f"{m:8} {n:>10} {lost:>6} {at[50.0]/1e3:>8.1f} {at[99.0]/1e3:>8.1f} {at[99.9]/1e3:>9.1f} {b64:>17,.0f} {b1400:>19,.0f}")
+n50 = rows["native"][0][50.0]
+r50 = rows["relay"][0][50.0]
+print(f"\nrelay adds {(r50 - n50)/1e3:.1f} µs p50 over native multicast (goal: at most 30 µs; ratio {r50/n50:.2f}x)")
+if have_n2n:
+    for i, size in ((1, 64), (2, 1400)):
+        ratio = rows["relay"][i] / rows["n2n"][i] if rows["n2n"][i] else float("inf")
+        print(f"relay / n2n loss-free rate at {size} B: {ratio:.2f}x (goal: at least 2x)")
+    print(f"n2n p50 {rows['n2n'][0][50.0]/1e3:.1f} µs, relay p50 {r50/1e3:.1f} µs")
+EOF

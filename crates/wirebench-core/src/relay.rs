@@ -1,0 +1,155 @@
+//! The relay's decisions, as pure functions of what arrived and when (`wirebench relay`):
+//!
+//! - [`PeerWindow`]: duplicates per (origin relay, sequence), surviving a peer's restart.
+//! - [`EmitGuard`]: the datagrams this relay re-emitted lately, so one that comes back to it
+//!   is never forwarded again (a guard behind the exact check on the emitting socket).
+//! - [`RateCap`]: datagrams per second per group and per peer, so a relay never amplifies.
+//! - [`Mates`]: the other relays that hear a group natively (same segment), and which one
+//!   of them carries it (the lowest address), so two relays on one segment do not double
+//!   traffic.
+//!
+//! The wire format is `wire::relay`; the report model is `report::RelayResults`.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddrV4;
+
+use crate::impair::bucket::TokenBucket;
+use crate::seq::{Arrival, SeqWindow};
+
+/// Sequence numbers a [`PeerWindow`] remembers per origin.
+pub const DEDUPE_WINDOW: usize = 4096;
+
+/// The duplicate window of one peer: the current origin (relay run) and the one before, so
+/// late datagrams of a restarted peer are still judged rather than taken as new.
+#[derive(Debug, Clone, Default)]
+pub struct PeerWindow {
+    cur: Option<(u64, SeqWindow)>,
+    prev: Option<(u64, SeqWindow)>,
+}
+
+impl PeerWindow {
+    /// Judges datagram `seq` from relay run `origin`.
+    pub fn judge(&mut self, origin: u64, seq: u64) -> Arrival {
+        if let Some((o, w)) = &mut self.cur
+            && *o == origin
+        {
+            return w.on_seq(seq);
+        }
+        if let Some((o, w)) = &mut self.prev
+            && *o == origin
+        {
+            return w.on_seq(seq);
+        }
+        // A new run of that peer (a restart): the current one becomes the previous one.
+        let mut w = self.prev.take().map_or_else(|| SeqWindow::new(DEDUPE_WINDOW), |(_, w)| w);
+        w.reset();
+        let arrival = w.on_seq(seq);
+        self.prev = self.cur.take();
+        self.cur = Some((origin, w));
+        arrival
+    }
+}
+
+/// FNV-1a over a group, the port a datagram was sent from and its payload: the identity of
+/// one re-emission. The port keeps two senders of identical bytes apart (two responders
+/// echoing the same probe), so the guard never takes another sender's datagram for ours.
+pub fn digest(group: SocketAddrV4, from_port: u16, payload: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let head = group.ip().octets();
+    let ports = [group.port().to_be_bytes(), from_port.to_be_bytes()];
+    for b in head.iter().chain(ports.iter().flatten()).chain(payload) {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// The digests of the last `capacity` re-emitted datagrams with when they left; a datagram
+/// heard within `horizon_ns` of re-emitting the same bytes is taken for our own echo.
+#[derive(Debug, Clone)]
+pub struct EmitGuard {
+    recent: HashMap<u64, u64>,
+    order: VecDeque<(u64, u64)>,
+    capacity: usize,
+    horizon_ns: u64,
+}
+
+impl EmitGuard {
+    /// Room for `capacity` (at least 1) digests, each trusted for `horizon_ns`. Memory is
+    /// allocated here, never on the datagram path.
+    pub fn new(capacity: usize, horizon_ns: u64) -> Self {
+        let capacity = capacity.max(1);
+        Self {
+            recent: HashMap::with_capacity(capacity),
+            order: VecDeque::with_capacity(capacity),
+            capacity,
+            horizon_ns,
+        }
+    }
+
+    /// Records that a datagram with `digest` was re-emitted at `now_ns`.
+    pub fn emitted(&mut self, digest: u64, now_ns: u64) {
+        if self.order.len() == self.capacity
+            && let Some((d, t)) = self.order.pop_front()
+            && self.recent.get(&d) == Some(&t)
+        {
+            self.recent.remove(&d);
+        }
+        self.order.push_back((digest, now_ns));
+        self.recent.insert(digest, now_ns);
+    }
+
+    /// Whether a datagram with `digest` heard at `now_ns` is one we re-emitted lately.
+    pub fn is_echo(&self, digest: u64, now_ns: u64) -> bool {
+        self.recent.get(&digest).is_some_and(|&t| now_ns.saturating_sub(t) <= self.horizon_ns)
+    }
+}
+
+/// A cap in datagrams per second with a burst of a tenth of a second (at least 16).
+#[derive(Debug, Clone)]
+pub struct RateCap(TokenBucket);
+
+impl RateCap {
+    /// A cap of `per_sec` datagrams per second (at least 1).
+    pub fn new(per_sec: u64) -> Self {
+        let per_sec = per_sec.max(1);
+        // One "byte" per datagram: the bucket fills at 8 * per_sec "bits" per second.
+        Self(TokenBucket::new(per_sec.saturating_mul(8), (per_sec / 10).max(16)))
+    }
+
+    /// Whether a datagram arriving at `now_ns` is within the cap (and takes its token).
+    pub fn allow(&mut self, now_ns: u64) -> bool {
+        self.0.depart(1, now_ns, 0).is_some()
+    }
+}
+
+/// The relays heard natively on one group (segment mates), by relay address, with when.
+#[derive(Debug, Clone, Default)]
+pub struct Mates(HashMap<SocketAddrV4, u64>);
+
+impl Mates {
+    /// `mate` was heard natively on the group (its probe), or answered ours, at `now_ns`.
+    pub fn heard(&mut self, mate: SocketAddrV4, now_ns: u64) {
+        self.0.insert(mate, now_ns);
+    }
+
+    /// Whether `peer` was heard natively within `ttl_ns` of `now_ns`.
+    pub fn is_mate(&self, peer: SocketAddrV4, now_ns: u64, ttl_ns: u64) -> bool {
+        self.0.get(&peer).is_some_and(|&t| now_ns.saturating_sub(t) <= ttl_ns)
+    }
+
+    /// Whether `me` carries the group for its segment: it has the lowest address among
+    /// itself and its live mates. Every relay on the segment computes the same answer.
+    pub fn designated(&self, me: SocketAddrV4, now_ns: u64, ttl_ns: u64) -> bool {
+        let key = |a: &SocketAddrV4| (u32::from(*a.ip()), a.port());
+        self.0.iter().filter(|(_, t)| now_ns.saturating_sub(**t) <= ttl_ns).all(|(a, _)| key(&me) <= key(a))
+    }
+
+    /// Forgets mates not heard for `ttl_ns` (bounds memory by the peers that probe).
+    pub fn expire(&mut self, now_ns: u64, ttl_ns: u64) {
+        self.0.retain(|_, t| now_ns.saturating_sub(*t) <= ttl_ns);
+    }
+}
+
+#[cfg(test)]
+mod tests;

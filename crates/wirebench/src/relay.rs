@@ -1,0 +1,122 @@
+//! `wirebench relay`: multicast where the network has none. One relay per node joins each
+//! group on the local interface, forwards what local applications send to the group to its
+//! peer relays by unicast (one `sendmmsg` across peers), and re-emits what peers send it
+//! into the local group.
+//!
+//! The rules (`docs/modes/relay.md`):
+//! - a datagram this relay re-emitted is never forwarded again: it comes from one of the
+//!   relay's own emitting sockets (exact), and as a guard its bytes were re-emitted within
+//!   the last few milliseconds;
+//! - a peer's datagrams are re-emitted once per (origin relay, sequence);
+//! - nothing is sent to an address that is not a peer, and with a token nothing is believed
+//!   without its MAC;
+//! - rates are capped per group (out) and per peer (in), so a relay never amplifies;
+//! - relays that hear each other's probes natively share a segment: the one with the lowest
+//!   address carries the group for it, and none forwards to the others;
+//! - a group that already reaches every peer natively is refused (`--force` overrides).
+//!
+//! Re-emitted datagrams come from the relay (one socket per original sender, so receivers
+//! can still tell senders apart), not from the original sender: the report lists the
+//! original senders.
+//!
+//! Layout: `config` (flags to a `Config`), `peers` (lists, files, DNS), `engine` (the loop),
+//! `stats` (counters and the report).
+
+mod config;
+mod engine;
+mod peers;
+mod stats;
+
+use std::net::SocketAddrV4;
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use wirebench_core::report::{Outcome, Report, Results};
+use wirebench_core::units::{MsgRate, Span};
+
+pub use self::config::{Config, DEFAULT_PORT, PeerSource};
+use crate::Ctx;
+
+/// `wirebench relay` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// A group to carry, `GROUP:PORT`; repeatable.
+    #[arg(long, value_name = "GROUP:PORT")]
+    pub group: Vec<SocketAddrV4>,
+    /// The other relays: `host[:port],...`, a file of them (one a line), or a DNS name that
+    /// resolves to them all; names are re-resolved every --resolve-every.
+    #[arg(long, value_name = "LIST|FILE|NAME")]
+    pub peers: Option<String>,
+    /// Interface (name or IPv4 address) for the joins and the re-emission.
+    #[arg(long, env = "WIREBENCH_INTERFACE")]
+    pub interface: Option<String>,
+    /// The relay port (peers send here).
+    #[arg(long, default_value = "0.0.0.0:7880", env = "WIREBENCH_RELAY_LISTEN")]
+    pub listen: String,
+    /// Authenticate every relayed datagram with an HMAC keyed by this token.
+    #[arg(long, env = "WIREBENCH_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Read the token from a file.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Datagrams per second per group (forwarded) and per peer (re-emitted) at most.
+    #[arg(long, default_value = "100k/s")]
+    pub max_rate: MsgRate,
+    /// Original senders with an emitting socket of their own at most.
+    #[arg(long, default_value_t = 256)]
+    pub max_senders: usize,
+    /// TTL of re-emitted datagrams.
+    #[arg(long, default_value_t = 1)]
+    pub ttl: u32,
+    /// Re-resolve the peers this often.
+    #[arg(long, default_value = "10s")]
+    pub resolve_every: Span,
+    /// How long to wait for peers' answers to the native check.
+    #[arg(long, default_value = "1s")]
+    pub check_wait: Span,
+    /// Only check whether native multicast reaches the peers, print it and exit.
+    #[arg(long)]
+    pub check: bool,
+    /// Relay groups even where native multicast reaches the peers (they get it twice).
+    #[arg(long)]
+    pub force: bool,
+    /// Stop after this long (default: until Ctrl-C or SIGTERM).
+    #[arg(long, short = 'd')]
+    pub duration: Option<Span>,
+    /// Write the JSON report at the end.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// Runs the relay (or its check) until stopped; prints the summary and saves the report.
+pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
+    let interface = a.interface.as_deref().map(wirebench_net::iface::ipv4_of).transpose()?;
+    let cfg = Config::from_args(a, interface)?;
+    let started = SystemTime::now();
+    let t0 = std::time::Instant::now();
+    let results = engine::run(&cfg, ctx)?;
+    let report = Report {
+        schema_version: wirebench_core::report::SCHEMA_VERSION,
+        meta: crate::host::meta(&ctx.argv, started, u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX)),
+        config: serde_json::json!({
+            "groups": cfg.groups.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "listen": cfg.listen.to_string(),
+            "interface": cfg.interface.to_string(),
+            "max_rate_per_s": cfg.max_rate,
+            "max_senders": cfg.max_senders,
+            "ttl": cfg.ttl,
+            "check": cfg.check,
+            "force": cfg.force,
+        }),
+        outcome: if ctx.shutdown.is_set() { Outcome::Interrupted } else { Outcome::Completed },
+        results: Results::Relay(results),
+        attribution: None,
+    };
+    let Results::Relay(r) = &report.results else { unreachable!() };
+    stats::print(ctx.out, r)?;
+    ctx.out.flush()?;
+    if let Some(p) = &cfg.json {
+        crate::output::write_json(p, &report)?;
+    }
+    Ok(report)
+}

@@ -1,0 +1,514 @@
+//! The relay's loop: one thread, one epoll over the relay port and the group sockets,
+//! every wait bounded by [`WAKE`] so a stop takes effect within a tenth of a second.
+//! Buffers, fan-out headers and histograms are allocated up front; a datagram's path
+//! allocates nothing (a new original sender opens a socket, once).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::sync::mpsc;
+
+use anyhow::Context as _;
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
+use socket2::{Domain, Protocol, Socket, Type};
+use wirebench_core::relay::{EmitGuard, Mates, PeerWindow, RateCap, digest};
+use wirebench_core::report::RelayResults;
+use wirebench_core::wire::relay::{self as wire, Header, MAX_PAYLOAD, MAX_UDP_LEN, RelayKind};
+use wirebench_net::clock::{Clock as _, MonoClock, wall_now_ns};
+use wirebench_net::drops::udp_drops;
+use wirebench_net::fanout::FanOut;
+
+use super::config::Config;
+use super::peers;
+use super::stats::{self, GroupStats, PeerStats, Senders, Tally};
+use crate::Ctx;
+use crate::error::UsageError;
+
+mod emit;
+
+/// Longest wait in the kernel.
+const WAKE: u16 = 100;
+/// Probes into each group this often; segment mates not heard for three of these are gone.
+const PROBE_EVERY_NS: u64 = 2_000_000_000;
+const MATE_TTL_NS: u64 = 3 * PROBE_EVERY_NS + 500_000_000;
+/// Probes during the startup check.
+const CHECK_PROBE_EVERY_NS: u64 = 250_000_000;
+/// An emitting socket idle this long may be reused for a new sender.
+const FLOW_IDLE_NS: u64 = 30_000_000_000;
+/// Datagrams read from one socket before looking at the others.
+const BURST: usize = 256;
+/// Re-emissions remembered by the echo guard, and for how long.
+const GUARD_LEN: usize = 4096;
+const GUARD_HORIZON_NS: u64 = 50_000_000;
+const RELAY_TOKEN: u64 = u64::MAX;
+
+struct Group {
+    addr: SocketAddrV4,
+    sock: UdpSocket,
+    stats: GroupStats,
+    mates: Mates,
+    native: BTreeSet<SocketAddrV4>,
+    rate: RateCap,
+    dests: Vec<SocketAddrV4>,
+    dest_peers: Vec<usize>,
+    fan: FanOut,
+}
+
+struct Peer {
+    addr: SocketAddrV4,
+    stats: PeerStats,
+    window: PeerWindow,
+    rate: RateCap,
+    active: bool,
+}
+
+struct Flow {
+    sock: UdpSocket,
+    port: u16,
+    last_ns: u64,
+}
+
+struct Relay<'c> {
+    cfg: &'c Config,
+    id: u64,
+    sock: UdpSocket,
+    groups: Vec<Group>,
+    peers: Vec<Peer>,
+    peer_idx: HashMap<SocketAddrV4, usize>,
+    flows: HashMap<(u64, SocketAddrV4), Flow>,
+    own_ports: HashSet<u16>,
+    guard: EmitGuard,
+    senders: Senders,
+    seq: u64,
+    probe_seq: u64,
+    not_a_peer: u64,
+    malformed: u64,
+    relaying: bool,
+    clock: MonoClock,
+    buf: Vec<u8>,
+    out: Vec<u8>,
+}
+
+fn v4(a: SocketAddr) -> Option<SocketAddrV4> {
+    match a {
+        SocketAddr::V4(v) => Some(v),
+        SocketAddr::V6(_) => None,
+    }
+}
+
+fn sender_socket(bind: SocketAddrV4, cfg: &Config) -> io::Result<UdpSocket> {
+    let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    s.bind(&SocketAddr::V4(bind).into())?;
+    s.set_multicast_if_v4(&cfg.interface)?;
+    s.set_multicast_ttl_v4(cfg.ttl)?;
+    s.set_multicast_loop_v4(true)?;
+    s.set_nonblocking(true)?;
+    Ok(s.into())
+}
+
+/// Receive (and send) buffer of the relay port and the group sockets: a burst of some
+/// thousands of datagrams (the kernel charges each its buffer's true size, about 2 KiB for
+/// a small one) waits there while the loop catches up.
+const SOCKET_BUFFER: usize = 16 << 20;
+
+/// A socket bound to the group's own address (so it hears that group and no unicast to
+/// the port, which a serve on this host may own), joined on the interface.
+fn group_socket(g: SocketAddrV4, iface: Ipv4Addr) -> io::Result<UdpSocket> {
+    let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    s.set_reuse_address(true)?;
+    s.set_reuse_port(true)?;
+    s.bind(&SocketAddr::V4(g).into())?;
+    s.join_multicast_v4(g.ip(), &iface)?;
+    s.set_multicast_all_v4(false)?;
+    s.set_nonblocking(true)?;
+    let s: UdpSocket = s.into();
+    wirebench_net::batch::size_buffers(&s, SOCKET_BUFFER);
+    Ok(s)
+}
+
+/// Runs the check, then (unless `--check`) relays until stopped.
+pub(crate) fn run(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<RelayResults> {
+    let sock = sender_socket(cfg.listen, cfg).with_context(|| format!("cannot bind the relay port {}", cfg.listen))?;
+    wirebench_net::batch::size_buffers(&sock, SOCKET_BUFFER);
+    let mut groups = Vec::new();
+    for &g in &cfg.groups {
+        let s = group_socket(g, cfg.interface).with_context(|| format!("cannot join {g} on {}", cfg.interface))?;
+        groups.push(Group {
+            addr: g,
+            sock: s,
+            stats: GroupStats::default(),
+            mates: Mates::default(),
+            native: BTreeSet::new(),
+            rate: RateCap::new(cfg.max_rate),
+            dests: Vec::new(),
+            dest_peers: Vec::new(),
+            fan: FanOut::new(&[]),
+        });
+    }
+    let (first, failed) = peers::resolve(&cfg.peers, cfg.me);
+    for f in &failed {
+        writeln!(ctx.out, "relay: peer {f}")?;
+    }
+    let updates = peers::watch(cfg.peers.clone(), cfg.me, cfg.resolve_every, first.clone(), ctx.shutdown.clone());
+    let mut r = Relay {
+        cfg,
+        id: u64::from_be_bytes(crate::os_random()?),
+        sock,
+        groups,
+        peers: Vec::new(),
+        peer_idx: HashMap::new(),
+        flows: HashMap::new(),
+        own_ports: HashSet::new(),
+        guard: EmitGuard::new(GUARD_LEN, GUARD_HORIZON_NS),
+        senders: Senders::default(),
+        seq: 0,
+        probe_seq: 0,
+        not_a_peer: 0,
+        malformed: 0,
+        relaying: false,
+        clock: MonoClock::default(),
+        buf: vec![0; MAX_UDP_LEN + 1],
+        out: vec![0; MAX_UDP_LEN + 1],
+    };
+    r.set_peers(&first);
+    let ep = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
+    ep.add(&r.sock, EpollEvent::new(EpollFlags::EPOLLIN, RELAY_TOKEN))?;
+    for (i, g) in r.groups.iter().enumerate() {
+        ep.add(&g.sock, EpollEvent::new(EpollFlags::EPOLLIN, i as u64))?;
+    }
+    writeln!(
+        ctx.out,
+        "relay {:016x}: checking native multicast to {} peers for {:?}",
+        r.id,
+        r.peers.len(),
+        cfg.check_wait
+    )?;
+    ctx.out.flush()?;
+    let check_end = r.clock.now_ns() + u64::try_from(cfg.check_wait.as_nanos()).unwrap_or(u64::MAX);
+    r.run_until(&ep, &updates, ctx, check_end, CHECK_PROBE_EVERY_NS)?;
+    r.print_check(ctx.out)?;
+    if cfg.check || ctx.shutdown.is_set() {
+        return Ok(r.results());
+    }
+    if !cfg.force {
+        for g in &r.groups {
+            let active: Vec<SocketAddrV4> = r.peers.iter().filter(|p| p.active).map(|p| p.addr).collect();
+            if !active.is_empty() && active.iter().all(|p| g.native.contains(p)) {
+                return Err(UsageError(format!(
+                    "group {} already reaches every peer natively: relaying it would deliver twice (--force relays anyway)",
+                    g.addr
+                ))
+                .into());
+            }
+        }
+    }
+    r.relaying = true;
+    r.rebuild();
+    writeln!(
+        ctx.out,
+        "relay listening on {} ({}): {} groups, {} peers{}",
+        cfg.me,
+        cfg.listen,
+        r.groups.len(),
+        r.peers.iter().filter(|p| p.active).count(),
+        if cfg.key.is_some() { ", MAC on" } else { "" }
+    )?;
+    ctx.out.flush()?;
+    let end = cfg
+        .duration
+        .map_or(u64::MAX, |d| r.clock.now_ns().saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)));
+    r.run_until(&ep, &updates, ctx, end, PROBE_EVERY_NS)?;
+    Ok(r.results())
+}
+
+impl Relay<'_> {
+    fn run_until(
+        &mut self,
+        ep: &Epoll,
+        updates: &mpsc::Receiver<Vec<SocketAddrV4>>,
+        ctx: &Ctx<'_>,
+        end_ns: u64,
+        probe_every: u64,
+    ) -> anyhow::Result<()> {
+        let mut events = [EpollEvent::empty(); 72];
+        let mut next_probe = 0;
+        let mut next_rebuild = 0;
+        loop {
+            let now = self.clock.now_ns();
+            if ctx.shutdown.is_set() || now >= end_ns {
+                // What peers sent before the stop is still counted (nothing waits).
+                self.drain_peers();
+                return Ok(());
+            }
+            if now >= next_probe {
+                self.probe();
+                next_probe = now + probe_every;
+            }
+            if let Ok(list) = updates.try_recv() {
+                self.set_peers(&list);
+                next_rebuild = 0;
+            }
+            if self.relaying && now >= next_rebuild {
+                for g in &mut self.groups {
+                    g.mates.expire(now, MATE_TTL_NS);
+                }
+                self.rebuild();
+                next_rebuild = now + probe_every;
+            }
+            let n = match ep.wait(&mut events, WAKE) {
+                Ok(n) => n,
+                Err(nix::errno::Errno::EINTR) => 0,
+                Err(e) => return Err(e.into()),
+            };
+            for ev in &events[..n] {
+                match ev.data() {
+                    RELAY_TOKEN => self.drain_peers(),
+                    #[expect(clippy::cast_possible_truncation, reason = "tokens are group indexes")]
+                    i => self.drain_group(i as usize),
+                }
+            }
+        }
+    }
+
+    /// Adds new peers, marks vanished ones inactive (their counters stay in the report).
+    fn set_peers(&mut self, list: &[SocketAddrV4]) {
+        for p in &mut self.peers {
+            p.active = list.contains(&p.addr);
+        }
+        for &a in list {
+            if !self.peer_idx.contains_key(&a) && self.peers.len() < peers::MAX_PEERS {
+                self.peer_idx.insert(a, self.peers.len());
+                self.peers.push(Peer {
+                    addr: a,
+                    stats: PeerStats::default(),
+                    window: PeerWindow::default(),
+                    rate: RateCap::new(self.cfg.max_rate),
+                    active: true,
+                });
+            }
+        }
+    }
+
+    /// Whether peer `pi` may get and give group `g`'s traffic: active, and not on our
+    /// segment for that group (it hears the group natively).
+    fn remote(&self, g: &Group, pi: usize, now: u64) -> bool {
+        let p = &self.peers[pi];
+        p.active && (self.cfg.force || !g.mates.is_mate(p.addr, now, MATE_TTL_NS))
+    }
+
+    /// Recomputes each group's fan-out (allocates only when it changed).
+    fn rebuild(&mut self) {
+        let now = self.clock.now_ns();
+        for gi in 0..self.groups.len() {
+            let idx: Vec<usize> = (0..self.peers.len()).filter(|&pi| self.remote(&self.groups[gi], pi, now)).collect();
+            let g = &mut self.groups[gi];
+            if idx != g.dest_peers {
+                g.dests = idx.iter().map(|&pi| self.peers[pi].addr).collect();
+                g.fan = FanOut::new(&g.dests);
+                g.dest_peers = idx;
+            }
+        }
+    }
+
+    fn carries(&self, g: &Group, now: u64) -> bool {
+        self.cfg.force || g.mates.designated(self.cfg.me, now, MATE_TTL_NS)
+    }
+
+    /// Sends a probe into every group from the relay port: relays on this segment hear it.
+    fn probe(&mut self) {
+        self.probe_seq += 1;
+        for g in &self.groups {
+            let h = Header {
+                kind: RelayKind::Probe,
+                origin: self.id,
+                seq: self.probe_seq,
+                rx_wall_ns: 0,
+                group: g.addr,
+                sender: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+            };
+            if let Some(n) = wire::encode(&mut self.out, &h, &[], self.cfg.key.as_ref()) {
+                let _ = self.sock.send_to(&self.out[..n], g.addr);
+            }
+        }
+    }
+
+    fn drain_group(&mut self, gi: usize) {
+        for _ in 0..BURST {
+            let Ok((n, from)) = self.groups[gi].sock.recv_from(&mut self.buf) else { return };
+            if let Some(src) = v4(from) {
+                self.local(gi, n, src);
+            }
+        }
+    }
+
+    fn drain_peers(&mut self) {
+        for _ in 0..BURST {
+            let Ok((n, from)) = self.sock.recv_from(&mut self.buf) else { return };
+            match v4(from).and_then(|a| self.peer_idx.get(&a).map(|&i| (a, i))) {
+                Some((src, pi)) => self.on_peer_datagram(pi, src, n),
+                None => self.not_a_peer += 1,
+            }
+        }
+    }
+
+    /// A datagram heard on group `gi` from `src`.
+    fn local(&mut self, gi: usize, n: usize, src: SocketAddrV4) {
+        let now = self.clock.now_ns();
+        let mine = *src.ip() == self.cfg.interface;
+        if src == self.cfg.me {
+            return; // our own probe
+        }
+        if mine && self.own_ports.contains(&src.port()) {
+            self.groups[gi].stats.drops.looped += 1;
+            return;
+        }
+        if let Ok(r) = wire::decode(&self.buf[..n]) {
+            // A relay's probe: another relay hears this group on our segment. Relay
+            // datagrams are never forwarded.
+            let probe = (r.header.kind == RelayKind::Probe
+                && r.header.group == self.groups[gi].addr
+                && self.peer_idx.contains_key(&src)
+                && wire::verify(&self.buf[..n], &r, self.cfg.key.as_ref()))
+            .then_some(r.header);
+            if let Some(p) = probe {
+                self.mate(gi, src, now);
+                let h = Header { kind: RelayKind::Seen, rx_wall_ns: 0, sender: src, origin: self.id, ..p };
+                if let Some(len) = wire::encode(&mut self.out, &h, &[], self.cfg.key.as_ref()) {
+                    let _ = self.sock.send_to(&self.out[..len], src);
+                }
+            }
+            return;
+        }
+        let g = &self.groups[gi];
+        if mine && self.guard.is_echo(digest(g.addr, src.port(), &self.buf[..n]), now) {
+            self.groups[gi].stats.drops.looped += 1;
+            return;
+        }
+        if !self.relaying {
+            return;
+        }
+        if !self.carries(g, now) {
+            self.groups[gi].stats.drops.passive += 1;
+            return;
+        }
+        let g = &mut self.groups[gi];
+        if n > MAX_PAYLOAD {
+            g.stats.drops.too_big += 1;
+            return;
+        }
+        if !g.rate.allow(now) {
+            g.stats.drops.rate_cap += 1;
+            return;
+        }
+        g.stats.local_in.add(n);
+        self.senders.add(src, gi, None, n);
+        if g.dests.is_empty() {
+            return;
+        }
+        let h = Header {
+            kind: RelayKind::Data,
+            origin: self.id,
+            seq: self.seq,
+            rx_wall_ns: wall_now_ns(),
+            group: g.addr,
+            sender: src,
+        };
+        self.seq += 1;
+        let (payload, out) = (&self.buf[..n], &mut self.out);
+        let Some(len) = wire::encode(out, &h, payload, self.cfg.key.as_ref()) else {
+            g.stats.drops.too_big += 1;
+            return;
+        };
+        g.fan.send(&self.sock, &out[..len]);
+        for (i, &pi) in g.dest_peers.iter().enumerate() {
+            if g.fan.failed(i) {
+                self.peers[pi].stats.drops.send_errors += 1;
+                g.stats.drops.send_errors += 1;
+            } else {
+                self.peers[pi].stats.sent.add(n);
+                g.stats.forwarded.add(n);
+            }
+        }
+    }
+
+    fn mate(&mut self, gi: usize, peer: SocketAddrV4, now: u64) {
+        let g = &mut self.groups[gi];
+        let new = !g.mates.is_mate(peer, now, MATE_TTL_NS);
+        g.mates.heard(peer, now);
+        g.native.insert(peer);
+        if new && self.relaying {
+            self.rebuild();
+        }
+    }
+
+    /// A datagram on the relay port from peer `pi`.
+    fn on_peer_datagram(&mut self, pi: usize, src: SocketAddrV4, n: usize) {
+        let now = self.clock.now_ns();
+        let Ok(r) = wire::decode(&self.buf[..n]) else {
+            self.malformed += 1;
+            return;
+        };
+        if !wire::verify(&self.buf[..n], &r, self.cfg.key.as_ref()) {
+            self.peers[pi].stats.drops.bad_mac += 1;
+            return;
+        }
+        let h = r.header;
+        let Some(gi) = self.groups.iter().position(|g| g.addr == h.group) else {
+            self.peers[pi].stats.drops.not_relayed += 1;
+            return;
+        };
+        match h.kind {
+            RelayKind::Seen if h.sender == self.cfg.me && h.seq <= self.probe_seq => self.mate(gi, src, now),
+            RelayKind::Seen | RelayKind::Probe => self.peers[pi].stats.drops.not_relayed += 1,
+            RelayKind::Data => {
+                let len = r.payload.len();
+                self.reemit(pi, gi, src, &h, len, now);
+            }
+        }
+    }
+}
+
+impl Relay<'_> {
+    fn print_check(&self, out: &mut dyn io::Write) -> io::Result<()> {
+        for g in &self.groups {
+            writeln!(out, "check {}:", g.addr)?;
+            if self.peers.is_empty() {
+                writeln!(out, "  no peers")?;
+            }
+            for p in &self.peers {
+                let what = if g.native.contains(&p.addr) {
+                    "native multicast works (not relayed)"
+                } else {
+                    "not reached natively (relayed)"
+                };
+                writeln!(out, "  {} {what}", p.addr)?;
+            }
+        }
+        out.flush()
+    }
+
+    fn results(&self) -> RelayResults {
+        let now = self.clock.now_ns();
+        let groups: Vec<_> = self
+            .groups
+            .iter()
+            .map(|g| {
+                let kernel = udp_drops(&g.sock).unwrap_or(0);
+                (g.addr, g.stats.clone(), self.carries(g, now), g.native.iter().copied().collect(), kernel)
+            })
+            .collect();
+        let peers: Vec<_> = self.peers.iter().map(|p| (p.addr, p.stats.clone(), p.active)).collect();
+        stats::results(&Tally {
+            relay_id: self.id,
+            listen: self.cfg.me,
+            authenticated: self.cfg.key.is_some(),
+            groups: &groups,
+            peers: &peers,
+            senders: &self.senders,
+            groups_list: &self.cfg.groups,
+            not_a_peer: self.not_a_peer,
+            malformed: self.malformed,
+            kernel_drops: udp_drops(&self.sock).unwrap_or(0),
+        })
+    }
+}
