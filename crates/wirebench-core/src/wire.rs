@@ -44,6 +44,25 @@ impl Kind {
     }
 }
 
+/// Checks the four bytes every wirebench message starts with: magic, version and `kind`.
+/// `need` is the length a truncation reports (the decoder's fixed header).
+pub(crate) fn check_preamble(buf: &[u8], kind: Kind, need: usize) -> Result<(), DecodeError> {
+    if buf.len() < 4 {
+        return Err(DecodeError::Truncated { need, got: buf.len() });
+    }
+    let magic = u16::from_be_bytes([buf[0], buf[1]]);
+    if magic != MAGIC {
+        return Err(DecodeError::Foreign(magic));
+    }
+    if buf[2] != VERSION {
+        return Err(DecodeError::Version(buf[2]));
+    }
+    if buf[3] != kind as u8 {
+        return Err(DecodeError::Kind(buf[3]));
+    }
+    Ok(())
+}
+
 /// Why a decoder rejected its input. Copy, so counting it in a hot loop costs nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {

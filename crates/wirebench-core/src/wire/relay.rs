@@ -121,19 +121,7 @@ fn addr_at(b: &[u8], at: usize) -> SocketAddrV4 {
 
 /// Checks every field of the datagram `buf` (whole, as received). Never panics.
 pub fn decode(buf: &[u8]) -> Result<Relayed<'_>, DecodeError> {
-    if buf.len() < 4 {
-        return Err(DecodeError::Truncated { need: HEADER_LEN, got: buf.len() });
-    }
-    let magic = u16::from_be_bytes([buf[0], buf[1]]);
-    if magic != MAGIC {
-        return Err(DecodeError::Foreign(magic));
-    }
-    if buf[2] != VERSION {
-        return Err(DecodeError::Version(buf[2]));
-    }
-    if buf[3] != Kind::Relay as u8 {
-        return Err(DecodeError::Kind(buf[3]));
-    }
+    super::check_preamble(buf, Kind::Relay, HEADER_LEN)?;
     if buf.len() < HEADER_LEN {
         return Err(DecodeError::Truncated { need: HEADER_LEN, got: buf.len() });
     }

@@ -70,19 +70,7 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 /// Parses the header at the start of `buf`. Over UDP pass the whole datagram and check
 /// `len == buf.len()` with [`parse_datagram`]; over TCP the frame may continue past `buf`.
 pub fn parse_header(buf: &[u8]) -> Result<Header, DecodeError> {
-    if buf.len() < 4 {
-        return Err(DecodeError::Truncated { need: HEADER_LEN, got: buf.len() });
-    }
-    let magic = u16::from_be_bytes([buf[0], buf[1]]);
-    if magic != MAGIC {
-        return Err(DecodeError::Foreign(magic));
-    }
-    if buf[2] != VERSION {
-        return Err(DecodeError::Version(buf[2]));
-    }
-    if buf[3] != Kind::Stream as u8 {
-        return Err(DecodeError::Kind(buf[3]));
-    }
+    super::check_preamble(buf, Kind::Stream, HEADER_LEN)?;
     if buf.len() < HEADER_LEN {
         return Err(DecodeError::Truncated { need: HEADER_LEN, got: buf.len() });
     }
