@@ -133,9 +133,6 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         if let Some(path) = &cfg.json {
             crate::output::write_json(path, &loaded[0].report)?;
         }
-        if cfg.json.as_deref().is_some_and(|p| p.as_os_str() == "-") {
-            return Ok(());
-        }
     }
     let runs: Vec<Run<'_>> = loaded.iter().map(|l| Run { name: &l.name, report: &l.report }).collect();
     let stop = ctx.shutdown.clone();

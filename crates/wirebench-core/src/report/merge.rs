@@ -35,8 +35,9 @@ fn err(msg: impl Into<String>) -> MergeError {
     MergeError(msg.into())
 }
 
-/// Top-level `config` keys a part of a scenario may have of its own.
-const PER_PART: [&str; 1] = ["shard"];
+/// Top-level `config` keys a part of a scenario may have of its own: which shard, and the
+/// process's own outputs and placement (ping writes these into its `config`).
+pub const PER_PART: [&str; 9] = ["shard", "json", "series", "hgrm", "hlog", "quiet", "table", "cpu", "interface"];
 
 /// The mode's name as the results tag it.
 pub fn mode(r: &Report) -> &'static str {

@@ -172,19 +172,28 @@ fn different_scenarios_and_bad_inputs_are_refused_in_one_line() {
 
 #[test]
 fn ping_generators_against_one_server_add_up() {
-    let a = seed("report-ping-full.json");
-    let inputs = [Input { name: "a", report: &a }, Input { name: "b", report: &a }];
+    let gen1 = seed("report-ping-full.json");
+    // each generator writes its own file and may pin its own CPU: still one scenario
+    let mut gen2 = gen1.clone();
+    gen2.config["json"] = "other.json".into();
+    gen2.config["cpu"] = 1.into();
+    let inputs = [Input { name: "a", report: &gen1 }, Input { name: "b", report: &gen2 }];
     let m = merge(&inputs).unwrap();
-    let (Results::Ping(got), Results::Ping(one)) = (&m.results, &a.results) else { panic!("ping") };
+    let (Results::Ping(got), Results::Ping(one)) = (&m.results, &gen1.results) else { panic!("ping") };
     assert_eq!(got.sent, 2 * one.sent);
-    let (g, o) = (&got.responders[0], &one.responders[0]);
-    assert_eq!((g.received, g.lost), (2 * o.received, 2 * o.lost));
-    assert_eq!(g.latency.summary.count, 2 * o.latency.summary.count);
+    let (mine, one_r) = (&got.responders[0], &one.responders[0]);
+    assert_eq!((mine.received, mine.lost), (2 * one_r.received, 2 * one_r.lost));
+    assert_eq!(mine.latency.summary.count, 2 * one_r.latency.summary.count);
     // the same values twice: every percentile as before
-    assert_eq!(g.latency.summary.percentiles, o.latency.summary.percentiles);
-    let mut want = decode_histogram(&o.latency.histogram).unwrap();
+    assert_eq!(mine.latency.summary.percentiles, one_r.latency.summary.percentiles);
+    let mut want = decode_histogram(&one_r.latency.histogram).unwrap();
     want.add(want.clone()).unwrap();
-    assert_eq!(decode_histogram(&g.latency.histogram).unwrap(), want);
+    assert_eq!(decode_histogram(&mine.latency.histogram).unwrap(), want);
+    let mut other = gen1.clone();
+    other.config["size"] = 999.into();
+    let msg =
+        merge(&[Input { name: "a", report: &gen1 }, Input { name: "c", report: &other }]).unwrap_err().to_string();
+    assert_eq!(msg, "a and c are not parts of one scenario: config.size differs (48 vs 999)");
 }
 
 #[test]
