@@ -174,6 +174,9 @@ pub fn check_fit(cfg: &Config) -> Result<(), UsageError> {
 pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow::Result<Report> {
     check_fit(cfg)?;
     if let Some(at) = cfg.sharding.start_at {
+        if !cfg.quiet {
+            writeln!(ctx.out, "wirebench load: waiting for --start-at {}", humantime::format_rfc3339_millis(at))?;
+        }
         shard::wait_until(at, &ctx.shutdown)?;
     }
     let started = SystemTime::now();
