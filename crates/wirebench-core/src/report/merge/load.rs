@@ -132,6 +132,9 @@ pub(super) fn merge(inputs: &[Input<'_>]) -> Result<LoadResults, MergeError> {
     let parts = parts(inputs);
     let mut seen: BTreeMap<u64, &str> = BTreeMap::new();
     let counts: Vec<u64> = parts.iter().filter_map(|(_, l)| l.shard.map(|s| s.count)).collect();
+    if !counts.is_empty() && counts.len() != parts.len() {
+        return Err(err("some reports are shards (--shard K/N) and some are whole runs: merge the shards of one run"));
+    }
     if counts.windows(2).any(|w| w[0] != w[1]) {
         return Err(err("the reports come from different shardings (--shard K/N with different N)"));
     }

@@ -146,6 +146,8 @@ fn different_scenarios_and_bad_inputs_are_refused_in_one_line() {
         "a.json and b.json are not parts of one scenario: config.room_size differs (5 vs 6)"
     );
     assert_eq!(e(&[("a.json", &a), ("a2.json", &a)]), "shard 1/3 is given twice (a.json and a2.json)");
+    let whole = report(results(&rec, 5, &[], None), 2);
+    assert!(e(&[("a.json", &a), ("w.json", &whole)]).starts_with("some reports are shards"));
     let ping = seed("report-ping-full.json");
     assert_eq!(
         e(&[("a.json", &a), ("p.json", &ping)]),
