@@ -6,7 +6,6 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
-use std::sync::mpsc;
 
 use anyhow::Context as _;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
@@ -145,11 +144,8 @@ pub(crate) fn run(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<RelayResult
             fan: FanOut::new(&[]),
         });
     }
-    let (first, failed) = peers::resolve(&cfg.peers, cfg.me);
-    for f in &failed {
-        writeln!(ctx.out, "relay: peer {f}")?;
-    }
-    let updates = peers::watch(cfg.peers.clone(), cfg.me, cfg.resolve_every, first.clone(), ctx.shutdown.clone());
+    let mut watch = peers::Watch::start(cfg, &ctx.shutdown)?;
+    let first = watch.first(&ctx.shutdown);
     let mut r = Relay {
         cfg,
         id: u64::from_be_bytes(crate::os_random()?),
@@ -185,7 +181,7 @@ pub(crate) fn run(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<RelayResult
     )?;
     ctx.out.flush()?;
     let check_end = r.clock.now_ns() + u64::try_from(cfg.check_wait.as_nanos()).unwrap_or(u64::MAX);
-    r.run_until(&ep, &updates, ctx, check_end, CHECK_PROBE_EVERY_NS)?;
+    r.run_until(&ep, &mut watch, ctx, check_end, CHECK_PROBE_EVERY_NS)?;
     r.print_check(ctx.out)?;
     if cfg.check || ctx.shutdown.is_set() {
         return Ok(r.results());
@@ -217,7 +213,7 @@ pub(crate) fn run(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<RelayResult
     let end = cfg
         .duration
         .map_or(u64::MAX, |d| r.clock.now_ns().saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)));
-    r.run_until(&ep, &updates, ctx, end, PROBE_EVERY_NS)?;
+    r.run_until(&ep, &mut watch, ctx, end, PROBE_EVERY_NS)?;
     Ok(r.results())
 }
 
@@ -225,7 +221,7 @@ impl Relay<'_> {
     fn run_until(
         &mut self,
         ep: &Epoll,
-        updates: &mpsc::Receiver<Vec<SocketAddrV4>>,
+        watch: &mut peers::Watch,
         ctx: &Ctx<'_>,
         end_ns: u64,
         probe_every: u64,
@@ -244,7 +240,7 @@ impl Relay<'_> {
                 self.probe();
                 next_probe = now + probe_every;
             }
-            if let Ok(list) = updates.try_recv() {
+            if let Some(list) = watch.changed() {
                 self.set_peers(&list);
                 next_rebuild = 0;
             }
