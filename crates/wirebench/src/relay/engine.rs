@@ -84,6 +84,8 @@ struct Relay<'c> {
     malformed: u64,
     relaying: bool,
     clock: MonoClock,
+    /// Receives on group sockets with the kernel's RX timestamp.
+    rx: wirebench_net::stamp::Receiver,
     buf: Vec<u8>,
     out: Vec<u8>,
 }
@@ -122,6 +124,9 @@ fn group_socket(g: SocketAddrV4, iface: Ipv4Addr) -> io::Result<UdpSocket> {
     s.set_nonblocking(true)?;
     let s: UdpSocket = s.into();
     wirebench_net::batch::size_buffers(&s, SOCKET_BUFFER);
+    // The kernel's RX time starts the added delay, so it includes this relay's own wake-up
+    // (without it, the time the loop read the datagram does).
+    let _ = wirebench_net::stamp::enable(&s, false);
     Ok(s)
 }
 
@@ -163,6 +168,7 @@ pub(crate) fn run(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<RelayResult
         malformed: 0,
         relaying: false,
         clock: MonoClock::default(),
+        rx: wirebench_net::stamp::Receiver::default(),
         buf: vec![0; MAX_UDP_LEN + 1],
         out: vec![0; MAX_UDP_LEN + 1],
     };
@@ -330,9 +336,9 @@ impl Relay<'_> {
 
     fn drain_group(&mut self, gi: usize) {
         for _ in 0..BURST {
-            let Ok((n, from)) = self.groups[gi].sock.recv_from(&mut self.buf) else { return };
-            if let Some(src) = v4(from) {
-                self.local(gi, n, src);
+            let Ok(r) = self.rx.recv(&self.groups[gi].sock, &mut self.buf) else { return };
+            if let Some(src) = r.from.and_then(v4) {
+                self.local(gi, r.len, src, r.at.sw_ns);
             }
         }
     }
@@ -347,8 +353,9 @@ impl Relay<'_> {
         }
     }
 
-    /// A datagram heard on group `gi` from `src`.
-    fn local(&mut self, gi: usize, n: usize, src: SocketAddrV4) {
+    /// A datagram heard on group `gi` from `src`, that entered this host's stack at
+    /// `kernel_rx` (wall clock ns; `None` when the kernel gave no timestamp).
+    fn local(&mut self, gi: usize, n: usize, src: SocketAddrV4, kernel_rx: Option<u64>) {
         let now = self.clock.now_ns();
         let mine = *src.ip() == self.cfg.interface;
         if src == self.cfg.me {
@@ -405,7 +412,7 @@ impl Relay<'_> {
             kind: RelayKind::Data,
             origin: self.id,
             seq: self.seq,
-            rx_wall_ns: wall_now_ns(),
+            rx_wall_ns: kernel_rx.unwrap_or_else(wall_now_ns),
             group: g.addr,
             sender: src,
         };
