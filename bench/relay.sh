@@ -62,10 +62,12 @@ for i in 1 2 3; do
 done
 
 G=239.255.78.1:7877; R=239.255.78.2:7879; S=239.255.78.3:5079
+term=() # processes that ignore SIGINT (n2n's, started in the background: bash ignores it for them)
 stop_all() { # stop every process started so far (the next setup reuses the namespaces)
   for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
+  for p in "${term[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  pids=()
+  pids=(); term=()
 }
 serves() { # serves NS2 IP2 NS3 IP3 LABEL
   bg "$1" "$tmp/$5-s2.log" "$wb" serve --listen 0.0.0.0:7878 --open --join $G --interface "$2" --reply-group $R
@@ -112,11 +114,12 @@ if command -v edge >/dev/null && command -v supernode >/dev/null; then
   #   does not fit ("Message too long"); with 1500 the encapsulated frame is IP-fragmented
   #   on the 1,500 B underlay instead.
   # No -v: its per-frame logging would be measured too.
-  bg rt "$tmp/supernode.log" supernode -l 7654
+  bg rt "$tmp/supernode.log" supernode -l 7654; term+=("${pids[-1]}")
   for _ in $(seq 100); do [[ "$(x rt ss -Huln 'sport = :7654')" == *7654* ]] && break; sleep 0.1; done
   for i in 1 2 3; do
     bg "n$i" "$tmp/edge$i.log" edge -d n2n0 -a "10.79.0.$i" -s 255.255.255.0 -c wirebench -k benchkey \
       -l "10.78.1$i.1:7654" -r -M 1500
+    term+=("${pids[-1]}")
   done
   up=1
   for i in 1 2 3; do
