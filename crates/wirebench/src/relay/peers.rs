@@ -28,7 +28,8 @@ pub(crate) struct Watch {
 }
 
 impl Watch {
-    /// Starts the sources; their log lines (peers added and dropped, errors) go to stderr.
+    /// Starts the sources (entries without a port: [`super::DEFAULT_PORT`], as on the command
+    /// line); their log lines (peers added and dropped, errors) go to stderr.
     pub(crate) fn start(cfg: &Config, shutdown: &Shutdown) -> anyhow::Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -36,7 +37,7 @@ impl Watch {
             .enable_all()
             .build()
             .context("cannot start the discovery runtime")?;
-        let opts = Options { default_port: cfg.listen.port(), refresh: cfg.resolve_every, kube: cfg.kube.clone() };
+        let opts = Options { default_port: super::DEFAULT_PORT, refresh: cfg.resolve_every, kube: cfg.kube.clone() };
         let log: discovery::Log = Arc::new(|line| eprintln!("wirebench relay: {line}"));
         let board = discovery::spawn(cfg.peers.clone(), &opts, shutdown, runtime.handle(), &log);
         Ok(Self { board, seen: u64::MAX, me: cfg.me, runtime: Some(runtime) })
@@ -94,6 +95,28 @@ pub(crate) fn addresses(peers: &[Peer], me: SocketAddrV4) -> Vec<SocketAddrV4> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file's entries without a port get the relay port 7880, as the command line's do,
+    /// whatever `--listen` says (the relay's own port is not its peers').
+    #[test]
+    fn file_entries_without_a_port_get_the_relay_port() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("peers");
+        std::fs::write(&file, "# relays\n10.0.0.2\n10.0.0.3:9\n").unwrap();
+        let args: super::super::Args = crate::cli::parse_mode(
+            "relay",
+            &["--group", "239.1.1.1:5000", "--listen", "10.0.0.1:7990", "--peers", file.to_str().unwrap()],
+        )
+        .unwrap();
+        let cfg = Config::from_args(&args, None).unwrap();
+        let stop = Shutdown::new();
+        let mut w = Watch::start(&cfg, &stop).unwrap();
+        let got = w.first(&stop);
+        stop.trigger();
+        let want: [SocketAddrV4; 2] = ["10.0.0.2:7880".parse().unwrap(), "10.0.0.3:9".parse().unwrap()];
+        assert_eq!(got, want);
+        assert_eq!(w.changed(), None, "nothing changed since the first list");
+    }
 
     #[test]
     fn addresses_are_ipv4_unicast_sorted_without_me() {
