@@ -194,21 +194,32 @@ mod tests {
         }
     }
 
-    #[test]
-    fn agents_started_together_do_not_send_in_waves() {
-        // 20 agents, each with 1 target at 1/s, all started at t = 0 (a rollout).
+    /// Probes per millisecond of 20 agents, each with 1 target at 1/s, all started at t = 0
+    /// (a rollout), with or without send slots (each agent's grid at its own origin).
+    fn rollout_per_ms(slotted: bool) -> Vec<u32> {
         let mut per_ms = vec![0u32; 10_000];
         for agent in 0..20u64 {
             let mut rng = SplitMix64::new(0x5eed + agent);
             let mut p = Pacer::new();
             p.set(0, 1_000 * MS, 0, &mut rng);
-            for times in run(&mut p, &mut rng, 0, 10_000 * MS).values() {
-                for t in times {
-                    per_ms[(t / MS) as usize] += 1;
-                }
+            let sent = if slotted {
+                let origin = rng.next_u64() % SEND_SLOT_NS;
+                p.set_slot(slot_for(1_000 * MS), origin);
+                run_slotted(&mut p, &mut rng, 10_000 * MS).1
+            } else {
+                run(&mut p, &mut rng, 0, 10_000 * MS)
+            };
+            for t in sent.values().flatten() {
+                per_ms[(t / MS) as usize] += 1;
             }
         }
+        per_ms
+    }
+
+    #[test]
+    fn agents_started_together_do_not_send_in_waves() {
         // Synchronised agents would put 20 probes in one millisecond; spread, never 3.
+        let per_ms = rollout_per_ms(false);
         assert!(per_ms.iter().all(|&n| n <= 2), "max {}", per_ms.iter().max().unwrap());
     }
 
@@ -288,20 +299,7 @@ mod tests {
 
     #[test]
     fn slotted_agents_started_together_do_not_send_in_waves() {
-        // As above, with slots: each agent's grid has its own origin.
-        let mut per_ms = vec![0u32; 10_000];
-        for agent in 0..20u64 {
-            let mut rng = SplitMix64::new(0x5eed + agent);
-            let mut p = Pacer::new();
-            p.set(0, 1_000 * MS, 0, &mut rng);
-            let origin = rng.next_u64() % SEND_SLOT_NS;
-            p.set_slot(slot_for(1_000 * MS), origin);
-            for times in run_slotted(&mut p, &mut rng, 10_000 * MS).1.values() {
-                for t in times {
-                    per_ms[(t / MS) as usize] += 1;
-                }
-            }
-        }
+        let per_ms = rollout_per_ms(true);
         assert!(per_ms.iter().all(|&n| n <= 2), "max {}", per_ms.iter().max().unwrap());
     }
 
