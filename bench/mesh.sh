@@ -15,10 +15,11 @@
 #     window (the load of a shared machine moves within a minute, so the three must cover the
 #     same seconds), and that window is the cell read; the matrix cell's p50 must be within 5 % of
 #     ping's (from actual send); sockperf is the outside anchor. ping runs as the agent
-#     probes, without kernel timestamps (--no-timestamps): with them, a UDP send hands ping a
-#     TX timestamp right after it, and that extra wake-up keeps its CPU out of idle when the
-#     reply comes (a shorter round trip on a VM, where waking from idle costs tens of µs);
-#     for UDP, ping with its default kernel timestamps runs beside it and is shown too.
+#     probes (no kernel timestamps: --no-timestamps), and for UDP a second ping with its
+#     default kernel timestamps runs beside it in the same window: how far two pingers at the
+#     same rate differ is the run's own noise floor for the matrix / ping ratio (a pinger at
+#     a fixed period keeps one phase against the host's periodic wake-ups for the whole run;
+#     the agent's jittered intervals sample every phase).
 #     Every process in A runs on
 #     CPU 0 and every one in B on CPU 1: a blocking round trip on this machine kind is
 #     bimodal (a wake-up on the same vCPU or the other one), and unpinned tools land in
