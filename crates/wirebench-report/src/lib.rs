@@ -26,6 +26,7 @@ pub mod hlog;
 pub mod html;
 pub mod mesh;
 pub mod proxy;
+pub mod stream_loss;
 pub mod stream_text;
 pub mod text;
 

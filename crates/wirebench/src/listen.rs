@@ -225,6 +225,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
             send_ns: 0,
             foreign: 0,
             kernel: None,
+            loss_split: None,
         })
         .collect();
     let report = Report {

@@ -114,6 +114,10 @@ pub struct Args {
     /// Sweep these message sizes, e.g. 64,256,1024,1468,8192.
     #[arg(long, value_delimiter = ',')]
     pub sizes: Option<Vec<usize>>,
+    /// Receive buffer of the receiving socket (serve's, or this client's with --reverse), e.g.
+    /// 4k: to see what a smaller buffer loses [default: 16MiB].
+    #[arg(long, value_name = "BYTES")]
+    pub rcvbuf: Option<wirebench_core::units::ByteSize>,
     /// Write interval rows as TSV.
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,

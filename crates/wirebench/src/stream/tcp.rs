@@ -54,6 +54,7 @@ fn request(cfg: &Config, spec: &RunSpec, session: u64) -> StreamRequest {
         count: spec.count,
         client_port: None,
         group: None,
+        rcvbuf: None,
     }
 }
 
@@ -229,6 +230,7 @@ pub(super) fn run(
             send_ns,
             foreign: mine.iter().map(|(_, o, _, r)| o.foreign + r.as_ref().map_or(0, |r| r.foreign)).sum(),
             kernel: None,
+            loss_split: None,
         });
     }
     Ok(out)

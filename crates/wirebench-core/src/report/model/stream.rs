@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::counters::LossSplit;
 use crate::snmp::Snmp;
 use crate::stream::StreamCounts;
 
@@ -71,6 +72,10 @@ pub struct SenderResult {
     pub gso: bool,
     /// TCP: segments retransmitted (from `TCP_INFO`).
     pub retransmits: Option<u64>,
+    /// UDP: datagrams the sending host's kernel dropped after the application sent them
+    /// (`Udp SndbufErrors` over the run, host-wide). Absent when not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sndbuf_errors: Option<u64>,
 }
 
 /// One receiver's view.
@@ -99,8 +104,15 @@ pub struct ReceiverResult {
     pub foreign: u64,
     /// The receiving host's kernel counters over the run: the difference of its
     /// `/proc/net/snmp` `Udp` and `Tcp` tables. Host-wide: every socket on that host counts.
+    /// Its tables `Softnet` and `Nic` (the receiving interfaces) are the counters below
+    /// the sockets (`wirebench_core::counters::SOFTNET`, `NIC`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<Snmp>,
+    /// The missing messages (`sent - received`) split by the counters of both hosts: the
+    /// sender's `SndbufErrors`, this receiver's sockets and NIC, and the rest elsewhere on
+    /// the path (`wirebench_core::counters::split_stream`). UDP runs with counters only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_split: Option<LossSplit>,
 }
 
 impl ReceiverResult {
@@ -135,6 +147,18 @@ impl ReceiverResult {
     /// (`Udp RcvbufErrors`, host-wide; one overflow drops one datagram or one whole GRO run).
     pub fn rcvbuf_errors(&self) -> Option<i64> {
         self.kernel.as_ref()?.get("Udp", "RcvbufErrors")
+    }
+
+    /// Messages sent and not received.
+    pub const fn missing(&self) -> u64 {
+        self.sent.saturating_sub(self.total.received)
+    }
+
+    /// Sets [`Self::loss_split`] from the counters it carries and the sending host's
+    /// `SndbufErrors` (when known).
+    pub fn attribute(&mut self, sender_sndbuf: Option<u64>) {
+        self.loss_split =
+            self.kernel.as_ref().and_then(|k| crate::counters::split_stream(self.missing(), sender_sndbuf, k));
     }
 }
 
