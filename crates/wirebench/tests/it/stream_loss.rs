@@ -144,3 +144,49 @@ fn a_routers_drops_are_elsewhere_on_the_path_and_match_its_qdisc() {
         "{text}"
     );
 }
+
+/// `listen` with a 4 KB buffer behind a flat-out `stream --no-control`: its missing
+/// datagrams (the gaps it saw) are all this host's sockets', by the namespace's own
+/// `RcvbufErrors`; what the counter saw beyond them (datagrams lost after the last one
+/// that arrived, which listen cannot see missing) is the split's `excess`.
+#[test]
+fn listen_blames_its_own_small_buffer() {
+    use std::io::{BufRead, BufReader};
+    let mut lab = Lab::new("lrbuf");
+    let snd = lab.ns("snd");
+    let rcv = lab.ns("rcv");
+    Lab::link(&snd, "eth0", "10.77.185.1/24", &rcv, "eth0", Some("10.77.185.2/24"));
+    one_by_one(&snd, &rcv);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("l.json");
+    let before = snmp_in(&rcv);
+    let mut listen = std::process::Command::new("ip")
+        .args(["netns", "exec", &rcv, crate::lab::BIN, "listen", "--listen", "0.0.0.0:7879", "--rcvbuf", "4k"])
+        .args(["--duration", "4s", "--no-hiccup", "--json", json.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(listen.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert!(line.contains("receiving on"), "{line}");
+    let sent = Lab::run(&snd, &["stream", "10.77.185.2:7879", "--no-control", "-n", "30000", "-q", "--no-hiccup"]);
+    assert!(sent.status.success(), "{}", String::from_utf8_lossy(&sent.stderr));
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut out, &mut text).unwrap();
+    assert!(listen.wait().unwrap().success());
+    let after = snmp_in(&rcv);
+    let v = read_json(&json);
+    assert_valid_report(&v);
+    let r: Report = serde_json::from_value(v).unwrap();
+    let a = r.attribution.expect("an attribution section");
+    let split = a.loss.expect("a loss split");
+    let Results::Stream(s) = &r.results else { panic!("a stream report") };
+    let missing: u64 = s.receivers.iter().map(|x| x.total.expected - x.total.received).sum();
+    let rcvbuf = rose(&before, &after, "Udp", "RcvbufErrors");
+    assert!(missing > 1_000, "{missing} missing");
+    assert_eq!(a.counters.unwrap().udp.unwrap().rcvbuf_errors, rcvbuf);
+    assert_eq!((split.missing, split.socket, split.nic, split.elsewhere), (missing, missing, 0, 0), "{split:?}");
+    assert_eq!(split.excess, rcvbuf - missing);
+    assert!(text.contains(&format!("of {missing} missing: 0 never left this host")), "{text}");
+}
