@@ -166,6 +166,7 @@ pub(crate) fn stream(sent: u64, received: u64) -> Report {
             ],
             warnings: vec![],
             listen: None,
+            generator: None,
         }),
         attribution: None,
     }

@@ -22,6 +22,7 @@ pub mod distribution;
 pub mod env;
 #[cfg(test)]
 mod fixtures;
+pub mod generator;
 pub mod hlog;
 pub mod html;
 pub mod mesh;

@@ -115,6 +115,9 @@ pub fn summary(out: &mut dyn Write, report: &Report) -> io::Result<()> {
             t.retransmits.map_or_else(String::new, |r| format!(", {r} TCP retransmits")),
         )?;
     }
+    if let Some(g) = &s.generator {
+        writeln!(out, "{}", crate::generator::line(g))?;
+    }
     for r in &s.receivers {
         // the sender's batching is known for this client's own sending (forward)
         let gso = if r.direction == "forward" { s.sender.map(|x| x.gso) } else { None };

@@ -263,6 +263,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
             sweep: Vec::new(),
             warnings: Vec::new(),
             listen: Some(totals),
+            generator: None,
         }),
         attribution: None,
     };

@@ -27,6 +27,7 @@
 //! within `--loss-target`; `--sizes` runs one trial per size.
 
 mod config;
+mod health;
 mod print;
 mod search;
 mod session;
@@ -161,6 +162,7 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         sweep: Vec::new(),
         warnings: Vec::new(),
         listen: None,
+        generator: None,
     };
     let mut outcome = Outcome::Completed;
     let last = if cfg.find_max_rate {
@@ -180,6 +182,7 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         outcome = Outcome::Interrupted;
     }
     results.sender = last.sender;
+    results.generator = last.generator;
     results.receivers = last.receivers;
     results.warnings.extend(last.warnings);
     let report = Report {

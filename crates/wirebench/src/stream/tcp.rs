@@ -183,10 +183,11 @@ pub(super) fn run(
             Err(e) => out.peer_lost = Some(format!("{e:#}")),
         }
     }
-    let sents: Vec<Sent> = outs.iter().filter_map(|o| o.1.sent).collect();
+    let sents: Vec<Sent> = outs.iter().filter_map(|o| o.1.sent.clone()).collect();
     if !sents.is_empty() {
         let mut s = sender_result(&sents);
         s.retransmits = Some(outs.iter().filter_map(|o| o.1.retransmits).sum());
+        out.generator = Some(super::health::of(&sents, spec.rate, &s));
         out.sender = Some(s);
     }
     for (i, target) in cfg.targets.iter().enumerate() {
@@ -211,7 +212,7 @@ pub(super) fn run(
             let ns = results().map(|r| r.send_ns).max().unwrap_or(0);
             (results().map(|r| r.sent.iter().sum::<u64>()).sum(), if ns > 0 { ns } else { session::ns_since(t0, end) })
         } else {
-            let s: Vec<Sent> = mine.iter().filter_map(|o| o.1.sent).collect();
+            let s: Vec<Sent> = mine.iter().filter_map(|o| o.1.sent.clone()).collect();
             (s.iter().map(|x| x.messages).sum(), send::span_of(&s))
         };
         let mut snaps = rows_of(&mine.iter().map(|o| o.2.as_slice()).collect::<Vec<_>>());

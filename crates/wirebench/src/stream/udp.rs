@@ -365,6 +365,7 @@ pub(super) fn run(
         }
         let mut sender = sender_result(&all_sent);
         sender.sndbuf_errors = sndbuf_here;
+        out.generator = Some(super::health::of(&all_sent, spec.rate, &sender));
         out.sender = Some(sender);
     }
     out.receivers.extend(local_rows);
@@ -425,6 +426,8 @@ pub(super) fn publish_only(cfg: &Config, spec: &RunSpec, session: u64, ctx: &mut
         .into_iter()
         .map(|h| h.join().map_err(|_| anyhow::anyhow!("a sender panicked"))?.map_err(anyhow::Error::from))
         .collect::<anyhow::Result<_>>()?;
-    out.sender = Some(sender_result(&sent));
+    let sender = sender_result(&sent);
+    out.generator = Some(super::health::of(&sent, spec.rate, &sender));
+    out.sender = Some(sender);
     Ok(out)
 }

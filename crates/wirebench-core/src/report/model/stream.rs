@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::counters::LossSplit;
+use crate::generator::{GeneratorVerdict, SlipSecond};
 use crate::snmp::Snmp;
 use crate::stream::StreamCounts;
 
@@ -32,6 +33,30 @@ pub struct StreamResults {
     /// `listen`: what it kept, expired and refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listen: Option<ListenTotals>,
+    /// The sending side's own health (this client's senders; the last run of a search).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator: Option<GeneratorHealth>,
+}
+
+/// The load generator's own health: its sending threads' CPU and schedule slip, and
+/// whether it, rather than the system under test, missed the rate asked for
+/// (`wirebench_core::generator`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GeneratorHealth {
+    /// Sending threads (publishers x destinations).
+    pub threads: u64,
+    /// Messages per second asked of them all (`None`: flat out).
+    pub asked_per_s: Option<f64>,
+    /// Messages per second they achieved, over the sending time.
+    pub achieved_per_s: f64,
+    /// CPU time the sending threads used, user and system (`getrusage(RUSAGE_THREAD)`), ns.
+    pub cpu_ns: u64,
+    /// `cpu_ns` over threads x sending time: 1.0 is every thread busy all the time.
+    pub cpu_share: f64,
+    /// Kept, generator-limited, send-path-limited or flat out.
+    pub verdict: GeneratorVerdict,
+    /// Paced runs: schedule slip per second (all threads merged).
+    pub slip_seconds: Vec<SlipSecond>,
 }
 
 /// What `wirebench listen` kept track of, within its budget.
