@@ -33,6 +33,8 @@ mod room; // the room against hostile clients: requests, refusals, caps, slow me
 mod serve_noise; // 100,000 bad datagrams at serve during a ping
 mod shape; // shape tc: the script; in namespaces apply/clear, foreign qdiscs left alone, NAT clients classified
 mod stream; // stream and listen on loopback: complete, both sides, reverse only to the client
+#[cfg(feature = "netns-tests")]
+mod stream_loss; // in namespaces: a tiny receive buffer blamed on RcvbufErrors, a router's tbf drops elsewhere on the path
 mod stream_rates; // one time base, interval rows and live lines, kernel counters, input rules
 mod suite; // the suite's steps and files
 mod support; // in-process serve and CLI runs, the report schema
