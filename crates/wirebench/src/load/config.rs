@@ -110,6 +110,8 @@ pub struct Config {
     /// Sockets something else in this process holds (an in-process room): counted against
     /// the open-file limit.
     pub extra_fds: u64,
+    /// `--shard` and `--start-at`: the part of the scenario this process runs, and when.
+    pub sharding: super::shard::Sharding,
 }
 
 /// Memory the delivery accounting may take (`Book`: one entry per sender-receiver pair).
@@ -250,6 +252,7 @@ impl Config {
         percentiles.dedup();
         let template_text = a.template.clone().or(file.template).unwrap_or_else(|| DEFAULT_TEMPLATE.into());
         let template = Template::parse(&template_text).map_err(|e| usage(e.to_string()))?;
+        let sharding = super::shard::Sharding::from_args(a, clients, room_size)?;
         Ok(Self {
             url,
             addr,
@@ -271,6 +274,7 @@ impl Config {
             series: a.series.clone(),
             quiet: a.quiet,
             extra_fds: 0,
+            sharding,
         })
     }
 
@@ -293,7 +297,7 @@ impl Config {
     /// The configuration as the report records it.
     pub fn to_json(&self) -> serde_json::Value {
         let link = |l: Option<Link>| l.map(|l| l.to_string());
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "url": self.url,
             "clients": self.clients,
             "rate_per_client": self.rate.per_sec(),
@@ -310,7 +314,17 @@ impl Config {
             "thresholds": self.thresholds.iter().map(|t| t.expr.clone()).collect::<Vec<_>>(),
             "template": self.template_text,
             "seed": self.seed,
-        })
+        });
+        // sharding: the shard is a part's own; the start time is the scenario's
+        if let Some(m) = v.as_object_mut() {
+            if let Some(s) = self.sharding.shard {
+                m.insert("shard".into(), s.to_string().into());
+            }
+            if let Some(at) = self.sharding.start_at {
+                m.insert("start_at".into(), humantime::format_rfc3339_millis(at).to_string().into());
+            }
+        }
+        v
     }
 }
 
