@@ -13,6 +13,7 @@ pub mod record;
 pub mod results;
 pub mod shaper;
 pub mod threshold;
+pub mod vars;
 
 pub use arrivals::Arrivals;
 pub use mix::{EventType, Mix, MixError};
