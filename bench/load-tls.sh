@@ -18,7 +18,7 @@ PORT=${PORT:-18281}
 OUT=${OUT:-target/bench-load-tls}
 mkdir -p "$OUT"
 
-cargo build --release -p wirebench
+[ -n "${SKIP_BUILD:-}" ] || cargo build --release -p wirebench
 WB=target/release/wirebench
 ulimit -n "$(ulimit -Hn)"
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=localhost \
