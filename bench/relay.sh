@@ -62,10 +62,12 @@ for i in 1 2 3; do
 done
 
 G=239.255.78.1:7877; R=239.255.78.2:7879; S=239.255.78.3:5079
+term=() # processes that ignore SIGINT (n2n's, started in the background: bash ignores it for them)
 stop_all() { # stop every process started so far (the next setup reuses the namespaces)
   for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
+  for p in "${term[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  pids=()
+  pids=(); term=()
 }
 serves() { # serves NS2 IP2 NS3 IP3 LABEL
   bg "$1" "$tmp/$5-s2.log" "$wb" serve --listen 0.0.0.0:7878 --open --join $G --interface "$2" --reply-group $R
@@ -101,10 +103,23 @@ echo "relay on node 1 (summary on stop):"; sed -n '/^relay [0-9a-f]* on/,$p' "$t
 
 have_n2n=0
 if command -v edge >/dev/null && command -v supernode >/dev/null; then
-  bg rt "$tmp/supernode.log" supernode -l 7654 -v
+  # Debian's n2n is v1.3 (no -E). Three things make multicast cross it:
+  # - the supernode must be bound before the edges start: an edge whose first REGISTER
+  #   meets a closed port is not registered for tens of seconds, and the supernode only
+  #   broadcasts to registered edges (the old bench's node 1 never got a reply);
+  # - edge -r: without it an edge drops every IP packet not addressed to its own n2n
+  #   address ("Discarding routed packet [rcvd=239.255.78.1][expected=10.79.0.2]"), so
+  #   every multicast datagram;
+  # - edge -M 1500: the default TAP MTU is 1400, so a 1,400 B UDP payload (1,428 B IP)
+  #   does not fit ("Message too long"); with 1500 the encapsulated frame is IP-fragmented
+  #   on the 1,500 B underlay instead.
+  # No -v: its per-frame logging would be measured too.
+  bg rt "$tmp/supernode.log" supernode -l 7654; term+=("${pids[-1]}")
+  for _ in $(seq 100); do [[ "$(x rt ss -Huln 'sport = :7654')" == *7654* ]] && break; sleep 0.1; done
   for i in 1 2 3; do
     bg "n$i" "$tmp/edge$i.log" edge -d n2n0 -a "10.79.0.$i" -s 255.255.255.0 -c wirebench -k benchkey \
-      -l "10.78.1$i.1:7654" -v
+      -l "10.78.1$i.1:7654" -r -M 1500
+    term+=("${pids[-1]}")
   done
   up=1
   for i in 1 2 3; do
@@ -114,9 +129,17 @@ if command -v edge >/dev/null && command -v supernode >/dev/null; then
   done
   if [ $up = 1 ]; then
     serves n2 10.79.0.2 n3 10.79.0.3 n2n
-    measure n1 10.79.0.1 10.79.0.2 10.79.0.3 n2n && have_n2n=1
+    # Every edge registered: two responders answer a short ping (up to 10 s).
+    up=0
+    for _ in $(seq 10); do
+      if x n1 "$wb" ping $G --interface 10.79.0.1 --reply-group $R --responders 2 --count 20 --warmup 0 -q \
+        >/dev/null 2>&1; then up=1; break; fi
+      sleep 1
+    done
+    [ $up = 1 ] && measure n1 10.79.0.1 10.79.0.2 10.79.0.3 n2n && have_n2n=1
   fi
-  [ $have_n2n = 1 ] || { echo "n2n did not come up: edge logs follow"; for f in "$tmp"/edge*.log "$tmp"/supernode.log; do echo "== $f"; tail -n 5 "$f"; done; }
+  stop_all
+  [ $have_n2n = 1 ] || { echo "n2n did not carry multicast: edge logs follow"; for f in "$tmp"/edge*.log "$tmp"/supernode.log; do echo "== $f"; tail -n 5 "$f"; done; }
 else
   echo "n2n (edge, supernode) not installed: its column is skipped"
 fi

@@ -12,6 +12,7 @@ pub mod msg;
 pub mod record;
 pub mod results;
 pub mod shaper;
+pub mod shard;
 pub mod threshold;
 pub mod vars;
 

@@ -3,6 +3,7 @@
 //! `docs/schema/report-v1.json` its schema.
 
 mod histo;
+pub mod merge;
 mod model;
 pub mod read;
 

@@ -85,7 +85,10 @@ impl Command {
                 add(&mut v, "--series", a.series.as_ref());
             }
             Self::Doctor(a) => add(&mut v, "--json", a.json.as_ref()),
-            Self::Report(a) => add(&mut v, "--html", a.html.as_ref()),
+            Self::Report(a) => {
+                add(&mut v, "--html", a.html.as_ref());
+                add(&mut v, "--json", a.json.as_ref());
+            }
             Self::Mesh(a) => {
                 if let crate::mesh::MeshCommand::Status(s) = &a.command {
                     add(&mut v, "--json", s.json.as_ref());

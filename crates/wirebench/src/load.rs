@@ -30,6 +30,7 @@ pub mod limits;
 mod print;
 pub mod request;
 mod results;
+pub mod shard;
 pub mod stats;
 
 use std::path::PathBuf;
@@ -141,6 +142,16 @@ pub struct Args {
     /// placeholders ({token}) in the URL and header values; client i takes row i mod rows.
     #[arg(long, value_name = "FILE.csv")]
     pub tokens: Option<PathBuf>,
+
+    // Sharding over several processes or machines (`load/shard.rs`).
+    /// Run only the K-th of N parts of the scenario (whole rooms each, client ids as in the
+    /// whole scenario); `auto/N` takes K from $JOB_COMPLETION_INDEX + 1 (Kubernetes).
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<String>,
+    /// Start the ramp at TIME (RFC 3339 UTC, e.g. 2026-11-23T04:00:00Z, or unix seconds), so
+    /// that shards line up; more than 1 s past is an error.
+    #[arg(long, value_name = "TIME")]
+    pub start_at: Option<String>,
 }
 
 /// `wirebench load`: check, measure, print, save.
@@ -171,12 +182,12 @@ pub fn exit_code(report: &Report) -> u8 {
 /// Refuses a client count the open-file limit cannot hold (after raising it).
 pub fn check_fit(cfg: &Config) -> Result<(), UsageError> {
     let soft = limits::raise_nofile();
-    let need = cfg.clients + cfg.extra_fds + limits::SPARE_FDS;
+    let need = cfg.sharding.part.len() + cfg.extra_fds + limits::SPARE_FDS;
     if need > soft {
         return Err(UsageError(format!(
             "{} clients need about {need} open files{}, but this process may open {soft} (hard limit {}): \
-             use fewer clients, or split them over several processes",
-            cfg.clients,
+             use fewer clients, or split them over several processes (--shard K/N)",
+            cfg.sharding.part.len(),
             if cfg.extra_fds > 0 { " (the in-process room's sockets included)" } else { "" },
             limits::nofile_hard()
         )));
@@ -187,6 +198,12 @@ pub fn check_fit(cfg: &Config) -> Result<(), UsageError> {
 /// Runs the clients and builds the report (partial on Ctrl-C or a dead server).
 pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow::Result<Report> {
     check_fit(cfg)?;
+    if let Some(at) = cfg.sharding.start_at {
+        if !cfg.quiet {
+            writeln!(ctx.out, "wirebench load: waiting for --start-at {}", humantime::format_rfc3339_millis(at))?;
+        }
+        shard::wait_until(at, &ctx.shutdown)?;
+    }
     let started = SystemTime::now();
     let cpu0 = limits::cpu_ns();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -218,6 +235,18 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
             if cfg.ramp.is_zero() { "with no ramp".to_owned() } else { format!("after a {} ramp", Span(cfg.ramp)) },
             cfg.url
         )?;
+        if let Some(s) = cfg.sharding.shard {
+            let p = &cfg.sharding.part;
+            writeln!(
+                ctx.out,
+                "shard {s}: rooms {}..{} ({} clients, ids {}..{})",
+                p.rooms.start,
+                p.rooms.end,
+                p.len(),
+                p.clients.start,
+                p.clients.end
+            )?;
+        }
     }
     // A bar on a terminal (plain lines otherwise) from 2 s on, as ping has; the per-second
     // lines are printed with the bar lifted.
@@ -241,7 +270,7 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
     let shutdown = ctx.shutdown.clone();
     let outcome = rt.block_on(async {
         let mut handles = Vec::with_capacity(usize::try_from(cfg.clients).unwrap_or(0));
-        for id in 0..cfg.clients {
+        for id in cfg.sharding.part.clients.clone() {
             handles.push(tokio::spawn(client::run(id, plan.clone(), stats.clone(), stop_rx.clone())));
         }
         let mut tick = tokio::time::interval(Duration::from_millis(100));
@@ -265,6 +294,7 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
                     received,
                     delay_p50_ns: value_at_percentile(&h, 50.0),
                     delay_p99_ns: value_at_percentile(&h, 99.0),
+                    delay_histogram: Some(wirebench_core::report::encode_histogram(&h)),
                 };
                 if !cfg.quiet {
                     let _ = progress.suspend(|| writeln!(out, "{}", print::second(&row, open)));
@@ -276,7 +306,7 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
                     let _ = crate::output::write_json(path, &frame.report(series.clone(), Outcome::Interrupted));
                 }
             }
-            if Stats::get(&stats.done) == cfg.clients {
+            if Stats::get(&stats.done) == cfg.sharding.part.len() {
                 break Outcome::Completed;
             }
         };
@@ -389,5 +419,14 @@ pub fn render_text(report: &Report, w: &mut dyn std::io::Write) -> std::io::Resu
         Results::Load(l) => l.overall.delay.summary.percentiles.iter().map(|p| p.p).collect(),
         _ => return Ok(()),
     };
+    if let Some(from) = report.config.get("merged_from").and_then(|v| v.as_array()) {
+        let names: Vec<&str> = from.iter().filter_map(|v| v.as_str()).collect();
+        writeln!(
+            w,
+            "merged from {} reports ({}): histograms added, counts summed; peak rss is the largest one's",
+            names.len(),
+            names.join(", ")
+        )?;
+    }
     print::report(&ps, report, w)
 }

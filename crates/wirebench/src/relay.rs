@@ -19,8 +19,8 @@
 //! can still tell senders apart), not from the original sender: the report lists the
 //! original senders.
 //!
-//! Layout: `config` (flags to a `Config`), `peers` (lists, files, DNS), `engine` (the loop),
-//! `stats` (counters and the report).
+//! Layout: `config` (flags to a `Config`), `peers` (the mesh's discovery, read by the loop),
+//! `engine` (the loop), `stats` (counters and the report).
 
 mod config;
 mod engine;
@@ -34,7 +34,7 @@ use std::time::SystemTime;
 use wirebench_core::report::{Outcome, Report, Results};
 use wirebench_core::units::{MsgRate, Span};
 
-pub use self::config::{Config, DEFAULT_PORT, PeerSource};
+pub use self::config::{Config, DEFAULT_PORT};
 use crate::Ctx;
 
 /// `wirebench relay` flags.
@@ -43,10 +43,12 @@ pub struct Args {
     /// A group to carry, `GROUP:PORT`; repeatable.
     #[arg(long, value_name = "GROUP:PORT")]
     pub group: Vec<SocketAddrV4>,
-    /// The other relays: `host[:port],...`, a file of them (one a line), or a DNS name that
-    /// resolves to them all; names are re-resolved every --resolve-every.
+    /// The other relays, as the mesh finds its agents: `host[:port],...` (a name gives every
+    /// address it resolves to), a file of them (one a line, or `file:PATH`), `dns:NAME[:PORT]`,
+    /// `k8s:NAMESPACE/SERVICE[:PORT]`; comma-separated, repeatable; re-read every
+    /// --resolve-every (Kubernetes: watched).
     #[arg(long, value_name = "LIST|FILE|NAME")]
-    pub peers: Option<String>,
+    pub peers: Vec<String>,
     /// Interface (name or IPv4 address) for the joins and the re-emission.
     #[arg(long, env = "WIREBENCH_INTERFACE")]
     pub interface: Option<String>,
@@ -83,6 +85,15 @@ pub struct Args {
     /// Stop after this long (default: until Ctrl-C or SIGTERM).
     #[arg(long, short = 'd')]
     pub duration: Option<Span>,
+    /// Kubernetes API for k8s: peers [default: in-cluster].
+    #[arg(long, env = "WIREBENCH_K8S_API")]
+    pub k8s_api: Option<String>,
+    /// ServiceAccount token file [default: in-cluster].
+    #[arg(long, env = "WIREBENCH_K8S_TOKEN_FILE")]
+    pub k8s_token_file: Option<PathBuf>,
+    /// The API's CA bundle [default: in-cluster].
+    #[arg(long, env = "WIREBENCH_K8S_CA_FILE")]
+    pub k8s_ca_file: Option<PathBuf>,
     /// Write the JSON report at the end.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -90,7 +101,13 @@ pub struct Args {
 
 /// Runs the relay (or its check) until stopped; prints the summary and saves the report.
 pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
-    let interface = a.interface.as_deref().map(wirebench_net::iface::ipv4_of).transpose()?;
+    // An interface that does not exist is the command's mistake (exit 2), as in ping and listen.
+    let interface = a
+        .interface
+        .as_deref()
+        .map(wirebench_net::iface::ipv4_of)
+        .transpose()
+        .map_err(|e| crate::error::UsageError(e.to_string()))?;
     let cfg = Config::from_args(a, interface)?;
     let started = SystemTime::now();
     let t0 = std::time::Instant::now();

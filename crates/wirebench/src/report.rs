@@ -8,6 +8,7 @@
 //! rendering at the next file or the next write (exit 1, no HTML file left behind).
 
 mod load;
+mod merge;
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -37,6 +38,13 @@ pub struct Args {
     /// The HTML page's title.
     #[arg(long, default_value = "wirebench report")]
     pub title: String,
+    /// Merge the reports (shards of one load scenario, or ping generators against the same
+    /// server) into one: histograms added, counts summed, percentiles recomputed.
+    #[arg(long, conflicts_with = "compare")]
+    pub merge: bool,
+    /// With --merge: write the merged report as JSON here (`-` for stdout).
+    #[arg(long, value_name = "OUT.json", requires = "merge")]
+    pub json: Option<PathBuf>,
 }
 
 /// Validated `report` settings.
@@ -52,6 +60,10 @@ pub struct Config {
     pub table: bool,
     /// Page title.
     pub title: String,
+    /// Merge into one report.
+    pub merge: bool,
+    /// Where the merged JSON goes.
+    pub json: Option<PathBuf>,
 }
 
 impl Config {
@@ -63,12 +75,17 @@ impl Config {
         if a.html.as_deref().is_some_and(|p| a.files.iter().any(|f| f == p)) {
             return Err(UsageError("--html would overwrite one of the reports".into()));
         }
+        if a.json.as_deref().is_some_and(|p| a.files.iter().any(|f| f == p)) {
+            return Err(UsageError("--json would overwrite one of the reports".into()));
+        }
         Ok(Self {
             files: a.files.clone(),
             html: a.html.clone(),
             compare: a.compare,
             table: a.table,
             title: a.title.clone(),
+            merge: a.merge,
+            json: a.json.clone(),
         })
     }
 }
@@ -110,7 +127,13 @@ impl std::fmt::Debug for Stoppable<'_> {
 /// `wirebench report`: load every file (all or nothing), then print and/or write HTML.
 pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
     let cfg = Config::from_args(args)?;
-    let loaded = load(&cfg.files, &ctx.shutdown)?;
+    let mut loaded = load(&cfg.files, &ctx.shutdown)?;
+    if cfg.merge {
+        loaded = vec![merge::merged(&loaded, &ctx.argv)?];
+        if let Some(path) = &cfg.json {
+            crate::output::write_json(path, &loaded[0].report)?;
+        }
+    }
     let runs: Vec<Run<'_>> = loaded.iter().map(|l| Run { name: &l.name, report: &l.report }).collect();
     let stop = ctx.shutdown.clone();
     let mut out = Stoppable::new(ctx.out, &stop);

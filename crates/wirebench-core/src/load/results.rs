@@ -138,6 +138,7 @@ pub fn build(
             received: rec.second_received,
             delay_p50_ns: q(50.0),
             delay_p99_ns: q(99.0),
+            delay_histogram: Some(encode_histogram(&rec.second)),
         });
     }
     let secs = send_secs(shape.end_ns, shape.ramp_ns, elapsed_ns);
@@ -212,6 +213,7 @@ pub fn build(
             max_rss_bytes,
             room_in_process,
         },
+        shard: None,
     }
 }
 
@@ -235,6 +237,11 @@ pub fn judge(t: &Threshold, all: &TypeRec, per: &[TypeRec], mix: &Mix) -> Thresh
             None => return ThresholdResult { expr: t.expr.clone(), value_ns: None, passed: false },
         },
     };
+    verdict(t, h)
+}
+
+/// A threshold's verdict on one histogram (empty: nothing to measure, fails).
+pub fn verdict(t: &Threshold, h: &Histogram<u64>) -> ThresholdResult {
     // the one percentile definition, as latency::Summary uses
     let value_ns = (!h.is_empty()).then(|| match t.stat {
         Stat::Percentile(p) => value_at_percentile(h, p),

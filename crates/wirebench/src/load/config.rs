@@ -113,6 +113,8 @@ pub struct Config {
     // -- real apps (issue 14 item 4): TLS, headers, cookies, subprotocols, per-client values
     /// How clients connect: TLS, extra headers, subprotocols, per-client values.
     pub connect: super::request::Connect,
+    /// `--shard` and `--start-at`: the part of the scenario this process runs, and when.
+    pub sharding: super::shard::Sharding,
 }
 
 /// Memory the delivery accounting may take (`Book`: one entry per sender-receiver pair).
@@ -255,6 +257,7 @@ impl Config {
         let template = Template::parse(&template_text).map_err(|e| usage(e.to_string()))?;
         // -- real apps (issue 14 item 4)
         let connect = super::request::Connect::from_args(a, &url)?;
+        let sharding = super::shard::Sharding::from_args(a, clients, room_size)?;
         Ok(Self {
             url,
             addr,
@@ -278,6 +281,7 @@ impl Config {
             extra_fds: 0,
             // -- real apps (issue 14 item 4)
             connect,
+            sharding,
         })
     }
 
@@ -300,7 +304,7 @@ impl Config {
     /// The configuration as the report records it.
     pub fn to_json(&self) -> serde_json::Value {
         let link = |l: Option<Link>| l.map(|l| l.to_string());
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "url": self.url,
             "clients": self.clients,
             "rate_per_client": self.rate.per_sec(),
@@ -319,7 +323,17 @@ impl Config {
             "seed": self.seed,
             // -- real apps (issue 14 item 4)
             "connect": self.connect.to_json(),
-        })
+        });
+        // sharding: the shard is a part's own; the start time is the scenario's
+        if let Some(m) = v.as_object_mut() {
+            if let Some(s) = self.sharding.shard {
+                m.insert("shard".into(), s.to_string().into());
+            }
+            if let Some(at) = self.sharding.start_at {
+                m.insert("start_at".into(), humantime::format_rfc3339_millis(at).to_string().into());
+            }
+        }
+        v
     }
 }
 

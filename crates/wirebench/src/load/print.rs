@@ -208,6 +208,13 @@ fn summary(l: &LoadResults, w: &mut dyn Write) -> io::Result<()> {
         c.connect_time.summary.at(50.0).map_or_else(|| "-".into(), ms),
         ms(c.connect_time.summary.max_ns)
     )?;
+    if let Some(s) = &l.shard {
+        writeln!(
+            w,
+            "shard {}/{}: rooms {}..{}, client ids {}..{}",
+            s.index, s.count, s.first_room, s.end_room, s.first_client, s.end_client
+        )?;
+    }
     writeln!(
         w,
         "server receive {:.1} msg/s (requested {:.1}), server send {:.1} msg/s, as the clients see it; slip mean {} max {}",

@@ -22,7 +22,7 @@ pub(super) fn results(
 ) -> LoadResults {
     let shape = Shape {
         url: cfg.room_url(0),
-        clients: cfg.clients,
+        clients: cfg.sharding.part.len(),
         room_size: cfg.room_size,
         rate_per_client: cfg.rate.per_sec(),
         arrivals: cfg.arrivals.name(),
@@ -36,7 +36,7 @@ pub(super) fn results(
     };
     let rec = stats.merged(cfg.mix.types().len());
     let (deliveries, replies) = stats.book.tally();
-    build(
+    let mut results = build(
         &shape,
         &rec,
         (&deliveries, &replies),
@@ -46,5 +46,7 @@ pub(super) fn results(
         cpu,
         super::limits::max_rss_bytes(),
         room_in_process,
-    )
+    );
+    results.shard = cfg.sharding.record();
+    results
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use wirebench_core::auth::Key;
 
 use super::Args;
+use crate::discovery::{self, KubeAccess, Source};
 use crate::error::UsageError;
 
 /// The relay port when `--listen` and a peer leave it out.
@@ -14,22 +15,15 @@ pub const DEFAULT_PORT: u16 = 7880;
 /// Most groups one relay carries.
 pub(crate) const MAX_GROUPS: usize = 64;
 
-/// Where peers come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PeerSource {
-    /// `host[:port]` entries (addresses or DNS names), re-resolved every `resolve_every`.
-    List(Vec<String>),
-    /// A file of such entries, one a line (`#` comments), re-read every `resolve_every`.
-    File(PathBuf),
-}
-
 /// A checked relay configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The groups carried.
     pub groups: Vec<SocketAddrV4>,
-    /// Peers.
-    pub peers: PeerSource,
+    /// Where peers come from (the mesh's discovery: lists, files, DNS, Kubernetes).
+    pub peers: Vec<Source>,
+    /// The Kubernetes API, for `k8s:` sources.
+    pub kube: Option<KubeAccess>,
     /// The interface address: joins, re-emission and probes go out there.
     pub interface: Ipv4Addr,
     /// The relay port's bind address.
@@ -58,20 +52,27 @@ pub struct Config {
     pub json: Option<PathBuf>,
 }
 
-/// Parses one peer entry: `a.b.c.d[:port]` or `name[:port]` (the name is resolved later).
-pub(crate) fn peer_entry(s: &str) -> Result<(String, u16), UsageError> {
-    let bad = || UsageError(format!("--peers: {s:?} is not host[:port]"));
-    let (host, port) = match s.rsplit_once(':') {
-        Some((h, p)) => (h, p.parse::<u16>().map_err(|_| bad())?),
-        None => (s, DEFAULT_PORT),
-    };
-    let ok = !host.is_empty()
-        && host.len() <= 253
-        && host.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_');
-    if !ok || port == 0 {
-        return Err(bad());
+/// `--peers` values as discovery sources (`discovery::parse`, relay port by default). A
+/// value that names an existing file is that file, as before discovery: `--peers peers.txt`.
+fn peer_sources(values: &[String]) -> Result<Vec<Source>, UsageError> {
+    if values.is_empty() {
+        return Err(UsageError("relay needs --peers LIST|FILE|NAME".into()));
     }
-    Ok((host.to_owned(), port))
+    let mut files = Vec::new();
+    let mut rest = Vec::new();
+    for v in values {
+        if std::path::Path::new(v.trim()).is_file() {
+            files.push(Source::File(PathBuf::from(v.trim())));
+        } else {
+            rest.push(v.clone());
+        }
+    }
+    let mut sources = discovery::parse(&rest, DEFAULT_PORT)?;
+    sources.extend(files);
+    if sources.is_empty() {
+        return Err(UsageError("--peers is empty".into()));
+    }
+    Ok(sources)
 }
 
 impl Config {
@@ -112,20 +113,11 @@ impl Config {
         if interface.is_unspecified() || interface.is_multicast() {
             return u(format!("--interface {interface}: not a unicast address"));
         }
-        let peers = match &a.peers {
-            None => return u("relay needs --peers LIST|FILE|NAME".into()),
-            Some(p) if std::path::Path::new(p).is_file() => PeerSource::File(p.into()),
-            Some(p) => {
-                let list: Vec<String> =
-                    p.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
-                if list.is_empty() {
-                    return u("--peers is empty".into());
-                }
-                for e in &list {
-                    peer_entry(e)?;
-                }
-                PeerSource::List(list)
-            }
+        let peers = peer_sources(&a.peers)?;
+        let kube = if peers.iter().any(|s| matches!(s, Source::Kubernetes(_))) {
+            Some(KubeAccess::from_flags(a.k8s_api.as_deref(), a.k8s_token_file.clone(), a.k8s_ca_file.clone())?)
+        } else {
+            None
         };
         let key = match (&a.token, &a.token_file) {
             (Some(_), Some(_)) => return u("--token and --token-file: give one".into()),
@@ -161,6 +153,7 @@ impl Config {
         Ok(Self {
             groups,
             peers,
+            kube,
             interface,
             listen,
             me: SocketAddrV4::new(interface, listen.port()),
@@ -191,7 +184,16 @@ mod tests {
     fn good_flags() {
         let c = cfg(&["--group", "239.1.1.1:5000", "--peers", "10.0.0.2, relay.example:9000"]).unwrap();
         assert_eq!(c.groups, [SocketAddrV4::new(Ipv4Addr::new(239, 1, 1, 1), 5000)]);
-        assert_eq!(c.peers, PeerSource::List(vec!["10.0.0.2".into(), "relay.example:9000".into()]));
+        let Source::List(l) = &c.peers[0] else { panic!("{:?}", c.peers) };
+        let l: Vec<(&str, u16)> = l.iter().map(|e| (e.host.as_str(), e.port)).collect();
+        assert_eq!(l, [("10.0.0.2", DEFAULT_PORT), ("relay.example", 9000)]);
+        let c =
+            cfg(&["--group", "239.1.1.1:5000", "--peers", "dns:relays.ns.svc", "--peers", "file:/etc/relays"]).unwrap();
+        assert_eq!(
+            c.peers,
+            [Source::Dns { name: "relays.ns.svc".into(), port: DEFAULT_PORT }, Source::File("/etc/relays".into())]
+        );
+        assert!(c.kube.is_none());
         assert_eq!(c.me, SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), DEFAULT_PORT));
         assert!(c.key.is_none());
     }
@@ -204,9 +206,10 @@ mod tests {
             (&["--group", "239.1.1.1:5000", "--group", "239.1.1.1:5000", "--peers", "x"], "twice"),
             (&["--group", "239.1.1.1:5000"], "needs --peers"),
             (&["--group", "239.1.1.1:5000", "--peers", " , "], "empty"),
-            (&["--group", "239.1.1.1:5000", "--peers", "a b"], "not host[:port]"),
-            (&["--group", "239.1.1.1:5000", "--peers", "h:0"], "not host[:port]"),
-            (&["--group", "239.1.1.1:5000", "--peers", "h:99999"], "not host[:port]"),
+            (&["--group", "239.1.1.1:5000", "--peers", "a b"], "--peers 'a b'"),
+            (&["--group", "239.1.1.1:5000", "--peers", "h:0"], "--peers 'h:0'"),
+            (&["--group", "239.1.1.1:5000", "--peers", "h:99999"], "--peers 'h:99999'"),
+            (&["--group", "239.1.1.1:5000", "--peers", "k8s:nonamespace"], "--peers 'k8s:nonamespace'"),
             (&["--group", "239.1.1.1:5000", "--peers", "h", "--token", ""], "empty"),
             (&["--group", "239.1.1.1:5000", "--peers", "h", "--listen", "0.0.0.0:0"], "needs a port"),
             (&["--group", "239.1.1.1:5000", "--peers", "h", "--ttl", "0"], "--ttl"),

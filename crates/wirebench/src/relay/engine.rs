@@ -6,7 +6,6 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
-use std::sync::mpsc;
 
 use anyhow::Context as _;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
@@ -85,6 +84,8 @@ struct Relay<'c> {
     malformed: u64,
     relaying: bool,
     clock: MonoClock,
+    /// Receives on group sockets with the kernel's RX timestamp.
+    rx: wirebench_net::stamp::Receiver,
     buf: Vec<u8>,
     out: Vec<u8>,
 }
@@ -123,6 +124,9 @@ fn group_socket(g: SocketAddrV4, iface: Ipv4Addr) -> io::Result<UdpSocket> {
     s.set_nonblocking(true)?;
     let s: UdpSocket = s.into();
     wirebench_net::batch::size_buffers(&s, SOCKET_BUFFER);
+    // The kernel's RX time starts the added delay, so it includes this relay's own wake-up
+    // (without it, the time the loop read the datagram does).
+    let _ = wirebench_net::stamp::enable(&s, false);
     Ok(s)
 }
 
@@ -145,11 +149,8 @@ pub(crate) fn run(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<RelayResult
             fan: FanOut::new(&[]),
         });
     }
-    let (first, failed) = peers::resolve(&cfg.peers, cfg.me);
-    for f in &failed {
-        writeln!(ctx.out, "relay: peer {f}")?;
-    }
-    let updates = peers::watch(cfg.peers.clone(), cfg.me, cfg.resolve_every, first.clone(), ctx.shutdown.clone());
+    let mut watch = peers::Watch::start(cfg, &ctx.shutdown)?;
+    let first = watch.first(&ctx.shutdown);
     let mut r = Relay {
         cfg,
         id: u64::from_be_bytes(crate::os_random()?),
@@ -167,6 +168,7 @@ pub(crate) fn run(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<RelayResult
         malformed: 0,
         relaying: false,
         clock: MonoClock::default(),
+        rx: wirebench_net::stamp::Receiver::default(),
         buf: vec![0; MAX_UDP_LEN + 1],
         out: vec![0; MAX_UDP_LEN + 1],
     };
@@ -185,7 +187,7 @@ pub(crate) fn run(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<RelayResult
     )?;
     ctx.out.flush()?;
     let check_end = r.clock.now_ns() + u64::try_from(cfg.check_wait.as_nanos()).unwrap_or(u64::MAX);
-    r.run_until(&ep, &updates, ctx, check_end, CHECK_PROBE_EVERY_NS)?;
+    r.run_until(&ep, &mut watch, ctx, check_end, CHECK_PROBE_EVERY_NS)?;
     r.print_check(ctx.out)?;
     if cfg.check || ctx.shutdown.is_set() {
         return Ok(r.results());
@@ -217,7 +219,7 @@ pub(crate) fn run(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<RelayResult
     let end = cfg
         .duration
         .map_or(u64::MAX, |d| r.clock.now_ns().saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)));
-    r.run_until(&ep, &updates, ctx, end, PROBE_EVERY_NS)?;
+    r.run_until(&ep, &mut watch, ctx, end, PROBE_EVERY_NS)?;
     Ok(r.results())
 }
 
@@ -225,7 +227,7 @@ impl Relay<'_> {
     fn run_until(
         &mut self,
         ep: &Epoll,
-        updates: &mpsc::Receiver<Vec<SocketAddrV4>>,
+        watch: &mut peers::Watch,
         ctx: &Ctx<'_>,
         end_ns: u64,
         probe_every: u64,
@@ -244,7 +246,7 @@ impl Relay<'_> {
                 self.probe();
                 next_probe = now + probe_every;
             }
-            if let Ok(list) = updates.try_recv() {
+            if let Some(list) = watch.changed() {
                 self.set_peers(&list);
                 next_rebuild = 0;
             }
@@ -334,9 +336,9 @@ impl Relay<'_> {
 
     fn drain_group(&mut self, gi: usize) {
         for _ in 0..BURST {
-            let Ok((n, from)) = self.groups[gi].sock.recv_from(&mut self.buf) else { return };
-            if let Some(src) = v4(from) {
-                self.local(gi, n, src);
+            let Ok(r) = self.rx.recv(&self.groups[gi].sock, &mut self.buf) else { return };
+            if let Some(src) = r.from.and_then(v4) {
+                self.local(gi, r.len, src, r.at.sw_ns);
             }
         }
     }
@@ -351,8 +353,9 @@ impl Relay<'_> {
         }
     }
 
-    /// A datagram heard on group `gi` from `src`.
-    fn local(&mut self, gi: usize, n: usize, src: SocketAddrV4) {
+    /// A datagram heard on group `gi` from `src`, that entered this host's stack at
+    /// `kernel_rx` (wall clock ns; `None` when the kernel gave no timestamp).
+    fn local(&mut self, gi: usize, n: usize, src: SocketAddrV4, kernel_rx: Option<u64>) {
         let now = self.clock.now_ns();
         let mine = *src.ip() == self.cfg.interface;
         if src == self.cfg.me {
@@ -409,7 +412,7 @@ impl Relay<'_> {
             kind: RelayKind::Data,
             origin: self.id,
             seq: self.seq,
-            rx_wall_ns: wall_now_ns(),
+            rx_wall_ns: kernel_rx.unwrap_or_else(wall_now_ns),
             group: g.addr,
             sender: src,
         };

@@ -24,8 +24,12 @@ fn bad_input_exits_2_with_one_line() {
         (&["relay", "--peers", "127.0.0.2", "--interface", "127.0.0.1"], "at least one --group"),
         (&["relay", "--group", "10.1.1.1:5000", "--peers", "h", "--interface", "127.0.0.1"], "not a multicast group"),
         (&["relay", "--group", "239.1.1.1:5000", "--interface", "127.0.0.1"], "needs --peers"),
-        (&["relay", "--group", "239.1.1.1:5000", "--peers", "a b", "--interface", "127.0.0.1"], "not host[:port]"),
+        (&["relay", "--group", "239.1.1.1:5000", "--peers", "a b", "--interface", "127.0.0.1"], "--peers 'a b'"),
         (&["relay", "--group", "239.1.1.1:5000", "--peers", "h", "--max-rate", "0"], "rate"),
+        (&["relay", "--group", "239.1.1.1:5000", "--peers", "h", "--interface", "no-such-if0"], "no IPv4 address"),
+        (&["relay", "--group", "239.1.1.1:5000", "--peers", "h", "--interface", "127.0.0.1", "--ttl", "0"], "--ttl"),
+        (&["relay", "--group", "239.1.1.1:5000", "--peers", "h", "--interface", "127.0.0.1", "--token", ""], "--token"),
+        (&["relay", "--group", "239.1.1.1:5000", "--peers", "h", "--listen", "127.0.0.1:0"], "needs a port"),
     ];
     for (args, want) in cases {
         let r = wirebench(args);

@@ -126,13 +126,20 @@ fn endpointslices_add_and_drop_peers_with_the_rbac_we_ship() {
     // (the PodMonitor against prometheus-operator's CRD); a broken one is refused.
     api.ok(&["apply", "-f", deploy.join("00-namespace.yaml").to_str().unwrap()], None);
     let dry = api.ok(&["apply", "--dry-run=server", "-f", deploy.to_str().unwrap()], None);
-    for kind in ["serviceaccount", "role", "rolebinding", "service", "daemonset", "podmonitor"] {
+    for kind in ["serviceaccount", "role", "rolebinding", "service", "daemonset", "podmonitor", "job"] {
         assert!(dry.contains(&format!("{kind}.")) || dry.contains(&format!("{kind}/")), "{kind} in {dry}");
     }
     let broken = std::fs::read_to_string(deploy.join("30-daemonset.yaml"))
         .unwrap()
         .replace("containerPort: 9878", "containerPort: 99999");
     assert!(!api.kubectl(&["apply", "--dry-run=server", "-f", "-"], Some(&broken)).status.success());
+    // The load Job (load-job.yaml, in the directory above): an Indexed Job; a wrong
+    // completion mode is refused by the server, so the dry run does validate it.
+    assert!(dry.contains("job.batch/wirebench-load"), "{dry}");
+    let job = std::fs::read_to_string(deploy.join("load-job.yaml")).unwrap();
+    let broken = job.replace("completionMode: Indexed", "completionMode: Sideways");
+    let refused = api.kubectl(&["apply", "--dry-run=server", "-f", "-"], Some(&broken));
+    assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("completionMode"));
     for f in ["10-rbac.yaml", "20-service.yaml"] {
         api.ok(&["apply", "-f", deploy.join(f).to_str().unwrap()], None);
     }

@@ -39,6 +39,28 @@ fn json_dash_puts_the_report_on_stdout_and_the_text_on_stderr() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(matches!(report_on_stdout(&r.out).results, wirebench_core::report::Results::Stream(_)));
 
+    let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let listen = format!("127.0.0.1:{port}");
+    let relay = [
+        "relay",
+        "--listen",
+        &listen,
+        "--peers",
+        "127.0.0.2",
+        "--group",
+        "239.255.79.9:5085",
+        "--check-wait",
+        "100ms",
+        "-d",
+        "200ms",
+        "--json",
+        "-",
+    ];
+    let r = wirebench(&relay);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(matches!(report_on_stdout(&r.out).results, wirebench_core::report::Results::Relay(_)));
+    assert!(r.err.contains("relay listening") && r.err.contains("relay port:"), "{}", r.err);
+
     let room = wirebench::room::RoomServer::start(&wirebench::room::Config::loopback()).unwrap();
     let url = format!("ws://{}/rooms/t", room.local_addr());
     let r = wirebench(&["load", &url, "--clients", "2", "--rate", "10/s", "--duration", "1s", "-q", "--json", "-"]);

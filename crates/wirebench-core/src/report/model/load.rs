@@ -61,6 +61,28 @@ pub struct LoadResults {
     pub thresholds: Vec<ThresholdResult>,
     /// This process's CPU time and peak memory.
     pub process: ProcessUse,
+    /// `--shard K/N`: the part of the scenario this process ran (absent for a whole run and
+    /// in a merged report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<LoadShard>,
+}
+
+/// The part of a sharded scenario one process ran: a block of whole rooms and their
+/// members, numbered as in the whole scenario (`wirebench_core::load::shard`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadShard {
+    /// K (1-based).
+    pub index: u64,
+    /// N.
+    pub count: u64,
+    /// First room.
+    pub first_room: u64,
+    /// One past the last room.
+    pub end_room: u64,
+    /// First client id.
+    pub first_client: u64,
+    /// One past the last client id.
+    pub end_client: u64,
 }
 
 /// Connection figures.
@@ -156,7 +178,7 @@ pub struct LoadLink {
 }
 
 /// One second of a load run.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadSecond {
     /// Seconds since the run began (end of the interval).
     pub at_s: u64,
@@ -168,6 +190,10 @@ pub struct LoadSecond {
     pub delay_p50_ns: u64,
     /// Delay from send, 99th percentile, ns.
     pub delay_p99_ns: u64,
+    /// The second's delays from send (HdrHistogram V2+DEFLATE, base64), so that shards'
+    /// seconds merge exactly (absent in reports written before `report --merge`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_histogram: Option<String>,
 }
 
 /// One threshold.

@@ -1,0 +1,201 @@
+//! `wirebench report --merge`: several reports of one scenario (the shards of a load run,
+//! several ping generators against one server) made into one, exactly: histograms are
+//! added (HdrHistogram's own add) and every percentile is computed after the add, never
+//! averaged; counters are summed.
+//!
+//! Refused, with one line naming the inputs and what differs: reports of different modes,
+//! of different scenarios (their `config` differs anywhere but in the fields a part may
+//! differ in, such as `shard`), the same shard twice, and histograms that do not decode or
+//! do not add. Modes whose reports carry no histograms (stream) or whose parts are not
+//! additive (mesh, proxy, relay, hiccup) are refused too.
+
+mod load;
+mod ping;
+
+use hdrhistogram::Histogram;
+
+use super::{LatencyView, Outcome, Report, Results, decode_histogram, encode_histogram};
+use crate::latency::Summary;
+
+/// One input: a report and the name it is known by (its file).
+#[derive(Debug, Clone, Copy)]
+pub struct Input<'a> {
+    /// Shown in errors.
+    pub name: &'a str,
+    /// The report.
+    pub report: &'a Report,
+}
+
+/// Why reports cannot be merged: one line for the user.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct MergeError(pub String);
+
+fn err(msg: impl Into<String>) -> MergeError {
+    MergeError(msg.into())
+}
+
+/// Top-level `config` keys a part of a scenario may have of its own: which shard, and the
+/// process's own outputs and placement (ping writes these into its `config`).
+pub const PER_PART: [&str; 9] = ["shard", "json", "series", "hgrm", "hlog", "quiet", "table", "cpu", "interface"];
+
+/// The mode's name as the results tag it.
+pub fn mode(r: &Report) -> &'static str {
+    match r.results {
+        Results::Ping(_) => "ping",
+        Results::Stream(_) => "stream",
+        Results::Proxy(_) => "proxy",
+        Results::Load(_) => "load",
+        Results::Mesh(_) => "mesh",
+        Results::Hiccup => "hiccup",
+        Results::Relay(_) => "relay",
+    }
+}
+
+/// The first place two JSON values differ: its path and both values (shortened).
+pub fn first_difference(path: &str, left: &serde_json::Value, right: &serde_json::Value) -> Option<String> {
+    use serde_json::Value;
+    match (left, right) {
+        (Value::Object(lm), Value::Object(rm)) => {
+            let keys: std::collections::BTreeSet<&String> = lm.keys().chain(rm.keys()).collect();
+            keys.into_iter().find_map(|k| {
+                let at = format!("{path}.{k}");
+                match (lm.get(k), rm.get(k)) {
+                    (Some(lv), Some(rv)) => first_difference(&at, lv, rv),
+                    (lv, rv) => Some(format!("{at} differs ({} vs {})", short(lv), short(rv))),
+                }
+            })
+        }
+        (Value::Array(la), Value::Array(ra)) if la.len() == ra.len() => {
+            la.iter().zip(ra).enumerate().find_map(|(i, (lv, rv))| first_difference(&format!("{path}[{i}]"), lv, rv))
+        }
+        _ if left == right => None,
+        _ => Some(format!("{path} differs ({} vs {})", short(Some(left)), short(Some(right)))),
+    }
+}
+
+fn short(v: Option<&serde_json::Value>) -> String {
+    let Some(v) = v else { return "absent".into() };
+    let s = v.to_string();
+    if s.chars().count() > 60 { format!("{}...", s.chars().take(57).collect::<String>()) } else { s }
+}
+
+/// Checks that every input is a report of the first's mode and scenario.
+pub fn check_compatible(inputs: &[Input<'_>]) -> Result<(), MergeError> {
+    let first = inputs.first().ok_or_else(|| err("nothing to merge"))?;
+    let strip = |r: &Report| {
+        let mut c = r.config.clone();
+        if let Some(m) = c.as_object_mut() {
+            for k in PER_PART {
+                m.remove(k);
+            }
+        }
+        c
+    };
+    let base = strip(first.report);
+    for i in &inputs[1..] {
+        let (ma, mb) = (mode(first.report), mode(i.report));
+        if ma != mb {
+            return Err(err(format!(
+                "{} is a {ma} report and {} a {mb} report: merge reports of one mode",
+                first.name, i.name
+            )));
+        }
+        if let Some(d) = first_difference("config", &base, &strip(i.report)) {
+            return Err(err(format!("{} and {} are not parts of one scenario: {d}", first.name, i.name)));
+        }
+    }
+    Ok(())
+}
+
+/// Merges reports of one scenario into one (see the module's documentation).
+pub fn merge(inputs: &[Input<'_>]) -> Result<Report, MergeError> {
+    check_compatible(inputs)?;
+    let first = inputs[0].report;
+    let results = match &first.results {
+        Results::Load(_) => Results::Load(load::merge(inputs)?),
+        Results::Ping(_) => Results::Ping(ping::merge(inputs)?),
+        Results::Stream(_) => {
+            return Err(err(format!(
+                "{}: stream reports carry no histograms to add; merge load or ping reports",
+                inputs[0].name
+            )));
+        }
+        _ => {
+            return Err(err(format!(
+                "{}: {} reports cannot be merged (load and ping can)",
+                inputs[0].name,
+                mode(first)
+            )));
+        }
+    };
+    let mut meta = first.meta.clone();
+    for i in inputs {
+        // RFC 3339 UTC in one format: the text order is the time order
+        if i.report.meta.started_at < meta.started_at {
+            meta.started_at.clone_from(&i.report.meta.started_at);
+        }
+        meta.duration_ns = meta.duration_ns.max(i.report.meta.duration_ns);
+    }
+    let worst = |o: Outcome| match o {
+        Outcome::Completed => 0,
+        Outcome::Interrupted => 1,
+        Outcome::PeerSilent => 2,
+    };
+    let outcome = inputs.iter().map(|i| i.report.outcome).max_by_key(|o| worst(*o)).unwrap_or(Outcome::Completed);
+    let mut config = first.config.clone();
+    if let Some(m) = config.as_object_mut() {
+        for k in PER_PART {
+            m.remove(k);
+        }
+        m.insert("merged_from".into(), inputs.iter().map(|i| i.name).collect::<Vec<_>>().into());
+    }
+    Ok(Report { schema_version: first.schema_version, meta, config, outcome, results, attribution: None })
+}
+
+/// Decodes one embedded histogram, naming it on failure.
+fn decode(name: &str, what: &str, text: &str) -> Result<Histogram<u64>, MergeError> {
+    decode_histogram(text).map_err(|e| err(format!("{name}: {what}: {e}")))
+}
+
+/// Histograms added in order, the first's configuration kept.
+fn add_all<'a>(what: &str, parts: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Histogram<u64>, MergeError> {
+    let mut total: Option<Histogram<u64>> = None;
+    for (name, text) in parts {
+        let h = decode(name, what, text)?;
+        match &mut total {
+            None => total = Some(h),
+            Some(t) => t.add(&h).map_err(|e| err(format!("{name}: {what}: does not add ({e:?})")))?,
+        }
+    }
+    total.ok_or_else(|| err(format!("{what}: nothing to merge")))
+}
+
+/// One view from several: the histograms added, the summary recomputed at the first's
+/// percentiles.
+fn add_views<'a>(
+    what: &str,
+    views: impl IntoIterator<Item = (&'a str, &'a LatencyView)>,
+) -> Result<LatencyView, MergeError> {
+    let views: Vec<(&str, &LatencyView)> = views.into_iter().collect();
+    let first = views.first().ok_or_else(|| err(format!("{what}: nothing to merge")))?.1;
+    if let Some((name, v)) = views.iter().find(|(_, v)| v.measures != first.measures) {
+        return Err(err(format!("{name}: {what} measures {} where the first measures {}", v.measures, first.measures)));
+    }
+    let h = add_all(what, views.iter().map(|(n, v)| (*n, v.histogram.as_str())))?;
+    let ps: Vec<f64> = first.summary.percentiles.iter().map(|q| q.p).collect();
+    Ok(LatencyView { measures: first.measures.clone(), summary: Summary::of(&h, &ps), histogram: encode_histogram(&h) })
+}
+
+/// A mean over parts, weighted by their counts (integer arithmetic, rounded down).
+fn weighted_mean(parts: impl IntoIterator<Item = (u64, u64)>) -> u64 {
+    let (mut sum, mut n) = (0u128, 0u128);
+    for (mean, count) in parts {
+        sum += u128::from(mean) * u128::from(count);
+        n += u128::from(count);
+    }
+    sum.checked_div(n).map_or(0, |m| u64::try_from(m).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests;

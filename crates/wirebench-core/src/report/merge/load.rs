@@ -1,0 +1,220 @@
+//! Merging load reports: the shards of one scenario (`load --shard K/N`).
+
+use std::collections::BTreeMap;
+
+use super::{Input, MergeError, add_all, add_views, err, weighted_mean};
+use crate::latency::value_at_percentile;
+use crate::load::Threshold;
+use crate::load::results::verdict;
+use crate::report::{
+    LatencyView, LoadAccount, LoadConnections, LoadLink, LoadResults, LoadSecond, LoadTypeResult, ProcessUse, Results,
+    ThresholdResult, decode_histogram, encode_histogram,
+};
+
+fn parts<'a>(inputs: &[Input<'a>]) -> Vec<(&'a str, &'a LoadResults)> {
+    inputs
+        .iter()
+        .filter_map(|i| match &i.report.results {
+            Results::Load(l) => Some((i.name, l)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn account(accounts: &[&LoadAccount]) -> LoadAccount {
+    let mut a = LoadAccount::default();
+    for x in accounts {
+        a.expected += x.expected;
+        a.arrived += x.arrived;
+        a.missing += x.missing;
+        a.dropped += x.dropped;
+        a.late += x.late;
+        a.duplicates += x.duplicates;
+        for (k, v) in &x.closed {
+            *a.closed.entry(k.clone()).or_default() += v;
+        }
+    }
+    a
+}
+
+fn type_row(name: &str, rows: &[(&str, &LoadTypeResult)]) -> Result<LoadTypeResult, MergeError> {
+    let what = |v: &str| format!("type {name} {v}");
+    let first = rows[0].1;
+    let sum = |f: fn(&LoadTypeResult) -> u64| rows.iter().map(|(_, r)| f(r)).sum::<u64>();
+    let reply = if rows.iter().all(|(_, r)| r.reply.is_none()) {
+        None
+    } else {
+        let with: Vec<(&str, &LatencyView)> =
+            rows.iter().filter_map(|(n, r)| r.reply.as_ref().map(|v| (*n, v))).collect();
+        Some(add_views(&what("reply"), with)?)
+    };
+    Ok(LoadTypeResult {
+        name: first.name.clone(),
+        share_pct: first.share_pct,
+        request: rows.iter().any(|(_, r)| r.request),
+        size: first.size,
+        sent: sum(|r| r.sent),
+        received: sum(|r| r.received),
+        expected: sum(|r| r.expected),
+        arrived: sum(|r| r.arrived),
+        missing: sum(|r| r.missing),
+        unexpected: sum(|r| r.unexpected),
+        delay: add_views(&what("delay"), rows.iter().map(|(n, r)| (*n, &r.delay)))?,
+        delay_intended: add_views(&what("delay_intended"), rows.iter().map(|(n, r)| (*n, &r.delay_intended)))?,
+        reply,
+    })
+}
+
+fn link(name: &str, links: &[(&str, Option<&LoadLink>)]) -> Result<Option<LoadLink>, MergeError> {
+    let present: Vec<(&str, &LoadLink)> = links.iter().filter_map(|(n, l)| l.map(|l| (*n, l))).collect();
+    let Some((_, first)) = present.first() else { return Ok(None) };
+    Ok(Some(LoadLink {
+        requested_bps: first.requested_bps,
+        requested_delay_ns: first.requested_delay_ns,
+        method: first.method.clone(),
+        achieved_bps_max_client: present.iter().map(|(_, l)| l.achieved_bps_max_client).fold(0.0, f64::max),
+        frames: present.iter().map(|(_, l)| l.frames).sum(),
+        hold: add_views(name, present.iter().map(|(n, l)| (*n, &l.hold)))?,
+    }))
+}
+
+/// Seconds of the run added up by `at_s` (the shards started together: `--start-at`), each
+/// second's percentiles from its added histogram.
+fn series(parts: &[(&str, &LoadResults)]) -> Result<Vec<LoadSecond>, MergeError> {
+    let mut by_s: BTreeMap<u64, Vec<(&str, &LoadSecond)>> = BTreeMap::new();
+    for (name, l) in parts {
+        for row in &l.series {
+            by_s.entry(row.at_s).or_default().push((name, row));
+        }
+    }
+    let mut out = Vec::with_capacity(by_s.len());
+    for (at_s, rows) in by_s {
+        let what = format!("second {at_s}");
+        let mut texts = Vec::with_capacity(rows.len());
+        for (name, r) in &rows {
+            let t = r.delay_histogram.as_deref().ok_or_else(|| {
+                err(format!("{name}: {what} has no histogram (written before report --merge existed): run it again"))
+            })?;
+            texts.push((*name, t));
+        }
+        let h = add_all(&what, texts)?;
+        out.push(LoadSecond {
+            at_s,
+            sent: rows.iter().map(|(_, r)| r.sent).sum(),
+            received: rows.iter().map(|(_, r)| r.received).sum(),
+            delay_p50_ns: value_at_percentile(&h, 50.0),
+            delay_p99_ns: value_at_percentile(&h, 99.0),
+            delay_histogram: Some(encode_histogram(&h)),
+        });
+    }
+    Ok(out)
+}
+
+/// A threshold judged again on the merged histograms (its scope as `load` reads it).
+fn judge(expr: &str, l: &LoadResults) -> Result<ThresholdResult, MergeError> {
+    let t: Threshold = expr.parse().map_err(|_| err(format!("threshold '{expr}' does not parse")))?;
+    let view = match t.scope.as_deref() {
+        None => Some(&l.overall.delay),
+        Some("reply") => l.overall.reply.as_ref(),
+        Some(name) => l
+            .types
+            .iter()
+            .find(|r| r.name == name)
+            .and_then(|r| if r.request { r.reply.as_ref() } else { Some(&r.delay) }),
+    };
+    let Some(view) = view else { return Ok(ThresholdResult { expr: expr.into(), value_ns: None, passed: false }) };
+    let h = decode_histogram(&view.histogram).map_err(|e| err(format!("threshold '{expr}': {e}")))?;
+    Ok(verdict(&t, &h))
+}
+
+/// The shards' results as one.
+pub(super) fn merge(inputs: &[Input<'_>]) -> Result<LoadResults, MergeError> {
+    let parts = parts(inputs);
+    let mut seen: BTreeMap<u64, &str> = BTreeMap::new();
+    let counts: Vec<u64> = parts.iter().filter_map(|(_, l)| l.shard.map(|s| s.count)).collect();
+    if !counts.is_empty() && counts.len() != parts.len() {
+        return Err(err("some reports are shards (--shard K/N) and some are whole runs: merge the shards of one run"));
+    }
+    if counts.windows(2).any(|w| w[0] != w[1]) {
+        return Err(err("the reports come from different shardings (--shard K/N with different N)"));
+    }
+    for (name, l) in &parts {
+        if let Some(s) = l.shard
+            && let Some(other) = seen.insert(s.index, name)
+        {
+            return Err(err(format!("shard {}/{} is given twice ({other} and {name})", s.index, s.count)));
+        }
+    }
+    let first = parts[0].1;
+    if let Some((name, l)) = parts.iter().find(|(_, l)| l.types.len() != first.types.len()) {
+        return Err(err(format!(
+            "{name}: {} event types where {} has {}",
+            l.types.len(),
+            parts[0].0,
+            first.types.len()
+        )));
+    }
+    let sum = |f: fn(&LoadResults) -> u64| parts.iter().map(|(_, l)| f(l)).sum::<u64>();
+    let fsum = |f: fn(&LoadResults) -> f64| parts.iter().map(|(_, l)| f(l)).sum::<f64>();
+    let mut types = Vec::with_capacity(first.types.len());
+    for (i, t) in first.types.iter().enumerate() {
+        let rows: Vec<(&str, &LoadTypeResult)> = parts.iter().map(|(n, l)| (*n, &l.types[i])).collect();
+        if let Some((name, r)) = rows.iter().find(|(_, r)| r.name != t.name) {
+            return Err(err(format!("{name}: event type {} is {} where {} has {}", i + 1, r.name, parts[0].0, t.name)));
+        }
+        types.push(type_row(&t.name, &rows)?);
+    }
+    let overall_rows: Vec<(&str, &LoadTypeResult)> = parts.iter().map(|(n, l)| (*n, &l.overall)).collect();
+    let overall = type_row("all", &overall_rows)?;
+    let (user_ns, system_ns) = (sum(|l| l.process.user_ns), sum(|l| l.process.system_ns));
+    let (sent, received) = (sum(|l| l.sent), sum(|l| l.received));
+    let events = sent + received;
+    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+    for (_, l) in &parts {
+        for (k, v) in &l.errors {
+            *errors.entry(k.clone()).or_default() += v;
+        }
+    }
+    let links = |f: fn(&LoadResults) -> Option<&LoadLink>| parts.iter().map(|(n, l)| (*n, f(l))).collect::<Vec<_>>();
+    let mut merged = LoadResults {
+        url: first.url.clone(),
+        clients: sum(|l| l.clients),
+        room_size: first.room_size,
+        rate_per_client: first.rate_per_client,
+        arrivals: first.arrivals.clone(),
+        pacing: first.pacing.clone(),
+        connections: LoadConnections {
+            connected: sum(|l| l.connections.connected),
+            failed: sum(|l| l.connections.failed),
+            disconnects: sum(|l| l.connections.disconnects),
+            connect_time: add_views("connections", parts.iter().map(|(n, l)| (*n, &l.connections.connect_time)))?,
+        },
+        requested_send_per_s: fsum(|l| l.requested_send_per_s),
+        achieved_send_per_s: fsum(|l| l.achieved_send_per_s),
+        received_per_s: fsum(|l| l.received_per_s),
+        sent,
+        received,
+        deliveries: account(&parts.iter().map(|(_, l)| &l.deliveries).collect::<Vec<_>>()),
+        replies: account(&parts.iter().map(|(_, l)| &l.replies).collect::<Vec<_>>()),
+        slip_mean_ns: weighted_mean(parts.iter().map(|(_, l)| (l.slip_mean_ns, l.sent))),
+        slip_max_ns: parts.iter().map(|(_, l)| l.slip_max_ns).max().unwrap_or(0),
+        overall,
+        types,
+        link_up: link("link up", &links(|l| l.link_up.as_ref()))?,
+        link_down: link("link down", &links(|l| l.link_down.as_ref()))?,
+        errors,
+        series: series(&parts)?,
+        thresholds: Vec::new(),
+        process: ProcessUse {
+            user_ns,
+            system_ns,
+            #[expect(clippy::cast_precision_loss, reason = "display values")]
+            per_event_ns: if events == 0 { 0.0 } else { (user_ns + system_ns) as f64 / events as f64 },
+            max_rss_bytes: parts.iter().map(|(_, l)| l.process.max_rss_bytes).max().unwrap_or(0),
+            room_in_process: parts.iter().any(|(_, l)| l.process.room_in_process),
+        },
+        shard: None,
+    };
+    merged.thresholds = first.thresholds.iter().map(|t| judge(&t.expr, &merged)).collect::<Result<_, _>>()?;
+    Ok(merged)
+}

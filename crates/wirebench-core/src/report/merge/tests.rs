@@ -1,0 +1,210 @@
+use super::*;
+use crate::load::delivery::Account;
+use crate::load::record::{Arrival, Recording};
+use crate::load::results::{Counts, Shape, build};
+use crate::load::{Mix, Threshold};
+use crate::report::{LoadResults, LoadShard};
+use crate::rng::SplitMix64;
+
+fn seed(name: &str) -> Report {
+    let path = format!("{}/../../fuzz/seeds/report_load/{name}", env!("CARGO_MANIFEST_DIR"));
+    crate::report::read_report(|| std::fs::File::open(&path)).unwrap()
+}
+
+fn mix() -> Mix {
+    Mix::parse("cursor=3,save=1", &["save"]).unwrap()
+}
+
+/// Seeded deliveries and replies into `rec`.
+fn feed(rec: &mut Recording, rng: &mut SplitMix64, n: u64) {
+    for _ in 0..n {
+        rec.on_send(0, rng.next_u64() % 1_000, 4);
+        let d = 1_000 + rng.next_u64() % 50_000_000;
+        rec.on_delivery(0, d, Some(d + rng.next_u64() % 1_000_000), Arrival::Expected);
+        rec.on_send(1, 0, 1);
+        rec.on_reply(1, 2_000 + rng.next_u64() % 9_000_000, Arrival::Expected);
+        crate::latency::record(&mut rec.connect, 100_000 + rng.next_u64() % 1_000_000);
+    }
+}
+
+fn results(rec: &Recording, clients: u64, ts: &[Threshold], shard: Option<LoadShard>) -> LoadResults {
+    let m = mix();
+    let shape = Shape {
+        url: "ws://h:1/r-0".into(),
+        clients,
+        room_size: 5,
+        rate_per_client: 2.0,
+        arrivals: "fixed",
+        mix: &m,
+        percentiles: &[50.0, 99.0, 99.9],
+        thresholds: ts,
+        link_up: None,
+        link_down: None,
+        end_ns: 10_000_000_000,
+        ramp_ns: 0,
+    };
+    let d = Account { expected: 40, arrived: 30, missing: 10, late: 10, ..Account::default() };
+    let counts = Counts { connected: clients, ..Counts::default() };
+    let mut l =
+        build(&shape, rec, (&d, &Account::default()), counts, Vec::new(), 10_000_000_000, (1_000, 500), 7, false);
+    l.shard = shard;
+    l
+}
+
+fn report(l: LoadResults, k: u64) -> Report {
+    let mut r = seed("report-ping-full.json");
+    r.config = serde_json::json!({"clients": 15, "room_size": 5, "shard": format!("{k}/3")});
+    r.results = Results::Load(l);
+    r
+}
+
+fn shard(index: u64) -> LoadShard {
+    let p = crate::load::shard::part(crate::load::shard::Shard { index, count: 3 }, 15, 5).unwrap();
+    LoadShard {
+        index,
+        count: 3,
+        first_room: p.rooms.start,
+        end_room: p.rooms.end,
+        first_client: p.clients.start,
+        end_client: p.clients.end,
+    }
+}
+
+fn load(r: &Report) -> &LoadResults {
+    match &r.results {
+        Results::Load(l) => l,
+        _ => panic!("a load report"),
+    }
+}
+
+/// Three shards fed seeded values merge into exactly what one recording fed every value
+/// gives: every histogram equal, every count the sum, every percentile recomputed.
+#[test]
+fn merged_shards_equal_one_run_fed_every_value() {
+    let ts: Vec<Threshold> = ["p99<20ms", "save:p50<1s"].iter().map(|t| t.parse().unwrap()).collect();
+    let mut whole = Recording::new(2);
+    let mut shards = Vec::new();
+    for k in 1..=3u64 {
+        let (mut rng, mut again) = (SplitMix64::new(k), SplitMix64::new(k));
+        let mut rec = Recording::new(2);
+        feed(&mut rec, &mut rng, 300 * k);
+        feed(&mut whole, &mut again, 300 * k);
+        shards.push(report(results(&rec, 5, &ts, Some(shard(k))), k));
+    }
+    let inputs: Vec<Input<'_>> =
+        shards.iter().zip(["a", "b", "c"]).map(|(report, name)| Input { name, report }).collect();
+    let merged = merge(&inputs).unwrap();
+    let m = load(&merged);
+    let one = results(&whole, 15, &ts, None);
+    for (got, want) in std::iter::once((&m.overall, &one.overall)).chain(m.types.iter().zip(&one.types)) {
+        assert_eq!(decode_histogram(&got.delay.histogram).unwrap(), decode_histogram(&want.delay.histogram).unwrap());
+        assert_eq!(got.delay.summary, want.delay.summary, "{}", got.name);
+        assert_eq!(got.delay_intended.summary, want.delay_intended.summary);
+        assert_eq!(got.reply.as_ref().map(|v| &v.summary), want.reply.as_ref().map(|v| &v.summary));
+        assert_eq!(
+            (got.sent, got.received, got.expected, got.arrived),
+            (want.sent, want.received, want.expected, want.arrived)
+        );
+    }
+    assert_eq!(m.connections.connect_time.summary, one.connections.connect_time.summary);
+    assert_eq!((m.sent, m.received, m.clients, m.connections.connected), (one.sent, one.received, 15, 15));
+    assert_eq!(m.sent, 2 * 300 * (1 + 2 + 3));
+    let sum = |f: fn(&LoadResults) -> u64| shards.iter().map(|r| f(load(r))).sum::<u64>();
+    assert_eq!(m.deliveries.expected, sum(|l| l.deliveries.expected));
+    assert_eq!((m.process.user_ns, m.process.system_ns), (3_000, 1_500));
+    assert_eq!(m.thresholds, one.thresholds);
+    assert_eq!(m.series.len(), 1);
+    assert_eq!(
+        (m.series[0].delay_p50_ns, m.series[0].delay_p99_ns),
+        (one.series[0].delay_p50_ns, one.series[0].delay_p99_ns)
+    );
+    assert_eq!(m.series[0].sent, one.series[0].sent);
+    assert!(m.shard.is_none() && merged.config.get("shard").is_none());
+    // one input: its own numbers
+    let alone = merge(&inputs[..1]).unwrap();
+    let a = load(&alone);
+    let l0 = load(&shards[0]);
+    assert_eq!(
+        (a.overall.delay.summary.clone(), a.sent, a.series.clone()),
+        (l0.overall.delay.summary.clone(), l0.sent, l0.series.clone())
+    );
+}
+
+#[test]
+fn different_scenarios_and_bad_inputs_are_refused_in_one_line() {
+    let mut rec = Recording::new(2);
+    feed(&mut rec, &mut SplitMix64::new(9), 10);
+    let a = report(results(&rec, 5, &[], Some(shard(1))), 1);
+    let mut b = report(results(&rec, 5, &[], Some(shard(2))), 2);
+    b.config["room_size"] = 6.into();
+    let e = |rs: &[(&str, &Report)]| {
+        let inputs: Vec<Input<'_>> = rs.iter().map(|(name, report)| Input { name, report }).collect();
+        merge(&inputs).unwrap_err().to_string()
+    };
+    assert_eq!(
+        e(&[("a.json", &a), ("b.json", &b)]),
+        "a.json and b.json are not parts of one scenario: config.room_size differs (5 vs 6)"
+    );
+    assert_eq!(e(&[("a.json", &a), ("a2.json", &a)]), "shard 1/3 is given twice (a.json and a2.json)");
+    let whole = report(results(&rec, 5, &[], None), 2);
+    assert!(e(&[("a.json", &a), ("w.json", &whole)]).starts_with("some reports are shards"));
+    let ping = seed("report-ping-full.json");
+    assert_eq!(
+        e(&[("a.json", &a), ("p.json", &ping)]),
+        "a.json is a load report and p.json a ping report: merge reports of one mode"
+    );
+    let mut bad = report(results(&rec, 5, &[], Some(shard(2))), 2);
+    if let Results::Load(l) = &mut bad.results {
+        l.types[0].delay.histogram = "AAAA".into();
+    }
+    let msg = e(&[("a.json", &a), ("bad.json", &bad)]);
+    assert!(msg.starts_with("bad.json: type cursor delay: histogram does not decode"), "{msg}");
+    let mut old = report(results(&rec, 5, &[], Some(shard(2))), 2);
+    if let Results::Load(l) = &mut old.results {
+        l.series[0].delay_histogram = None;
+    }
+    assert!(e(&[("a.json", &a), ("old.json", &old)]).starts_with("old.json: second 1 has no histogram"));
+    let stream = seed("report-stream-search.json");
+    assert!(e(&[("s.json", &stream)]).contains("stream reports carry no histograms"));
+    assert!(e(&[]).contains("nothing to merge"));
+    for m in [e(&[("a.json", &a), ("b.json", &b)]), e(&[("a.json", &a), ("bad.json", &bad)])] {
+        assert!(!m.contains('\n'));
+    }
+}
+
+#[test]
+fn ping_generators_against_one_server_add_up() {
+    let gen1 = seed("report-ping-full.json");
+    // each generator writes its own file and may pin its own CPU: still one scenario
+    let mut gen2 = gen1.clone();
+    gen2.config["json"] = "other.json".into();
+    gen2.config["cpu"] = 1.into();
+    let inputs = [Input { name: "a", report: &gen1 }, Input { name: "b", report: &gen2 }];
+    let m = merge(&inputs).unwrap();
+    let (Results::Ping(got), Results::Ping(one)) = (&m.results, &gen1.results) else { panic!("ping") };
+    assert_eq!(got.sent, 2 * one.sent);
+    let (mine, one_r) = (&got.responders[0], &one.responders[0]);
+    assert_eq!((mine.received, mine.lost), (2 * one_r.received, 2 * one_r.lost));
+    assert_eq!(mine.latency.summary.count, 2 * one_r.latency.summary.count);
+    // the same values twice: every percentile as before
+    assert_eq!(mine.latency.summary.percentiles, one_r.latency.summary.percentiles);
+    let mut want = decode_histogram(&one_r.latency.histogram).unwrap();
+    want.add(want.clone()).unwrap();
+    assert_eq!(decode_histogram(&mine.latency.histogram).unwrap(), want);
+    let mut other = gen1.clone();
+    other.config["size"] = 999.into();
+    let msg =
+        merge(&[Input { name: "a", report: &gen1 }, Input { name: "c", report: &other }]).unwrap_err().to_string();
+    assert_eq!(msg, "a and c are not parts of one scenario: config.size differs (48 vs 999)");
+}
+
+#[test]
+fn the_first_difference_is_named_with_its_path() {
+    let a = serde_json::json!({"x": 1, "m": [{"n": "a"}, {"n": "b"}]});
+    let b = serde_json::json!({"x": 1, "m": [{"n": "a"}, {"n": "c"}]});
+    assert_eq!(first_difference("config", &a, &b).unwrap(), r#"config.m[1].n differs ("b" vs "c")"#);
+    assert_eq!(first_difference("config", &a, &a), None);
+    let c = serde_json::json!({"x": 1});
+    assert_eq!(first_difference("config", &c, &a).unwrap(), r#"config.m differs (absent vs [{"n":"a"},{"n":"b"}])"#);
+    assert_eq!(weighted_mean([(10, 1), (20, 3)]), 17);
+}
