@@ -16,6 +16,7 @@ mod lab; // the namespace harness: namespaces, veths and processes removed on dr
 mod listen; // listen: DatagramTest's gap lines, the publisher budget
 mod load; // WebSocket load against an in-process room: delay, thresholds, dead server (issue 4)
 mod load_shards; // load --shard/--start-at in namespaces, report --merge exact and refusing, the k8s Job's flags
+mod load_tls; // load for real apps: wss:// to room --tls-*, wrong CA/name, --insecure, headers, cookies, subprotocols, tokens (issue 14)
 mod mesh; // mesh agents on loopback: the matrix, views agreeing, peers coming and going, tokens, HTTP bounds
 #[cfg(feature = "netns-tests")]
 mod mesh_k8s; // EndpointSlice discovery against a real kube-apiserver; the manifests pass server validation
