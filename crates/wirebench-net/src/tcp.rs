@@ -36,6 +36,11 @@ impl TcpProbeIo {
         Self::from_stream(stream, wait, timeout)
     }
 
+    /// The kernel's view of the connection now (`TCP_INFO`; `None` if it refuses).
+    pub fn tcp_stats(&self) -> Option<crate::tcpinfo::TcpStats> {
+        crate::tcpinfo::stats(&self.stream)
+    }
+
     /// Wraps a connected stream.
     pub fn from_stream(stream: TcpStream, wait: Wait, timeout: Duration) -> Result<Self, NetError> {
         let opt = |what, r: io::Result<()>| r.map_err(|source| NetError::Option { what, source });

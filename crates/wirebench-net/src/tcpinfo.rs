@@ -10,6 +10,12 @@ pub struct TcpStats {
     pub retransmits: u32,
     /// Smoothed round trip, µs.
     pub rtt_us: u32,
+    /// Its mean deviation (`tcpi_rttvar`), µs.
+    pub rttvar_us: u32,
+    /// Segments the kernel now counts as lost (`tcpi_lost`).
+    pub lost: u32,
+    /// The reordering degree it has seen (`tcpi_reordering`, 3 by default).
+    pub reordering: u32,
 }
 
 /// Reads `TCP_INFO` for `conn` (`None` if the kernel refuses).
@@ -29,7 +35,13 @@ pub fn stats(conn: &TcpStream) -> Option<TcpStats> {
     // `tcp_info` (plain integers).
     #[expect(unsafe_code, reason = "reading the struct the kernel filled")]
     let info = unsafe { info.assume_init() };
-    Some(TcpStats { retransmits: info.tcpi_total_retrans, rtt_us: info.tcpi_rtt })
+    Some(TcpStats {
+        retransmits: info.tcpi_total_retrans,
+        rtt_us: info.tcpi_rtt,
+        rttvar_us: info.tcpi_rttvar,
+        lost: info.tcpi_lost,
+        reordering: info.tcpi_reordering,
+    })
 }
 
 #[cfg(test)]
@@ -41,6 +53,8 @@ mod tests {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let s = stats(&c).expect("TCP_INFO on Linux");
-        assert_eq!(s.retransmits, 0);
+        assert_eq!((s.retransmits, s.lost), (0, 0));
+        // the handshake gave the kernel a first RTT sample
+        assert!(s.rtt_us > 0, "{s:?}");
     }
 }

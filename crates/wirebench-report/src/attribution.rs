@@ -7,7 +7,7 @@ use std::io::{self, Write};
 
 use wirebench_core::counters::{Delta, LossSplit};
 use wirebench_core::hiccup::{Blame, verdict};
-use wirebench_core::report::{HiccupResult, KernelResult, LatencyView, Report, Results, decode_histogram};
+use wirebench_core::report::{HiccupResult, KernelResult, LatencyView, Report, Results, TcpInfo, decode_histogram};
 
 use crate::charts::{self, Line};
 use crate::text::{summary_line, us};
@@ -116,6 +116,16 @@ pub fn loss_line(what: &str, s: &LossSplit) -> String {
     )
 }
 
+/// `TCP_INFO (the probe connection at the end of the run): kernel srtt 48 us (rttvar 12 us),
+/// 0 retransmits, 0 lost, reordering 3`: the kernel's integers as the JSON has them.
+pub fn tcp_info_line(t: &TcpInfo) -> String {
+    format!(
+        "TCP_INFO (the probe connection at the end of the run): kernel srtt {} us (rttvar {} us), {} retransmits, \
+         {} lost, reordering {}",
+        t.srtt_us, t.rttvar_us, t.retransmits, t.lost, t.reordering
+    )
+}
+
 /// `  kernel timestamps (software TX and RX): stack to stack p50 16.2 us ...; RTT p50
 /// 57.3 us, of which 41.1 us is the two hosts' own send, wake-up and scheduling`.
 pub fn kernel_line(k: &KernelResult, rtt: &LatencyView) -> String {
@@ -161,6 +171,9 @@ pub fn text(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     if let Some(s) = a.loss.as_ref().filter(|s| s.missing > 0) {
         let what = if matches!(report.results, Results::Ping(_)) { "probes lost" } else { "missing" };
         writeln!(out, "{}", loss_line(what, s))?;
+    }
+    if let Some(t) = &a.tcp_info {
+        writeln!(out, "{}", tcp_info_line(t))?;
     }
     for n in &a.notes {
         writeln!(out, "note: {n}")?;
@@ -270,6 +283,7 @@ mod tests {
             loss: Some(delta.split_loss(5)),
             counters: Some(delta),
             notes: vec!["TX timestamps unavailable".into()],
+            tcp_info: Some(TcpInfo { srtt_us: 48, rttvar_us: 12, retransmits: 2, lost: 1, reordering: 3 }),
             ..Attribution::default()
         });
         let t = text_of(&r);
@@ -283,6 +297,10 @@ mod tests {
             loss_line("missing", &over).ends_with("(counters are host-wide; they rose 1 beyond what this run lost)")
         );
         assert!(t.contains("note: TX timestamps unavailable"), "{t}");
+        assert!(
+            t.contains("TCP_INFO (the probe connection at the end of the run): kernel srtt 48 us (rttvar 12 us), 2 retransmits, 1 lost, reordering 3"),
+            "{t}"
+        );
     }
 
     #[test]

@@ -175,14 +175,14 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
                 (Proto::Udp, Target::Unicast(a)) => {
                     let mut io = UdpProbeIo::unicast(a, wait, cfg.timeout)?;
                     let note = timestamps_on(&mut io, cfg);
-                    drive(&mut io, &clock, &ecfg, &shutdown, cfg, sent).map(|o| (o, note))
+                    drive(&mut io, &clock, &ecfg, &shutdown, cfg, sent).map(|o| (o, note, None))
                 }
                 (Proto::Udp, Target::Multicast(g)) => {
                     let interface = cfg.interface.as_deref().map(wirebench_net::iface::ipv4_of).transpose()?;
                     let opts = SenderOpts { interface, ttl: cfg.ttl, loopback: cfg.multicast_loop };
                     let mut io = UdpProbeIo::multicast(g, &opts, cfg.reply_group, wait, cfg.timeout)?;
                     let note = timestamps_on(&mut io, cfg);
-                    drive(&mut io, &clock, &ecfg, &shutdown, cfg, sent).map(|o| (o, note))
+                    drive(&mut io, &clock, &ecfg, &shutdown, cfg, sent).map(|o| (o, note, None))
                 }
                 (Proto::Tcp, Target::Unicast(a)) => {
                     let mut io = TcpProbeIo::connect(a, wait, cfg.timeout).map_err(|e| {
@@ -192,7 +192,9 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
                     })?;
                     let note =
                         (!cfg.no_timestamps).then(|| "kernel timestamps: TCP probes have none (UDP only)".into());
-                    drive(&mut io, &clock, &ecfg, &shutdown, cfg, sent).map(|o| (o, note))
+                    let o = drive(&mut io, &clock, &ecfg, &shutdown, cfg, sent)?;
+                    // the kernel's own view of the connection, read before it closes
+                    Ok((o, note, io.tcp_stats().map(tcp_info)))
                 }
                 (Proto::Tcp, Target::Multicast(_)) => unreachable!("refused by Config"),
             }
@@ -200,12 +202,16 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
         .join()
         .map_err(|_| anyhow!("the measuring thread panicked"))?
     })?;
-    let (out, stamp_note) = out;
+    let (out, stamp_note, tcp_info) = out;
     drop(progress);
     let results = results::build(cfg, &out);
     let after = wirebench_net::counters::snapshot(&ifaces);
     let lost: u64 = results.responders.iter().map(|r| r.lost).sum();
     let mut attribution = results::attribution(&out, lost, &before, &after, stamp_note);
+    attribution.tcp_info = tcp_info;
+    if cfg.proto == Proto::Tcp && tcp_info.is_none() {
+        attribution.notes.push("TCP_INFO unavailable: the kernel refused getsockopt(TCP_INFO)".into());
+    }
     if out.timestamps.rx {
         // whether the interface toward the target could give hardware stamps, and does
         attribution.notes.extend(ifaces.first().map(|i| wirebench_net::hwstamp::note(i)));
@@ -221,6 +227,16 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
     };
     crate::hiccup::attach(&mut report, meter);
     Ok(Measured { report, intervals: out.intervals })
+}
+
+fn tcp_info(t: wirebench_net::tcpinfo::TcpStats) -> wirebench_core::report::TcpInfo {
+    wirebench_core::report::TcpInfo {
+        srtt_us: t.rtt_us,
+        rttvar_us: t.rttvar_us,
+        retransmits: t.retransmits,
+        lost: t.lost,
+        reordering: t.reordering,
+    }
 }
 
 /// Turns kernel timestamps on unless `--no-timestamps`; a note when they cannot be had.

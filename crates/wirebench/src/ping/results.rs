@@ -149,5 +149,5 @@ pub fn attribution(
         );
     }
     notes.extend(counters.missing.iter().map(|m| format!("counter unavailable: {m}")));
-    Attribution { hiccup: None, loss: Some(counters.split_loss(lost)), counters: Some(counters), notes }
+    Attribution { loss: Some(counters.split_loss(lost)), counters: Some(counters), notes, ..Attribution::default() }
 }

@@ -109,6 +109,36 @@ fn tcp_probes_run_with_a_note_that_they_have_no_kernel_timestamps() {
     assert!(run.out.contains("note: kernel timestamps: TCP probes have none"), "{}", run.out);
 }
 
+#[test]
+fn a_tcp_ping_reports_the_kernels_tcp_info_and_a_udp_ping_does_not() {
+    let srv = serve();
+    let dir = tempfile::tempdir().unwrap();
+    let target = srv.local_addr().to_string();
+    let json = dir.path().join("tcp.json");
+    let run = wirebench(&["ping", &target, "--proto", "tcp", "-n", "500", "--json", json.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let rep = report(&json);
+    let t = rep.attribution.as_ref().unwrap().tcp_info.expect("TCP_INFO of the probe connection");
+    assert_eq!((t.retransmits, t.lost), (0, 0), "nothing is lost on loopback: {t:?}");
+    assert!(t.srtt_us > 0, "the kernel has an RTT estimate after 500 round trips: {t:?}");
+    // the kernel's estimate and the probes' own round trips measure the same path: the
+    // kernel's smoothed RTT is no higher than the slowest probe (plus one delayed ACK at most)
+    let max_us = responder(&rep).latency.summary.max_ns / 1000;
+    assert!(u64::from(t.srtt_us) <= max_us + 40_000, "srtt {} us vs probe max {max_us} us", t.srtt_us);
+    // the text line carries the JSON's integers
+    let line = format!(
+        "TCP_INFO (the probe connection at the end of the run): kernel srtt {} us (rttvar {} us), 0 retransmits, 0 lost, reordering {}",
+        t.srtt_us, t.rttvar_us, t.reordering
+    );
+    assert!(run.out.contains(&line), "{line} not in {}", run.out);
+    let udp = dir.path().join("udp.json");
+    let run = wirebench(&["ping", &target, "-n", "100", "--json", udp.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(report(&udp).attribution.as_ref().unwrap().tcp_info.is_none());
+    assert!(read_json(&udp)["attribution"].get("tcp_info").is_none());
+    assert!(!run.out.contains("TCP_INFO"), "{}", run.out);
+}
+
 /// A UDP transport whose TX timestamps never come (as on a device that gives none).
 struct NoTx(UdpProbeIo);
 

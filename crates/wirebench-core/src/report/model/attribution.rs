@@ -20,6 +20,9 @@ pub struct Attribution {
     /// The run's lost packets split by those counters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss: Option<LossSplit>,
+    /// The kernel's view of a TCP ping's connection at the end of the run (`TCP_INFO`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_info: Option<TcpInfo>,
     /// What could not be measured, and why (a missing counter, timestamps the kernel or NIC
     /// does not give).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -40,6 +43,23 @@ pub struct HiccupResult {
     pub lateness: LatencyView,
     /// Per second of the run: values, the latest wake-up, the 99th percentile.
     pub seconds: Vec<HiccupSecond>,
+}
+
+/// `TCP_INFO` of one connection, as the kernel gave it: its own RTT estimate (from the
+/// ACKs, independent of the probes' timing) and its retransmission counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TcpInfo {
+    /// Smoothed round trip (`tcpi_rtt`), µs.
+    pub srtt_us: u32,
+    /// Its mean deviation (`tcpi_rttvar`), µs.
+    pub rttvar_us: u32,
+    /// Segments retransmitted over the connection's life (`tcpi_total_retrans`).
+    pub retransmits: u32,
+    /// Segments counted as lost when read (`tcpi_lost`).
+    pub lost: u32,
+    /// Reordering degree (`tcpi_reordering`): starts at `net.ipv4.tcp_reordering` or what
+    /// the kernel remembers for that host, raised when reordering is seen.
+    pub reordering: u32,
 }
 
 /// A responder's round trips split by kernel timestamps (`SO_TIMESTAMPING`).
