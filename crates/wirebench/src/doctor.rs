@@ -5,7 +5,8 @@
 //! Checks: socket buffer maxima against what stream sockets ask for; the interface (up, MTU);
 //! with `--target`, the path MTU by Don't-Fragment probes and the largest safe payload;
 //! multicast (route for the group, MULTICAST flag, IGMP version, rp_filter); CPU count,
-//! frequency governor, clocksource and kernel busy polling. Exit 0 when nothing FAILs, 3 when
+//! frequency governor, clocksource and kernel busy polling; this host's own stalls (the stall
+//! meter for `--stall-check`, 1 s by default). Exit 0 when nothing FAILs, 3 when
 //! something does (as a failed threshold), 2 for bad flags.
 
 mod checks;
@@ -38,6 +39,9 @@ pub struct Args {
     /// How long to wait for each path MTU echo.
     #[arg(long, default_value = "250ms")]
     pub timeout: wirebench_core::units::Span,
+    /// How long the stall meter runs (a thread woken every 1 ms; 0s skips it).
+    #[arg(long, value_name = "SPAN", default_value = "1s")]
+    pub stall_check: wirebench_core::units::Span,
     /// Also write the checks as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -56,6 +60,8 @@ pub struct Config {
     pub group: Ipv4Addr,
     /// Echo timeout.
     pub timeout: Duration,
+    /// How long the stall meter runs (zero: not at all).
+    pub stall_check: Duration,
     /// JSON output.
     pub json: Option<PathBuf>,
 }
@@ -86,7 +92,18 @@ impl Config {
         if a.timeout.0.is_zero() {
             return Err(UsageError("--timeout must be more than 0".into()));
         }
-        Ok(Self { target, interface, interface_why, group, timeout: a.timeout.0, json: a.json.clone() })
+        if a.stall_check.0 > Duration::from_secs(60) {
+            return Err(UsageError("--stall-check is at most 60s (`wirebench hiccup` runs longer)".into()));
+        }
+        Ok(Self {
+            target,
+            interface,
+            interface_why,
+            group,
+            timeout: a.timeout.0,
+            stall_check: a.stall_check.0,
+            json: a.json.clone(),
+        })
     }
 }
 
@@ -144,6 +161,50 @@ pub struct Findings {
     pub target: Option<String>,
     /// Every check in order.
     pub checks: Vec<Check>,
+    /// The stall meter's figures (absent with `--stall-check 0s`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stalls: Option<Stalls>,
+}
+
+/// The stall meter's short run: how late a thread sleeping `interval_ns` at a time woke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Stalls {
+    /// The sleep interval, ns.
+    pub interval_ns: u64,
+    /// How long it ran, ns.
+    pub duration_ns: u64,
+    /// Wake-ups.
+    pub wakeups: u64,
+    /// Wake-ups a stall made it miss (counted as jHiccup does).
+    pub corrected: u64,
+    /// Lateness at p99, ns.
+    pub p99_ns: u64,
+    /// At p99.9, ns.
+    pub p999_ns: u64,
+    /// The latest wake-up, ns.
+    pub max_ns: u64,
+}
+
+/// Runs the stall meter (`crate::hiccup`'s loop) on this thread for `d`, at 1 ms; stops
+/// early with `stop`.
+fn measure_stalls(d: Duration, stop: &std::sync::atomic::AtomicBool) -> Option<Stalls> {
+    const INTERVAL_NS: u64 = 1_000_000;
+    if d.is_zero() {
+        return None;
+    }
+    let t0 = wirebench_net::timer::mono_now_ns();
+    let until = t0.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    let h = crate::hiccup::record_until(INTERVAL_NS, stop, until).finish();
+    let at = |q: f64| h.histogram.value_at_quantile(q);
+    Some(Stalls {
+        interval_ns: INTERVAL_NS,
+        duration_ns: wirebench_net::timer::mono_now_ns().saturating_sub(t0),
+        wakeups: h.wakeups,
+        corrected: h.corrected,
+        p99_ns: at(0.99),
+        p999_ns: at(0.999),
+        max_ns: h.histogram.max(),
+    })
 }
 
 fn read(path: &str) -> Option<String> {
@@ -224,7 +285,9 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
         "wirebench doctor on {} (kernel {}, {} x {}), interface {} ({})",
         h.hostname, h.kernel, h.cpus, h.cpu_model, cfg.interface, cfg.interface_why
     )?;
-    let checks = examine(&cfg);
+    let mut checks = examine(&cfg);
+    let stalls = measure_stalls(cfg.stall_check, ctx.shutdown.flag());
+    checks.extend(stalls.as_ref().map(checks::stalls));
     print(ctx.out, &checks)?;
     let failed = checks.iter().any(|c| c.verdict == Verdict::Fail);
     if let Some(path) = &cfg.json {
@@ -236,6 +299,7 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
             interface: cfg.interface.clone(),
             target: cfg.target.map(|t| t.to_string()),
             checks,
+            stalls,
         };
         crate::output::write_atomic(path, |w| {
             serde_json::to_writer_pretty(&mut *w, &findings).map_err(std::io::Error::other)?;

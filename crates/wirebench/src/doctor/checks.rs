@@ -301,10 +301,74 @@ pub(super) fn busy_poll(poll: Option<&str>, read: Option<&str>) -> Check {
     )
 }
 
+/// A stall-meter wake-up lateness at p99.9 above which doctor warns, ns.
+pub(super) const STALL_WARN_P999_NS: u64 = 200_000;
+/// A latest wake-up above which doctor warns, ns.
+pub(super) const STALL_WARN_MAX_NS: u64 = 2_000_000;
+
+#[expect(clippy::cast_precision_loss, reason = "display values")]
+fn dur(ns: u64) -> String {
+    if ns >= 1_000_000 { format!("{:.1} ms", ns as f64 / 1e6) } else { format!("{} us", ns / 1000) }
+}
+
+#[expect(clippy::cast_precision_loss, reason = "display values")]
+fn secs(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// The stall meter's short run (`hiccup`): how late a sleeping thread woke. Tails below
+/// the p99.9 measured on this host are the host's own, not the network's.
+pub(super) fn stalls(s: &super::Stalls) -> Check {
+    let detail = format!(
+        "a thread woken every {} for {:.1} s: {} wake-ups{}, late p99 {}, p99.9 {}, max {}",
+        dur(s.interval_ns),
+        secs(s.duration_ns),
+        s.wakeups,
+        if s.corrected > 0 { format!(" + {} missed in stalls", s.corrected) } else { String::new() },
+        dur(s.p99_ns),
+        dur(s.p999_ns),
+        dur(s.max_ns)
+    );
+    if s.p999_ns <= STALL_WARN_P999_NS && s.max_ns <= STALL_WARN_MAX_NS {
+        return check("stalls", Verdict::Ok, detail, None);
+    }
+    let fix = format!(
+        "latency tails up to {} measured here are this host's own: run on a quieter host, pin the run (--cpu) to a core \
+         kept free with isolcpus= nohz_full=, or busy-poll (--spin) so it never sleeps; `wirebench hiccup` watches longer",
+        dur(s.p999_ns.max(s.max_ns))
+    );
+    check("stalls", Verdict::Warn, detail, Some(fix))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::host::net::parse_routes;
+
+    #[test]
+    fn stalls_warn_above_the_thresholds() {
+        let s = |p999_ns, max_ns| super::super::Stalls {
+            interval_ns: 1_000_000,
+            duration_ns: 1_000_000_000,
+            wakeups: 1000,
+            corrected: 0,
+            p99_ns: 20_000,
+            p999_ns,
+            max_ns,
+        };
+        let ok = stalls(&s(STALL_WARN_P999_NS, STALL_WARN_MAX_NS));
+        assert_eq!((ok.verdict, ok.fix), (Verdict::Ok, None));
+        assert_eq!(
+            ok.detail,
+            "a thread woken every 1.0 ms for 1.0 s: 1000 wake-ups, late p99 20 us, p99.9 200 us, max 2.0 ms"
+        );
+        let tail = stalls(&s(STALL_WARN_P999_NS + 1000, 300_000));
+        assert_eq!(tail.verdict, Verdict::Warn);
+        assert!(tail.fix.unwrap().starts_with("latency tails up to 300 us measured here are this host's own"));
+        let one = stalls(&s(50_000, 74_900_000));
+        assert_eq!(one.verdict, Verdict::Warn);
+        assert!(one.fix.unwrap().contains("isolcpus="));
+    }
 
     #[test]
     fn buffers_against_sixteen_mib() {

@@ -52,6 +52,38 @@ fn path_mtu_to_a_loopback_serve() {
 }
 
 #[test]
+fn the_stall_meter_check_reports_its_figures_in_text_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("doctor.json");
+    let r = wirebench(&["doctor", "--stall-check", "300ms", "--json", json.to_str().unwrap()]);
+    assert_ne!(r.code, 2, "{r:?}");
+    let v = read_json(&json);
+    let stalls = &v["stalls"];
+    let n = |k: &str| stalls[k].as_u64().unwrap_or_else(|| panic!("stalls.{k} in {stalls}"));
+    assert_eq!(n("interval_ns"), 1_000_000);
+    assert!(n("duration_ns") >= 300_000_000, "{stalls}");
+    // at most one wake-up per elapsed interval (the loop sleeps to due times 1 ms apart)
+    assert!(n("wakeups") >= 1 && n("wakeups") <= n("duration_ns") / 1_000_000 + 1, "{stalls}");
+    assert!(n("p99_ns") <= n("p999_ns") && n("p999_ns") <= n("max_ns"), "{stalls}");
+    let found = check(&v, "stalls");
+    let detail = found["detail"].as_str().unwrap();
+    assert!(detail.starts_with("a thread woken every 1.0 ms for 0."), "{found}");
+    assert!(detail.contains(&format!(" {} wake-ups", n("wakeups"))), "{found}");
+    let over = n("p999_ns") > 200_000 || n("max_ns") > 2_000_000;
+    assert_eq!(found["verdict"], if over { "WARN" } else { "OK" }, "{found}");
+    if over {
+        assert!(found["fix"].as_str().unwrap().contains("isolcpus="), "{found}");
+    }
+    let line = r.out.lines().find(|l| l.contains("  stalls  ")).expect("a stalls line");
+    assert!(line.ends_with(detail), "{line}");
+    // 0s leaves it out
+    let off = dir.path().join("off.json");
+    let r = wirebench(&["doctor", "--stall-check", "0s", "--json", off.to_str().unwrap()]);
+    assert!(!r.out.contains("  stalls  "), "{}", r.out);
+    assert!(read_json(&off).get("stalls").is_none());
+}
+
+#[test]
 fn a_target_that_does_not_answer_fails_with_exit_3() {
     let closed = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
     let r = wirebench(&["doctor", "--target", &closed]);
