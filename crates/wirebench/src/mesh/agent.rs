@@ -2,7 +2,7 @@
 //! probe key when a token is set) that also probes its peers ([`super::prober`]), finds them
 //! ([`crate::discovery`]), and answers HTTP ([`super::http`]).
 //!
-//! Threads: serve's own, the prober, and a one-worker tokio runtime for HTTP and discovery.
+//! Threads: serve's own, the prober, the stall meter (unless `--no-hiccup`), and a one-worker tokio runtime for HTTP and discovery.
 //! SIGINT/SIGTERM set the stop flag: the prober stops sending, serve answers what is in
 //! flight and stops, HTTP connections close; the process exits 0 within a second.
 
@@ -18,7 +18,7 @@ use wirebench_core::mesh::api::NodeRef;
 use super::config::{AgentArgs, AgentConfig};
 use super::http::{self, Api};
 use super::prober::{self, Group, ProberConfig, SelfMatch};
-use super::state::Shared;
+use super::state::{HiccupWindow, Shared};
 use crate::Ctx;
 use crate::discovery::{self, Options};
 use crate::serve::{self, CounterSnapshot, Server};
@@ -44,6 +44,7 @@ pub struct Agent {
     server: Option<Server>,
     prober: Option<JoinHandle<()>>,
     http: Option<JoinHandle<()>>,
+    hiccup: Option<JoinHandle<()>>,
     runtime: Option<tokio::runtime::Runtime>,
     http_addr: SocketAddr,
     probe_addr: SocketAddr,
@@ -116,6 +117,10 @@ impl Agent {
             seed: crate::session_id(),
         };
         let prober = prober::spawn(pcfg, shared.clone(), board, shutdown.clone())?;
+        let hiccup = cfg
+            .hiccup_interval_ns
+            .map(|interval| spawn_meter(interval, window_ns, shared.clone(), shutdown.clone()))
+            .transpose()?;
         let api = Api {
             shared: shared.clone(),
             registry: Arc::new(super::metrics::registry(shared.clone())),
@@ -131,6 +136,7 @@ impl Agent {
             server: Some(server),
             prober: Some(prober),
             http: Some(http),
+            hiccup,
             runtime: Some(runtime),
             http_addr,
             shared,
@@ -167,6 +173,9 @@ impl Agent {
         if let Some(h) = self.http.take() {
             let _ = h.join();
         }
+        if let Some(h) = self.hiccup.take() {
+            let _ = h.join();
+        }
         if let Some(rt) = self.runtime.take() {
             rt.shutdown_timeout(Duration::from_millis(300));
         }
@@ -180,6 +189,35 @@ impl Agent {
         }
         self.stop()
     }
+}
+
+/// The stall meter beside the probing: `crate::hiccup`'s loop, one recording per window,
+/// whose p99 and max replace the last window's in `shared` (for `/metrics`). Stops within
+/// one interval of the stop signal.
+fn spawn_meter(
+    interval_ns: u64,
+    window_ns: u64,
+    shared: Arc<Shared>,
+    stop: Shutdown,
+) -> anyhow::Result<JoinHandle<()>> {
+    let thread = std::thread::Builder::new().name("hiccup".into()).spawn(move || {
+        while !stop.is_set() {
+            let until = wirebench_net::timer::mono_now_ns().saturating_add(window_ns);
+            let h = crate::hiccup::record_until(interval_ns, stop.flag(), until).finish();
+            if h.wakeups == 0 {
+                continue;
+            }
+            let w = HiccupWindow {
+                interval_ns,
+                wakeups: h.wakeups,
+                corrected: h.corrected,
+                p99_ns: h.histogram.value_at_quantile(0.99),
+                max_ns: h.histogram.max(),
+            };
+            *shared.hiccup.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(w);
+        }
+    });
+    thread.context("cannot start the stall meter")
 }
 
 impl Drop for Agent {

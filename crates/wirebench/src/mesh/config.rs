@@ -94,6 +94,9 @@ pub struct AgentArgs {
     /// The API's CA bundle [default: in-cluster].
     #[arg(long, env = "WIREBENCH_K8S_CA_FILE")]
     pub k8s_ca_file: Option<PathBuf>,
+    /// The stall meter beside the probing (per window on /metrics).
+    #[command(flatten)]
+    pub hiccup: crate::hiccup::HiccupArgs,
 }
 
 /// A validated agent configuration.
@@ -133,6 +136,8 @@ pub struct AgentConfig {
     pub ttl: u32,
     /// Token.
     pub token: Option<String>,
+    /// The stall meter's interval, ns (`None`: `--no-hiccup`).
+    pub hiccup_interval_ns: Option<u64>,
 }
 
 /// Reads `--token` or `--token-file` (one of them).
@@ -219,7 +224,9 @@ impl AgentConfig {
             .map(wirebench_net::iface::ipv4_of)
             .transpose()
             .map_err(|e| UsageError(e.to_string()))?;
+        let hiccup_interval_ns = (!a.hiccup.no_hiccup).then(|| a.hiccup.interval_ns()).transpose()?;
         Ok(Self {
+            hiccup_interval_ns,
             listen,
             http,
             advertise,

@@ -2,14 +2,16 @@
 //! `prometheus-client` crate from a snapshot at each scrape (a peer that is dropped is gone
 //! from the next scrape; nothing is kept per label set that ever existed).
 //!
-//! Per agent (53 series with UDP, TCP and one discovery source; the multicast histogram adds
-//! 19): `wirebench_mesh_agent_info{node,addr,zone}`, `wirebench_mesh_peers{state}`,
+//! Per agent (56 series with UDP, TCP, one discovery source and the stall meter; the
+//! multicast histogram adds 19): `wirebench_mesh_agent_info{node,addr,zone}`, `wirebench_mesh_peers{state}`,
 //! `wirebench_mesh_probe_budget_per_second`, `wirebench_mesh_probe_rate_per_second`,
 //! `wirebench_mesh_window_seconds`, `wirebench_mesh_rtt_seconds` (histogram by `proto`),
 //! `wirebench_mesh_unauthenticated_total{direction}`, `wirebench_mesh_probes_answered_total
 //! {proto}`, `wirebench_mesh_replies_unmatched_total`, `wirebench_mesh_http_unauthorized_total`,
 //! `wirebench_mesh_discovery_errors_total{source}`, `process_cpu_seconds_total`,
-//! `process_resident_memory_bytes`.
+//! `process_resident_memory_bytes`; with the stall meter (unless `--no-hiccup`, 3 series),
+//! `wirebench_mesh_hiccup_seconds{quantile="0.99|1"}` and
+//! `wirebench_mesh_hiccup_window_wakeups` of its last window.
 //!
 //! Per probed peer (`peer` is its probe address; 1 series, plus 8 per transport):
 //! `wirebench_mesh_peer_info{peer,node,zone}`, and by `peer,proto`:
@@ -181,6 +183,24 @@ impl Collector for MeshCollector {
             m.encode_counter::<NoLabelSet, _, f64>(&cpu, None)?;
         }
         gauge(&mut e, "process_resident_memory_bytes", "Resident memory", &[(vec![], rss as f64)])?;
+        let hiccup = *s.hiccup.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(h) = hiccup {
+            gauge(
+                &mut e,
+                "wirebench_mesh_hiccup_seconds",
+                "This host's own stalls in the last window: how late a thread sleeping hiccup_interval woke (p99, max)",
+                &[
+                    (vec![("quantile", "0.99".into())], h.p99_ns as f64 / 1e9),
+                    (vec![("quantile", "1".into())], h.max_ns as f64 / 1e9),
+                ],
+            )?;
+            gauge(
+                &mut e,
+                "wirebench_mesh_hiccup_window_wakeups",
+                "Stall meter wake-ups in the last window (with those a stall made it miss)",
+                &[(vec![], (h.wakeups + h.corrected) as f64)],
+            )?;
+        }
         per_peer(s, &mut e)
     }
 }

@@ -60,6 +60,23 @@ pub struct Shared {
     pub http_key: Option<Key>,
     /// A multicast group is probed.
     pub multicast: bool,
+    /// The stall meter's last window (`None` before the first, or with `--no-hiccup`).
+    pub hiccup: Mutex<Option<HiccupWindow>>,
+}
+
+/// What the stall meter beside the probing saw in its last window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HiccupWindow {
+    /// The sleep interval, ns.
+    pub interval_ns: u64,
+    /// Wake-ups in the window.
+    pub wakeups: u64,
+    /// Wake-ups a stall made it miss.
+    pub corrected: u64,
+    /// Lateness p99, ns.
+    pub p99_ns: u64,
+    /// The latest wake-up, ns.
+    pub max_ns: u64,
 }
 
 fn get<T>(m: &Mutex<Arc<T>>) -> Arc<T> {
@@ -104,6 +121,7 @@ impl Shared {
             probing: AtomicBool::new(false),
             http_key,
             multicast,
+            hiccup: Mutex::new(None),
         }
     }
 

@@ -212,7 +212,7 @@ fn three_agents_fill_the_matrix_and_every_view_agrees() {
         let (s, text) = get(a.http_addr(), "/metrics", None);
         assert_eq!(s, 200);
         let m2 = fleet.matrix(0);
-        (m1.window == m2.window).then_some((m1, text, m2))
+        (m1.window == m2.window && text.contains("wirebench_mesh_hiccup_seconds")).then_some((m1, text, m2))
     });
     assert_eq!(m1, m2);
     for c in &m1.cells {
@@ -226,7 +226,7 @@ fn three_agents_fill_the_matrix_and_every_view_agrees() {
         let v: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
         assert!((v - p50).abs() < 1e-12, "{line} vs {p50}");
     }
-    // The series count the docs' arithmetic uses: 53 per agent, 1 + 8 x 2 per peer.
+    // The series count the docs' arithmetic uses: 56 per agent (the stall meter's 3 among them), 1 + 8 x 2 per peer.
     let series = text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).count() as u64;
     assert_eq!(series, SERIES_PER_AGENT + 2 * (SERIES_PER_PEER + 2 * SERIES_PER_PEER_TRANSPORT), "{text}");
     // The report renders as a heatmap page.
@@ -493,4 +493,36 @@ fn dns_names_are_resolved_into_peers() {
     });
     agent.stop();
     server.stop();
+}
+
+/// `wirebench_mesh_hiccup_seconds{quantile}` from a scrape (`None` while absent).
+fn hiccup_gauge(text: &str, q: &str) -> Option<f64> {
+    let head = format!("wirebench_mesh_hiccup_seconds{{quantile=\"{q}\"}} ");
+    text.lines().find_map(|l| l.strip_prefix(head.as_str())).and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn the_agents_stall_meter_is_on_metrics_per_window_and_off_with_no_hiccup() {
+    let fleet = Fleet::start(1, &["--hiccup-interval", "2ms"]);
+    let a = fleet.agent(0);
+    // the first window (1 s) closes, then the meter's figures are scraped
+    let text = wait_for(Duration::from_secs(10), "the stall meter on /metrics", || {
+        let (s, text) = get(a.http_addr(), "/metrics", None);
+        assert_eq!(s, 200);
+        hiccup_gauge(&text, "1").is_some().then_some(text)
+    });
+    let (p99, max) = (hiccup_gauge(&text, "0.99").unwrap(), hiccup_gauge(&text, "1").unwrap());
+    assert!(p99 >= 0.0 && p99 <= max, "p99 {p99} max {max}\n{text}");
+    assert!(text.contains("# TYPE wirebench_mesh_hiccup_seconds gauge"), "{text}");
+    let wakeups: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("wirebench_mesh_hiccup_window_wakeups "))
+        .and_then(|v| v.parse().ok())
+        .expect("wake-ups of the window");
+    assert!(wakeups >= 1.0, "{wakeups}\n{text}");
+    drop(fleet);
+    let fleet = Fleet::start(1, &["--no-hiccup"]);
+    wait_for(Duration::from_secs(10), "a closed window", || fleet.matrix(0).window.map(|_| ()));
+    let (_, text) = get(fleet.agent(0).http_addr(), "/metrics", None);
+    assert!(!text.contains("wirebench_mesh_hiccup"), "{text}");
 }
