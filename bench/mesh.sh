@@ -14,15 +14,27 @@
 #     server beside it, both started at the start of an agent window and lasting exactly that
 #     window (the load of a shared machine moves within a minute, so the three must cover the
 #     same seconds), and that window is the cell read; the matrix cell's p50 must be within 5 % of
-#     ping's (from actual send); sockperf is the outside anchor. Every process in A runs on
+#     ping's (from actual send); sockperf is the outside anchor. ping runs as the agent
+#     probes (no kernel timestamps: --no-timestamps), and for UDP a second ping with its
+#     default kernel timestamps runs beside it in the same window: how far two pingers at the
+#     same rate differ is the run's own noise floor for the matrix / ping ratio (a pinger at
+#     a fixed period keeps one phase against the host's periodic wake-ups for the whole run;
+#     the agent's jittered intervals sample every phase).
+#     Every process in A runs on
 #     CPU 0 and every one in B on CPU 1: a blocking round trip on this machine kind is
 #     bimodal (a wake-up on the same vCPU or the other one), and unpinned tools land in
 #     different modes, which is not a difference between them.
 #  Series: each cost run counts the agent's /metrics samples against the documented
 #     arithmetic (53 + 17 per probed peer with UDP and TCP; core mesh::plan).
 #
+#  Wake-ups: the agent's context switches (every thread's, /proc/PID/task/*/status) per second
+#     over the same seconds: the prober sleeps between sends and replies, so this is the count
+#     its CPU follows.
+#
 # Root (namespaces). Run alone: flock /tmp/bench.lock bench/mesh.sh [SECONDS] [cost|accuracy|all]
-# (defaults: 60 s, all); WIREBENCH_BIN=path uses that binary instead of a release build.
+# (defaults: 60 s, all); WIREBENCH_BIN=path uses that binary instead of a release build;
+# WIREBENCH_BEFORE=path also runs every cost row with that binary, right before the same row
+# with this one (a before/after comparison in one run: the same seconds' machine load).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-60}
@@ -35,6 +47,7 @@ if [ -z "$WB" ]; then
   WB=target/release/wirebench
 fi
 WB=$(realpath "$WB")
+BEFORE=${WIREBENCH_BEFORE:+$(realpath "$WIREBENCH_BEFORE")}
 HZ=$(getconf CLK_TCK)
 
 pids=()
@@ -47,6 +60,7 @@ cleanup() {
 trap cleanup EXIT
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+ctxt() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {s += $2} END {print s + 0}'; }
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 # Waits until URL answers 200 (bounded).
 wait_ok() { for _ in $(seq 300); do curl -sf "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "no answer from $1" >&2; exit 1; }
@@ -57,34 +71,39 @@ sent_total() { curl -s "$1/metrics" | awk '/^wirebench_mesh_peer_probes_sent_tot
 if [ "$PART" != accuracy ]; then
 $WB serve --listen 0.0.0.0:17970 >"$OUT/serve.log" 2>&1 &
 SERVE=$!; pids+=("$SERVE")
-echo "| peers | probed | planned probes/s | sent probes/s | agent CPU (% of a core) | agent RSS (MB) | /metrics RSS (MB) | answering serve CPU (% of a core) | series (documented) |" | tee "$OUT/cost.md"
-echo "|---|---|---|---|---|---|---|---|---|" | tee -a "$OUT/cost.md"
-run_cost() { # N [extra agent flags]
-  local n=$1; shift
+echo "| binary | peers | probed | planned probes/s | sent probes/s | agent CPU (% of a core) | agent wake-ups/s | agent RSS (MB) | /metrics RSS (MB) | answering serve CPU (% of a core) | series (documented) |" | tee "$OUT/cost.md"
+echo "|---|---|---|---|---|---|---|---|---|---|---|" | tee -a "$OUT/cost.md"
+run_cost() { # N [extra agent flags]: with the before binary (if any), then this one
+  if [ -n "$BEFORE" ]; then run_cost_with before "$BEFORE" "$@"; fi
+  run_cost_with "$([ -n "$BEFORE" ] && echo after || echo this)" "$WB" "$@"
+}
+run_cost_with() { # LABEL BINARY N [extra agent flags]
+  local label=$1 bin=$2 n=$3; shift 3
   local f="$OUT/peers-$n.txt" http=http://127.0.0.1:17972
   : >"$f"
   for i in $(seq 0 $((n - 1))); do echo "127.1.$((i / 250)).$((i % 250 + 1)):17970" >>"$f"; done
-  $WB mesh agent --listen 127.0.0.1:17971 --http 127.0.0.1:17972 --peers "file:$f" --window 10s --name bench "$@" \
+  $bin mesh agent --listen 127.0.0.1:17971 --http 127.0.0.1:17972 --peers "file:$f" --window 10s --name bench "$@" \
     >"$OUT/agent-$n.log" 2>&1 &
   local agent=$!; pids+=("$agent")
   wait_ok "$http/readyz"
   sleep 12   # one window closed: the plan and the connections are in place
-  local a0 s0 p0 t0 a1 s1 p1 t1
-  a0=$(cpu_ticks "$agent"); s0=$(cpu_ticks "$SERVE"); p0=$(sent_total "$http"); t0=$(date +%s.%N)
+  local a0 s0 p0 t0 c0 a1 s1 p1 t1 c1
+  a0=$(cpu_ticks "$agent"); s0=$(cpu_ticks "$SERVE"); p0=$(sent_total "$http"); c0=$(ctxt "$agent"); t0=$(date +%s.%N)
   sleep "$SECS"
-  a1=$(cpu_ticks "$agent"); s1=$(cpu_ticks "$SERVE"); p1=$(sent_total "$http"); t1=$(date +%s.%N)
+  a1=$(cpu_ticks "$agent"); s1=$(cpu_ticks "$SERVE"); p1=$(sent_total "$http"); c1=$(ctxt "$agent"); t1=$(date +%s.%N)
   local probed planned rss mrss
   probed=$(curl -s "$http/v1/peers" | python3 -c 'import json,sys; p=json.load(sys.stdin); print(sum(x["probed"] for x in p["peers"]))')
   planned=$(curl -s "$http/v1/peers" | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["probes_per_s"], 1))')
   rss=$(rss_kb "$agent"); mrss=$(metric "$http" process_resident_memory_bytes)
   series=$(curl -s "$http/metrics" | grep -cv '^#')
   kill -TERM "$agent"; wait "$agent" || true
-  python3 - "$n$*" "$probed" "$planned" "$a0" "$a1" "$s0" "$s1" "$p0" "$p1" "$t0" "$t1" "$rss" "$mrss" "$HZ" "$series" <<'EOF' | tee -a "$OUT/cost.md"
+  python3 - "$label" "$n $*" "$probed" "$planned" "$a0" "$a1" "$s0" "$s1" "$p0" "$p1" "$t0" "$t1" "$rss" "$mrss" "$HZ" "$series" "$c0" "$c1" <<'EOF' | tee -a "$OUT/cost.md"
 import sys
-n, probed, planned, a0, a1, s0, s1, p0, p1, t0, t1, rss, mrss, hz, series = sys.argv[1:]
+label, n, probed, planned, a0, a1, s0, s1, p0, p1, t0, t1, rss, mrss, hz, series, c0, c1 = sys.argv[1:]
 dt = float(t1) - float(t0)
 cpu = lambda x, y: 100.0 * (float(y) - float(x)) / float(hz) / dt
-print(f"| {n} | {probed} | {planned} | {(float(p1) - float(p0)) / dt:.1f} | {cpu(a0, a1):.2f} | {int(rss) / 1024:.1f} | "
+print(f"| {label} | {n.strip()} | {probed} | {planned} | {(float(p1) - float(p0)) / dt:.1f} | {cpu(a0, a1):.2f} | "
+      f"{(float(c1) - float(c0)) / dt:.0f} | {int(rss) / 1024:.1f} | "
       f"{float(mrss) / 2**20:.1f} | {cpu(s0, s1):.2f} | {series} ({53 + 17 * int(probed)}) |")
 EOF
 }
@@ -110,8 +129,8 @@ ip netns exec wbmeshA taskset -c 0 $WB mesh agent --listen 10.77.68.1:7878 --htt
 pids+=($!)
 for _ in $(seq 300); do ip netns exec wbmeshA curl -sf http://10.77.68.1:9878/readyz >/dev/null 2>&1 && break; sleep 0.1; done
 echo | tee -a "$OUT/accuracy.md"
-echo "| transport | matrix p50 (us) | ping p50 (us) | sockperf p50 (us) | matrix / ping | within 5 % | matrix / sockperf |" | tee -a "$OUT/accuracy.md"
-echo "|---|---|---|---|---|---|---|" | tee -a "$OUT/accuracy.md"
+echo "| transport | matrix p50 (us) | ping p50 (us) | sockperf p50 (us) | matrix / ping | within 5 % | matrix / sockperf | ping with kernel timestamps p50 (us) | matrix / it |" | tee -a "$OUT/accuracy.md"
+echo "|---|---|---|---|---|---|---|---|---|" | tee -a "$OUT/accuracy.md"
 WIN=20
 # The agent's latest closed window: "index start_unix_ns" (index -1 before the first closes).
 window() {
@@ -131,8 +150,16 @@ for proto in udp tcp; do
   ip netns exec wbmeshA taskset -c 0 sockperf pp -i 10.77.68.2 -p 11111 "${sp[@]}" -m 64 --mps 20 -t "$WIN" --full-rtt \
     >"$OUT/sockperf-$proto.txt" 2>&1 &
   SPC=$!
+  # ping as the agent probes (no kernel timestamps: the agent takes none), and ping with its
+  # default kernel timestamps beside it (UDP only: TCP probes have none).
+  if [ "$proto" = udp ]; then
+    ip netns exec wbmeshA taskset -c 0 $WB ping 10.77.68.2:7878 --proto "$proto" --size 64 --rate 20/s --count $((WIN * 20)) -q \
+      --json "$OUT/ping-stamped-$proto.json" >/dev/null &
+    PST=$!
+  fi
   ip netns exec wbmeshA taskset -c 0 $WB ping 10.77.68.2:7878 --proto "$proto" --size 64 --rate 20/s --count $((WIN * 20)) -q \
-    --json "$OUT/ping-$proto.json" >/dev/null
+    --no-timestamps --json "$OUT/ping-$proto.json" >/dev/null
+  [ "$proto" = udp ] && wait "$PST"
   wait "$SPC"
   kill -TERM "$SP"; wait "$SP" 2>/dev/null || true
   for _ in $(seq 600); do read -r k start < <(window); [ "$k" -ge "$target" ] && break; sleep 0.1; done
@@ -141,16 +168,20 @@ for proto in udp tcp; do
   python3 - "$proto" "$OUT/ping-$proto.json" "$OUT/matrix-$proto.json" "$OUT/sockperf-$proto.txt" <<'EOF' | tee -a "$OUT/accuracy.md"
 import json, re, sys
 proto, ping, matrix, sockperf = sys.argv[1:]
-r = json.load(open(ping))["results"]["responders"][0]
-view = r["uncorrected"] or r["latency"]
-p50 = [q["ns"] for q in view["summary"]["percentiles"] if q["p"] == 50.0][0]
+def ping_p50(path):
+    r = json.load(open(path))["results"]["responders"][0]
+    view = r["uncorrected"] or r["latency"]
+    return [q["ns"] for q in view["summary"]["percentiles"] if q["p"] == 50.0][0]
+p50 = ping_p50(ping)
+stamped = ping_p50(ping.replace("ping-", "ping-stamped-")) if proto == "udp" else None
 cell = [c for c in json.load(open(matrix))["cells"] if c["proto"] == proto][0]
 m = cell["rtt"]["p50_ns"]
 t = re.sub(r"\x1b\[[0-9;]*m", "", open(sockperf).read())
 sp = float(re.search(r"percentile 50\.000 =\s+([\d.]+)", t).group(1)) * 1000
 ratio = m / p50
 print(f"| {proto} | {m / 1000:.1f} | {p50 / 1000:.1f} | {sp / 1000:.1f} | {ratio:.3f} | "
-      f"{'yes' if abs(ratio - 1) <= 0.05 else 'NO'} | {m / sp:.3f} |")
+      f"{'yes' if abs(ratio - 1) <= 0.05 else 'NO'} | {m / sp:.3f} | "
+      f"{f'{stamped / 1000:.1f} | {m / stamped:.3f}' if stamped else '- | -'} |")
 EOF
 done
 echo "results in $OUT"

@@ -20,6 +20,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::snmp::Snmp;
 
+mod stream_loss;
+pub use stream_loss::{NIC, ReceiveDrops, SOFTNET, add_below_socket_tables, split_stream};
+
 /// The UDP counters of one protocol family.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Udp {
@@ -242,6 +245,10 @@ pub struct LossSplit {
     pub nic: u64,
     /// Not seen by this host's counters: elsewhere on the path, or at the far end.
     pub elsewhere: u64,
+    /// How much the counters rose beyond what they could explain (host-wide counters:
+    /// other traffic on the host). 0 in reports written before it was recorded.
+    #[serde(default)]
+    pub excess: u64,
 }
 
 impl Delta {
@@ -276,16 +283,7 @@ impl Delta {
     /// counters are host-wide, so a share is an upper bound on this run's part in it.
     pub fn split_loss(&self, missing: u64) -> LossSplit {
         let udp = self.udp_total().unwrap_or_default();
-        let mut left = missing;
-        let mut take = |n: u64| {
-            let t = n.min(left);
-            left -= t;
-            t
-        };
-        let send_buffer = take(udp.sndbuf_errors);
-        let socket = take(udp.in_errors);
-        let nic = take(self.nic_drops());
-        LossSplit { missing, send_buffer, socket, nic, elsewhere: left }
+        LossSplit::of(missing, udp.sndbuf_errors, udp.in_errors, self.nic_drops())
     }
 }
 

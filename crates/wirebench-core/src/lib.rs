@@ -37,6 +37,7 @@ pub mod auth;
 pub mod budget;
 pub mod clocksync;
 pub mod counters;
+pub mod generator;
 pub mod hiccup;
 pub mod impair;
 pub mod jitter;

@@ -14,6 +14,7 @@ pub mod results;
 pub mod shaper;
 pub mod shard;
 pub mod threshold;
+pub mod vars;
 
 pub use arrivals::Arrivals;
 pub use mix::{EventType, Mix, MixError};

@@ -3,6 +3,7 @@
 //! container) leave their part empty; the delta then names them.
 
 use wirebench_core::counters::{self, Iface, Snapshot};
+use wirebench_core::snmp::Snmp;
 
 fn read(path: &str) -> Option<String> {
     std::fs::read_to_string(path).ok()
@@ -37,6 +38,31 @@ pub fn snapshot(interfaces: &[String]) -> Snapshot {
     }
 }
 
+/// What a stream receiver reads before and after its run: `/proc/net/snmp` and the
+/// counters below the sockets (softnet, its receiving interfaces).
+#[derive(Debug, Clone)]
+pub struct Receiving {
+    snmp: Option<Snmp>,
+    below: Snapshot,
+}
+
+impl Receiving {
+    /// The counters now, for a receiver on `interfaces`.
+    pub fn read(interfaces: &[String]) -> Self {
+        Self { snmp: crate::snmp::read(), below: snapshot(interfaces) }
+    }
+
+    /// What rose from `self` to `after`: the `Udp` and `Tcp` tables of `/proc/net/snmp`
+    /// and the `Softnet` and `Nic` tables (`wirebench_core::counters::add_below_socket_tables`);
+    /// `None` without `/proc/net/snmp`.
+    pub fn since(&self, after: &Self) -> Option<Snmp> {
+        let (a, b) = (self.snmp.as_ref()?, after.snmp.as_ref()?);
+        let mut k = b.since(a, &["Udp", "Tcp"]);
+        counters::add_below_socket_tables(&mut k, &self.below.delta(&after.below));
+        Some(k)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::net::UdpSocket;
@@ -57,5 +83,15 @@ mod tests {
         let d = before.delta(&snapshot(&["lo".to_owned()]));
         assert!(d.udp.unwrap().no_ports >= 1, "{d:?}");
         assert!(iface("../etc").is_none() && iface("").is_none());
+    }
+
+    #[test]
+    fn a_receivers_difference_has_the_tables_below_the_sockets() {
+        let lo = ["lo".to_owned()];
+        let a = Receiving::read(&lo);
+        let k = a.since(&Receiving::read(&lo)).expect("/proc/net/snmp");
+        assert!(k.get("Udp", "RcvbufErrors").is_some());
+        assert!(k.get(counters::NIC, "RxDropped").is_some(), "{k:?}");
+        assert!(k.get(counters::SOFTNET, "Dropped").is_some(), "{k:?}");
     }
 }

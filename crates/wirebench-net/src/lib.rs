@@ -41,6 +41,7 @@ pub mod pin;
 pub mod pmtu;
 pub mod priority;
 pub mod ready;
+pub mod rusage;
 pub mod snmp;
 pub mod stamp;
 pub mod tcp;

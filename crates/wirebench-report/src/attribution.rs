@@ -105,13 +105,14 @@ pub fn loss_line(what: &str, s: &LossSplit) -> String {
     format!(
         "of {} {what}: {} never left this host (send buffer full: SndbufErrors), {} refused by a socket on this host \
          (InErrors, RcvbufErrors among them{}), {} dropped by the NIC or softnet here, {} elsewhere on the path or at the far end \
-         (counters are host-wide)",
+         (counters are host-wide{})",
         s.missing,
         s.send_buffer,
         s.socket,
         if s.socket > 0 { ": raise the receive buffer, sysctl -w net.core.rmem_max=8388608" } else { "" },
         s.nic,
-        s.elsewhere
+        s.elsewhere,
+        if s.excess > 0 { format!("; they rose {} beyond what this run lost", s.excess) } else { String::new() }
     )
 }
 
@@ -275,7 +276,12 @@ mod tests {
         assert!(t.contains("kernel counters during the run (host-wide): Udp InErrors +3 (RcvbufErrors +3)"), "{t}");
         assert!(t.contains("of 5 probes lost: 0 never left this host"), "{t}");
         assert!(t.contains("3 refused by a socket on this host"), "{t}");
-        assert!(t.contains("2 elsewhere on the path or at the far end"), "{t}");
+        assert!(t.contains("2 elsewhere on the path or at the far end (counters are host-wide)"), "{t}");
+        let over = LossSplit::of(2, 0, 3, 0);
+        assert_eq!(over.excess, 1);
+        assert!(
+            loss_line("missing", &over).ends_with("(counters are host-wide; they rose 1 beyond what this run lost)")
+        );
         assert!(t.contains("note: TX timestamps unavailable"), "{t}");
     }
 

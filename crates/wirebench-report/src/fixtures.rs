@@ -129,6 +129,7 @@ pub(crate) fn stream(sent: u64, received: u64) -> Report {
         send_ns: 1_000_000_000,
         foreign: 0,
         kernel: None,
+        loss_split: None,
     };
     let trial = |rate: f64, loss: f64| TrialRow {
         rate_per_s: Some(rate),
@@ -165,6 +166,7 @@ pub(crate) fn stream(sent: u64, received: u64) -> Report {
             ],
             warnings: vec![],
             listen: None,
+            generator: None,
         }),
         attribution: None,
     }

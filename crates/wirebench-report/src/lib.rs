@@ -22,10 +22,12 @@ pub mod distribution;
 pub mod env;
 #[cfg(test)]
 mod fixtures;
+pub mod generator;
 pub mod hlog;
 pub mod html;
 pub mod mesh;
 pub mod proxy;
+pub mod stream_loss;
 pub mod stream_text;
 pub mod text;
 

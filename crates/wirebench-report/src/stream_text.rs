@@ -115,8 +115,13 @@ pub fn summary(out: &mut dyn Write, report: &Report) -> io::Result<()> {
             t.retransmits.map_or_else(String::new, |r| format!(", {r} TCP retransmits")),
         )?;
     }
+    if let Some(g) = &s.generator {
+        writeln!(out, "{}", crate::generator::line(g))?;
+    }
     for r in &s.receivers {
-        receiver_lines(out, r)?;
+        // the sender's batching is known for this client's own sending (forward)
+        let gso = if r.direction == "forward" { s.sender.map(|x| x.gso) } else { None };
+        receiver_lines(out, r, gso)?;
     }
     if let Some(r) = s.receivers.iter().find(|r| r.direction != "listen") {
         if report.config.get("merged_from").is_some() {
@@ -146,7 +151,7 @@ pub fn summary(out: &mut dyn Write, report: &Report) -> io::Result<()> {
 }
 
 /// A receiver's line, and what its host's kernel and its socket say about the loss.
-fn receiver_lines(out: &mut dyn Write, r: &ReceiverResult) -> io::Result<()> {
+fn receiver_lines(out: &mut dyn Write, r: &ReceiverResult, sender_gso: Option<bool>) -> io::Result<()> {
     let c = &r.total;
     let over = if r.send_ns > 0 { format!(" over {}", secs(r.send_ns)) } else { String::new() };
     writeln!(
@@ -167,21 +172,8 @@ fn receiver_lines(out: &mut dyn Write, r: &ReceiverResult) -> io::Result<()> {
         c.mean_gap_ns() / 1e6,
         c.jitter_ns / 1000.0
     )?;
-    if let Some(k) = r.rcvbuf_errors() {
-        let missing = r.sent.saturating_sub(c.received);
-        if k > 0 {
-            writeln!(
-                out,
-                "{}: the receiving host dropped datagrams: its UDP receive buffers overflowed {k} times during the run (Udp RcvbufErrors, host-wide; one overflow drops a datagram or a whole GRO run of up to 64) for {missing} missing",
-                r.addr
-            )?;
-        } else if missing > 0 {
-            writeln!(
-                out,
-                "{}: no UDP receive buffer on the receiving host overflowed during the run (Udp RcvbufErrors 0): the {missing} missing were not dropped by a full socket buffer there",
-                r.addr
-            )?;
-        }
+    for line in crate::stream_loss::lines(r, sender_gso) {
+        writeln!(out, "{line}")?;
     }
     if r.foreign > 0 {
         writeln!(out, "{}: {} datagrams at the receiver were not this session's stream messages", r.addr, r.foreign)?;
@@ -366,12 +358,23 @@ mod tests {
             Some(k)
         };
         x.kernel = snmp(1);
+        x.attribute(None);
         let text = text_of(&r);
-        assert!(text.contains("the receiving host dropped datagrams: its UDP receive buffers overflowed 1 times during the run (Udp RcvbufErrors, host-wide"), "{text}");
-        receiver_mut(&mut r).kernel = snmp(0);
-        assert!(text_of(&r).contains(
-            "no UDP receive buffer on the receiving host overflowed during the run (Udp RcvbufErrors 0): the 64 missing"
-        ));
+        assert!(
+            text.contains(
+                ": of 64 missing, 1 dropped by the receiving host's socket buffers (Udp InErrors +1, RcvbufErrors +1"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("63 elsewhere on the path"), "{text}");
+        assert!(text.contains("counters are host-wide"), "{text}");
+        let x = receiver_mut(&mut r);
+        x.kernel = snmp(0);
+        x.attribute(None);
+        assert!(text_of(&r).contains(": of 64 missing, 0 dropped by the receiving host's socket buffers"));
+        // the same numbers in the JSON
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["results"]["receivers"][0]["loss_split"]["elsewhere"], 64);
         receiver_mut(&mut r).foreign = 7;
         assert!(text_of(&r).contains("7 datagrams at the receiver were not this session's stream messages"));
     }

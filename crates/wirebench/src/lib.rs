@@ -33,6 +33,7 @@ pub mod shape;
 pub mod shutdown;
 pub mod stream;
 pub mod suite;
+pub mod tls;
 
 use std::io::Write;
 

@@ -22,7 +22,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context as _;
 use socket2::{Domain, Protocol, Socket, Type};
-use wirebench_core::report::{ListenTotals, Outcome, ReceiverResult, Report, Results, StreamResults};
+use wirebench_core::counters::{LossSplit, Snapshot};
+use wirebench_core::report::{Attribution, ListenTotals, Outcome, ReceiverResult, Report, Results, StreamResults};
 use wirebench_core::stream::table::{Budget, Table};
 use wirebench_core::units::Span;
 use wirebench_core::wire::stream;
@@ -48,6 +49,9 @@ pub struct Args {
     /// Interface (name or IPv4 address) for the joins.
     #[arg(long, env = "WIREBENCH_INTERFACE")]
     pub interface: Option<String>,
+    /// Receive buffer to ask for, e.g. 4k: to see what a smaller buffer loses [default: 16MiB].
+    #[arg(long, value_name = "BYTES")]
+    pub rcvbuf: Option<wirebench_core::units::ByteSize>,
     /// Report every this many messages (per publisher) instead of every interval.
     #[arg(long)]
     pub report_every: Option<u64>,
@@ -113,6 +117,12 @@ fn check(a: &Args) -> Result<Budget, UsageError> {
     if !(1..=65_536).contains(&a.max_publishers) {
         return Err(UsageError("--max-publishers must be 1..=65536".into()));
     }
+    if a.rcvbuf.is_some_and(|b| b.0 == 0 || b.0 > STREAM_BUFFER as u64) {
+        return Err(UsageError(format!(
+            "--rcvbuf must be 1 B..={}",
+            wirebench_core::units::ByteSize(STREAM_BUFFER as u64)
+        )));
+    }
     if a.idle_expiry.0 < Duration::from_secs(1) {
         return Err(UsageError("--idle-expiry must be at least 1s".into()));
     }
@@ -127,9 +137,13 @@ fn check(a: &Args) -> Result<Budget, UsageError> {
 pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let budget = check(a)?;
     let sock = bind(a)?;
-    let (granted, _) = size_buffers(&sock, STREAM_BUFFER);
+    let asked = a.rcvbuf.map_or(STREAM_BUFFER, |b| usize::try_from(b.0).unwrap_or(STREAM_BUFFER));
+    let (granted, _) = size_buffers(&sock, asked);
     sock.set_read_timeout(Some(Duration::from_millis(100)))?;
     let local = sock.local_addr()?;
+    // Before the line that tells a sender to start: every drop of the run is after it.
+    let ifaces = wirebench_net::iface::receiving(local.ip());
+    let kernel_before = wirebench_net::counters::snapshot(&ifaces);
     writeln!(ctx.out, "wirebench listen: receiving on {local} (Ctrl-C to stop)")?;
     if granted.capped() {
         writeln!(
@@ -200,6 +214,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         }
     }
     let now = clock.now_ns();
+    let kernel_after = wirebench_net::counters::snapshot(&ifaces);
     printer.round(table.live_mut(), now);
     if let Some(f) = log.as_mut() {
         f.flush()?;
@@ -225,6 +240,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
             send_ns: 0,
             foreign: 0,
             kernel: None,
+            loss_split: None,
         })
         .collect();
     let report = Report {
@@ -247,14 +263,30 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
             sweep: Vec::new(),
             warnings: Vec::new(),
             listen: Some(totals),
+            generator: None,
         }),
-        attribution: crate::hiccup::attribution(meter),
+        attribution: None,
     };
+    let missing = done.iter().map(|(_, c, _)| c.expected.saturating_sub(c.received)).sum();
+    let mut attribution = crate::hiccup::attribution(meter).unwrap_or_default();
+    kernel_attribution(&mut attribution, &kernel_before, &kernel_after, missing);
+    let report = Report { attribution: Some(attribution), ..report };
     wirebench_report::attribution::text(ctx.out, &report)?;
     if let Some(path) = &a.json {
         crate::output::write_json(path, &report)?;
     }
     Ok(report)
+}
+
+/// This host's counters across the run, and the publishers' missing datagrams split by
+/// them. listen sends nothing and knows no sender: its host's `SndbufErrors` are not this
+/// run's, so the split starts at the sockets (`InErrors`), then the NIC and softnet.
+fn kernel_attribution(into: &mut Attribution, before: &Snapshot, after: &Snapshot, missing: u64) {
+    let counters = before.delta(after);
+    let udp = counters.udp_total().unwrap_or_default();
+    into.loss = Some(LossSplit::of(missing, 0, udp.in_errors, counters.nic_drops()));
+    into.notes.extend(counters.missing.iter().map(|m| format!("counter unavailable: {m}")));
+    into.counters = Some(counters);
 }
 
 #[cfg(test)]

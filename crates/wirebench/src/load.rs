@@ -28,6 +28,7 @@ pub mod client;
 pub mod config;
 pub mod limits;
 mod print;
+pub mod request;
 mod results;
 pub mod shard;
 pub mod stats;
@@ -117,6 +118,30 @@ pub struct Args {
     /// The stall meter beside the run.
     #[command(flatten)]
     pub hiccup: crate::hiccup::HiccupArgs,
+
+    // -- real apps (issue 14 item 4): TLS, headers, cookies, subprotocols, per-client values
+    /// wss://: also trust the CA certificates in this PEM file (besides the system's store).
+    #[arg(long, value_name = "FILE.pem")]
+    pub ca: Option<PathBuf>,
+    /// wss://: do not check the server's certificate at all (test servers only: anyone on the
+    /// path could read and change the traffic).
+    #[arg(long)]
+    pub insecure: bool,
+    /// An extra handshake header, 'Name: value' (repeatable); the value may hold {client} and
+    /// the --tokens columns, e.g. 'Authorization: Bearer {token}'.
+    #[arg(long, short = 'H', value_name = "NAME: VALUE")]
+    pub header: Vec<String>,
+    /// A cookie, NAME=VALUE (repeatable; sent as one Cookie header; templates as --header).
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub cookie: Vec<String>,
+    /// Offer this WebSocket subprotocol (repeatable, in order of preference); the server
+    /// must pick one of them.
+    #[arg(long, value_name = "NAME")]
+    pub subprotocol: Vec<String>,
+    /// Per-client values: a CSV file with a header row; its column names become
+    /// placeholders ({token}) in the URL and header values; client i takes row i mod rows.
+    #[arg(long, value_name = "FILE.csv")]
+    pub tokens: Option<PathBuf>,
 
     // Sharding over several processes or machines (`load/shard.rs`).
     /// Run only the K-th of N parts of the scenario (whole rooms each, client ids as in the
@@ -231,6 +256,14 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
         Arc::new(std::sync::atomic::AtomicU64::new(0)),
         cfg.quiet,
     );
+    // -- real apps (issue 14 item 4)
+    if cfg.connect.trust == Some(crate::tls::Trust::Insecure) {
+        writeln!(
+            ctx.out,
+            "WARNING: --insecure: the server's TLS certificate is NOT checked; anyone on the path can read and change \
+             this traffic (test servers only)"
+        )?;
+    }
     let mut series = Vec::new();
     let frame = Frame { cfg, plan: &plan, stats: &stats, started, cpu0, argv: ctx.argv.clone(), room_in_process };
     let out = &mut *ctx.out;
@@ -285,6 +318,8 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
     });
     drop(progress);
     rt.shutdown_timeout(Duration::from_secs(1));
+    // -- real apps (issue 14 item 4)
+    request::summary(&cfg.connect, &stats.handshakes, &mut *ctx.out)?;
     let refused = Stats::get(&stats.refused_status);
     if Stats::get(&stats.connected) == 0 && outcome != Outcome::Interrupted && refused != 0 {
         anyhow::bail!(
@@ -292,6 +327,13 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
             cfg.room_url(0),
             if refused == 503 { ", full: it is at its connection limit" } else { "" }
         );
+    }
+    // -- real apps (issue 14 item 4): a TLS, subprotocol or handshake cause, said once
+    if Stats::get(&stats.connected) == 0
+        && outcome != Outcome::Interrupted
+        && let Some((cause, n)) = stats.handshakes.failures().into_iter().next()
+    {
+        anyhow::bail!("no client could connect to {} ({n} attempts): {cause}", cfg.room_url(0));
     }
     if Stats::get(&stats.connected) == 0 && outcome != Outcome::Interrupted {
         anyhow::bail!(

@@ -66,6 +66,15 @@ pub struct Args {
     /// long is closed with 1001.
     #[arg(long, default_value = "60s")]
     pub idle_timeout: Span,
+
+    // -- wss:// (issue 14 item 4)
+    /// Serve wss://: the certificate chain, PEM (with --tls-key). The TLS handshake counts
+    /// against --handshake-timeout.
+    #[arg(long, value_name = "FILE.pem", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The certificate's private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE.pem", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
 }
 
 /// A validated room configuration.
@@ -84,6 +93,12 @@ pub struct Config {
     /// A write that does not finish in this long closes the member (it does not read).
     pub write_timeout: Duration,
 }
+
+/// What TLS adds to a connection's memory at most: rustls's buffer of unsent TLS records
+/// (its default limit, 64 KiB), one record being read (16 KiB of data plus its header and
+/// tag, about 18 KiB), decrypted data not yet taken (its default limit, 16 KiB) and the
+/// session's state (about 4 KiB).
+pub const TLS_BYTES_PER_CONNECTION: u64 = (64 + 18 + 16 + 4) << 10;
 
 /// The default connection cap, when the open-file limit allows it.
 pub const DEFAULT_MAX_CONNECTIONS: u64 = 10_000;
@@ -152,9 +167,15 @@ impl Config {
 pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Counters> {
     let nofile = crate::load::limits::raise_nofile();
     let cfg = Config::from_args(args, nofile)?;
-    let server = RoomServer::start(&cfg).with_context(|| format!("cannot listen on {}", cfg.listen))?;
+    // -- wss:// (issue 14 item 4)
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(crate::tls::server_config(cert, key)?),
+        _ => None,
+    };
+    let scheme = if tls.is_some() { "wss" } else { "ws" };
+    let server = RoomServer::start_tls(&cfg, tls).with_context(|| format!("cannot listen on {}", cfg.listen))?;
     let l = &cfg.limits;
-    writeln!(ctx.out, "wirebench room: ws://{}/rooms/NAME (Ctrl-C to stop)", server.local_addr())?;
+    writeln!(ctx.out, "wirebench room: {scheme}://{}/rooms/NAME (Ctrl-C to stop)", server.local_addr())?;
     #[expect(clippy::cast_precision_loss, reason = "display values")]
     let mb = l.budget_bytes() as f64 / 1e6;
     writeln!(
@@ -167,6 +188,16 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Counters> {
         Span(cfg.handshake_timeout),
         Span(cfg.idle_timeout),
     )?;
+    // -- wss:// (issue 14 item 4)
+    if scheme == "wss" {
+        #[expect(clippy::cast_precision_loss, reason = "display values")]
+        let tls_mb = l.max_connections as f64 * TLS_BYTES_PER_CONNECTION as f64 / 1e6;
+        writeln!(
+            ctx.out,
+            "tls: rustls adds up to {} per connection (records being read and sent), {tls_mb:.0} MB more at the cap",
+            ByteSize(TLS_BYTES_PER_CONNECTION)
+        )?;
+    }
     let t0 = Instant::now();
     let mut last = server.counters();
     let mut last_t = t0;

@@ -27,6 +27,7 @@
 //! within `--loss-target`; `--sizes` runs one trial per size.
 
 mod config;
+mod health;
 mod print;
 mod search;
 mod session;
@@ -114,6 +115,10 @@ pub struct Args {
     /// Sweep these message sizes, e.g. 64,256,1024,1468,8192.
     #[arg(long, value_delimiter = ',')]
     pub sizes: Option<Vec<usize>>,
+    /// Receive buffer of the receiving socket (serve's, or this client's with --reverse), e.g.
+    /// 4k: to see what a smaller buffer loses [default: 16MiB].
+    #[arg(long, value_name = "BYTES")]
+    pub rcvbuf: Option<wirebench_core::units::ByteSize>,
     /// Write interval rows as TSV.
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
@@ -157,6 +162,7 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         sweep: Vec::new(),
         warnings: Vec::new(),
         listen: None,
+        generator: None,
     };
     let mut outcome = Outcome::Completed;
     let last = if cfg.find_max_rate {
@@ -176,6 +182,7 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         outcome = Outcome::Interrupted;
     }
     results.sender = last.sender;
+    results.generator = last.generator;
     results.receivers = last.receivers;
     results.warnings.extend(last.warnings);
     let report = Report {

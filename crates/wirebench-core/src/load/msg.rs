@@ -7,7 +7,8 @@
 //! (borrowing, nothing allocated unless a type name holds escapes) and takes the first
 //! `type`, `sender`, `seq`, `ts` and `it` it meets as object keys, at the top level or in
 //! nested objects, so a template that wraps the fields (`{"event":{"type":..,"ts":..}}`)
-//! is measured the same way and a `"ts":` inside a string is only text. [`is_request`]
+//! is measured the same way and a `"ts":` inside a string is only text; the default layout
+//! takes a one-pass shortcut to the same result (`fast`). [`is_request`]
 //! is what the room asks: does the top-level object say `"req": true`?
 
 use std::borrow::Cow;
@@ -15,6 +16,7 @@ use std::fmt::{self, Write as _};
 
 use serde::de::{self, DeserializeSeed, Deserializer as _, MapAccess, SeqAccess, Visitor};
 
+mod fast;
 mod template;
 
 pub use template::{DEFAULT_TEMPLATE, Fields, Template, TemplateError};
@@ -54,8 +56,14 @@ pub struct Seen<'a> {
 /// Objects nested deeper than this are skipped unread (serde_json refuses past 128).
 const MAX_DEPTH: u32 = 16;
 
-/// Walks a JSON object; `None` when the bytes are not one JSON object.
+/// Walks a JSON object; `None` when the bytes are not one JSON object. A message in the
+/// default layout is read in one pass ([`fast`]), with the result the walk would give.
 pub fn scan(b: &[u8]) -> Option<Scanned<'_>> {
+    fast::scan(b).or_else(|| walk(b))
+}
+
+/// The serde walk behind [`scan`].
+fn walk(b: &[u8]) -> Option<Scanned<'_>> {
     let mut out = Scanned::default();
     let mut de = serde_json::Deserializer::from_slice(b);
     de.deserialize_map(Walk { out: &mut out, depth: 0 }).ok()?;

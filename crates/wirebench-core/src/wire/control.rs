@@ -151,7 +151,15 @@ pub struct StreamRequest {
     pub client_port: Option<u16>,
     /// Forward multicast: join this group and receive there.
     pub group: Option<SocketAddrV4>,
+    /// Forward UDP: the receive buffer serve asks for on its data socket, bytes
+    /// (`--rcvbuf`; 1..=[`MAX_RCVBUF`]; absent: serve's own, 16 MiB). The kernel rounds it
+    /// up to its minimum; `ready` says what was granted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcvbuf: Option<usize>,
 }
+
+/// The largest receive buffer a client may ask serve for, bytes (serve's own default).
+pub const MAX_RCVBUF: usize = 16 << 20;
 
 /// Counters of one publisher as a receiver saw them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -297,7 +305,8 @@ fn counts_ok(p: &[PublisherCounts]) -> Result<(), String> {
     Ok(())
 }
 
-/// Most tables in a `result`'s kernel counters (`/proc/net/snmp` has six; serve sends two).
+/// Most tables in a `result`'s kernel counters (`/proc/net/snmp` has six; serve sends `Udp`,
+/// `Tcp`, `Softnet` and `Nic`).
 pub const MAX_KERNEL_TABLES: usize = 8;
 /// Most fields in one table of a `result`'s kernel counters, and longest name, bytes.
 pub const MAX_KERNEL_FIELDS: usize = 64;
@@ -340,6 +349,11 @@ impl StreamRequest {
         }
         if self.proto == StreamProto::Tcp && self.direction == Direction::Both {
             return Err("TCP runs one direction per connection: run --reverse separately".into());
+        }
+        if let Some(b) = self.rcvbuf
+            && !(1..=MAX_RCVBUF).contains(&b)
+        {
+            return Err(format!("receive buffer {b} bytes is outside 1..={MAX_RCVBUF}"));
         }
         if self.proto == StreamProto::Tcp && self.group.is_some() {
             return Err("a multicast group takes UDP".into());

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
+use wirebench_core::generator::{SlipSecond, SlipSeries};
 use wirebench_core::schedule::{Schedule, Slip, Stop};
 use wirebench_core::units::MsgRate;
 use wirebench_core::wire::stream;
@@ -30,7 +31,7 @@ pub struct SendSpec {
 }
 
 /// What one publisher sent.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Sent {
     /// Messages.
     pub messages: u64,
@@ -49,6 +50,10 @@ pub struct Sent {
     pub gso: bool,
     /// Stopped because the far end's port closed (ICMP port unreachable, or a reset).
     pub refused: bool,
+    /// CPU time this sending thread used (`getrusage(RUSAGE_THREAD)`), ns.
+    pub cpu_ns: u64,
+    /// Paced: schedule slip per second.
+    pub slip_seconds: Vec<SlipSecond>,
 }
 
 impl Sent {
@@ -165,9 +170,14 @@ pub fn run(out: &mut dyn Out, spec: &SendSpec, stop: &AtomicBool) -> io::Result<
     for m in buf.chunks_exact_mut(spec.size) {
         stream::init(m, spec.session, spec.publisher);
     }
+    let cpu_before = wirebench_net::rusage::thread_cpu_ns();
     let start = clock.now_ns();
     let schedule = spec.rate.and_then(MsgRate::new).map(|r| Schedule::new(start, r));
     let mut slip = Slip::default();
+    // One row per second of the run, reserved now: recording allocates nothing.
+    let seconds =
+        spec.stop.deadline.map_or(3_600, |d| usize::try_from(d.as_secs()).unwrap_or(usize::MAX)).saturating_add(2);
+    let mut series = SlipSeries::with_seconds(start, if schedule.is_some() { seconds } else { 0 });
     let mut sent = Sent { gso: out.gso(), first_ns: start, ..Sent::default() };
     let mut seq = 0u64;
     loop {
@@ -188,7 +198,9 @@ pub fn run(out: &mut dyn Out, spec: &SendSpec, stop: &AtomicBool) -> io::Result<
             if stop.load(Ordering::Relaxed) || spec.stop.reached(seq, clock.now_ns() - start) {
                 break;
             }
-            slip.on_send(due, clock.now_ns());
+            let now = clock.now_ns();
+            slip.on_send(due, now);
+            series.on_send(due, now);
         }
         let t = clock.now_ns();
         for (i, m) in buf[..b * spec.size].chunks_exact_mut(spec.size).enumerate() {
@@ -219,6 +231,8 @@ pub fn run(out: &mut dyn Out, spec: &SendSpec, stop: &AtomicBool) -> io::Result<
     sent.bytes = seq * spec.size as u64;
     sent.slip_mean_ns = slip.mean_ns();
     sent.slip_max_ns = slip.max_ns();
+    sent.slip_seconds = series.finish();
+    sent.cpu_ns = cpu_before.zip(wirebench_net::rusage::thread_cpu_ns()).map_or(0, |(a, b)| b.saturating_sub(a));
     Ok(sent)
 }
 

@@ -60,24 +60,43 @@ impl Plan {
     }
 }
 
-type Ws = WebSocketStream<TcpStream>;
+/// A client's connection: ws:// or wss:// (see `crate::tls::Stream`).
+type Ws = WebSocketStream<crate::tls::Stream>;
 
 /// How long the close handshake may take before the socket is reset instead.
 const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
-async fn connect(plan: &Plan, room: u64, stats: &Stats) -> Result<Ws, ()> {
+/// TCP, then TLS for wss://, then the WebSocket handshake with this client's request
+/// (per-client values expanded here, once). A failure is counted with its cause.
+async fn connect(plan: &Plan, id: u64, room: u64, stats: &Stats) -> Result<Ws, ()> {
+    let conn = &plan.cfg.connect;
+    let failed = |cause: String| {
+        stats.handshakes.failed(cause);
+        stats.with(|s| s.error(ErrorKind::Connect));
+    };
     let sock = TcpStream::connect(plan.cfg.addr).await.map_err(|_| ())?;
     let _ = sock.set_nodelay(true);
-    let url = plan.cfg.room_url(room);
-    match tokio_tungstenite::client_async_with_config(url.as_str(), sock, Some(super::limits::ws_config())).await {
-        Ok((ws, _)) => Ok(ws),
+    let stream = conn.secure(sock).await.map_err(&failed)?;
+    let request = conn.request(id, room).map_err(&failed)?;
+    match tokio_tungstenite::client_async_with_config(request, stream, Some(super::limits::ws_config())).await {
+        Ok((ws, resp)) => {
+            if !conn.subprotocols.is_empty() {
+                let chosen = resp.headers().get(tungstenite::http::header::SEC_WEBSOCKET_PROTOCOL);
+                stats.handshakes.chose(chosen.and_then(|v| v.to_str().ok()));
+            }
+            Ok(ws)
+        }
         Err(tungstenite::Error::Http(resp)) => {
             stats.refused_status.store(u64::from(resp.status().as_u16()), Ordering::Relaxed);
             stats.with(|s| s.error(ErrorKind::Refused));
             Err(())
         }
-        Err(_) => {
-            stats.with(|s| s.error(ErrorKind::Connect));
+        Err(tungstenite::Error::Protocol(tungstenite::error::ProtocolError::SecWebSocketSubProtocolError(e))) => {
+            failed(format!("subprotocol: {e} (offered: {})", conn.subprotocols.join(", ")));
+            Err(())
+        }
+        Err(e) => {
+            failed(format!("WebSocket handshake: {e}"));
             Err(())
         }
     }
@@ -103,7 +122,7 @@ async fn client(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<
     let room = id / cfg.room_size;
     let t_connect = plan.now_ns();
     let ws = tokio::select! {
-        r = connect(plan, room, stats) => r,
+        r = connect(plan, id, room, stats) => r,
         _ = stop.changed() => return,
     };
     let Ok(mut ws) = ws else {
@@ -253,6 +272,6 @@ async fn close(ws: &mut Ws, stats: &Stats) {
     };
     if tokio::time::timeout(CLOSE_WAIT, handshake).await.is_err() {
         stats.with(|s| s.error(ErrorKind::CloseTimeout));
-        let _ = socket2::SockRef::from(ws.get_ref()).set_linger(Some(Duration::ZERO));
+        let _ = socket2::SockRef::from(ws.get_ref().tcp()).set_linger(Some(Duration::ZERO));
     }
 }

@@ -110,6 +110,9 @@ pub struct Config {
     /// Sockets something else in this process holds (an in-process room): counted against
     /// the open-file limit.
     pub extra_fds: u64,
+    // -- real apps (issue 14 item 4): TLS, headers, cookies, subprotocols, per-client values
+    /// How clients connect: TLS, extra headers, subprotocols, per-client values.
+    pub connect: super::request::Connect,
     /// `--shard` and `--start-at`: the part of the scenario this process runs, and when.
     pub sharding: super::shard::Sharding,
 }
@@ -252,6 +255,8 @@ impl Config {
         percentiles.dedup();
         let template_text = a.template.clone().or(file.template).unwrap_or_else(|| DEFAULT_TEMPLATE.into());
         let template = Template::parse(&template_text).map_err(|e| usage(e.to_string()))?;
+        // -- real apps (issue 14 item 4)
+        let connect = super::request::Connect::from_args(a, &url)?;
         let sharding = super::shard::Sharding::from_args(a, clients, room_size)?;
         Ok(Self {
             url,
@@ -274,6 +279,8 @@ impl Config {
             series: a.series.clone(),
             quiet: a.quiet,
             extra_fds: 0,
+            // -- real apps (issue 14 item 4)
+            connect,
             sharding,
         })
     }
@@ -314,6 +321,8 @@ impl Config {
             "thresholds": self.thresholds.iter().map(|t| t.expr.clone()).collect::<Vec<_>>(),
             "template": self.template_text,
             "seed": self.seed,
+            // -- real apps (issue 14 item 4)
+            "connect": self.connect.to_json(),
         });
         // sharding: the shard is a part's own; the start time is the scenario's
         if let Some(m) = v.as_object_mut() {
@@ -330,27 +339,26 @@ impl Config {
 
 /// Checks a `ws://HOST:PORT/PATH` URL and resolves its host once.
 pub fn resolve(url: &str) -> Result<SocketAddr, UsageError> {
-    let bad = |why: &str| usage(format!("URL '{url}' {why} (expected ws://HOST:PORT/PATH)"));
-    if url.starts_with("wss://") {
-        return Err(bad("uses TLS, which wirebench load does not speak"));
-    }
-    let rest = url.strip_prefix("ws://").ok_or_else(|| bad("is not a ws:// URL"))?;
-    let authority = rest.split('/').next().unwrap_or("");
+    let bad = |why: &str| usage(format!("URL '{url}' {why} (expected ws://HOST:PORT/PATH or wss://...)"));
+    let (rest, default_port) = match (url.strip_prefix("ws://"), url.strip_prefix("wss://")) {
+        (Some(r), _) => (r, 80),
+        (None, Some(r)) => (r, 443),
+        (None, None) => return Err(bad("is not a ws:// or wss:// URL")),
+    };
+    let authority = rest.split(['/', '?']).next().unwrap_or("");
     if authority.is_empty() || authority.contains('@') {
         return Err(bad("has no host"));
     }
     let with_port = if authority.rsplit_once(':').is_some_and(|(_, p)| p.bytes().all(|b| b.is_ascii_digit())) {
         authority.to_owned()
     } else {
-        format!("{authority}:80")
+        format!("{authority}:{default_port}")
     };
     let addr = with_port
         .to_socket_addrs()
         .map_err(|e| bad(&format!("does not resolve: {e}")))?
         .next()
         .ok_or_else(|| bad("does not resolve"))?;
-    let probe = url.replace("{room}", "0");
-    tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(probe.as_str())
-        .map_err(|e| bad(&format!("is not valid: {e}")))?;
+    // The whole URL, per-client values included, is checked by `request::Connect`.
     Ok(addr)
 }

@@ -48,6 +48,8 @@ pub struct Stats {
     pub up_frames: AtomicU64,
     /// Frames through the download model.
     pub down_frames: AtomicU64,
+    /// Handshake failures by cause, subprotocols chosen (issue 14 item 4).
+    pub handshakes: super::request::Handshakes,
 }
 
 impl Stats {
@@ -66,6 +68,7 @@ impl Stats {
             down_bps_max: AtomicU64::new(0),
             up_frames: AtomicU64::new(0),
             down_frames: AtomicU64::new(0),
+            handshakes: super::request::Handshakes::default(),
         }
     }
 

@@ -21,6 +21,7 @@ use wirebench_core::room::{Head, MAX_HEAD, Refusal, classify};
 use super::accept::Slot;
 use super::rooms::{Member, Room};
 use super::server::{Shared, Tally};
+use crate::tls::Stream;
 
 /// Messages written between two flushes at most.
 const MAX_BATCH: u64 = 256;
@@ -47,7 +48,7 @@ enum Handshake {
     Gone,
 }
 
-async fn read_head(sock: &mut TcpStream) -> Handshake {
+async fn read_head(sock: &mut Stream) -> Handshake {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     loop {
@@ -70,9 +71,23 @@ async fn read_head(sock: &mut TcpStream) -> Handshake {
     }
 }
 
+/// The TLS handshake for wss:// (a failed one is `None`), then the request head: both
+/// within the one handshake timeout.
+async fn open(sock: TcpStream, shared: &Shared) -> Option<(Stream, Handshake)> {
+    let mut stream = match &shared.tls {
+        None => Stream::Plain(sock),
+        Some(cfg) => {
+            let tls = tokio_rustls::TlsAcceptor::from(cfg.clone()).accept(sock).await.ok()?;
+            Stream::Tls(Box::new(tokio_rustls::TlsStream::Server(tls)))
+        }
+    };
+    let head = read_head(&mut stream).await;
+    Some((stream, head))
+}
+
 /// Serves one accepted connection to its end.
 pub(super) async fn run(
-    mut sock: TcpStream,
+    sock: TcpStream,
     slot: Slot,
     mut evicted: oneshot::Receiver<()>,
     shared: Arc<Shared>,
@@ -80,20 +95,24 @@ pub(super) async fn run(
 ) {
     let _ = sock.set_nodelay(true);
     let t = &shared.tally;
-    let head = tokio::select! {
-        r = tokio::time::timeout(shared.cfg.handshake_timeout, read_head(&mut sock)) => r,
+    let opened = tokio::select! {
+        r = tokio::time::timeout(shared.cfg.handshake_timeout, open(sock, &shared)) => r,
         _ = &mut evicted => return,
         _ = stop.changed() => return,
     };
-    let (path, accept, rest) = match head {
+    let (mut sock, head) = match opened {
         Err(_) => return Tally::bump(&t.handshake_timeouts),
-        Ok(Handshake::Gone) => return Tally::bump(&t.bad_handshakes),
-        Ok(Handshake::Refused(r)) => {
+        Ok(None) => return Tally::bump(&t.bad_handshakes),
+        Ok(Some(opened)) => opened,
+    };
+    let (path, accept, rest) = match head {
+        Handshake::Gone => return Tally::bump(&t.bad_handshakes),
+        Handshake::Refused(r) => {
             Tally::bump(&t.refused_http);
             let _ = tokio::time::timeout(CLOSE_WAIT, sock.write_all(r.response().as_bytes())).await;
             return;
         }
-        Ok(Handshake::Upgrade { path, accept, rest }) => (path, accept, rest),
+        Handshake::Upgrade { path, accept, rest } => (path, accept, rest),
     };
     slot.established();
     // Join before the 101 goes out: a client that has read it is in the room.
@@ -119,7 +138,7 @@ pub(super) async fn run(
     drop(slot);
 }
 
-type Ws = WebSocketStream<TcpStream>;
+type Ws = WebSocketStream<Stream>;
 
 /// Sends a close frame, bounded by [`CLOSE_WAIT`].
 async fn close(ws: &mut Ws, code: CloseCode, reason: &'static str) {

@@ -145,6 +145,8 @@ pub(super) struct Shared {
     pub(super) tally: Tally,
     pub(super) rooms: Rooms,
     pub(super) pending: Pending,
+    /// wss://: the TLS acceptor (`--tls-cert`/`--tls-key`).
+    pub(super) tls: Option<std::sync::Arc<tokio_rustls::rustls::ServerConfig>>,
 }
 
 /// A running room server; stopped by [`RoomServer::stop`] or on drop.
@@ -158,8 +160,16 @@ pub struct RoomServer {
 }
 
 impl RoomServer {
-    /// Binds (errors come back here) and starts serving on its own runtime.
+    /// Binds (errors come back here) and starts serving ws:// on its own runtime.
     pub fn start(cfg: &Config) -> anyhow::Result<Self> {
+        Self::start_tls(cfg, None)
+    }
+
+    /// Same, serving wss:// with `tls` when given (see `crate::tls::server_config`).
+    pub fn start_tls(
+        cfg: &Config,
+        tls: Option<std::sync::Arc<tokio_rustls::rustls::ServerConfig>>,
+    ) -> anyhow::Result<Self> {
         // A deep accept queue: 10,000 clients connecting within a second overflow the
         // standard library's 128 and wait for SYN retransmits (1 s, then 3 s).
         let sock = socket2::Socket::new(socket2::Domain::for_address(cfg.listen), socket2::Type::STREAM, None)?;
@@ -180,6 +190,7 @@ impl RoomServer {
             tally: Tally::default(),
             rooms: Rooms::default(),
             pending: Pending::default(),
+            tls,
         });
         let (stop, stop_rx) = watch::channel(false);
         let sh = shared.clone();

@@ -269,6 +269,7 @@ mod tests {
             count: None,
             client_port: None,
             group: None,
+            rcvbuf: None,
         }
     }
 

@@ -100,13 +100,12 @@ fn udp_session(conn: &mut TcpStream, a: &Admitted, shared: &Shared, stop: &Sessi
     let mut receiver: Option<JoinHandle<io::Result<Accounts>>> = None;
     let mut data_port = 0;
     let mut rcvbuf = 0;
-    let mut kernel_before = None;
     if req.direction != Direction::Reverse {
         let sock = match req.group {
             Some(g) => multicast::group_receiver(g, shared.cfg.interface).map_err(io::Error::other)?,
             None => UdpSocket::bind(SocketAddr::new(conn.local_addr()?.ip(), 0))?,
         };
-        rcvbuf = size_buffers(&sock, STREAM_BUFFER).0.granted;
+        rcvbuf = size_buffers(&sock, req.rcvbuf.unwrap_or(STREAM_BUFFER)).0.granted;
         sock.set_read_timeout(Some(Duration::from_millis(50)))?;
         data_port = sock.local_addr()?.port();
         let (p, ab) = (progress.clone(), abort.clone());
@@ -118,8 +117,11 @@ fn udp_session(conn: &mut TcpStream, a: &Admitted, shared: &Shared, stop: &Sessi
             recv::udp(&mut rx, &mut acc, &p, &ab)?;
             Ok(acc)
         }));
-        kernel_before = wirebench_net::snmp::read();
     }
+    // This host's counters across the session (both ways: the receiver's drops forward,
+    // the sender's SndbufErrors reverse), with the interfaces that carry it.
+    let ifaces = wirebench_net::iface::receiving(conn.local_addr()?.ip());
+    let kernel_before = wirebench_net::counters::Receiving::read(&ifaces);
     let mut senders = Vec::new();
     if req.direction != Direction::Forward {
         let dest = match knock(conn, shared, stop) {
@@ -176,7 +178,7 @@ fn udp_session(conn: &mut TcpStream, a: &Admitted, shared: &Shared, stop: &Sessi
         }
         None => (Vec::new(), 0),
     };
-    let kernel = kernel_before.zip(wirebench_net::snmp::read()).map(|(a, b)| b.since(&a, &["Udp", "Tcp"]));
+    let kernel = kernel_before.since(&wirebench_net::counters::Receiving::read(&ifaces));
     let send_ns = send::span_of(&sent);
     let sent = sent.iter().map(|s| s.messages).collect();
     // After a stop the client may still read the result; a client gone is no wait.

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Serialize;
-use wirebench_core::units::StreamRate;
-use wirebench_core::wire::control::{Direction, StreamProto};
+use wirebench_core::units::{ByteSize, StreamRate};
+use wirebench_core::wire::control::{Direction, MAX_RCVBUF, StreamProto};
 use wirebench_core::wire::stream;
 
 use super::Args;
@@ -72,6 +72,9 @@ pub struct Config {
     pub json: Option<PathBuf>,
     /// Only the summary.
     pub quiet: bool,
+    /// The receive buffer the receiving socket asks for (serve's in forward runs, this
+    /// client's in reverse runs), bytes; `None`: 16 MiB.
+    pub rcvbuf: Option<usize>,
 }
 
 #[expect(clippy::trivially_copy_pass_by_ref, reason = "serde's serialize_with signature")]
@@ -187,6 +190,15 @@ impl Config {
         if interval < Duration::from_millis(100) {
             return Err(usage("--interval must be at least 100ms".into()));
         }
+        let rcvbuf = match a.rcvbuf {
+            Some(b) if b.0 == 0 || b.0 > MAX_RCVBUF as u64 => {
+                return Err(usage(format!("--rcvbuf {b} is outside 1 B..={}", ByteSize(MAX_RCVBUF as u64))));
+            }
+            Some(_) if proto == StreamProto::Tcp || a.no_control => {
+                return Err(usage("--rcvbuf sizes a UDP stream's receiving socket: it needs UDP and a serve".into()));
+            }
+            b => b.map(|b| usize::try_from(b.0).unwrap_or(MAX_RCVBUF)),
+        };
         let loss_target = parse_share(&a.loss_target).map_err(|e| usage(format!("--loss-target {e}")))?;
         if let Some(i) = &a.interface {
             wirebench_net::iface::ipv4_of(i).map_err(|e| usage(e.to_string()))?;
@@ -216,6 +228,7 @@ impl Config {
             log: a.log.clone(),
             json: a.json.clone(),
             quiet: a.quiet,
+            rcvbuf,
         })
     }
 }
@@ -227,6 +240,15 @@ mod tests {
     fn cfg(args: &[&str]) -> Result<Config, String> {
         let a: Args = crate::cli::parse_mode("stream", args).map_err(|e| e.to_string())?;
         Config::from_args(&a).map_err(|e| e.0)
+    }
+
+    #[test]
+    fn the_receive_buffer_is_checked() {
+        assert_eq!(cfg(&["127.0.0.1:7878"]).unwrap().rcvbuf, None);
+        assert_eq!(cfg(&["127.0.0.1:7878", "--rcvbuf", "4k"]).unwrap().rcvbuf, Some(4000));
+        assert!(cfg(&["127.0.0.1:7878", "--rcvbuf", "0"]).unwrap_err().contains("--rcvbuf 0"));
+        assert!(cfg(&["127.0.0.1:7878", "--rcvbuf", "1g"]).is_err());
+        assert!(cfg(&["127.0.0.1:7878", "--rcvbuf", "4k", "--proto", "tcp"]).unwrap_err().contains("needs UDP"));
     }
 
     #[test]

@@ -43,6 +43,8 @@ pub(super) struct RunOut {
     pub warnings: Vec<String>,
     /// A serve went away mid-run.
     pub peer_lost: Option<String>,
+    /// This client's senders' own health (forward).
+    pub generator: Option<wirebench_core::report::GeneratorHealth>,
 }
 
 /// How a run shows its progress: interval lines (unless quiet), drawn around the bar when

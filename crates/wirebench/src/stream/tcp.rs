@@ -54,6 +54,7 @@ fn request(cfg: &Config, spec: &RunSpec, session: u64) -> StreamRequest {
         count: spec.count,
         client_port: None,
         group: None,
+        rcvbuf: None,
     }
 }
 
@@ -182,10 +183,11 @@ pub(super) fn run(
             Err(e) => out.peer_lost = Some(format!("{e:#}")),
         }
     }
-    let sents: Vec<Sent> = outs.iter().filter_map(|o| o.1.sent).collect();
+    let sents: Vec<Sent> = outs.iter().filter_map(|o| o.1.sent.clone()).collect();
     if !sents.is_empty() {
         let mut s = sender_result(&sents);
         s.retransmits = Some(outs.iter().filter_map(|o| o.1.retransmits).sum());
+        out.generator = Some(super::health::of(&sents, spec.rate, &s));
         out.sender = Some(s);
     }
     for (i, target) in cfg.targets.iter().enumerate() {
@@ -210,7 +212,7 @@ pub(super) fn run(
             let ns = results().map(|r| r.send_ns).max().unwrap_or(0);
             (results().map(|r| r.sent.iter().sum::<u64>()).sum(), if ns > 0 { ns } else { session::ns_since(t0, end) })
         } else {
-            let s: Vec<Sent> = mine.iter().filter_map(|o| o.1.sent).collect();
+            let s: Vec<Sent> = mine.iter().filter_map(|o| o.1.sent.clone()).collect();
             (s.iter().map(|x| x.messages).sum(), send::span_of(&s))
         };
         let mut snaps = rows_of(&mine.iter().map(|o| o.2.as_slice()).collect::<Vec<_>>());
@@ -229,6 +231,7 @@ pub(super) fn run(
             send_ns,
             foreign: mine.iter().map(|(_, o, _, r)| o.foreign + r.as_ref().map_or(0, |r| r.foreign)).sum(),
             kernel: None,
+            loss_split: None,
         });
     }
     Ok(out)

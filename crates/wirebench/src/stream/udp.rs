@@ -73,13 +73,14 @@ fn senders(
 /// A local receiver for reverse data; returns a clone of its socket (to knock from) and its thread.
 fn receiver(
     session: u64,
+    rcvbuf: Option<usize>,
     publishers: u16,
     p: &Arc<Progress>,
     abort: &Arc<AtomicBool>,
     warnings: &mut Vec<String>,
 ) -> anyhow::Result<(UdpSocket, RecvJob)> {
     let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
-    let (rcv, _) = size_buffers(&sock, STREAM_BUFFER);
+    let (rcv, _) = size_buffers(&sock, rcvbuf.unwrap_or(STREAM_BUFFER));
     if rcv.capped() {
         warnings.push(format!(
             "receive buffer capped at {} bytes (asked {}): sysctl -w net.core.rmem_max={}",
@@ -138,12 +139,15 @@ pub(super) fn run(
     let mut locals: Vec<Local> = Vec::new();
     let mut dests: Vec<(usize, SocketAddr)> = Vec::new();
     let mut ready_at: Vec<Instant> = Vec::new();
-    let kernel_before = if reverse { wirebench_net::snmp::read() } else { None };
+    // This host's counters across the run: its receivers' drops (reverse) and its
+    // senders' SndbufErrors (forward), with the interface toward the first target.
+    let ifaces = wirebench_net::iface::toward(cfg.group.map_or(cfg.targets[0], SocketAddr::V4));
+    let kernel_before = wirebench_net::counters::Receiving::read(&ifaces);
     for (i, &target) in cfg.targets.iter().enumerate() {
         let mut knock_from = None;
         if reverse {
             let p = Arc::new(Progress::default());
-            let (sock, job) = receiver(session, cfg.parallel, &p, &stop, &mut out.warnings)?;
+            let (sock, job) = receiver(session, cfg.rcvbuf, cfg.parallel, &p, &stop, &mut out.warnings)?;
             knock_from = Some(sock);
             locals.push(Local { progress: p, job, snaps: Vec::new() });
         }
@@ -159,12 +163,14 @@ pub(super) fn run(
             count: spec.count,
             client_port: None,
             group: cfg.group,
+            rcvbuf: cfg.rcvbuf,
         };
         let (conn, data_port, rcvbuf) = session::start_with(target, &req, knock_from.as_ref(), &mut out.warnings)?;
         ready_at.push(Instant::now());
-        if forward && rcvbuf > 0 && rcvbuf < STREAM_BUFFER {
+        let asked = cfg.rcvbuf.unwrap_or(STREAM_BUFFER);
+        if forward && rcvbuf > 0 && rcvbuf < asked {
             out.warnings.push(format!(
-                "{target}: receive buffer capped at {rcvbuf} bytes: sysctl -w net.core.rmem_max={STREAM_BUFFER}"
+                "{target}: receive buffer capped at {rcvbuf} bytes (asked {asked}): sysctl -w net.core.rmem_max={asked}"
             ));
         }
         writers.push(conn.try_clone()?);
@@ -305,8 +311,9 @@ pub(super) fn run(
         let acc = l.job.join().map_err(|_| anyhow::anyhow!("a receiver panicked"))??;
         local_accounts.push((acc, l.snaps));
     }
-    let kernel_after = if reverse { wirebench_net::snmp::read() } else { None };
-    let kernel_here = kernel_before.zip(kernel_after).map(|(a, b)| b.since(&a, &["Udp", "Tcp"]));
+    let kernel_here = kernel_before.since(&wirebench_net::counters::Receiving::read(&ifaces));
+    let sndbuf_here =
+        kernel_here.as_ref().and_then(|k| k.get("Udp", "SndbufErrors")).map(|v| u64::try_from(v).unwrap_or(0));
     for (k, (acc, mut local_snaps)) in local_accounts.into_iter().enumerate() {
         let r = results.get(k).and_then(Option::as_ref);
         let counts = acc.counts();
@@ -318,7 +325,7 @@ pub(super) fn run(
         let end =
             r.and_then(|r| r.at).map_or_else(|| session::ns_since(t0, Instant::now()), |at| session::ns_since(t0, at));
         push_final(&mut local_snaps, end, total);
-        local_rows.push(ReceiverResult {
+        let mut row = ReceiverResult {
             addr: format!("local<-{}", cfg.targets[k]),
             direction: "reverse".into(),
             sent: r.map_or(0, |r| r.sent.iter().sum()),
@@ -328,7 +335,12 @@ pub(super) fn run(
             send_ns,
             foreign: acc.foreign,
             kernel: kernel_here.clone(),
-        });
+            loss_split: None,
+        };
+        // serve sent: its host's SndbufErrors (from a serve that reports them)
+        let serve_sndbuf = r.and_then(|r| r.kernel.as_ref()).and_then(|k| k.get("Udp", "SndbufErrors"));
+        row.attribute(serve_sndbuf.map(|v| u64::try_from(v).unwrap_or(0)));
+        local_rows.push(row);
     }
     if forward {
         for (i, r) in results.into_iter().enumerate() {
@@ -336,7 +348,7 @@ pub(super) fn run(
             let total = session::total(&r.received);
             let send_ns = send::span_of(&sent_to[i]);
             push_final(&mut snaps[i], send_ns, total);
-            out.receivers.push(ReceiverResult {
+            let mut row = ReceiverResult {
                 addr: cfg.targets[i].to_string(),
                 direction: "forward".into(),
                 sent: sent_to[i].iter().map(|x| x.messages).sum(),
@@ -346,9 +358,15 @@ pub(super) fn run(
                 send_ns,
                 foreign: r.foreign,
                 kernel: r.kernel,
-            });
+                loss_split: None,
+            };
+            row.attribute(sndbuf_here);
+            out.receivers.push(row);
         }
-        out.sender = Some(sender_result(&all_sent));
+        let mut sender = sender_result(&all_sent);
+        sender.sndbuf_errors = sndbuf_here;
+        out.generator = Some(super::health::of(&all_sent, spec.rate, &sender));
+        out.sender = Some(sender);
     }
     out.receivers.extend(local_rows);
     Ok(out)
@@ -385,6 +403,7 @@ pub(super) fn sender_result(s: &[Sent]) -> SenderResult {
         slip_max_ns: s.iter().map(|x| x.slip_max_ns).max().unwrap_or(0),
         gso: s.iter().any(|x| x.gso),
         retransmits: None,
+        sndbuf_errors: None,
     }
 }
 
@@ -407,6 +426,8 @@ pub(super) fn publish_only(cfg: &Config, spec: &RunSpec, session: u64, ctx: &mut
         .into_iter()
         .map(|h| h.join().map_err(|_| anyhow::anyhow!("a sender panicked"))?.map_err(anyhow::Error::from))
         .collect::<anyhow::Result<_>>()?;
-    out.sender = Some(sender_result(&sent));
+    let sender = sender_result(&sent);
+    out.generator = Some(super::health::of(&sent, spec.rate, &sender));
+    out.sender = Some(sender);
     Ok(out)
 }

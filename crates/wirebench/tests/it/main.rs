@@ -16,6 +16,7 @@ mod lab; // the namespace harness: namespaces, veths and processes removed on dr
 mod listen; // listen: DatagramTest's gap lines, the publisher budget
 mod load; // WebSocket load against an in-process room: delay, thresholds, dead server (issue 4)
 mod load_shards; // load --shard/--start-at in namespaces, report --merge exact and refusing, the k8s Job's flags
+mod load_tls; // load for real apps: wss:// to room --tls-*, wrong CA/name, --insecure, headers, cookies, subprotocols, tokens (issue 14)
 mod mesh; // mesh agents on loopback: the matrix, views agreeing, peers coming and going, tokens, HTTP bounds
 #[cfg(feature = "netns-tests")]
 mod mesh_k8s; // EndpointSlice discovery against a real kube-apiserver; the manifests pass server validation
@@ -33,6 +34,8 @@ mod room; // the room against hostile clients: requests, refusals, caps, slow me
 mod serve_noise; // 100,000 bad datagrams at serve during a ping
 mod shape; // shape tc: the script; in namespaces apply/clear, foreign qdiscs left alone, NAT clients classified
 mod stream; // stream and listen on loopback: complete, both sides, reverse only to the client
+#[cfg(feature = "netns-tests")]
+mod stream_loss; // in namespaces: a tiny receive buffer blamed on RcvbufErrors, a router's tbf drops elsewhere on the path
 mod stream_rates; // one time base, interval rows and live lines, kernel counters, input rules
 mod suite; // the suite's steps and files
 mod support; // in-process serve and CLI runs, the report schema

@@ -134,3 +134,28 @@ fn stream_and_listen_input_rules_exit_2() {
         assert!(r.err.contains(want) && r.err.lines().count() == 1, "{args:?}: {}", r.err);
     }
 }
+
+/// The generator's own health: a rate it can keep is "kept", with one slip row per second
+/// whose sends add up to the batches it sent (one message each at 2k/s) and its threads'
+/// CPU from getrusage; a rate no sender here reaches (1G msg/s) is "missed", by the
+/// generator or its send path, never "kept".
+#[test]
+fn the_generator_says_whether_it_kept_the_rate() {
+    use wirebench_core::generator::GeneratorVerdict;
+    let (s, out, _, _dir) = run(&["--rate", "2k/s", "-d", "2s", "--size", "64", "-q", "--no-hiccup"]);
+    let g = s.generator.expect("the generator's health");
+    let sent = s.sender.unwrap();
+    assert_eq!(g.verdict, GeneratorVerdict::Kept, "{g:?}");
+    assert_eq!((g.threads, g.asked_per_s), (1, Some(2000.0)));
+    assert!((2..=3).contains(&g.slip_seconds.len()), "{:?}", g.slip_seconds);
+    assert_eq!(g.slip_seconds.iter().map(|x| x.sends).sum::<u64>(), sent.messages);
+    assert!(g.cpu_ns > 0 && g.cpu_share > 0.0 && g.cpu_share < 1.0, "{g:?}");
+    assert!(out.contains("generator: 1 sending thread(s) on a CPU"), "{out}");
+    assert!(out.contains("it kept the rate asked for"), "{out}");
+
+    let (s, out, _, _dir) = run(&["--rate", "1000M/s", "-d", "1s", "--size", "64", "-q", "--no-hiccup"]);
+    let g = s.generator.expect("the generator's health");
+    assert!(matches!(g.verdict, GeneratorVerdict::GeneratorLimited | GeneratorVerdict::SendPathLimited), "{g:?}");
+    assert!(g.achieved_per_s < 0.97e9);
+    assert!(out.contains("missed the rate"), "{out}");
+}

@@ -197,3 +197,77 @@ proptest! {
         prop_assert_eq!(is_request(text.as_bytes()), top.get("req") == Some(&Value::Bool(true)));
     }
 }
+
+/// The shortcut answers only for the exact default layout; near misses go to the walk.
+#[test]
+fn the_shortcut_takes_only_the_default_layout() {
+    let ok = br#"{"type":"cursor","req":false,"sender":7,"room":1,"seq":3,"ts":12,"it":11,"pad":"xx"}"#;
+    let want = Scanned {
+        kind: Some(Cow::Borrowed("cursor")),
+        sender: Some(7),
+        seq: Some(3),
+        ts_us: Some(12),
+        it_us: Some(11),
+        req: Some(false),
+    };
+    assert_eq!(fast::scan(ok), Some(want.clone()));
+    assert_eq!(walk(ok), Some(want));
+    for near in [
+        // the walk reads these
+        &br#"{"type":"cursor","req":false,"sender":7,"room":1,"seq":3,"ts":12,"it":11,"pad":"xx"} "#[..],
+        br#"{"type":"cur\u0073or","req":false,"sender":7,"room":1,"seq":3,"ts":12,"it":11,"pad":"xx"}"#,
+        br#"{"type":"cursor","req":false,"sender":7,"room":1,"seq":3,"ts":18446744073709551616,"it":11,"pad":""}"#,
+        br#"{"type":"cursor","req":false,"sender":7,"room":1,"seq":3,"ts":12.5,"it":11,"pad":""}"#,
+        br#"{"type":"cursor","req":false,"sender":7,"room":1,"seq":3,"ts":-12,"it":11,"pad":""}"#,
+        br#"{"type":"cursor","req":null,"sender":7,"room":1,"seq":3,"ts":12,"it":11,"pad":""}"#,
+        // the walk refuses these
+        br#"{"type":"cursor","req":false,"sender":7,"room":1,"seq":3,"ts":012,"it":11,"pad":""}"#,
+        br#"{"type":"cursor","req":false,"sender":7,"room":1,"seq":3,"ts":12,"it":11,"pad":"a	b"}"#,
+        br#"{"type":"cursor","req":false,"sender":7,"room":1,"seq":3,"ts":12,"it":11,"pad":"xx"}}"#,
+        b"{\"type\":\"\xff\",\"req\":false,\"sender\":7,\"room\":1,\"seq\":3,\"ts\":12,\"it\":11,\"pad\":\"\"}",
+    ] {
+        assert_eq!(fast::scan(near), None, "{}", String::from_utf8_lossy(near));
+    }
+    assert_eq!(
+        walk(br#"{"type":"cursor","req":false,"sender":7,"room":1,"seq":3,"ts":1e3,"it":11,"pad":""}"#).unwrap().ts_us,
+        None
+    );
+    assert_eq!(scan(br#"{"type":"cursor","req":false,"sender":7,"room":1,"seq":3,"ts":012,"it":11,"pad":""}"#), None);
+}
+
+proptest! {
+    /// Every message the default template renders takes the shortcut, with the walk's result.
+    #[test]
+    fn rendered_messages_take_the_shortcut(
+        kind in "[a-zA-Z0-9_é-]{1,12}", sender in any::<u64>(), room in any::<u64>(), seq in any::<u64>(),
+        ts in any::<u64>(), it in any::<u64>(), req in any::<bool>(), size in 0usize..400,
+    ) {
+        let t = Template::parse(DEFAULT_TEMPLATE).unwrap();
+        let mut s = String::new();
+        t.render(&Fields { kind: &kind, sender, room, seq, ts_us: ts, it_us: it, req }, size, &mut s);
+        let got = fast::scan(s.as_bytes());
+        prop_assert!(got.is_some());
+        prop_assert_eq!(got, walk(s.as_bytes()));
+    }
+
+    /// Whatever one byte changed, inserted or removed does to a rendered message, the
+    /// shortcut either steps aside or gives what the walk gives.
+    #[test]
+    fn the_shortcut_agrees_with_the_walk_on_every_near_miss(
+        ts in any::<u64>(), size in 0usize..200, at in any::<prop::sample::Index>(), byte in any::<u8>(), edit in 0u8..3,
+    ) {
+        let t = Template::parse(DEFAULT_TEMPLATE).unwrap();
+        let mut s = String::new();
+        t.render(&Fields { ts_us: ts, ..F }, size, &mut s);
+        let mut b = s.into_bytes();
+        let i = at.index(b.len());
+        match edit {
+            0 => b[i] = byte,
+            1 => b.insert(i, byte),
+            _ => { b.remove(i); }
+        }
+        if let Some(got) = fast::scan(&b) {
+            prop_assert_eq!(Some(got), walk(&b));
+        }
+    }
+}

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::counters::LossSplit;
+use crate::generator::{GeneratorVerdict, SlipSecond};
 use crate::snmp::Snmp;
 use crate::stream::StreamCounts;
 
@@ -31,6 +33,30 @@ pub struct StreamResults {
     /// `listen`: what it kept, expired and refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listen: Option<ListenTotals>,
+    /// The sending side's own health (this client's senders; the last run of a search).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator: Option<GeneratorHealth>,
+}
+
+/// The load generator's own health: its sending threads' CPU and schedule slip, and
+/// whether it, rather than the system under test, missed the rate asked for
+/// (`wirebench_core::generator`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GeneratorHealth {
+    /// Sending threads (publishers x destinations).
+    pub threads: u64,
+    /// Messages per second asked of them all (`None`: flat out).
+    pub asked_per_s: Option<f64>,
+    /// Messages per second they achieved, over the sending time.
+    pub achieved_per_s: f64,
+    /// CPU time the sending threads used, user and system (`getrusage(RUSAGE_THREAD)`), ns.
+    pub cpu_ns: u64,
+    /// `cpu_ns` over threads x sending time: 1.0 is every thread busy all the time.
+    pub cpu_share: f64,
+    /// Kept, generator-limited, send-path-limited or flat out.
+    pub verdict: GeneratorVerdict,
+    /// Paced runs: schedule slip per second (all threads merged).
+    pub slip_seconds: Vec<SlipSecond>,
 }
 
 /// What `wirebench listen` kept track of, within its budget.
@@ -71,6 +97,10 @@ pub struct SenderResult {
     pub gso: bool,
     /// TCP: segments retransmitted (from `TCP_INFO`).
     pub retransmits: Option<u64>,
+    /// UDP: datagrams the sending host's kernel dropped after the application sent them
+    /// (`Udp SndbufErrors` over the run, host-wide). Absent when not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sndbuf_errors: Option<u64>,
 }
 
 /// One receiver's view.
@@ -99,8 +129,15 @@ pub struct ReceiverResult {
     pub foreign: u64,
     /// The receiving host's kernel counters over the run: the difference of its
     /// `/proc/net/snmp` `Udp` and `Tcp` tables. Host-wide: every socket on that host counts.
+    /// Its tables `Softnet` and `Nic` (the receiving interfaces) are the counters below
+    /// the sockets (`wirebench_core::counters::SOFTNET`, `NIC`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<Snmp>,
+    /// The missing messages (`sent - received`) split by the counters of both hosts: the
+    /// sender's `SndbufErrors`, this receiver's sockets and NIC, and the rest elsewhere on
+    /// the path (`wirebench_core::counters::split_stream`). UDP runs with counters only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_split: Option<LossSplit>,
 }
 
 impl ReceiverResult {
@@ -135,6 +172,18 @@ impl ReceiverResult {
     /// (`Udp RcvbufErrors`, host-wide; one overflow drops one datagram or one whole GRO run).
     pub fn rcvbuf_errors(&self) -> Option<i64> {
         self.kernel.as_ref()?.get("Udp", "RcvbufErrors")
+    }
+
+    /// Messages sent and not received.
+    pub const fn missing(&self) -> u64 {
+        self.sent.saturating_sub(self.total.received)
+    }
+
+    /// Sets [`Self::loss_split`] from the counters it carries and the sending host's
+    /// `SndbufErrors` (when known).
+    pub fn attribute(&mut self, sender_sndbuf: Option<u64>) {
+        self.loss_split =
+            self.kernel.as_ref().and_then(|k| crate::counters::split_stream(self.missing(), sender_sndbuf, k));
     }
 }
 

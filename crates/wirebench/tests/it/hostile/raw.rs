@@ -26,6 +26,7 @@ pub(crate) fn request(direction: Direction, proto: StreamProto, publishers: u16,
         count: None,
         client_port: None,
         group: None,
+        rcvbuf: None,
     }
 }
 

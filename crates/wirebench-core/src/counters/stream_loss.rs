@@ -1,0 +1,190 @@
+//! A stream's missing datagrams split by the kernel counters of both ends: the sending
+//! host's `SndbufErrors` (sent by the application, dropped before the wire), the receiving
+//! host's socket refusals (`Udp InErrors`, of which `RcvbufErrors` are full receive
+//! buffers) and its drops below the sockets (the receiving interface's `rx_dropped`,
+//! `rx_errors`, `rx_missed_errors` and the softnet backlog); the rest happened elsewhere on
+//! the path. Pure: the hosts read their counters and carry them as [`Snmp`] differences.
+//!
+//! A receiver carries its below-socket counters in two more tables of its `/proc/net/snmp`
+//! difference, [`SOFTNET`] and [`NIC`] (so a stream result's `kernel` field keeps one shape
+//! on the wire and in reports; an older serve just lacks them).
+//!
+//! Counting caveat: `RcvbufErrors` and `InErrors` count dropped *packets*. A sender that
+//! batches with UDP GSO and a receiver that reads with GRO can meet whole GSO runs (up to
+//! 64 datagrams) on loopback and veth, and one dropped run is then one count: the socket
+//! share is a lower bound there, and the report says so.
+
+use super::{Delta, LossSplit};
+use crate::snmp::Snmp;
+
+/// Table of the softnet backlog's counters: `Dropped`, `TimeSqueeze` (summed over CPUs).
+pub const SOFTNET: &str = "Softnet";
+/// Table of the receiving interfaces' counters: `RxDropped`, `RxErrors`, `RxMissedErrors`.
+pub const NIC: &str = "Nic";
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// Adds the softnet and receiving-interface parts of `d` to `kernel` as the [`SOFTNET`] and
+/// [`NIC`] tables (each only when it was read both times; interfaces summed).
+pub fn add_below_socket_tables(kernel: &mut Snmp, d: &Delta) {
+    if let Some(s) = d.softnet {
+        let t = kernel.0.entry(SOFTNET.to_owned()).or_default();
+        t.insert("Dropped".into(), to_i64(s.dropped));
+        t.insert("TimeSqueeze".into(), to_i64(s.time_squeeze));
+    }
+    if !d.interfaces.is_empty() {
+        let sum = |f: fn(&super::Iface) -> u64| to_i64(d.interfaces.iter().map(f).sum());
+        let t = kernel.0.entry(NIC.to_owned()).or_default();
+        t.insert("RxDropped".into(), sum(|i| i.rx_dropped));
+        t.insert("RxErrors".into(), sum(|i| i.rx_errors));
+        t.insert("RxMissedErrors".into(), sum(|i| i.rx_missed_errors));
+    }
+}
+
+/// A counter of a difference; a wrapped (negative) difference reads as 0.
+fn count(k: &Snmp, table: &str, field: &str) -> Option<u64> {
+    k.get(table, field).map(|v| u64::try_from(v).unwrap_or(0))
+}
+
+/// What a receiving host's counters say about drops there.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReceiveDrops {
+    /// `Udp InErrors`: datagrams a socket refused (full buffer, memory, checksum).
+    pub socket: u64,
+    /// `Udp RcvbufErrors`: of those, refused for a full receive buffer.
+    pub rcvbuf: u64,
+    /// Interface drops and errors plus softnet backlog drops; `None` when the receiver did
+    /// not report them (an older serve).
+    pub nic: Option<u64>,
+}
+
+impl ReceiveDrops {
+    /// From a receiver's counter difference; `None` without its `Udp` table.
+    pub fn of(k: &Snmp) -> Option<Self> {
+        let rcvbuf = count(k, "Udp", "RcvbufErrors")?;
+        // InErrors includes RcvbufErrors; a kernel without it: the buffer drops alone.
+        let socket = count(k, "Udp", "InErrors").unwrap_or(rcvbuf).max(rcvbuf);
+        let nic_parts = [
+            count(k, NIC, "RxDropped"),
+            count(k, NIC, "RxErrors"),
+            count(k, NIC, "RxMissedErrors"),
+            count(k, SOFTNET, "Dropped"),
+        ];
+        let nic = nic_parts.iter().any(Option::is_some).then(|| nic_parts.iter().flatten().sum());
+        Some(Self { socket, rcvbuf, nic })
+    }
+}
+
+impl LossSplit {
+    /// Splits `missing` in order: the send buffer's, the socket's, the NIC's drops, each
+    /// capped by what is still unexplained; the rest is `elsewhere`. What the counters
+    /// rose beyond `missing` (other traffic on a host, counters being host-wide) is
+    /// `excess`, so the parts always add up to `missing`.
+    pub fn of(missing: u64, send_buffer: u64, socket: u64, nic: u64) -> Self {
+        let mut left = missing;
+        let mut take = |n: u64| {
+            let t = n.min(left);
+            left -= t;
+            t
+        };
+        let (s, k, n) = (take(send_buffer), take(socket), take(nic));
+        let excess = (send_buffer - s) + (socket - k) + (nic - n);
+        Self { missing, send_buffer: s, socket: k, nic: n, elsewhere: left, excess }
+    }
+}
+
+/// A stream receiver's missing datagrams split by the sending host's `SndbufErrors` (if
+/// known) and the receiving host's counters; `None` when the receiver sent no counters.
+pub fn split_stream(missing: u64, sender_sndbuf: Option<u64>, receiver: &Snmp) -> Option<LossSplit> {
+    let r = ReceiveDrops::of(receiver)?;
+    Some(LossSplit::of(missing, sender_sndbuf.unwrap_or(0), r.socket, r.nic.unwrap_or(0)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Iface, Snapshot, Softnet};
+    use super::*;
+
+    fn kernel(in_errors: i64, rcvbuf: i64) -> Snmp {
+        let mut k = Snmp::default();
+        let t = k.0.entry("Udp".into()).or_default();
+        t.insert("InErrors".into(), in_errors);
+        t.insert("RcvbufErrors".into(), rcvbuf);
+        k
+    }
+
+    #[test]
+    fn the_issues_example_splits_exactly() {
+        // of 12,345 missing, 12,001 dropped by the socket buffers, 0 by the NIC, 344 elsewhere
+        let mut k = kernel(12_001, 12_001);
+        let d =
+            Snapshot { softnet: Some(Softnet::default()), interfaces: vec![Iface::default()], ..Snapshot::default() }
+                .delta(&Snapshot {
+                    softnet: Some(Softnet::default()),
+                    interfaces: vec![Iface::default()],
+                    ..Snapshot::default()
+                });
+        add_below_socket_tables(&mut k, &d);
+        let s = split_stream(12_345, Some(0), &k).unwrap();
+        assert_eq!(s, LossSplit { missing: 12_345, send_buffer: 0, socket: 12_001, nic: 0, elsewhere: 344, excess: 0 });
+    }
+
+    #[test]
+    fn the_sender_first_then_socket_then_nic_each_capped() {
+        let mut k = kernel(30, 25);
+        let d = Snapshot {
+            softnet: Some(Softnet { dropped: 1, time_squeeze: 0 }),
+            interfaces: vec![Iface { name: "eth0".into(), ..Iface::default() }],
+            ..Snapshot::default()
+        }
+        .delta(&Snapshot {
+            softnet: Some(Softnet { dropped: 3, time_squeeze: 9 }),
+            interfaces: vec![Iface { name: "eth0".into(), rx_dropped: 4, rx_errors: 1, ..Iface::default() }],
+            ..Snapshot::default()
+        });
+        add_below_socket_tables(&mut k, &d);
+        assert_eq!(k.get(SOFTNET, "Dropped"), Some(2));
+        assert_eq!(k.get(SOFTNET, "TimeSqueeze"), Some(9));
+        assert_eq!(k.get(NIC, "RxDropped"), Some(4));
+        let r = ReceiveDrops::of(&k).unwrap();
+        assert_eq!(r, ReceiveDrops { socket: 30, rcvbuf: 25, nic: Some(7) });
+        // enough missing for all: 5 + 30 + 7, 58 elsewhere
+        assert_eq!(split_stream(100, Some(5), &k).unwrap(), LossSplit::of(100, 5, 30, 7));
+        let s = LossSplit::of(100, 5, 30, 7);
+        assert_eq!((s.send_buffer, s.socket, s.nic, s.elsewhere, s.excess), (5, 30, 7, 58, 0));
+        // counters above the missing count (host-wide): capped in order, the rest is excess
+        let s = split_stream(32, Some(5), &k).unwrap();
+        assert_eq!((s.send_buffer, s.socket, s.nic, s.elsewhere, s.excess), (5, 27, 0, 0, 10));
+        let s = split_stream(3, Some(5), &k).unwrap();
+        assert_eq!((s.send_buffer, s.socket, s.nic, s.elsewhere, s.excess), (3, 0, 0, 0, 39));
+        // nothing missing: everything the counters saw is excess
+        assert_eq!(split_stream(0, None, &k).unwrap().excess, 37);
+    }
+
+    #[test]
+    fn what_a_receiver_did_not_report() {
+        // an older serve: Udp only, no NIC tables
+        let r = ReceiveDrops::of(&kernel(4, 4)).unwrap();
+        assert_eq!(r.nic, None);
+        assert_eq!(split_stream(10, None, &kernel(4, 4)).unwrap().elsewhere, 6);
+        // no Udp table (a TCP run's counters): no split
+        assert!(split_stream(10, None, &Snmp::default()).is_none());
+        // InErrors missing: the buffer drops alone; a wrapped difference reads as 0
+        let mut k = Snmp::default();
+        k.0.entry("Udp".into()).or_default().insert("RcvbufErrors".into(), 3);
+        assert_eq!(ReceiveDrops::of(&k).unwrap().socket, 3);
+        assert_eq!(ReceiveDrops::of(&kernel(-5, -5)).unwrap(), ReceiveDrops { socket: 0, rcvbuf: 0, nic: None });
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_parts_always_add_up(missing in 0u64..1 << 40, a in 0u64..1 << 40, b in 0u64..1 << 40, c in 0u64..1 << 40) {
+            let s = LossSplit::of(missing, a, b, c);
+            proptest::prop_assert_eq!(s.send_buffer + s.socket + s.nic + s.elsewhere, missing);
+            proptest::prop_assert_eq!(s.send_buffer + s.socket + s.nic + s.excess, a + b + c);
+            proptest::prop_assert!(s.send_buffer <= a && s.socket <= b && s.nic <= c);
+        }
+    }
+}

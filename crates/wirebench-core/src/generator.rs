@@ -1,0 +1,191 @@
+//! The load generator's own health: how far its sends slipped behind their schedule, second
+//! by second, how much CPU its threads used, and a verdict when it missed the rate asked
+//! for: was it the generator (its threads were busy the whole time: CPU-bound) or the send
+//! path below it (its threads waited in `send`: the socket buffer, a qdisc, the path)? Pure:
+//! the sender records slips at the times it read, and the CPU times come from `getrusage`.
+
+use serde::{Deserialize, Serialize};
+
+/// One second of a sender's schedule slip.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlipSecond {
+    /// Seconds since the sender started.
+    pub at_s: u64,
+    /// Sends (batches) due in this second.
+    pub sends: u64,
+    /// Mean slip of those sends, ns.
+    pub mean_ns: u64,
+    /// Largest slip, ns.
+    pub max_ns: u64,
+}
+
+/// Slip per second of a paced sender. [`SlipSeries::with_seconds`] reserves the run's
+/// seconds up front, so recording does not allocate in the send loop.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SlipSeries {
+    start_ns: u64,
+    seconds: Vec<SlipSecond>,
+    sum_ns: u128,
+}
+
+impl SlipSeries {
+    /// A series from `start_ns`, with room for `seconds` seconds.
+    pub fn with_seconds(start_ns: u64, seconds: usize) -> Self {
+        Self { start_ns, seconds: Vec::with_capacity(seconds.min(1 << 20)), sum_ns: 0 }
+    }
+
+    /// One send due at `due_ns` that went at `actual_ns` (counted in the second it was due).
+    pub fn on_send(&mut self, due_ns: u64, actual_ns: u64) {
+        let slip = actual_ns.saturating_sub(due_ns);
+        let at_s = due_ns.saturating_sub(self.start_ns) / 1_000_000_000;
+        if self.seconds.last().is_none_or(|s| s.at_s != at_s) {
+            self.close();
+            self.seconds.push(SlipSecond { at_s, ..SlipSecond::default() });
+        }
+        if let Some(s) = self.seconds.last_mut() {
+            s.sends += 1;
+            s.max_ns = s.max_ns.max(slip);
+            self.sum_ns += u128::from(slip);
+        }
+    }
+
+    fn close(&mut self) {
+        if let Some(s) = self.seconds.last_mut()
+            && s.sends > 0
+        {
+            s.mean_ns = u64::try_from(self.sum_ns / u128::from(s.sends)).unwrap_or(u64::MAX);
+        }
+        self.sum_ns = 0;
+    }
+
+    /// The seconds recorded.
+    pub fn finish(mut self) -> Vec<SlipSecond> {
+        self.close();
+        self.seconds
+    }
+}
+
+/// Merges several senders' series (publishers): per second, sends added, the larger
+/// maximum, the mean weighted by sends.
+pub fn merge(series: &[Vec<SlipSecond>]) -> Vec<SlipSecond> {
+    let mut out: Vec<SlipSecond> = Vec::new();
+    let mut sums: Vec<u128> = Vec::new();
+    for s in series.iter().flatten() {
+        let i = match out.binary_search_by_key(&s.at_s, |x| x.at_s) {
+            Ok(i) => i,
+            Err(i) => {
+                out.insert(i, SlipSecond { at_s: s.at_s, ..SlipSecond::default() });
+                sums.insert(i, 0);
+                i
+            }
+        };
+        out[i].sends += s.sends;
+        out[i].max_ns = out[i].max_ns.max(s.max_ns);
+        sums[i] += u128::from(s.mean_ns) * u128::from(s.sends);
+    }
+    for (o, sum) in out.iter_mut().zip(sums) {
+        o.mean_ns = if o.sends == 0 { 0 } else { u64::try_from(sum / u128::from(o.sends)).unwrap_or(u64::MAX) };
+    }
+    out
+}
+
+/// Who missed the rate asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GeneratorVerdict {
+    /// The rate was kept (within [`KEPT`]).
+    Kept,
+    /// Missed, and the sending threads were busy nearly all the time ([`BUSY`]): the
+    /// generator could not go faster; the system under test was not the limit.
+    GeneratorLimited,
+    /// Missed, with the sending threads idle part of the time: they waited in the send path
+    /// (socket buffer, qdisc, the path pushing back) or were descheduled.
+    SendPathLimited,
+    /// Flat out (no rate asked): nothing to miss.
+    FlatOut,
+}
+
+/// A rate achieved at or above this share of the rate asked for was kept.
+pub const KEPT: f64 = 0.97;
+/// Threads that used at least this share of their wall time on a CPU were busy.
+pub const BUSY: f64 = 0.9;
+
+/// The verdict on a sender: `asked_per_s` (all publishers; `None` flat out), what it
+/// achieved, and its threads' CPU share (CPU time over `threads × wall time`).
+pub fn verdict(asked_per_s: Option<f64>, achieved_per_s: f64, cpu_share: f64) -> GeneratorVerdict {
+    match asked_per_s {
+        None => GeneratorVerdict::FlatOut,
+        Some(a) if achieved_per_s >= a * KEPT => GeneratorVerdict::Kept,
+        Some(_) if cpu_share >= BUSY => GeneratorVerdict::GeneratorLimited,
+        Some(_) => GeneratorVerdict::SendPathLimited,
+    }
+}
+
+/// `cpu_ns` over `threads × wall_ns` (0 when nothing ran).
+#[expect(clippy::cast_precision_loss, reason = "a share")]
+pub fn cpu_share(cpu_ns: u64, threads: u64, wall_ns: u64) -> f64 {
+    let whole = threads.saturating_mul(wall_ns);
+    if whole == 0 { 0.0 } else { cpu_ns as f64 / whole as f64 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    #[test]
+    fn slips_by_the_second_they_were_due() {
+        let mut s = SlipSeries::with_seconds(10, 3);
+        s.on_send(10, 110); // 100 ns late, second 0
+        s.on_send(10 + S / 2, 10 + S / 2 + 300); // 300, second 0
+        s.on_send(10 + S, 10 + 2 * S); // 1 s late, due in second 1
+        s.on_send(10 + 2 * S + 5, 10 + 2 * S); // early: 0
+        assert_eq!(
+            s.finish(),
+            [
+                SlipSecond { at_s: 0, sends: 2, mean_ns: 200, max_ns: 300 },
+                SlipSecond { at_s: 1, sends: 1, mean_ns: S, max_ns: S },
+                SlipSecond { at_s: 2, sends: 1, mean_ns: 0, max_ns: 0 },
+            ]
+        );
+        assert!(SlipSeries::with_seconds(0, 0).finish().is_empty());
+    }
+
+    #[test]
+    fn recording_within_the_reserved_seconds_does_not_grow() {
+        let mut s = SlipSeries::with_seconds(0, 4);
+        let cap = s.seconds.capacity();
+        for i in 0..4_000 {
+            s.on_send(i * S / 1000, i * S / 1000 + 7);
+        }
+        assert_eq!(s.seconds.capacity(), cap);
+        assert_eq!(s.finish().len(), 4);
+    }
+
+    #[test]
+    fn publishers_merge_by_second() {
+        let a = vec![SlipSecond { at_s: 0, sends: 1, mean_ns: 100, max_ns: 100 }];
+        let b = vec![
+            SlipSecond { at_s: 0, sends: 3, mean_ns: 300, max_ns: 900 },
+            SlipSecond { at_s: 2, sends: 2, mean_ns: 50, max_ns: 60 },
+        ];
+        assert_eq!(
+            merge(&[a, b]),
+            [
+                SlipSecond { at_s: 0, sends: 4, mean_ns: 250, max_ns: 900 },
+                SlipSecond { at_s: 2, sends: 2, mean_ns: 50, max_ns: 60 },
+            ]
+        );
+    }
+
+    #[test]
+    fn the_verdict_separates_the_generator_from_the_send_path() {
+        assert_eq!(verdict(None, 1e6, 1.0), GeneratorVerdict::FlatOut);
+        assert_eq!(verdict(Some(1000.0), 970.0, 1.0), GeneratorVerdict::Kept);
+        assert_eq!(verdict(Some(1000.0), 969.0, 0.95), GeneratorVerdict::GeneratorLimited);
+        assert_eq!(verdict(Some(1000.0), 500.0, 0.3), GeneratorVerdict::SendPathLimited);
+        assert!((cpu_share(1_800, 2, 1_000) - 0.9).abs() < 1e-12);
+        assert!(cpu_share(5, 0, 1_000).abs() < f64::EPSILON);
+    }
+}

@@ -1,0 +1,140 @@
+//! A stream receiver's missing messages in words, split by the kernel counters of both
+//! hosts (`ReceiverResult::loss_split`, computed once when the run's report is built, so
+//! the text, the HTML page and the JSON show the same numbers).
+
+use wirebench_core::counters::{NIC, ReceiveDrops, SOFTNET};
+use wirebench_core::report::ReceiverResult;
+
+/// `12,345`.
+pub fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The split line of receiver `r` and its caveats (nothing without a split or with nothing
+/// missing and nothing counted). `sender_gso`: the sender batched with UDP GSO (`None`:
+/// unknown, e.g. serve sent).
+pub fn lines(r: &ReceiverResult, sender_gso: Option<bool>) -> Vec<String> {
+    let (Some(s), Some(k)) = (r.loss_split.as_ref(), r.kernel.as_ref()) else { return Vec::new() };
+    if s.missing == 0 && s.excess == 0 {
+        return Vec::new();
+    }
+    let drops = ReceiveDrops::of(k).unwrap_or_default();
+    let fix = if s.socket > 0 { ": raise the receive buffer, sysctl -w net.core.rmem_max=16777216" } else { "" };
+    let nic_source = if drops.nic.is_some() {
+        let squeeze = k.get(SOFTNET, "TimeSqueeze").unwrap_or(0);
+        format!(
+            "interface rx_dropped +{} rx_errors +{}, softnet drops +{}, squeezes +{squeeze}",
+            k.get(NIC, "RxDropped").unwrap_or(0),
+            k.get(NIC, "RxErrors").unwrap_or(0) + k.get(NIC, "RxMissedErrors").unwrap_or(0),
+            k.get(SOFTNET, "Dropped").unwrap_or(0)
+        )
+    } else {
+        "not reported by that receiver".to_owned()
+    };
+    let who = if r.direction == "reverse" { "this host's" } else { "the receiving host's" };
+    let mut out = vec![format!(
+        "{}: of {} missing, {} dropped by {who} socket buffers (Udp InErrors +{}, RcvbufErrors +{}{fix}), {} by its NIC ({nic_source}), \
+         {} by the sending host after the send (SndbufErrors), {} elsewhere on the path",
+        r.addr,
+        grouped(s.missing),
+        grouped(s.socket),
+        drops.socket,
+        drops.rcvbuf,
+        grouped(s.nic),
+        grouped(s.send_buffer),
+        grouped(s.elsewhere),
+    )];
+    let excess = if s.excess > 0 {
+        format!(" (they rose {} beyond what this run lost)", grouped(s.excess))
+    } else {
+        String::new()
+    };
+    let caveat = format!("counters are host-wide: other traffic on those hosts counts too{excess}");
+    out.push(format!("{}:   {caveat}", r.addr));
+    if s.socket > 0 && s.elsewhere > 0 && sender_gso != Some(false) {
+        out.push(format!(
+            "{}:   the sender may batch with UDP GSO and the receiver reads with GRO: where a batch arrives whole \
+             (loopback, veth) one RcvbufErrors count can be up to 64 datagrams, so part of 'elsewhere' may be that buffer",
+            r.addr
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use wirebench_core::counters::{Iface, LossSplit, Snapshot, Softnet, add_below_socket_tables};
+    use wirebench_core::snmp::Snmp;
+
+    use super::*;
+
+    #[test]
+    fn thousands_are_grouped() {
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(12_345), "12,345");
+        assert_eq!(grouped(1_234_567), "1,234,567");
+    }
+
+    fn receiver(missing: u64, rcvbuf: i64, nic: bool) -> ReceiverResult {
+        let mut report = crate::fixtures::stream(100_000, 100_000 - missing);
+        let wirebench_core::report::Results::Stream(results) = &mut report.results else { unreachable!() };
+        let mut row = results.receivers.remove(0);
+        let mut kernel = Snmp::default();
+        let udp = kernel.0.entry("Udp".into()).or_default();
+        udp.insert("InErrors".into(), rcvbuf);
+        udp.insert("RcvbufErrors".into(), rcvbuf);
+        if nic {
+            let mut delta = Snapshot::default().delta(&Snapshot::default());
+            delta.softnet = Some(Softnet::default());
+            delta.interfaces.push(Iface::default());
+            add_below_socket_tables(&mut kernel, &delta);
+        }
+        row.kernel = Some(kernel);
+        row.attribute(Some(0));
+        row
+    }
+
+    #[test]
+    fn the_issues_example_in_words() {
+        let r = receiver(12_345, 12_001, true);
+        assert_eq!(
+            r.loss_split,
+            Some(LossSplit { missing: 12_345, send_buffer: 0, socket: 12_001, nic: 0, elsewhere: 344, excess: 0 })
+        );
+        let l = lines(&r, Some(false));
+        assert_eq!(l.len(), 2, "{l:?}");
+        assert!(
+            l[0].ends_with(
+                ": of 12,345 missing, 12,001 dropped by the receiving host's socket buffers (Udp InErrors +12001, \
+                 RcvbufErrors +12001: raise the receive buffer, sysctl -w net.core.rmem_max=16777216), 0 by its NIC \
+                 (interface rx_dropped +0 rx_errors +0, softnet drops +0, squeezes +0), 0 by the sending host after \
+                 the send (SndbufErrors), 344 elsewhere on the path"
+            ),
+            "{}",
+            l[0]
+        );
+        assert!(l[1].contains("counters are host-wide"), "{}", l[1]);
+        // a GSO sender: the caveat on whole batches
+        assert_eq!(lines(&r, Some(true)).len(), 3);
+    }
+
+    #[test]
+    fn excess_and_what_a_receiver_did_not_report() {
+        let r = receiver(10, 25, false);
+        let l = lines(&r, Some(false));
+        assert!(l[0].contains("of 10 missing, 10 dropped"), "{}", l[0]);
+        assert!(l[0].contains("0 by its NIC (not reported by that receiver)"), "{}", l[0]);
+        assert!(l[1].contains("they rose 15 beyond what this run lost"), "{}", l[1]);
+        // nothing missing, nothing counted: no lines
+        assert!(lines(&receiver(0, 0, true), None).is_empty());
+    }
+}

@@ -1,0 +1,125 @@
+//! Re-planning from discovery: which peers this agent probes (core `plan::select` under the
+//! budget), targets added and dropped, every target re-timed at the plan's rate.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use wirebench_core::mesh::api::{API_VERSION, PeerReport, PeersReport, Proto};
+use wirebench_core::mesh::pacer::slot_for;
+use wirebench_core::mesh::peer::Peer;
+use wirebench_core::mesh::plan::{Candidate, select};
+use wirebench_core::mesh::window::Target;
+
+use super::tcp::Conn;
+use super::windows::node_ref;
+use super::{GROUP_ID, Prober, Slot};
+
+impl Prober {
+    /// Re-plans from discovery's list: adds and drops targets, re-times them.
+    pub(super) fn replan(&mut self, now: u64) {
+        let all = self.board.peers();
+        // Labels the fleet gives this agent (a Kubernetes EndpointSlice knows its node's
+        // zone) fill what the command line left out.
+        if self.cfg.me.zone.is_none()
+            && let Some(me) = all.iter().find(|p| self.cfg.self_match.is_self(p.addr))
+        {
+            self.cfg.me.zone.clone_from(&me.zone);
+        }
+        let peers: Vec<&Peer> = all.iter().filter(|p| !self.cfg.self_match.is_self(p.addr)).collect();
+        let keys: Vec<String> = peers.iter().map(|p| p.addr.to_string()).collect();
+        let cands: Vec<Candidate<'_>> =
+            peers.iter().zip(&keys).map(|(p, k)| Candidate { key: k, zone: p.zone.as_deref() }).collect();
+        let plan = select(&self.cfg.me.addr, self.cfg.me.zone.as_deref(), &cands, &self.cfg.plan);
+        let mut wanted: HashMap<(SocketAddr, Proto), &Peer> = HashMap::new();
+        let mut level = vec![None; peers.len()];
+        for &(i, l) in &plan.chosen {
+            level[i] = Some(l.name().to_owned());
+            for &proto in &self.cfg.protos {
+                wanted.insert((peers[i].addr, proto), peers[i]);
+            }
+            if self.cfg.group.is_some() {
+                wanted.insert((peers[i].addr, Proto::Multicast), peers[i]);
+            }
+        }
+        let gone: Vec<(SocketAddr, Proto)> = self.by_key.keys().filter(|k| !wanted.contains_key(k)).copied().collect();
+        for k in gone {
+            if let Some(id) = self.by_key.remove(&k) {
+                self.drop_slot(id);
+            }
+            self.totals.remove(&(k.0.to_string(), k.1));
+        }
+        let interval = (1e9 / plan.rate.max(1e-9)).round();
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "positive, bounded by the rate floor"
+        )]
+        let interval = interval.min(1e15) as u64;
+        for (key, peer) in wanted {
+            let id = if let Some(&id) = self.by_key.get(&key) {
+                id
+            } else {
+                let id = self.next_id;
+                self.next_id += 1;
+                let conn = (key.1 == Proto::Tcp).then_some(Conn::Down { retry_at: 0 });
+                self.slots.insert(id, Slot { peer: peer.clone(), proto: key.1, target: Target::new(), conn });
+                self.by_key.insert(key, id);
+                if key.1 == Proto::Multicast {
+                    self.group_by_ip.insert(key.0.ip(), id);
+                }
+                id
+            };
+            if let Some(s) = self.slots.get_mut(&id) {
+                s.peer = peer.clone();
+            }
+            if key.1 != Proto::Multicast {
+                self.pacer.set(id, interval, now, &mut self.rng);
+            }
+        }
+        let mut shortest = interval;
+        if let Some(g) = self.cfg.group {
+            #[expect(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                reason = "rate validated to 1000/s at most"
+            )]
+            let gi = (1e9 / g.rate).round() as u64;
+            if self.group_by_ip.is_empty() {
+                self.pacer.remove(GROUP_ID);
+            } else {
+                self.pacer.set(GROUP_ID, gi, now, &mut self.rng);
+                shortest = shortest.min(gi);
+            }
+        }
+        let origin = self.pacer.origin();
+        self.pacer.set_slot(slot_for(shortest), origin);
+        let report = PeersReport {
+            api_version: API_VERSION,
+            agent: self.cfg.me.clone(),
+            rate_per_peer: plan.rate,
+            probes_per_s: plan.total,
+            budget_per_s: self.cfg.plan.budget,
+            peers: peers
+                .iter()
+                .zip(level)
+                .map(|(p, l)| PeerReport { peer: node_ref(p), probed: l.is_some(), level: l })
+                .collect(),
+        };
+        self.shared.set_peers(report);
+    }
+
+    fn drop_slot(&mut self, id: u64) {
+        self.pacer.remove(id);
+        if let Some(s) = self.slots.remove(&id) {
+            if s.proto == Proto::Multicast {
+                self.group_by_ip.remove(&s.peer.addr.ip());
+            }
+            if let Some(Conn::Up { stream, .. } | Conn::Connecting { stream, .. }) = &s.conn {
+                let _ = self.ready.remove(stream);
+            }
+        }
+        for v in self.closed.values_mut() {
+            v.retain(|(i, _)| *i != id);
+        }
+    }
+}

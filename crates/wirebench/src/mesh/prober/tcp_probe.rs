@@ -1,0 +1,126 @@
+//! The prober's TCP targets: a probe due goes on the kept-open connection, or starts one (and
+//! waits for it), a finished connect sends the probe that waited, replies are read as they
+//! come, and connects that take longer than the probe timeout are given up at the tick.
+
+use wirebench_net::clock::Clock as _;
+
+use super::tcp::{self, Conn};
+use super::{Prober, stamp};
+
+impl Prober {
+    /// TCP probe `seq` of target `id` is due.
+    pub(super) fn send_tcp_due(&mut self, id: u64, seq: u64, now: u64) {
+        let Some(slot) = self.slots.get_mut(&id) else { return };
+        match slot.conn.as_mut() {
+            Some(Conn::Up { .. }) => self.send_tcp(id, seq),
+            Some(Conn::Connecting { waiting, .. }) => {
+                // Already one probe waiting for the connection: this one cannot go.
+                slot.target.on_send(seq, now, &self.windows);
+                if waiting.is_none() {
+                    *waiting = Some(seq);
+                }
+            }
+            Some(Conn::Down { retry_at }) if now >= *retry_at => {
+                if let Ok(stream) = tcp::connect(slot.peer.addr)
+                    && self.ready.add_writable(&stream, id).is_ok()
+                {
+                    slot.conn = Some(Conn::Connecting { stream, since: now, waiting: Some(seq) });
+                } else {
+                    slot.target.on_send(seq, now, &self.windows);
+                    slot.conn = Some(Conn::Down { retry_at: now + self.windows.timeout_ns });
+                }
+            }
+            _ => slot.target.on_send(seq, now, &self.windows),
+        }
+    }
+
+    /// Sends TCP probe `seq` of target `id` on its open connection (closing it if it cannot
+    /// take the probe).
+    fn send_tcp(&mut self, id: u64, seq: u64) {
+        let Some(slot) = self.slots.get_mut(&id) else { return };
+        let Some(Conn::Up { stream, .. }) = slot.conn.as_mut() else { return };
+        let t1 = self.clock.now_ns();
+        stamp(&mut self.probe, self.cfg.key.as_ref(), self.session.wrapping_add(id), seq, t1);
+        let ok = tcp::send(stream, &self.probe);
+        slot.target.on_send(seq, t1, &self.windows);
+        if !ok {
+            let _ = self.ready.remove(&*stream);
+            slot.conn = Some(Conn::Down { retry_at: t1 });
+        }
+    }
+
+    /// A TCP target's socket is ready: a connect finished, or replies arrived.
+    pub(super) fn on_ready(&mut self, id: u64) {
+        let connecting = self.slots.get(&id).is_some_and(|s| matches!(s.conn, Some(Conn::Connecting { .. })));
+        if connecting { self.connect_done(id) } else { self.read_tcp(id) }
+    }
+
+    /// A connect finished: the connection is up (and the probe that waited goes now), or it
+    /// failed (and that probe is lost).
+    fn connect_done(&mut self, id: u64) {
+        let now = self.clock.now_ns();
+        let timeout = self.windows.timeout_ns;
+        let Some(slot) = self.slots.get_mut(&id) else { return };
+        let Some(Conn::Connecting { stream, .. }) = slot.conn.as_ref() else { return };
+        let Some(ok) = tcp::finished(stream) else { return };
+        let Some(Conn::Connecting { stream, waiting, .. }) = slot.conn.take() else { return };
+        if !ok || self.ready.set_readable(&stream, id).is_err() {
+            let _ = self.ready.remove(&stream);
+            if let Some(seq) = waiting {
+                slot.target.on_send(seq, now, &self.windows); // could not be sent: lost
+            }
+            slot.conn = Some(Conn::Down { retry_at: now + timeout });
+            return;
+        }
+        slot.conn = Some(Conn::Up { stream, rbuf: Vec::new() });
+        if let Some(seq) = waiting {
+            self.send_tcp(id, seq);
+        }
+    }
+
+    /// Connects that took longer than the probe timeout: given up, their waiting probe lost.
+    pub(super) fn expire_connects(&mut self, now: u64) {
+        let timeout = self.windows.timeout_ns;
+        for slot in self.slots.values_mut() {
+            if let Some(Conn::Connecting { stream, since, waiting }) = slot.conn.as_mut()
+                && now >= *since + timeout
+            {
+                let _ = self.ready.remove(&*stream);
+                if let Some(seq) = waiting.take() {
+                    slot.target.on_send(seq, now, &self.windows); // could not be sent: lost
+                }
+                slot.conn = Some(Conn::Down { retry_at: now + timeout });
+            }
+        }
+    }
+
+    /// Replies on a TCP target's connection.
+    fn read_tcp(&mut self, id: u64) {
+        let now = self.clock.now_ns();
+        let Some(slot) = self.slots.get_mut(&id) else { return };
+        let Some(Conn::Up { stream, rbuf }) = slot.conn.as_mut() else { return };
+        let frames = &mut self.frames;
+        frames.clear();
+        let alive = tcp::read(stream, rbuf, |f| frames.extend_from_slice(f));
+        if !alive {
+            let _ = self.ready.remove(&*stream);
+            slot.conn = Some(Conn::Down { retry_at: now });
+        }
+        let frames = std::mem::take(&mut self.frames);
+        let mut at = 0;
+        while at < frames.len() {
+            // Whole frames only (tcp::read checked each one's length).
+            let len = frame_len(&frames[at..]);
+            self.on_reply(id, &frames[at..at + len], now);
+            at += len;
+        }
+        self.frames = frames;
+    }
+}
+
+/// The length of the frame at the start of `b` (already validated by `tcp::read`).
+fn frame_len(b: &[u8]) -> usize {
+    let mut h = [0u8; 8];
+    h.copy_from_slice(&b[..8]);
+    wirebench_core::wire::probe::frame_len(&h).unwrap_or(b.len()).clamp(8, b.len())
+}

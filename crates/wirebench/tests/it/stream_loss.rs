@@ -1,0 +1,192 @@
+//! A stream's missing datagrams attributed by the kernel counters, in namespaces (whose
+//! `/proc/net/snmp` is their own, so the counters see only the test's traffic): a receiver
+//! with a tiny receive buffer behind a flat-out sender loses to `RcvbufErrors`, and a
+//! router's tbf drops are "elsewhere on the path" and match the qdisc's own drop counter.
+//! Each datagram crosses alone (GSO off on the sender's link), so every counter counts
+//! datagrams, not GSO batches.
+
+use wirebench_core::report::{ReceiverResult, Report, Results, StreamResults};
+use wirebench_core::snmp::Snmp;
+
+use crate::lab::{Lab, sh};
+use crate::support::{assert_valid_report, read_json};
+
+fn stream_results(path: &std::path::Path) -> StreamResults {
+    let v = read_json(path);
+    assert_valid_report(&v);
+    let r: Report = serde_json::from_value(v).unwrap();
+    let Results::Stream(s) = r.results else { panic!("a stream report") };
+    s
+}
+
+/// `/proc/net/snmp` of namespace `ns`.
+fn snmp_in(ns: &str) -> Snmp {
+    let out = std::process::Command::new("ip").args(["netns", "exec", ns, "cat", "/proc/net/snmp"]).output().unwrap();
+    Snmp::parse(&String::from_utf8_lossy(&out.stdout)).unwrap()
+}
+
+fn rose(before: &Snmp, after: &Snmp, table: &str, field: &str) -> u64 {
+    u64::try_from(after.get(table, field).unwrap() - before.get(table, field).unwrap()).unwrap()
+}
+
+/// The `dropped` count of the root qdisc on `dev` in `ns` (`tc -s qdisc`).
+fn qdisc_dropped(ns: &str, dev: &str) -> u64 {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", ns, "tc", "-s", "qdisc", "show", "dev", dev])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let at = text.find("dropped ").unwrap_or_else(|| panic!("no drop counter: {text}"));
+    text[at + 8..].split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+}
+
+/// Each datagram alone on the wire: no GSO on the sender's link, no GRO on the receiver's.
+fn one_by_one(snd: &str, rcv: &str) {
+    sh(&["ip", "netns", "exec", snd, "ethtool", "-K", "eth0", "gso", "off", "tx-udp-segmentation", "off"]);
+    sh(&["ip", "netns", "exec", rcv, "ethtool", "-K", "eth0", "gro", "off"]);
+}
+
+fn run(ns: &str, args: &[&str]) -> (StreamResults, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("s.json");
+    let mut all = args.to_vec();
+    all.extend(["-q", "--json", json.to_str().unwrap()]);
+    let out = Lab::run(ns, &all);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    (stream_results(&json), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn receiver(s: &StreamResults) -> &ReceiverResult {
+    assert_eq!(s.receivers.len(), 1);
+    &s.receivers[0]
+}
+
+#[test]
+fn a_tiny_receive_buffer_is_blamed_on_rcvbuf_errors() {
+    let mut lab = Lab::new("rbuf");
+    let snd = lab.ns("snd");
+    let rcv = lab.ns("rcv");
+    Lab::link(&snd, "eth0", "10.77.181.1/24", &rcv, "eth0", Some("10.77.181.2/24"));
+    one_by_one(&snd, &rcv);
+    lab.serve(&rcv, &["serve", "--listen", "0.0.0.0:7878", "--open"]);
+    let before = snmp_in(&rcv);
+    let (s, text) = run(&snd, &["stream", "10.77.181.2:7878", "--rcvbuf", "4k", "-n", "30000"]);
+    let after = snmp_in(&rcv);
+    let r = receiver(&s);
+    let split = r.loss_split.expect("a loss split");
+    let missing = r.sent - r.total.received;
+    assert_eq!(r.sent, 30_000);
+    assert!(missing > 3_000, "a 4 KB buffer behind a flat-out sender loses: {missing} missing");
+    assert_eq!(split.missing, missing);
+    // the namespace's own counter, read by the test around the run, is the report's
+    let rcvbuf = rose(&before, &after, "Udp", "RcvbufErrors");
+    assert_eq!(r.rcvbuf_errors(), Some(i64::try_from(rcvbuf).unwrap()), "{:?}", r.kernel);
+    assert_eq!(split.socket, rcvbuf.min(missing));
+    #[expect(clippy::cast_precision_loss, reason = "a ratio")]
+    let off = missing.abs_diff(split.socket) as f64 / missing as f64;
+    assert!(off < 0.01, "missing {missing}, RcvbufErrors {rcvbuf}: {split:?}");
+    assert_eq!(split.send_buffer + split.socket + split.nic + split.elsewhere, missing);
+    assert_eq!(s.sender.unwrap().sndbuf_errors, Some(split.send_buffer));
+    assert!(
+        text.contains(&format!(
+            "of {} missing, {} dropped by the receiving host's socket buffers (Udp InErrors",
+            wirebench_report::stream_loss::grouped(missing),
+            wirebench_report::stream_loss::grouped(split.socket)
+        )),
+        "{text}"
+    );
+    assert!(text.contains("sysctl -w net.core.rmem_max="), "{text}");
+}
+
+/// The router (`net.ipv4.ip_forward=1`) shapes toward the receiver with tbf; the sender
+/// offers three times the rate. The receiving host drops nothing, so the loss is
+/// "elsewhere on the path" and equals the qdisc's drops, give or take what else crossed
+/// that qdisc: the client's control segments (the run's TCP OutSegs, bounded and read) and
+/// a few neighbour and router messages of the link.
+#[test]
+fn a_routers_drops_are_elsewhere_on_the_path_and_match_its_qdisc() {
+    let mut lab = Lab::new("rtbf");
+    let snd = lab.ns("snd");
+    let rtr = lab.ns("rtr");
+    let rcv = lab.ns("rcv");
+    Lab::link(&snd, "eth0", "10.77.182.1/24", &rtr, "eth0", Some("10.77.182.254/24"));
+    Lab::link(&rtr, "eth1", "10.77.183.254/24", &rcv, "eth0", Some("10.77.183.2/24"));
+    sh(&["ip", "-n", &snd, "route", "add", "default", "via", "10.77.182.254"]);
+    sh(&["ip", "-n", &rcv, "route", "add", "default", "via", "10.77.183.254"]);
+    sh(&["ip", "netns", "exec", &rtr, "sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+    one_by_one(&snd, &rcv);
+    sh(&[
+        "ip", "netns", "exec", &rtr, "tc", "qdisc", "add", "dev", "eth1", "root", "tbf", "rate", "20mbit", "burst",
+        "32kb", "limit", "64kb",
+    ]);
+    lab.serve(&rcv, &["serve", "--listen", "0.0.0.0:7878", "--open"]);
+    let (snd0, rcv0, q0) = (snmp_in(&snd), snmp_in(&rcv), qdisc_dropped(&rtr, "eth1"));
+    let (s, text) = run(&snd, &["stream", "10.77.183.2:7878", "--rate", "60mbit", "-d", "2s"]);
+    let (snd1, rcv1, q1) = (snmp_in(&snd), snmp_in(&rcv), qdisc_dropped(&rtr, "eth1"));
+    let r = receiver(&s);
+    let split = r.loss_split.expect("a loss split");
+    let missing = r.sent - r.total.received;
+    assert!(missing > 1_000, "three times the limit loses: {missing} missing of {}", r.sent);
+    assert_eq!((split.missing, split.socket, split.nic), (missing, 0, 0), "{split:?}");
+    assert_eq!(rose(&rcv0, &rcv1, "Udp", "RcvbufErrors"), 0);
+    assert_eq!(split.elsewhere, missing - split.send_buffer);
+    let dropped = q1 - q0;
+    let control = rose(&snd0, &snd1, "Tcp", "OutSegs");
+    // datagrams still queued when the receiver closed arrive to no port: missing, not dropped
+    let late = rose(&rcv0, &rcv1, "Udp", "NoPorts");
+    assert!(
+        split.elsewhere <= dropped + late && dropped <= split.elsewhere + control + 8,
+        "elsewhere {} vs the qdisc's {dropped} drops (control segments {control}, late {late})",
+        split.elsewhere
+    );
+    assert!(
+        text.contains(&format!("{} elsewhere on the path", wirebench_report::stream_loss::grouped(split.elsewhere))),
+        "{text}"
+    );
+}
+
+/// `listen` with a 4 KB buffer behind a flat-out `stream --no-control`: its missing
+/// datagrams (the gaps it saw) are all this host's sockets', by the namespace's own
+/// `RcvbufErrors`; what the counter saw beyond them (datagrams lost after the last one
+/// that arrived, which listen cannot see missing) is the split's `excess`.
+#[test]
+fn listen_blames_its_own_small_buffer() {
+    use std::io::{BufRead, BufReader};
+    let mut lab = Lab::new("lrbuf");
+    let snd = lab.ns("snd");
+    let rcv = lab.ns("rcv");
+    Lab::link(&snd, "eth0", "10.77.185.1/24", &rcv, "eth0", Some("10.77.185.2/24"));
+    one_by_one(&snd, &rcv);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("l.json");
+    let before = snmp_in(&rcv);
+    let mut listen = std::process::Command::new("ip")
+        .args(["netns", "exec", &rcv, crate::lab::BIN, "listen", "--listen", "0.0.0.0:7879", "--rcvbuf", "4k"])
+        .args(["--duration", "4s", "--no-hiccup", "--json", json.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(listen.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert!(line.contains("receiving on"), "{line}");
+    let sent = Lab::run(&snd, &["stream", "10.77.185.2:7879", "--no-control", "-n", "30000", "-q", "--no-hiccup"]);
+    assert!(sent.status.success(), "{}", String::from_utf8_lossy(&sent.stderr));
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut out, &mut text).unwrap();
+    assert!(listen.wait().unwrap().success());
+    let after = snmp_in(&rcv);
+    let v = read_json(&json);
+    assert_valid_report(&v);
+    let r: Report = serde_json::from_value(v).unwrap();
+    let a = r.attribution.expect("an attribution section");
+    let split = a.loss.expect("a loss split");
+    let Results::Stream(s) = &r.results else { panic!("a stream report") };
+    let missing: u64 = s.receivers.iter().map(|x| x.total.expected - x.total.received).sum();
+    let rcvbuf = rose(&before, &after, "Udp", "RcvbufErrors");
+    assert!(missing > 1_000, "{missing} missing");
+    assert_eq!(a.counters.unwrap().udp.unwrap().rcvbuf_errors, rcvbuf);
+    assert_eq!((split.missing, split.socket, split.nic, split.elsewhere), (missing, missing, 0, 0), "{split:?}");
+    assert_eq!(split.excess, rcvbuf - missing);
+    assert!(text.contains(&format!("of {missing} missing: 0 never left this host")), "{text}");
+}
