@@ -11,7 +11,9 @@
 //! per-publisher rows are the parts' rows one after the other (each is one real stream);
 //! its interval rows are added by index, each ending at the latest part's end. The kernel
 //! counters of a receiver host are host-wide, so a receiver that several parts fed keeps
-//! none (each part's snapshot counts the others' datagrams too).
+//! none (each part's snapshot counts the others' datagrams too), nor the loss split made
+//! from them; the sender's `SndbufErrors` (host-wide too) and the generator's health (one
+//! process's threads, CPU and verdict) are kept only from a merge of one.
 //!
 //! Refused: a rate search or a size sweep (each generator searched alone), `listen`
 //! reports (two listeners of one group hear the same datagrams), parts of a different
@@ -108,6 +110,8 @@ fn sender(parts: &[(&str, &StreamResults)]) -> Option<SenderResult> {
         slip_max_ns: s.iter().map(|t| t.slip_max_ns).max().unwrap_or(0),
         gso: s.iter().any(|t| t.gso),
         retransmits: (!retransmits.is_empty()).then(|| retransmits.iter().sum()),
+        // host-wide: generators on one host would each count the others' drops
+        sndbuf_errors: if s.len() == 1 { s[0].sndbuf_errors } else { None },
     })
 }
 
@@ -142,6 +146,8 @@ fn receiver(rows: &[&ReceiverResult]) -> ReceiverResult {
         send_ns: time_base(total.received, per_s, rows.iter().map(|r| r.send_ns).max().unwrap_or(0)),
         foreign: rows.iter().map(|r| r.foreign).sum(),
         kernel: if rows.len() == 1 { rows[0].kernel.clone() } else { None },
+        // split by those counters: kept with them
+        loss_split: if rows.len() == 1 { rows[0].loss_split } else { None },
     }
 }
 
@@ -176,6 +182,9 @@ pub(super) fn merge(inputs: &[Input<'_>]) -> Result<StreamResults, MergeError> {
         sweep: Vec::new(),
         warnings,
         listen: None,
+        // each process's own threads, CPU and verdict: one part's is kept, several are not
+        // one generator's
+        generator: if parts.len() == 1 { first.generator.clone() } else { None },
     })
 }
 

@@ -6,8 +6,11 @@
 )]
 
 use super::super::{Input, merge};
+use crate::counters::LossSplit;
+use crate::generator::GeneratorVerdict;
 use crate::report::{
-    IntervalRow, ListenTotals, ReceiverResult, Report, Results, SearchResult, SenderResult, StreamResults, SweepRow,
+    GeneratorHealth, IntervalRow, ListenTotals, ReceiverResult, Report, Results, SearchResult, SenderResult,
+    StreamResults, SweepRow,
 };
 use crate::snmp::Snmp;
 use crate::stream::StreamCounts;
@@ -49,6 +52,7 @@ fn receiver(addr: &str, k: u64, send_ns: u64, jitter_ns: f64) -> ReceiverResult 
         send_ns,
         foreign: k,
         kernel: Some(Snmp::default()),
+        loss_split: Some(LossSplit { missing: 20 * k, ..LossSplit::default() }),
     }
 }
 
@@ -77,12 +81,22 @@ fn generator(k: u64, send_ns: u64) -> Report {
             slip_max_ns: 1_000 / k,
             gso: k == 1,
             retransmits: None,
+            sndbuf_errors: Some(k),
         }),
         receivers: vec![receiver("10.0.0.1:7878", k, send_ns, 5.0 * k as f64)],
         search: None,
         sweep: Vec::new(),
         warnings: vec!["buffers capped".into(), format!("only in {k}")],
         listen: None,
+        generator: Some(GeneratorHealth {
+            threads: 2,
+            asked_per_s: Some(2_000.0),
+            achieved_per_s: per_s,
+            cpu_ns: 1_000 * k,
+            cpu_share: 0.1,
+            verdict: GeneratorVerdict::Kept,
+            slip_seconds: Vec::new(),
+        }),
     });
     r
 }
@@ -138,6 +152,8 @@ fn stream_generators_against_one_serve_add_up_field_by_field() {
     assert_eq!(r.bits_per_s(), ra.bits_per_s() + rb.bits_per_s());
     assert_eq!(r.foreign, 3);
     assert_eq!(r.kernel, None, "host-wide counters of a host both parts fed are left out");
+    assert_eq!(r.loss_split, None, "and the split made from them");
+    assert_eq!((t.sndbuf_errors, s.generator.as_ref()), (None, None), "host-wide, and one process's own");
     assert_eq!(r.publishers, [ra.publishers.clone(), rb.publishers.clone()].concat());
     assert_eq!(r.intervals.len(), 2);
     for (k, row) in r.intervals.iter().enumerate() {
