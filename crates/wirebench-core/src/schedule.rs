@@ -5,9 +5,13 @@
 //! due at `start + n / rate`, whatever happened to the earlier ones, and its latency is
 //! `receive - intended send`, which is the coordinated-omission correction: a stall of the
 //! sender or the path shows up as latency instead of as probes that were never sent.
+//! Poisson sampling (`--poisson`, RFC 2330 §11.1.1, RFC 3432 §1) draws the gaps between
+//! intended send times from an exponential distribution instead, so the probes cannot
+//! phase-lock to periodic events on the hosts or the path.
 
 use std::time::Duration;
 
+use crate::rng::SplitMix64;
 use crate::units::MsgRate;
 
 /// How probes are paced.
@@ -17,6 +21,28 @@ pub enum Pacing {
     Closed,
     /// A fixed intended send time for each probe, several in flight.
     Rate(MsgRate),
+    /// Open loop at a mean rate with exponential gaps (Poisson sampling), from this seed.
+    Poisson {
+        /// Mean probes per second.
+        rate: MsgRate,
+        /// The seed of the gap sequence (the same seed gives the same schedule).
+        seed: u64,
+    },
+}
+
+impl Pacing {
+    /// The (mean) rate of an open loop; `None` for the closed loop.
+    pub const fn rate(&self) -> Option<MsgRate> {
+        match *self {
+            Self::Closed => None,
+            Self::Rate(r) | Self::Poisson { rate: r, .. } => Some(r),
+        }
+    }
+
+    /// True for an open loop (latency from the intended send time).
+    pub const fn is_open(&self) -> bool {
+        self.rate().is_some()
+    }
 }
 
 /// When to stop: whichever of a probe count and a deadline comes first.
@@ -69,6 +95,45 @@ impl Schedule {
     /// The rate, in probes per second.
     pub const fn per_sec(&self) -> f64 {
         self.per_sec
+    }
+}
+
+/// Intended send times drawn as a Poisson process: probe 0 is due at the start, and each
+/// later one an exponential gap (mean `1 / rate`) after the previous *intended* time, never
+/// after the actual send, so a late sender does not move the schedule (the coordinated
+/// omission correction still measures from these times). The sum is kept in f64 ns: exact to
+/// well below a nanosecond for runs of days.
+#[derive(Debug, Clone)]
+pub struct PoissonTimes {
+    rng: SplitMix64,
+    start_ns: u64,
+    mean_gap_ns: f64,
+    offset_ns: f64,
+    started: bool,
+}
+
+impl PoissonTimes {
+    /// A schedule whose probe 0 is due at `start_ns`, gaps seeded by `seed`.
+    pub fn new(start_ns: u64, rate: MsgRate, seed: u64) -> Self {
+        Self { rng: SplitMix64::new(seed), start_ns, mean_gap_ns: 1e9 / rate.per_sec(), offset_ns: 0.0, started: false }
+    }
+
+    /// The next probe's intended send time (the first call gives probe 0's).
+    pub fn next_due(&mut self) -> u64 {
+        if self.started {
+            // Inverse transform: -ln(1 - U) is exponential with mean 1 for U in [0, 1); the
+            // 0 case is kept apart so an infinite mean (a tiny rate) never gives 0 * inf = NaN.
+            let e = -(1.0 - self.rng.next_f64()).ln();
+            if e > 0.0 {
+                self.offset_ns += e * self.mean_gap_ns;
+            }
+        }
+        self.started = true;
+        // `as` saturates: an offset past u64 (a tiny rate) is u64::MAX, never a wrap into
+        // the past (which would send flat out).
+        #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "non-negative, saturating")]
+        let offset = self.offset_ns.round() as u64;
+        self.start_ns.saturating_add(offset)
     }
 }
 
@@ -140,6 +205,89 @@ mod tests {
         assert_eq!(s.intended(1), u64::MAX);
         let s = Schedule::new(u64::MAX - 10, rate(1e-5));
         assert_eq!(s.intended(1), u64::MAX);
+    }
+
+    fn poisson(start: u64, r: f64, seed: u64, n: usize) -> Vec<u64> {
+        let mut p = PoissonTimes::new(start, rate(r), seed);
+        (0..n).map(|_| p.next_due()).collect()
+    }
+
+    #[test]
+    fn poisson_mean_gap_converges_to_one_over_rate() {
+        // 200_000 exponential gaps, mean 50 ms: the sample mean's sd is 50 ms / sqrt(n)
+        // = 0.112 ms; the bound is 5 sd (0.56 ms), and holds for this fixed seed.
+        let n = 200_001;
+        let t = poisson(7, 20.0, 0x5eed, n);
+        assert_eq!(t[0], 7);
+        assert!(t.windows(2).all(|w| w[1] >= w[0]));
+        #[expect(clippy::cast_precision_loss, reason = "test arithmetic")]
+        let mean = (t[n - 1] - t[0]) as f64 / (n - 1) as f64;
+        assert!((mean - 50e6).abs() < 0.56e6, "mean gap {mean} ns");
+        // Exponential, not fixed: the coefficient of variation is 1, and P(gap < mean) is
+        // 1 - 1/e = 0.632 (a fixed period would give 0 and a tie at the mean).
+        #[expect(clippy::cast_precision_loss, reason = "test arithmetic")]
+        let below = t.windows(2).filter(|w| ((w[1] - w[0]) as f64) < 50e6).count() as f64 / (n - 1) as f64;
+        assert!((below - 0.632).abs() < 0.01, "{below}");
+        #[expect(clippy::cast_precision_loss, reason = "test arithmetic")]
+        let var = t.windows(2).map(|w| ((w[1] - w[0]) as f64 - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        assert!((var.sqrt() / mean - 1.0).abs() < 0.02, "cv {}", var.sqrt() / mean);
+    }
+
+    #[test]
+    fn poisson_same_seed_same_schedule_other_seed_other_schedule() {
+        assert_eq!(poisson(0, 1000.0, 42, 1000), poisson(0, 1000.0, 42, 1000));
+        assert_ne!(poisson(0, 1000.0, 42, 1000), poisson(0, 1000.0, 43, 1000));
+        // The start only shifts the schedule.
+        let a = poisson(0, 1000.0, 9, 100);
+        let b = poisson(1_000, 1000.0, 9, 100);
+        assert!(a.iter().zip(&b).all(|(x, y)| y - x == 1_000));
+    }
+
+    #[test]
+    fn poisson_intended_times_do_not_move_with_slip() {
+        // A sender that is late by a growing amount on every probe (and stalls 1 s at
+        // probe 10) asks for the next due time only after its late send: the intended times
+        // are the ones a punctual sender gets, and the slip is measured against them.
+        let punctual = poisson(0, 100.0, 3, 50);
+        let mut p = PoissonTimes::new(0, rate(100.0), 3);
+        let mut slip = Slip::default();
+        let mut now = 0u64;
+        let mut seen = Vec::new();
+        for n in 0..50u64 {
+            let due = p.next_due();
+            now = now.max(due) + n * 1_000 + if n == 10 { 1_000_000_000 } else { 0 };
+            slip.on_send(due, now);
+            seen.push(due);
+        }
+        assert_eq!(seen, punctual);
+        assert!(slip.max_ns() >= 1_000_000_000);
+    }
+
+    #[test]
+    fn poisson_huge_and_tiny_rates() {
+        // The largest rate (1e9/s): 1 ns mean gaps, fractions kept (not rounded away per
+        // gap): 999 gaps sum to 999 ns give or take 5 sd (5 * sqrt(999) = 158 ns).
+        let t = poisson(5, 1e9, 1, 1000);
+        assert_eq!(t[0], 5);
+        assert!(t.windows(2).all(|w| w[1] >= w[0]));
+        assert!((t[999] - 5).abs_diff(999) < 158, "{}", t[999]);
+        // A tiny rate: the first gap is past u64 and saturates, never wraps or gives NaN.
+        let t = poisson(5_000, 5e-324, 1, 10);
+        assert_eq!(t[0], 5_000);
+        assert!(t[1..].iter().all(|&x| x == u64::MAX));
+        let t = poisson(u64::MAX - 10, 1e-5, 1, 3);
+        assert_eq!(&t[1..], &[u64::MAX, u64::MAX]);
+        // A zero rate is not a rate at all.
+        assert!(MsgRate::new(0.0).is_none());
+    }
+
+    #[test]
+    fn pacing_rate_and_openness() {
+        assert_eq!(Pacing::Closed.rate(), None);
+        assert!(!Pacing::Closed.is_open());
+        assert_eq!(Pacing::Rate(rate(5.0)).rate(), Some(rate(5.0)));
+        assert!(Pacing::Poisson { rate: rate(5.0), seed: 1 }.is_open());
+        assert_eq!(Pacing::Poisson { rate: rate(5.0), seed: 1 }.rate(), Some(rate(5.0)));
     }
 
     #[test]

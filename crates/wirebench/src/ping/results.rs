@@ -6,7 +6,6 @@ use wirebench_core::latency::{self, KernelStats, StackScope, Summary};
 use wirebench_core::report::{
     Attribution, KernelResult, LatencyView, PingResults, RateResult, ResponderResult, ThreadInfo, encode_histogram,
 };
-use wirebench_core::schedule::Pacing;
 use wirebench_core::wire::probe::Form;
 
 use super::config::Config;
@@ -22,7 +21,7 @@ fn view(measures: &str, h: &Histogram<u64>, ps: &[f64]) -> LatencyView {
 /// Builds the results.
 pub fn build(cfg: &Config, out: &EngineOutput) -> PingResults {
     let ps = &cfg.percentiles;
-    let open = matches!(cfg.pacing, Pacing::Rate(_));
+    let open = cfg.pacing.is_open();
     let main = if open { "rtt_from_intended_send" } else { "rtt_from_send" };
     let full = Form::for_len(cfg.size) == Form::Full;
     let responders: Vec<ResponderResult> = out
