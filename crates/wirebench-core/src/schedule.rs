@@ -146,6 +146,8 @@ pub struct Slip {
     max_ns: u64,
     first_send_ns: Option<u64>,
     last_send_ns: u64,
+    first_intended_ns: u64,
+    last_intended_ns: u64,
 }
 
 impl Slip {
@@ -155,8 +157,12 @@ impl Slip {
         self.count += 1;
         self.sum_ns += u128::from(slip);
         self.max_ns = self.max_ns.max(slip);
+        if self.first_send_ns.is_none() {
+            self.first_intended_ns = intended_ns;
+        }
         self.first_send_ns.get_or_insert(actual_ns);
         self.last_send_ns = actual_ns;
+        self.last_intended_ns = intended_ns;
     }
 
     /// Sends recorded.
@@ -171,6 +177,15 @@ impl Slip {
     pub fn mean_ns(&self) -> u64 {
         if self.count == 0 { 0 } else { u64::try_from(self.sum_ns / u128::from(self.count)).unwrap_or(u64::MAX) }
     }
+    /// Probes per second the schedule asked for over the same probes (first to last intended
+    /// time): the requested rate for a fixed period, the drawn schedule's own for Poisson
+    /// sampling (whose mean over a finite run is the requested rate only statistically).
+    pub fn scheduled_per_sec(&self) -> Option<f64> {
+        let span = self.last_intended_ns.checked_sub(self.first_intended_ns).filter(|&s| s > 0)?;
+        #[expect(clippy::cast_precision_loss, reason = "rates are display values")]
+        Some((self.count - 1) as f64 * 1e9 / span as f64)
+    }
+
     /// Probes per second actually sent, measured from the first to the last send:
     /// `(count - 1)` gaps over that span.
     pub fn achieved_per_sec(&self) -> Option<f64> {
@@ -261,6 +276,10 @@ mod tests {
         }
         assert_eq!(seen, punctual);
         assert!(slip.max_ns() >= 1_000_000_000);
+        // What the schedule asked for is the drawn schedule's own rate, not 100/s exactly.
+        #[expect(clippy::cast_precision_loss, reason = "test arithmetic")]
+        let want = 49e9 / (punctual[49] - punctual[0]) as f64;
+        assert!((slip.scheduled_per_sec().unwrap() - want).abs() < 1e-9);
     }
 
     #[test]
@@ -314,6 +333,7 @@ mod tests {
         assert_eq!(slip.max_ns(), 5_000_000);
         // 10 gaps over 10 ms.
         assert!((slip.achieved_per_sec().unwrap() - 1000.0).abs() < 1e-6);
+        assert!((slip.scheduled_per_sec().unwrap() - 1000.0).abs() < 1e-6);
         let expected_sum: u64 = (2..10u64).map(|n| 7_000_000u64.saturating_sub(n * 1_000_000)).sum();
         assert_eq!(slip.mean_ns(), expected_sum / 11);
     }

@@ -317,6 +317,7 @@ fn poisson_open_loop_follows_its_seeded_schedule_and_corrects_for_coordinated_om
     let want = 1_999e9 / (t[1_999] - t[0]) as f64;
     let achieved = out.slip.achieved_per_sec().unwrap();
     assert!((achieved - want).abs() < 1e-6, "{achieved} vs {want}");
+    assert!((out.slip.scheduled_per_sec().unwrap() - want).abs() < 1e-6);
     assert!((achieved - 10_000.0).abs() > 1e-3, "a fixed period would give 10k/s exactly");
 }
 
