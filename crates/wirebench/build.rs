@@ -12,8 +12,11 @@ fn git(args: &[&str]) -> Option<String> {
 }
 
 fn main() {
-    println!("cargo:rerun-if-changed=build.rs");
+    // Without git's answer (no checkout, or git failed once on a busy machine) nothing is
+    // printed, so cargo's default applies: this script runs again when any file of the
+    // package changes, instead of keeping an empty commit until build.rs itself changes.
     let Some(commit) = git(&["rev-parse", "HEAD"]) else { return };
+    println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rustc-env=WIREBENCH_GIT_COMMIT={commit}");
     // Rebuild when HEAD moves: HEAD itself (a checkout), the branch it names (a commit) and
     // packed-refs. In a worktree HEAD lives in its own git dir, the branches in the common one.

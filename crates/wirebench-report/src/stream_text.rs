@@ -124,7 +124,12 @@ pub fn summary(out: &mut dyn Write, report: &Report) -> io::Result<()> {
         receiver_lines(out, r, gso)?;
     }
     if let Some(r) = s.receivers.iter().find(|r| r.direction != "listen") {
-        if r.over_send_time() {
+        if report.config.get("merged_from").is_some() {
+            writeln!(
+                out,
+                "rates: merged: each generator's rate over its own sending time, summed (the time shown is the count over that sum)"
+            )?;
+        } else if r.over_send_time() {
             writeln!(
                 out,
                 "rates: per second of the sending time (first send to the end of the last, on the sender's clock: {} for {})",

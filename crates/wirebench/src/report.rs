@@ -38,8 +38,8 @@ pub struct Args {
     /// The HTML page's title.
     #[arg(long, default_value = "wirebench report")]
     pub title: String,
-    /// Merge the reports (shards of one load scenario, or ping generators against the same
-    /// server) into one: histograms added, counts summed, percentiles recomputed.
+    /// Merge the reports (shards of one load scenario, or ping or stream generators against
+    /// the same server) into one: histograms added, counts summed, percentiles recomputed.
     #[arg(long, conflicts_with = "compare")]
     pub merge: bool,
     /// With --merge: write the merged report as JSON here (`-` for stdout).

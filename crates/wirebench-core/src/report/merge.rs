@@ -1,16 +1,17 @@
 //! `wirebench report --merge`: several reports of one scenario (the shards of a load run,
-//! several ping generators against one server) made into one, exactly: histograms are
-//! added (HdrHistogram's own add) and every percentile is computed after the add, never
-//! averaged; counters are summed.
+//! several ping or stream generators against one server) made into one, exactly: histograms
+//! are added (HdrHistogram's own add) and every percentile is computed after the add, never
+//! averaged; counters are summed (stream: `merge/stream.rs`).
 //!
 //! Refused, with one line naming the inputs and what differs: reports of different modes,
 //! of different scenarios (their `config` differs anywhere but in the fields a part may
 //! differ in, such as `shard`), the same shard twice, and histograms that do not decode or
-//! do not add. Modes whose reports carry no histograms (stream) or whose parts are not
-//! additive (mesh, proxy, relay, hiccup) are refused too.
+//! do not add. Modes whose parts are not additive (mesh, proxy, relay, hiccup) are refused
+//! too.
 
 mod load;
 mod ping;
+mod stream;
 
 use hdrhistogram::Histogram;
 
@@ -36,8 +37,9 @@ fn err(msg: impl Into<String>) -> MergeError {
 }
 
 /// Top-level `config` keys a part of a scenario may have of its own: which shard, and the
-/// process's own outputs and placement (ping writes these into its `config`).
-pub const PER_PART: [&str; 9] = ["shard", "json", "series", "hgrm", "hlog", "quiet", "table", "cpu", "interface"];
+/// process's own outputs and placement (ping and stream write these into their `config`).
+pub const PER_PART: [&str; 10] =
+    ["shard", "json", "series", "hgrm", "hlog", "quiet", "table", "cpu", "interface", "log"];
 
 /// The mode's name as the results tag it.
 pub fn mode(r: &Report) -> &'static str {
@@ -115,15 +117,10 @@ pub fn merge(inputs: &[Input<'_>]) -> Result<Report, MergeError> {
     let results = match &first.results {
         Results::Load(_) => Results::Load(load::merge(inputs)?),
         Results::Ping(_) => Results::Ping(ping::merge(inputs)?),
-        Results::Stream(_) => {
-            return Err(err(format!(
-                "{}: stream reports carry no histograms to add; merge load or ping reports",
-                inputs[0].name
-            )));
-        }
+        Results::Stream(_) => Results::Stream(stream::merge(inputs)?),
         _ => {
             return Err(err(format!(
-                "{}: {} reports cannot be merged (load and ping can)",
+                "{}: {} reports cannot be merged (load, ping and stream can)",
                 inputs[0].name,
                 mode(first)
             )));

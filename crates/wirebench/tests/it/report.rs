@@ -179,3 +179,64 @@ fn ctrl_c_stops_report_with_exit_1_and_no_html_file() {
     assert!(r.err.contains("stopped by Ctrl-C"), "{}", r.err);
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "no page and no temporary file");
 }
+
+/// Two `stream` generators at once against one serve, then `report --merge`: the merged
+/// sender and receiver counts are the parts' sums in the JSON and in the text, and the
+/// same file twice is refused.
+#[test]
+fn two_stream_generators_against_one_serve_merge_into_their_sums() {
+    let srv = serve();
+    let target = srv.local_addr().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let (gen1, gen2) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    let run = |json: &Path| {
+        let args = ["stream", &target, "--count", "3000", "--rate", "20k/s", "--size", "256", "-P", "2", "-q"];
+        wirebench(&[&args[..], &["--json", json.to_str().unwrap()]].concat())
+    };
+    let runs = std::thread::scope(|sc| {
+        let (ja, jb) = (sc.spawn(|| run(&gen1)), sc.spawn(|| run(&gen2)));
+        [ja.join().unwrap(), jb.join().unwrap()]
+    });
+    for r in &runs {
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    srv.stop();
+    let merged = dir.path().join("m.json");
+    let r = wirebench(&[
+        "report",
+        "--merge",
+        gen1.to_str().unwrap(),
+        gen2.to_str().unwrap(),
+        "--json",
+        merged.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let m = read_json(&merged);
+    assert_valid_report(&m);
+    let (pa, pb) = (read_json(&gen1), read_json(&gen2));
+    let u = |v: &serde_json::Value, path: &str| v.pointer(path).and_then(serde_json::Value::as_u64).expect(path);
+    let sum = |path: &str| u(&pa, path) + u(&pb, path);
+    for path in ["/results/sender/messages", "/results/sender/bytes"] {
+        assert_eq!(u(&m, path), sum(path), "{path}");
+    }
+    assert_eq!(u(&m, "/results/sender/messages"), 2 * 2 * 3000);
+    for field in ["received", "bytes", "expected", "duplicates", "out_of_order", "gaps", "too_old"] {
+        let path = format!("/results/receivers/0/total/{field}");
+        assert_eq!(u(&m, &path), sum(&path), "{path}");
+    }
+    assert_eq!(u(&m, "/results/receivers/0/sent"), sum("/results/receivers/0/sent"));
+    assert_eq!(m["results"]["receivers"].as_array().unwrap().len(), 1, "one serve, one receiver");
+    assert_eq!(m["results"]["receivers"][0]["publishers"].as_array().unwrap().len(), 4);
+    let rate = |v: &serde_json::Value| v["results"]["sender"]["per_s"].as_f64().unwrap();
+    assert!((rate(&m) - (rate(&pa) + rate(&pb))).abs() < 1e-6 * rate(&m), "rates add up");
+    // the text says the same
+    let (sent, received) = (sum("/results/sender/messages"), sum("/results/receivers/0/total/received"));
+    assert!(r.out.contains("== merged =="), "{}", r.out);
+    assert!(r.out.contains(&format!("sender: sent {sent} messages")), "{}", r.out);
+    assert!(r.out.contains("rates: merged: each generator's rate over its own sending time, summed"), "{}", r.out);
+    let rsent = sum("/results/receivers/0/sent");
+    assert!(r.out.contains(&format!("{target}: received {received} of {rsent} sent")), "{}", r.out);
+    let again = wirebench(&["report", "--merge", gen1.to_str().unwrap(), gen1.to_str().unwrap()]);
+    assert_eq!(again.code, 2, "{again:?}");
+    assert!(again.err.contains("are the same run"), "{}", again.err);
+}

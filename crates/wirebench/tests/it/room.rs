@@ -309,7 +309,10 @@ fn slowloris_handshakes_cannot_hold_the_room() {
     slow.write_all(b"GET /rooms/x HTTP/1.1\r\n").unwrap();
     let mut buf = [0u8; 16];
     assert_eq!(slow.read(&mut buf).unwrap_or(0), 0, "closed by the room");
-    assert_eq!(wait_for(&r, "timed out", |c| c.handshake_timeouts == 1).live, 0);
+    // The timeout is counted before the connection's guard drops (and `live` falls), so
+    // wait for both rather than read `live` at the first.
+    let c = wait_for(&r, "timed out and let go", |c| c.handshake_timeouts == 1 && c.live == 0);
+    assert_eq!(c.handshake_timeouts, 1);
 }
 
 /// At the cap with every connection a member (no handshake to evict), a newcomer is told

@@ -165,7 +165,7 @@ fn different_scenarios_and_bad_inputs_are_refused_in_one_line() {
     }
     assert!(e(&[("a.json", &a), ("old.json", &old)]).starts_with("old.json: second 1 has no histogram"));
     let stream = seed("report-stream-search.json");
-    assert!(e(&[("s.json", &stream)]).contains("stream reports carry no histograms"));
+    assert!(e(&[("s.json", &stream)]).starts_with("s.json: a rate search (--find-max-rate) does not add"));
     assert!(e(&[]).contains("nothing to merge"));
     for m in [e(&[("a.json", &a), ("b.json", &b)]), e(&[("a.json", &a), ("bad.json", &bad)])] {
         assert!(!m.contains('\n'));

@@ -1,0 +1,248 @@
+#![expect(
+    clippy::float_cmp,
+    clippy::many_single_char_names,
+    clippy::cast_precision_loss,
+    reason = "the rates here are exact in f64 (small integers over whole seconds); short names for parts a and b"
+)]
+
+use super::super::{Input, merge};
+use crate::counters::LossSplit;
+use crate::generator::GeneratorVerdict;
+use crate::report::{
+    GeneratorHealth, IntervalRow, ListenTotals, ReceiverResult, Report, Results, SearchResult, SenderResult,
+    StreamResults, SweepRow,
+};
+use crate::snmp::Snmp;
+use crate::stream::StreamCounts;
+
+fn seed() -> Report {
+    let path = format!("{}/../../fuzz/seeds/report_load/report-stream-search.json", env!("CARGO_MANIFEST_DIR"));
+    crate::report::read_report(|| std::fs::File::open(&path)).unwrap()
+}
+
+/// Counts with every additive field distinct, scaled by `k`.
+fn counts(k: u64, first_ns: u64, last_ns: u64, jitter_ns: f64) -> StreamCounts {
+    StreamCounts {
+        received: 1_000 * k,
+        bytes: 1_000 * k * 100,
+        expected: 1_010 * k,
+        duplicates: 2 * k,
+        out_of_order: 3 * k,
+        offset_sum: 7 * k,
+        gaps: 4 * k,
+        gap_datagrams: 10 * k,
+        gap_ns: 50_000 * k,
+        too_old: k,
+        first_ns,
+        last_ns,
+        jitter_ns,
+    }
+}
+
+fn receiver(addr: &str, k: u64, send_ns: u64, jitter_ns: f64) -> ReceiverResult {
+    let half = |at: u64| IntervalRow { at_ns: at, counts: counts(k, 0, 0, jitter_ns) };
+    ReceiverResult {
+        addr: addr.into(),
+        direction: "forward".into(),
+        sent: 2_020 * k,
+        // its two publishers' rows added
+        total: counts(2 * k, 100 * k, 200 * k, jitter_ns),
+        publishers: vec![counts(k, 100 * k, 200 * k, jitter_ns); 2],
+        intervals: vec![half(1_000_000_000 + k), half(2_000_000_000 + k)],
+        send_ns,
+        foreign: k,
+        kernel: Some(Snmp::default()),
+        loss_split: Some(LossSplit { missing: 20 * k, ..LossSplit::default() }),
+    }
+}
+
+/// One generator: `k` scales its counts, `send_ns` its sending time.
+fn generator(k: u64, send_ns: u64) -> Report {
+    let mut r = seed();
+    r.config["find_max_rate"] = false.into();
+    r.config["size"] = 100.into();
+    r.config["json"] = format!("g{k}.json").into();
+    r.config["log"] = format!("g{k}.tsv").into();
+    let messages = 2_020 * k;
+    let per_s = messages as f64 * 1e9 / send_ns as f64;
+    r.results = Results::Stream(StreamResults {
+        proto: "udp".into(),
+        direction: "forward".into(),
+        size: 100,
+        publishers: 2,
+        rate_per_s: Some(1_000.0),
+        sender: Some(SenderResult {
+            messages,
+            bytes: messages * 100,
+            per_s,
+            bits_per_s: per_s * 800.0,
+            send_ns,
+            slip_mean_ns: 10 * k,
+            slip_max_ns: 1_000 / k,
+            gso: k == 1,
+            retransmits: None,
+            sndbuf_errors: Some(k),
+        }),
+        receivers: vec![receiver("10.0.0.1:7878", k, send_ns, 5.0 * k as f64)],
+        search: None,
+        sweep: Vec::new(),
+        warnings: vec!["buffers capped".into(), format!("only in {k}")],
+        listen: None,
+        generator: Some(GeneratorHealth {
+            threads: 2,
+            asked_per_s: Some(2_000.0),
+            achieved_per_s: per_s,
+            cpu_ns: 1_000 * k,
+            cpu_share: 0.1,
+            verdict: GeneratorVerdict::Kept,
+            slip_seconds: Vec::new(),
+        }),
+    });
+    r
+}
+
+fn stream(r: &Report) -> &StreamResults {
+    match &r.results {
+        Results::Stream(s) => s,
+        _ => panic!("a stream report"),
+    }
+}
+
+fn merged(reports: &[(&str, &Report)]) -> Result<Report, String> {
+    let inputs: Vec<Input<'_>> = reports.iter().map(|(name, report)| Input { name, report }).collect();
+    merge(&inputs).map_err(|e| e.to_string())
+}
+
+/// Two generators (2,020 and 4,040 messages over 1 s and 4 s) against one serve: every
+/// additive count is the sum, the rates are the sum of each one's rate over its own time.
+#[test]
+fn stream_generators_against_one_serve_add_up_field_by_field() {
+    let (a, b) = (generator(1, 1_000_000_000), generator(2, 4_000_000_000));
+    let m = merged(&[("a", &a), ("b", &b)]).unwrap();
+    let (s, sa, sb) = (stream(&m), stream(&a), stream(&b));
+    let (t, ta, tb) = (s.sender.unwrap(), sa.sender.unwrap(), sb.sender.unwrap());
+    assert_eq!((t.messages, t.bytes), (2_020 + 4_040, (2_020 + 4_040) * 100));
+    assert_eq!((t.per_s, t.bits_per_s), (ta.per_s + tb.per_s, ta.bits_per_s + tb.bits_per_s));
+    // 2,020/s + 1,010/s = 3,030/s; 6,060 messages at 3,030/s: 2 s
+    assert_eq!(t.per_s, 3_030.0);
+    assert_eq!(t.send_ns, 2_000_000_000);
+    // slip: the mean weighted by messages ((10 x 2020 + 20 x 4040) / 6060), the largest max
+    assert_eq!((t.slip_mean_ns, t.slip_max_ns), (16, 1_000));
+    assert!(t.gso);
+    assert_eq!(s.receivers.len(), 1);
+    let (r, ra, rb) = (&s.receivers[0], &sa.receivers[0], &sb.receivers[0]);
+    let (c, ca, cb) = (r.total, ra.total, rb.total);
+    assert_eq!(r.sent, ra.sent + rb.sent);
+    assert_eq!(c.received, ca.received + cb.received);
+    assert_eq!(c.bytes, ca.bytes + cb.bytes);
+    assert_eq!(c.expected, ca.expected + cb.expected);
+    assert_eq!(c.duplicates, ca.duplicates + cb.duplicates);
+    assert_eq!(c.out_of_order, ca.out_of_order + cb.out_of_order);
+    assert_eq!(c.offset_sum, ca.offset_sum + cb.offset_sum);
+    assert_eq!((c.gaps, c.gap_datagrams, c.gap_ns), (ca.gaps + cb.gaps, 60, 300_000));
+    assert_eq!(c.too_old, ca.too_old + cb.too_old);
+    assert_eq!((c.first_ns, c.last_ns, c.jitter_ns), (100, 400, 10.0));
+    // derived figures from the sums
+    assert_eq!(c.missing(), (ca.expected + cb.expected) - (ca.received + cb.received));
+    assert_eq!(r.loss(), (6_060.0 - 6_000.0) / 6_060.0);
+    assert_eq!(c.avg_offset(), 42.0 / 18.0);
+    // receiver rates: 2,000/s + 1,000/s over the time that gives 3,000/s
+    assert_eq!(r.send_ns, 2_000_000_000);
+    assert_eq!((r.per_s(), ra.per_s() + rb.per_s()), (3_000.0, 3_000.0));
+    assert_eq!(r.bits_per_s(), ra.bits_per_s() + rb.bits_per_s());
+    assert_eq!(r.foreign, 3);
+    assert_eq!(r.kernel, None, "host-wide counters of a host both parts fed are left out");
+    assert_eq!(r.loss_split, None, "and the split made from them");
+    assert_eq!((t.sndbuf_errors, s.generator.as_ref()), (None, None), "host-wide, and one process's own");
+    assert_eq!(r.publishers, [ra.publishers.clone(), rb.publishers.clone()].concat());
+    assert_eq!(r.intervals.len(), 2);
+    for (k, row) in r.intervals.iter().enumerate() {
+        let mut want = ra.intervals[k].counts;
+        want.add(&rb.intervals[k].counts);
+        assert_eq!((row.at_ns, row.counts), (rb.intervals[k].at_ns, want));
+        assert_eq!(row.counts.received, 3_000);
+    }
+    assert_eq!(s.warnings, ["buffers capped", "only in 1", "only in 2"]);
+    assert_eq!((s.proto.as_str(), s.size, s.publishers, s.rate_per_s), ("udp", 100, 2, Some(1_000.0)));
+    assert!(m.config.get("json").is_none() && m.config.get("log").is_none());
+    assert_eq!(m.config["merged_from"], serde_json::json!(["a", "b"]));
+}
+
+/// Receivers are matched by address: a serve only one part streamed to keeps its own rows
+/// (and its kernel counters); a merge of one report is that report's results.
+#[test]
+fn receivers_match_by_address_and_a_merge_of_one_is_the_input() {
+    let a = generator(1, 1_000_000_000);
+    let alone = merged(&[("a", &a)]).unwrap();
+    assert_eq!(stream(&alone), stream(&a));
+    let mut b = generator(2, 4_000_000_000);
+    if let Results::Stream(s) = &mut b.results {
+        s.receivers.push(receiver("10.0.0.2:7878", 3, 4_000_000_000, 1.0));
+    }
+    let m = merged(&[("a", &a), ("b", &b)]).unwrap();
+    let s = stream(&m);
+    assert_eq!(s.receivers.iter().map(|r| r.addr.as_str()).collect::<Vec<_>>(), ["10.0.0.1:7878", "10.0.0.2:7878"]);
+    assert_eq!(s.receivers[1], stream(&b).receivers[1]);
+    // a part with fewer interval rows: the rows past its end are the others' alone
+    let mut short = generator(2, 4_000_000_000);
+    if let Results::Stream(s) = &mut short.results {
+        s.receivers[0].intervals.truncate(1);
+    }
+    let m = merged(&[("a", &a), ("short", &short)]).unwrap();
+    let rows = &stream(&m).receivers[0].intervals;
+    assert_eq!(rows[1], stream(&a).receivers[0].intervals[1]);
+}
+
+#[test]
+fn what_does_not_add_is_refused_in_one_line() {
+    let a = generator(1, 1_000_000_000);
+    let b = generator(2, 4_000_000_000);
+    let e = |rs: &[(&str, &Report)]| merged(rs).unwrap_err();
+    let with = |f: &dyn Fn(&mut StreamResults)| {
+        let mut r = b.clone();
+        if let Results::Stream(s) = &mut r.results {
+            f(s);
+        }
+        r
+    };
+    let search = with(&|s| {
+        s.search = Some(SearchResult {
+            loss_target: 0.0,
+            trials: Vec::new(),
+            best_per_s: 0.0,
+            best_bits_per_s: 0.0,
+            ending: String::new(),
+            floor_per_s: 0.0,
+        });
+    });
+    assert_eq!(
+        e(&[("a", &a), ("s", &search)]),
+        "s: a rate search (--find-max-rate) does not add (each generator searched alone): merge plain stream runs"
+    );
+    let sweep =
+        with(&|s| s.sweep = vec![SweepRow { size: 64, per_s: 1.0, bits_per_s: 1.0, loss: 0.0, sent_per_s: None }]);
+    assert!(e(&[("a", &a), ("w", &sweep)]).starts_with("w: a size sweep (--sizes) does not add"));
+    let listen = with(&|s| s.listen = Some(ListenTotals::default()));
+    assert!(e(&[("l", &listen)]).starts_with("l: listen reports do not add"));
+    assert_eq!(e(&[("a", &a), ("t", &with(&|s| s.proto = "tcp".into()))]), "t: proto tcp where a has udp");
+    assert_eq!(
+        e(&[("a", &a), ("r", &with(&|s| s.direction = "reverse".into()))]),
+        "r: direction reverse where a has forward"
+    );
+    assert_eq!(e(&[("a", &a), ("z", &with(&|s| s.size = 64))]), "z: size 64 where a has 100");
+    assert_eq!(e(&[("a", &a), ("a2", &a)]), "a and a2 are the same run: give each generator's report once");
+    let old = with(&|s| s.receivers[0].send_ns = 0);
+    assert_eq!(
+        e(&[("a", &a), ("old", &old)]),
+        "old: receiver 10.0.0.1:7878 has no sending time (written before it was recorded): run it again"
+    );
+    let mut other = b.clone();
+    other.config["size"] = 64.into();
+    assert_eq!(
+        e(&[("a", &a), ("o", &other)]),
+        "a and o are not parts of one scenario: config.size differs (100 vs 64)"
+    );
+    for m in [e(&[("a", &a), ("s", &search)]), e(&[("l", &listen)])] {
+        assert!(!m.contains('\n'));
+    }
+}
