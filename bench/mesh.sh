@@ -19,7 +19,9 @@
 #     default kernel timestamps runs beside it in the same window: how far two pingers at the
 #     same rate differ is the run's own noise floor for the matrix / ping ratio (a pinger at
 #     a fixed period keeps one phase against the host's periodic wake-ups for the whole run;
-#     the agent's jittered intervals sample every phase).
+#     the agent's jittered intervals sample every phase). A third ping, with --poisson
+#     (exponential gaps, mean 1/rate: it cannot phase-lock either), runs beside them for
+#     both transports: matrix / poisson ping is the like-for-like comparison.
 #     Every process in A runs on
 #     CPU 0 and every one in B on CPU 1: a blocking round trip on this machine kind is
 #     bimodal (a wake-up on the same vCPU or the other one), and unpinned tools land in
@@ -129,8 +131,8 @@ ip netns exec wbmeshA taskset -c 0 $WB mesh agent --listen 10.77.68.1:7878 --htt
 pids+=($!)
 for _ in $(seq 300); do ip netns exec wbmeshA curl -sf http://10.77.68.1:9878/readyz >/dev/null 2>&1 && break; sleep 0.1; done
 echo | tee -a "$OUT/accuracy.md"
-echo "| transport | matrix p50 (us) | ping p50 (us) | sockperf p50 (us) | matrix / ping | within 5 % | matrix / sockperf | ping with kernel timestamps p50 (us) | matrix / it |" | tee -a "$OUT/accuracy.md"
-echo "|---|---|---|---|---|---|---|---|---|" | tee -a "$OUT/accuracy.md"
+echo "| transport | matrix p50 (us) | ping p50 (us) | sockperf p50 (us) | matrix / ping | within 5 % | matrix / sockperf | ping with kernel timestamps p50 (us) | matrix / it | ping --poisson p50 (us) | matrix / poisson ping | within 5 % |" | tee -a "$OUT/accuracy.md"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|" | tee -a "$OUT/accuracy.md"
 WIN=20
 # The agent's latest closed window: "index start_unix_ns" (index -1 before the first closes).
 window() {
@@ -157,9 +159,14 @@ for proto in udp tcp; do
       --json "$OUT/ping-stamped-$proto.json" >/dev/null &
     PST=$!
   fi
+  # Poisson sampling at the same mean rate, as the agent probes (no kernel timestamps).
+  ip netns exec wbmeshA taskset -c 0 $WB ping 10.77.68.2:7878 --proto "$proto" --size 64 --rate 20/s --poisson \
+    --count $((WIN * 20)) -q --no-timestamps --json "$OUT/ping-poisson-$proto.json" >/dev/null &
+  PPO=$!; pids+=("$PPO")
   ip netns exec wbmeshA taskset -c 0 $WB ping 10.77.68.2:7878 --proto "$proto" --size 64 --rate 20/s --count $((WIN * 20)) -q \
     --no-timestamps --json "$OUT/ping-$proto.json" >/dev/null
   [ "$proto" = udp ] && wait "$PST"
+  wait "$PPO"
   wait "$SPC"
   kill -TERM "$SP"; wait "$SP" 2>/dev/null || true
   for _ in $(seq 600); do read -r k start < <(window); [ "$k" -ge "$target" ] && break; sleep 0.1; done
@@ -174,6 +181,7 @@ def ping_p50(path):
     return [q["ns"] for q in view["summary"]["percentiles"] if q["p"] == 50.0][0]
 p50 = ping_p50(ping)
 stamped = ping_p50(ping.replace("ping-", "ping-stamped-")) if proto == "udp" else None
+poisson = ping_p50(ping.replace("ping-", "ping-poisson-"))
 cell = [c for c in json.load(open(matrix))["cells"] if c["proto"] == proto][0]
 m = cell["rtt"]["p50_ns"]
 t = re.sub(r"\x1b\[[0-9;]*m", "", open(sockperf).read())
@@ -181,7 +189,8 @@ sp = float(re.search(r"percentile 50\.000 =\s+([\d.]+)", t).group(1)) * 1000
 ratio = m / p50
 print(f"| {proto} | {m / 1000:.1f} | {p50 / 1000:.1f} | {sp / 1000:.1f} | {ratio:.3f} | "
       f"{'yes' if abs(ratio - 1) <= 0.05 else 'NO'} | {m / sp:.3f} | "
-      f"{f'{stamped / 1000:.1f} | {m / stamped:.3f}' if stamped else '- | -'} |")
+      f"{f'{stamped / 1000:.1f} | {m / stamped:.3f}' if stamped else '- | -'} | "
+      f"{poisson / 1000:.1f} | {m / poisson:.3f} | {'yes' if abs(m / poisson - 1) <= 0.05 else 'NO'} |")
 EOF
 done
 echo "results in $OUT"

@@ -194,7 +194,8 @@ pub fn ping(out: &mut dyn Write, report: &Report, table: bool) -> io::Result<()>
     let Results::Ping(p) = &report.results else {
         return writeln!(out, "not a ping report");
     };
-    header(out, p)?;
+    // `ping --poisson` records its seed in the config: exponential gaps, not a fixed period.
+    header(out, p, report.config.get("poisson").is_some_and(|v| !v.is_null()))?;
     for r in &p.responders {
         responder(out, r, table)?;
     }
@@ -225,8 +226,12 @@ pub fn ping(out: &mut dyn Write, report: &Report, table: bool) -> io::Result<()>
     }
 }
 
-fn header(out: &mut dyn Write, p: &PingResults) -> io::Result<()> {
-    let pacing = if p.pacing == "open" { "open loop" } else { "closed loop" };
+fn header(out: &mut dyn Write, p: &PingResults, poisson: bool) -> io::Result<()> {
+    let pacing = match (p.pacing == "open", poisson) {
+        (true, true) => "open loop (Poisson sampling)",
+        (true, false) => "open loop",
+        (false, _) => "closed loop",
+    };
     let form = if p.probe_form == "full" { "four timestamps" } else { "round trip only" };
     let wait = if p.thread.spin { "busy-poll" } else { "blocking" };
     let cpus: Vec<String> = p.thread.seen_cpus.iter().map(ToString::to_string).collect();

@@ -68,6 +68,10 @@ pub struct Args {
     /// Open loop at this rate (e.g. 10k/s): latency from the intended send time.
     #[arg(long)]
     pub rate: Option<MsgRate>,
+    /// With --rate: Poisson sampling (RFC 2330 §11.1.1): exponential gaps between intended
+    /// send times, mean 1/rate, so the probes cannot phase-lock to periodic host events.
+    #[arg(long)]
+    pub poisson: bool,
     /// Busy-poll (no blocking syscall on the hot path).
     #[arg(long)]
     pub spin: bool,
@@ -288,14 +292,13 @@ fn drive<I: ProbeIo>(
 /// at the rate).
 fn progress_total(cfg: &Config) -> Option<crate::progress::Total> {
     use crate::progress::Total;
-    use wirebench_core::schedule::Pacing;
     match (cfg.stop.max_count, cfg.stop.deadline) {
         (Some(n), _) => Some(Total::Count(n.saturating_add(cfg.warmup.max_count.unwrap_or(0)))),
         (None, Some(d)) => {
             #[expect(clippy::cast_precision_loss, reason = "an estimate for display")]
-            let at_rate = match (cfg.warmup.max_count, cfg.pacing) {
-                (Some(w), Pacing::Rate(r)) => Some(std::time::Duration::from_secs_f64(w as f64 / r.per_sec())),
-                (Some(_), Pacing::Closed) => Some(std::time::Duration::ZERO),
+            let at_rate = match (cfg.warmup.max_count, cfg.pacing.rate()) {
+                (Some(w), Some(r)) => Some(std::time::Duration::from_secs_f64(w as f64 / r.per_sec())),
+                (Some(_), None) => Some(std::time::Duration::ZERO),
                 (None, _) => None,
             };
             let warmup = match (at_rate, cfg.warmup.deadline) {

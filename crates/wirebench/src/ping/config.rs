@@ -199,12 +199,20 @@ impl Config {
         if a.duration.is_some_and(|d| d.0.is_zero()) {
             return Err(usage("--duration must be above 0".into()));
         }
-        let pacing = a.rate.map_or(Pacing::Closed, Pacing::Rate);
+        let pacing = match (a.rate, a.poisson) {
+            (None, false) => Pacing::Closed,
+            (None, true) => return Err(usage("--poisson needs --rate (the mean rate of the Poisson sampling)".into())),
+            (Some(r), false) => Pacing::Rate(r),
+            // Seeded from the OS once; the seed goes into the report's config.
+            (Some(rate), true) => Pacing::Poisson { rate, seed: crate::session_id() },
+        };
         let mut stop = stop_of(a.count, a.duration);
         if stop.is_unbounded() {
             stop = match pacing {
                 Pacing::Closed => Stop { max_count: Some(DEFAULT_COUNT), deadline: None },
-                Pacing::Rate(_) => Stop { max_count: None, deadline: Some(DEFAULT_OPEN_DURATION) },
+                Pacing::Rate(_) | Pacing::Poisson { .. } => {
+                    Stop { max_count: None, deadline: Some(DEFAULT_OPEN_DURATION) }
+                }
             };
         }
         let warmup = match a.warmup {
@@ -264,21 +272,20 @@ impl Config {
             };
             m.insert("stop".into(), bound(&self.stop));
             m.insert("warmup".into(), bound(&self.warmup));
-            let rate = match self.pacing {
-                Pacing::Closed => None,
-                Pacing::Rate(r) => Some(r.per_sec()),
+            m.insert("rate_per_s".into(), serde_json::json!(self.pacing.rate().map(MsgRate::per_sec)));
+            // Poisson sampling: the send times are exponential gaps from this seed.
+            let poisson = match self.pacing {
+                Pacing::Poisson { seed, .. } => serde_json::json!({ "seed": seed }),
+                _ => serde_json::Value::Null,
             };
-            m.insert("rate_per_s".into(), serde_json::json!(rate));
+            m.insert("poisson".into(), poisson);
         }
         v
     }
 
     /// Is the rate a `MsgRate` (open loop)?
     pub const fn rate(&self) -> Option<MsgRate> {
-        match self.pacing {
-            Pacing::Closed => None,
-            Pacing::Rate(r) => Some(r),
-        }
+        self.pacing.rate()
     }
 }
 
@@ -311,6 +318,23 @@ mod tests {
     }
 
     #[test]
+    fn poisson_is_an_open_loop_at_the_rate_with_an_os_seed_in_the_report() {
+        let a = cfg(&["127.0.0.1:7878", "--rate", "20/s", "--poisson"]).unwrap();
+        let b = cfg(&["127.0.0.1:7878", "--rate", "20/s", "--poisson"]).unwrap();
+        let (Pacing::Poisson { rate, seed: sa }, Pacing::Poisson { seed: sb, .. }) = (a.pacing, b.pacing) else {
+            panic!("{:?}", a.pacing)
+        };
+        assert_eq!(Some(rate), MsgRate::new(20.0));
+        assert_ne!(sa, sb, "each run draws its own seed");
+        assert_eq!(a.stop.deadline, Some(DEFAULT_OPEN_DURATION));
+        let j = a.to_json();
+        assert_eq!(j["rate_per_s"], 20.0);
+        assert_eq!(j["poisson"]["seed"], sa);
+        let fixed = cfg(&["127.0.0.1:7878", "--rate", "20/s"]).unwrap().to_json();
+        assert!(fixed["poisson"].is_null());
+    }
+
+    #[test]
     fn multicast_target() {
         let c = cfg(&["239.255.0.1:20123", "--responders", "2", "--reply-group", "239.255.0.3:20124"]).unwrap();
         assert!(matches!(c.target, Target::Multicast(_)));
@@ -324,6 +348,7 @@ mod tests {
             (&["127.0.0.1:7878", "--size", "16"], "smallest probe is 32"),
             (&["127.0.0.1:7878", "--size", "70000"], "outside"),
             (&["127.0.0.1:7878", "--rate", "0"], "rate"),
+            (&["127.0.0.1:7878", "--poisson"], "--poisson needs --rate"),
             (&["127.0.0.1:7878", "--timeout", "5parsecs"], "unknown unit"),
             (&["127.0.0.1:7878", "--duration", "10"], "needs a unit"),
             (&["239.1.1.1:5000", "--proto", "tcp"], "multicast needs --proto udp"),

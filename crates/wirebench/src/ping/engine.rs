@@ -21,9 +21,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use wirebench_core::latency::{self, Interval, Patience, Phase, ResponderStats};
+use wirebench_core::latency::{self, Interval, Patience, Phase, ResponderStats, SEQ_WINDOW};
 use wirebench_core::report::{GaveUp, Outcome, Stopped};
-use wirebench_core::schedule::{Pacing, Schedule, Slip, Stop};
+use wirebench_core::schedule::{Pacing, PoissonTimes, Schedule, Slip, Stop};
 use wirebench_core::seq::SeqWindow;
 use wirebench_core::wire::probe;
 use wirebench_net::io::{Clock, ProbeIo, Support};
@@ -136,6 +136,9 @@ struct Loop<'a, I, C> {
     recv_buf: Vec<u8>,
     out: EngineOutput,
     schedule: Option<Schedule>,
+    /// Poisson sampling: the gap generator, and the intended send times of the last
+    /// `SEQ_WINDOW` probes (older replies are too old to count anyway).
+    poisson: Option<(PoissonTimes, Vec<u64>)>,
     /// Seq at which measurement starts; `u64::MAX` while warming up.
     measure_start: u64,
     measure_start_ns: u64,
@@ -177,6 +180,7 @@ pub fn run<I: ProbeIo, C: Clock>(
             timestamps: Support::default(),
         },
         schedule: None,
+        poisson: None,
         measure_start: u64::MAX,
         measure_start_ns: 0,
         last_reply_ns: 0,
@@ -204,6 +208,10 @@ pub fn run<I: ProbeIo, C: Clock>(
         Pacing::Closed => lp.closed(start),
         Pacing::Rate(rate) => {
             lp.schedule = Some(Schedule::new(start, rate));
+            lp.open(start)
+        }
+        Pacing::Poisson { rate, seed } => {
+            lp.poisson = Some((PoissonTimes::new(start, rate, seed), vec![0; SEQ_WINDOW]));
             lp.open(start)
         }
     };
@@ -330,6 +338,28 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
         Ok(())
     }
 
+    /// Probe `seq`'s intended send time, asked once per probe in order: the fixed schedule's,
+    /// or the next Poisson time (remembered for the replies).
+    fn next_due(&mut self, seq: u64) -> u64 {
+        if let Some((times, ring)) = &mut self.poisson {
+            let due = times.next_due();
+            ring[ring_slot(seq)] = due;
+            return due;
+        }
+        self.schedule.expect("open loop has a schedule").intended(seq)
+    }
+
+    /// The intended send time of a probe already sent (open loop), `None` in the closed loop
+    /// or for a Poisson probe too old to be remembered.
+    fn intended(&self, seq: u64) -> Option<u64> {
+        match &self.poisson {
+            Some((_, ring)) => {
+                (seq < self.next_seq && self.next_seq - seq <= SEQ_WINDOW as u64).then(|| ring[ring_slot(seq)])
+            }
+            None => self.schedule.map(|s| s.intended(seq)),
+        }
+    }
+
     fn gave_up(&self) -> bool {
         self.out.gave_up.is_some()
     }
@@ -373,14 +403,13 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
     }
 
     fn open(&mut self, start: u64) -> io::Result<()> {
-        let schedule = self.schedule.expect("open loop has a schedule");
         let mut seq = 0u64;
         let mut now = start;
+        let mut due = self.next_due(seq);
         loop {
             if self.stopped() || self.gave_up() {
                 break;
             }
-            let due = schedule.intended(seq);
             if now >= due {
                 if self.advance_phase(seq, due) {
                     break;
@@ -391,6 +420,7 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
                 self.send(seq, now)?;
                 self.out.slip.on_send(due, now);
                 seq += 1;
+                due = self.next_due(seq);
             } else if let Some(r) = self.io.recv_until(&mut self.recv_buf, due)? {
                 self.on_datagram(&r);
             }
@@ -484,4 +514,10 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
             self.out.outcome = Outcome::PeerSilent;
         }
     }
+}
+
+/// Where probe `seq`'s Poisson intended time is kept.
+#[expect(clippy::cast_possible_truncation, reason = "reduced modulo the window first")]
+const fn ring_slot(seq: u64) -> usize {
+    (seq % SEQ_WINDOW as u64) as usize
 }

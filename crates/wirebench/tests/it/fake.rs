@@ -10,7 +10,7 @@ use std::time::Duration;
 use wirebench::ping::engine::{self, EngineConfig, EngineError, EngineOutput};
 use wirebench_core::latency::{self, value_at_percentile};
 use wirebench_core::report::{GaveUp, Outcome, Stopped};
-use wirebench_core::schedule::{Pacing, Stop};
+use wirebench_core::schedule::{Pacing, PoissonTimes, Stop};
 use wirebench_core::units::MsgRate;
 use wirebench_net::fake::{FakeClock, FakeLink, FakeResponder};
 use wirebench_net::io::{ProbeIo, Received};
@@ -287,6 +287,38 @@ fn open_loop_corrects_for_coordinated_omission() {
     // After the stall the sender catches up: the achieved rate is the requested one.
     let achieved = out.slip.achieved_per_sec().unwrap();
     assert!((achieved - 10_000.0).abs() < 10.0, "{achieved}");
+}
+
+#[test]
+fn poisson_open_loop_follows_its_seeded_schedule_and_corrects_for_coordinated_omission() {
+    let (l, clock) = link(vec![responder(1, 25, 25)], 1);
+    let mut io = StallingWait { inner: l, clock: clock.clone(), waits: 0, at: 1_000, stall_ns: 10_000_000 };
+    let mut c = cfg(2_000, 100_000);
+    let rate = MsgRate::new(10_000.0).unwrap();
+    c.pacing = Pacing::Poisson { rate, seed: 0x00C0_FFEE };
+    let out = run(&mut io, &clock, &c);
+    let r = &out.responders[0].stats;
+    assert_eq!(r.received, 2_000);
+    // Uncorrected, a probe took one round trip (52 us) once sent, except a reply that was in
+    // flight when the wait stalled (Poisson gaps can be shorter than the round trip).
+    let unc = r.rtt_uncorrected.as_ref().unwrap();
+    assert!(unc.count_between(60_000, u64::MAX) <= 1, "{}", unc.count_between(60_000, u64::MAX));
+    // Latency is from the intended (Poisson) send time: the stall shows as latency.
+    assert!(r.rtt.max() >= 9_900_000, "{}", r.rtt.max());
+    assert!(out.slip.max_ns() >= 9_900_000);
+    let delayed = r.rtt.count_between(1_000_000, u64::MAX);
+    assert!((40..=200).contains(&delayed), "{delayed}");
+    // The sends follow the seeded schedule from the run's start: after the stall the sender
+    // caught up, so the first and last sends are at probe 0's and probe 1999's intended
+    // times, and the achieved rate is exactly that schedule's (not 10k/s to the digit).
+    let mut times = PoissonTimes::new(out.start_ns, rate, 0x00C0_FFEE);
+    let t: Vec<u64> = (0..2_000).map(|_| times.next_due()).collect();
+    #[expect(clippy::cast_precision_loss, reason = "test arithmetic")]
+    let want = 1_999e9 / (t[1_999] - t[0]) as f64;
+    let achieved = out.slip.achieved_per_sec().unwrap();
+    assert!((achieved - want).abs() < 1e-6, "{achieved} vs {want}");
+    assert!((out.slip.scheduled_per_sec().unwrap() - want).abs() < 1e-6);
+    assert!((achieved - 10_000.0).abs() > 1e-3, "a fixed period would give 10k/s exactly");
 }
 
 #[test]

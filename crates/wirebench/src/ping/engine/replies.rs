@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use wirebench_core::latency::{self, Interval, KernelObs, Phase, ReplyObs, ReplyVerdict, ResponderStats, SEQ_WINDOW};
-use wirebench_core::schedule::Pacing;
 use wirebench_core::seq::{Arrival, SeqWindow};
 use wirebench_core::wire::Kind;
 use wirebench_core::wire::probe::{FLAG_KERNEL_RX, Probe};
@@ -31,7 +30,7 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
             i
         } else {
             let first = if seq >= DISCOVERY_BASE { 0 } else { seq };
-            let open = matches!(self.cfg.pacing, Pacing::Rate(_));
+            let open = self.cfg.pacing.is_open();
             let mut stats = ResponderStats::new(open, first);
             if self.measure_start != u64::MAX {
                 stats.begin_measure(self.measure_start);
@@ -54,7 +53,7 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
             return;
         }
         let phase = self.phase_of(seq);
-        let intended = self.schedule.map(|s| s.intended(seq));
+        let intended = self.intended(seq);
         // The kernel's view of this probe and its reply: its TX stamp (read back now, after
         // the reply's receive time was taken) and the reply's RX stamp.
         let kernel = rcv.kernel.filter(|_| phase == Phase::Measure).map(|k| {
