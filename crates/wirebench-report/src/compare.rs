@@ -142,18 +142,8 @@ pub fn compare(runs: &[Run<'_>]) -> Comparison {
     Comparison { tables, environment }
 }
 
-/// The mode of a report, as its JSON tag.
-pub fn mode(r: &Report) -> &'static str {
-    match r.results {
-        Results::Ping(_) => "ping",
-        Results::Stream(_) => "stream",
-        Results::Proxy(_) => "proxy",
-        Results::Load(_) => "load",
-        Results::Mesh(_) => "mesh",
-        Results::Hiccup => "hiccup",
-        Results::Relay(_) => "relay",
-    }
-}
+/// The mode of a report, as its JSON tag (one definition, beside the merge that checks it).
+pub use wirebench_core::report::merge::mode;
 
 /// A figure in words: µs for latencies, Gbit/s, msg/s, percent, a count.
 pub fn format_value(row: &str, v: f64) -> String {

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use wirebench_core::mesh::peer::{self, Peer, PeerLine};
 
-pub use self::kubernetes::{Access as KubeAccess, Spec as KubeSpec};
+pub use self::kubernetes::{Access as KubeAccess, Flags as KubeFlags, Spec as KubeSpec};
 use crate::error::UsageError;
 use crate::shutdown::{POLL, Shutdown};
 

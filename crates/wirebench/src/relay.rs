@@ -85,15 +85,9 @@ pub struct Args {
     /// Stop after this long (default: until Ctrl-C or SIGTERM).
     #[arg(long, short = 'd')]
     pub duration: Option<Span>,
-    /// Kubernetes API for k8s: peers [default: in-cluster].
-    #[arg(long, env = "WIREBENCH_K8S_API")]
-    pub k8s_api: Option<String>,
-    /// ServiceAccount token file [default: in-cluster].
-    #[arg(long, env = "WIREBENCH_K8S_TOKEN_FILE")]
-    pub k8s_token_file: Option<PathBuf>,
-    /// The API's CA bundle [default: in-cluster].
-    #[arg(long, env = "WIREBENCH_K8S_CA_FILE")]
-    pub k8s_ca_file: Option<PathBuf>,
+    /// How to reach the Kubernetes API for k8s: peers.
+    #[command(flatten)]
+    pub kube: crate::discovery::KubeFlags,
     /// Write the JSON report at the end.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,

@@ -70,6 +70,27 @@ impl Spec {
     }
 }
 
+/// The flags that say how to reach the API server for `k8s:` peers (`mesh agent`, `relay`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Flags {
+    /// Kubernetes API for k8s: peers [default: in-cluster].
+    #[arg(long, env = "WIREBENCH_K8S_API")]
+    pub k8s_api: Option<String>,
+    /// ServiceAccount token file [default: in-cluster].
+    #[arg(long, env = "WIREBENCH_K8S_TOKEN_FILE")]
+    pub k8s_token_file: Option<PathBuf>,
+    /// The API's CA bundle [default: in-cluster].
+    #[arg(long, env = "WIREBENCH_K8S_CA_FILE")]
+    pub k8s_ca_file: Option<PathBuf>,
+}
+
+impl Flags {
+    /// The access these flags give (in a pod, what the pod has).
+    pub fn access(&self) -> Result<Access, UsageError> {
+        Access::from_flags(self.k8s_api.as_deref(), self.k8s_token_file.clone(), self.k8s_ca_file.clone())
+    }
+}
+
 /// How to reach the API server.
 #[derive(Debug, Clone)]
 pub struct Access {

@@ -85,15 +85,9 @@ pub struct AgentArgs {
     /// Read the token from this file instead.
     #[arg(long, env = "WIREBENCH_TOKEN_FILE")]
     pub token_file: Option<PathBuf>,
-    /// Kubernetes API for k8s: peers [default: in-cluster].
-    #[arg(long, env = "WIREBENCH_K8S_API")]
-    pub k8s_api: Option<String>,
-    /// ServiceAccount token file [default: in-cluster].
-    #[arg(long, env = "WIREBENCH_K8S_TOKEN_FILE")]
-    pub k8s_token_file: Option<PathBuf>,
-    /// The API's CA bundle [default: in-cluster].
-    #[arg(long, env = "WIREBENCH_K8S_CA_FILE")]
-    pub k8s_ca_file: Option<PathBuf>,
+    /// How to reach the Kubernetes API for k8s: peers.
+    #[command(flatten)]
+    pub kube: crate::discovery::KubeFlags,
     /// The stall meter beside the probing (per window on /metrics).
     #[command(flatten)]
     pub hiccup: crate::hiccup::HiccupArgs,
@@ -184,11 +178,8 @@ impl AgentConfig {
         if sources.is_empty() {
             return Err(UsageError("no peers: give --peers (a list, file:, dns: or k8s:)".into()));
         }
-        let kube = if sources.iter().any(|s| matches!(s, Source::Kubernetes(_))) {
-            Some(KubeAccess::from_flags(a.k8s_api.as_deref(), a.k8s_token_file.clone(), a.k8s_ca_file.clone())?)
-        } else {
-            None
-        };
+        let kube =
+            if sources.iter().any(|s| matches!(s, Source::Kubernetes(_))) { Some(a.kube.access()?) } else { None };
         let mut protos = Vec::new();
         for p in &a.proto {
             match Proto::parse(p.trim()) {

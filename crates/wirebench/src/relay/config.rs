@@ -114,11 +114,7 @@ impl Config {
             return u(format!("--interface {interface}: not a unicast address"));
         }
         let peers = peer_sources(&a.peers)?;
-        let kube = if peers.iter().any(|s| matches!(s, Source::Kubernetes(_))) {
-            Some(KubeAccess::from_flags(a.k8s_api.as_deref(), a.k8s_token_file.clone(), a.k8s_ca_file.clone())?)
-        } else {
-            None
-        };
+        let kube = if peers.iter().any(|s| matches!(s, Source::Kubernetes(_))) { Some(a.kube.access()?) } else { None };
         let key = match (&a.token, &a.token_file) {
             (Some(_), Some(_)) => return u("--token and --token-file: give one".into()),
             (Some(t), None) if t.is_empty() => return u("--token is empty".into()),
