@@ -195,7 +195,8 @@ fn measure_stalls(d: Duration, stop: &std::sync::atomic::AtomicBool) -> Option<S
     let t0 = wirebench_net::timer::mono_now_ns();
     let until = t0.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
     let h = crate::hiccup::record_until(INTERVAL_NS, stop, until).finish();
-    let at = |q: f64| h.histogram.value_at_quantile(q);
+    // The one percentile definition (HdrHistogram Java's), as `wirebench hiccup` reports.
+    let at = |q: f64| wirebench_core::latency::value_at_percentile(&h.histogram, q * 100.0);
     Some(Stalls {
         interval_ns: INTERVAL_NS,
         duration_ns: wirebench_net::timer::mono_now_ns().saturating_sub(t0),

@@ -72,7 +72,10 @@ impl ReceiveDrops {
             count(k, NIC, "RxMissedErrors"),
             count(k, SOFTNET, "Dropped"),
         ];
-        let nic = nic_parts.iter().any(Option::is_some).then(|| nic_parts.iter().flatten().sum());
+        let nic = nic_parts
+            .iter()
+            .any(Option::is_some)
+            .then(|| nic_parts.iter().flatten().fold(0u64, |a, &b| a.saturating_add(b)));
         Some(Self { socket, rcvbuf, nic })
     }
 }
@@ -90,7 +93,8 @@ impl LossSplit {
             t
         };
         let (s, k, n) = (take(send_buffer), take(socket), take(nic));
-        let excess = (send_buffer - s) + (socket - k) + (nic - n);
+        // Counters come from the far end: saturate rather than wrap or panic on absurd ones.
+        let excess = (send_buffer - s).saturating_add(socket - k).saturating_add(nic - n);
         Self { missing, send_buffer: s, socket: k, nic: n, elsewhere: left, excess }
     }
 }
@@ -113,6 +117,18 @@ mod tests {
         t.insert("InErrors".into(), in_errors);
         t.insert("RcvbufErrors".into(), rcvbuf);
         k
+    }
+
+    #[test]
+    fn absurd_counters_from_a_far_end_saturate() {
+        let s = LossSplit::of(5, u64::MAX, u64::MAX, u64::MAX);
+        assert_eq!((s.send_buffer, s.socket, s.nic, s.elsewhere, s.excess), (5, 0, 0, 0, u64::MAX));
+        let mut k = kernel(i64::MAX, i64::MAX);
+        let nic = k.0.entry(NIC.into()).or_default();
+        nic.insert("RxDropped".into(), i64::MAX);
+        nic.insert("RxErrors".into(), i64::MAX);
+        nic.insert("RxMissedErrors".into(), i64::MAX);
+        assert_eq!(ReceiveDrops::of(&k).unwrap().nic, Some(u64::MAX));
     }
 
     #[test]

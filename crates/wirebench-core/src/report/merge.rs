@@ -38,8 +38,8 @@ fn err(msg: impl Into<String>) -> MergeError {
 
 /// Top-level `config` keys a part of a scenario may have of its own: which shard, and the
 /// process's own outputs and placement (ping and stream write these into their `config`).
-pub const PER_PART: [&str; 10] =
-    ["shard", "json", "series", "hgrm", "hlog", "quiet", "table", "cpu", "interface", "log"];
+pub const PER_PART: [&str; 11] =
+    ["shard", "json", "series", "hgrm", "hlog", "quiet", "table", "cpu", "interface", "log", "poisson"];
 
 /// The mode's name as the results tag it.
 pub fn mode(r: &Report) -> &'static str {
@@ -116,7 +116,17 @@ pub fn merge(inputs: &[Input<'_>]) -> Result<Report, MergeError> {
     let first = inputs[0].report;
     let results = match &first.results {
         Results::Load(_) => Results::Load(load::merge(inputs)?),
-        Results::Ping(_) => Results::Ping(ping::merge(inputs)?),
+        Results::Ping(_) => {
+            // Load refuses a shard given twice and stream the same parts twice; a ping
+            // report given twice (or a copy of it) would count every probe twice.
+            for (i, a) in inputs.iter().enumerate() {
+                let same = |b: &&Input<'_>| b.report.meta == a.report.meta && b.report.results == a.report.results;
+                if let Some(b) = inputs[i + 1..].iter().find(same) {
+                    return Err(err(format!("{} and {} are the same run: give each report once", a.name, b.name)));
+                }
+            }
+            Results::Ping(ping::merge(inputs)?)
+        }
         Results::Stream(_) => Results::Stream(stream::merge(inputs)?),
         _ => {
             return Err(err(format!(

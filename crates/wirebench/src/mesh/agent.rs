@@ -205,13 +205,14 @@ fn spawn_meter(
             let until = wirebench_net::timer::mono_now_ns().saturating_add(window_ns);
             let h = crate::hiccup::record_until(interval_ns, stop.flag(), until).finish();
             if h.wakeups == 0 {
+                // Only when stopped: config keeps the interval within a tenth of the window.
                 continue;
             }
             let w = HiccupWindow {
                 interval_ns,
                 wakeups: h.wakeups,
                 corrected: h.corrected,
-                p99_ns: h.histogram.value_at_quantile(0.99),
+                p99_ns: wirebench_core::latency::value_at_percentile(&h.histogram, 99.0),
                 max_ns: h.histogram.max(),
             };
             *shared.hiccup.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(w);

@@ -216,6 +216,10 @@ impl AgentConfig {
             .transpose()
             .map_err(|e| UsageError(e.to_string()))?;
         let hiccup_interval_ns = (!a.hiccup.no_hiccup).then(|| a.hiccup.interval_ns()).transpose()?;
+        // The meter records one window at a time: a window must hold its wake-ups.
+        if hiccup_interval_ns.is_some_and(|i| u128::from(i) * 10 > window.as_nanos()) {
+            return Err(UsageError("--hiccup-interval must be at most a tenth of --window".into()));
+        }
         Ok(Self {
             hiccup_interval_ns,
             listen,
@@ -380,6 +384,9 @@ mod tests {
             &["--peers", "x", "--token", ""],
             &["--peers", "x", "--rate", "5000/s"],
             &["--peers", "k8s:ns/svc", "--k8s-api", "http://insecure"],
+            // a stall-meter interval that a window cannot hold (its thread would find no
+            // wake-up in a window, over and over)
+            &["--peers", "x", "--window", "500ms", "--timeout", "100ms", "--hiccup-interval", "100ms"],
         ] {
             assert!(agent(args).is_err(), "{args:?}");
         }

@@ -354,7 +354,7 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
     fn intended(&self, seq: u64) -> Option<u64> {
         match &self.poisson {
             Some((_, ring)) => {
-                (seq < self.next_seq && self.next_seq - seq <= SEQ_WINDOW as u64).then(|| ring[ring_slot(seq)])
+                (seq < self.next_seq && self.next_seq - seq < SEQ_WINDOW as u64).then(|| ring[ring_slot(seq)])
             }
             None => self.schedule.map(|s| s.intended(seq)),
         }

@@ -179,6 +179,11 @@ fn ping_generators_against_one_server_add_up() {
     let mut gen2 = gen1.clone();
     gen2.config["json"] = "other.json".into();
     gen2.config["cpu"] = 1.into();
+    // and draws its own Poisson seed (`ping --poisson`)
+    gen2.config["poisson"] = serde_json::json!({ "seed": 7 });
+    gen2.meta.started_at = "2030-01-01T00:00:00Z".into();
+    let same = merge(&[Input { name: "a", report: &gen1 }, Input { name: "a2", report: &gen1 }]).unwrap_err();
+    assert_eq!(same.to_string(), "a and a2 are the same run: give each report once");
     let inputs = [Input { name: "a", report: &gen1 }, Input { name: "b", report: &gen2 }];
     let m = merge(&inputs).unwrap();
     let (Results::Ping(got), Results::Ping(one)) = (&m.results, &gen1.results) else { panic!("ping") };
