@@ -19,9 +19,6 @@ use tokio_rustls::rustls::pki_types::pem::PemObject as _;
 use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
 use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 
-/// Largest CA bundle read.
-const MAX_CA_BYTES: u64 = 1 << 20;
-
 /// A client for `http://` URLs, and for `https://` ones when it has a CA.
 #[derive(Clone)]
 pub struct HttpClient {
@@ -32,19 +29,6 @@ impl std::fmt::Debug for HttpClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpClient").field("tls", &self.tls.is_some()).finish()
     }
-}
-
-/// Reads a PEM CA bundle (at most 1 MiB).
-pub fn read_ca(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
-    use std::io::Read as _;
-    let mut buf = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_CA_BYTES + 1).read_to_end(&mut buf))
-        .with_context(|| format!("cannot read CA file {}", path.display()))?;
-    if buf.len() as u64 > MAX_CA_BYTES {
-        bail!("CA file {} is larger than 1 MiB", path.display());
-    }
-    Ok(buf)
 }
 
 impl HttpClient {
@@ -62,8 +46,7 @@ impl HttpClient {
         if roots.is_empty() {
             bail!("CA file holds no certificate");
         }
-        let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
-        let config = ClientConfig::builder_with_provider(provider)
+        let config = ClientConfig::builder_with_provider(crate::tls::provider())
             .with_safe_default_protocol_versions()
             .context("TLS setup")?
             .with_root_certificates(roots)

@@ -92,11 +92,13 @@ impl AsyncWrite for Stream {
 /// Largest PEM file read (a CA bundle, a certificate chain, a key).
 const MAX_PEM_BYTES: u64 = 1 << 20;
 
-fn provider() -> Arc<CryptoProvider> {
+/// The crypto provider every TLS configuration here uses (ring).
+pub(crate) fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-fn read_pem(path: &Path, what: &str) -> Result<Vec<u8>, UsageError> {
+/// Reads a PEM file (a CA bundle, a certificate chain, a key) of at most 1 MiB.
+pub(crate) fn read_pem(path: &Path, what: &str) -> Result<Vec<u8>, UsageError> {
     use std::io::Read as _;
     let mut buf = Vec::new();
     std::fs::File::open(path)

@@ -20,7 +20,7 @@ use wirebench_core::mesh::peer::Peer;
 
 use super::{Board, Log, sleep_or_stop};
 use crate::error::UsageError;
-use crate::http_client::{HttpClient, read_ca};
+use crate::http_client::HttpClient;
 use crate::shutdown::{POLL, Shutdown};
 
 const MAX_LIST_BYTES: usize = 64 << 20;
@@ -124,7 +124,7 @@ impl Access {
             return Err(UsageError(format!("--k8s-api '{api}': the API is https")));
         }
         let ca_file = ca_file.unwrap_or_else(|| PathBuf::from(SA_DIR).join("ca.crt"));
-        let ca_pem = read_ca(&ca_file).map_err(|e| UsageError(format!("{e:#}")))?;
+        let ca_pem = crate::tls::read_pem(&ca_file, "CA file")?;
         HttpClient::with_ca(&ca_pem).map_err(|e| UsageError(format!("{}: {e:#}", ca_file.display())))?;
         Ok(Self { api, token_file: token_file.unwrap_or_else(|| PathBuf::from(SA_DIR).join("token")), ca_pem })
     }
