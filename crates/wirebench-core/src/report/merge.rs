@@ -9,6 +9,7 @@
 //! do not add. Modes whose parts are not additive (mesh, proxy, relay, hiccup) are refused
 //! too.
 
+mod generator_health;
 mod load;
 mod ping;
 mod stream;

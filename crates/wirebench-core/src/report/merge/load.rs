@@ -198,6 +198,7 @@ pub(super) fn merge(inputs: &[Input<'_>]) -> Result<LoadResults, MergeError> {
         replies: account(&parts.iter().map(|(_, l)| &l.replies).collect::<Vec<_>>()),
         slip_mean_ns: weighted_mean(parts.iter().map(|(_, l)| (l.slip_mean_ns, l.sent))),
         slip_max_ns: parts.iter().map(|(_, l)| l.slip_max_ns).max().unwrap_or(0),
+        generator: super::generator_health::merge(&parts),
         overall,
         types,
         link_up: link("link up", &links(|l| l.link_up.as_ref()))?,
