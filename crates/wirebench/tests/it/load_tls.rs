@@ -16,13 +16,13 @@ use wirebench::room::{self, RoomServer};
 use crate::support::{read_json, wirebench, wirebench_with};
 
 /// A CA and a server certificate it signed for `names`, as PEM files in `dir`.
-struct Certs {
-    ca: PathBuf,
-    cert: PathBuf,
-    key: PathBuf,
+pub(crate) struct Certs {
+    pub(crate) ca: PathBuf,
+    pub(crate) cert: PathBuf,
+    pub(crate) key: PathBuf,
 }
 
-fn certs(dir: &Path, tag: &str, names: &[&str]) -> Certs {
+pub(crate) fn certs(dir: &Path, tag: &str, names: &[&str]) -> Certs {
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca_params.distinguished_name.push(rcgen::DnType::CommonName, format!("wirebench test CA {tag}"));
@@ -45,7 +45,7 @@ fn certs(dir: &Path, tag: &str, names: &[&str]) -> Certs {
     c
 }
 
-fn tls_room(c: &Certs) -> RoomServer {
+pub(crate) fn tls_room(c: &Certs) -> RoomServer {
     let tls = wirebench::tls::server_config(&c.cert, &c.key).expect("certificate loads");
     RoomServer::start_tls(&room::Config::loopback(), Some(tls)).expect("room starts")
 }
@@ -169,20 +169,20 @@ fn room_cli_serves_wss() {
 
 /// What the test server saw of one handshake.
 #[derive(Debug, Clone)]
-struct Seen {
-    uri: String,
-    headers: Vec<(String, String)>,
+pub(crate) struct Seen {
+    pub(crate) uri: String,
+    pub(crate) headers: Vec<(String, String)>,
 }
 
 impl Seen {
-    fn get(&self, name: &str) -> Vec<&str> {
+    pub(crate) fn get(&self, name: &str) -> Vec<&str> {
         self.headers.iter().filter(|(k, _)| k == name).map(|(_, v)| v.as_str()).collect()
     }
 }
 
 /// A WebSocket server that records every handshake and answers the subprotocol `pick`
 /// (`None`: none), then reads until the client closes.
-fn recording_server(
+pub(crate) fn recording_server(
     pick: Option<&'static str>,
 ) -> (SocketAddr, Arc<Mutex<Vec<Seen>>>, Shutdown, std::thread::JoinHandle<()>) {
     use futures_util::StreamExt as _;
