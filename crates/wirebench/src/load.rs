@@ -433,5 +433,10 @@ pub fn render_text(report: &Report, w: &mut dyn std::io::Write) -> std::io::Resu
             names.join(", ")
         )?;
     }
+    if let Results::Load(l) = &report.results
+        && let Some(line) = wirebench_core::report::partial_words(l)
+    {
+        writeln!(w, "{line}")?;
+    }
     print::report(&ps, report, w)
 }

@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use wirebench_core::load::results::nothing_arrived;
 use wirebench_core::report::{
     LatencyView, LoadAccount, LoadLink, LoadResults, LoadSecond, LoadTypeResult, Outcome, Report, Results,
-    partial_words, subprotocol_words,
+    subprotocol_words,
 };
 use wirebench_core::units::humanize_ns;
 
@@ -96,7 +96,7 @@ pub(super) fn report(ps: &[f64], report: &Report, w: &mut dyn Write) -> io::Resu
         Outcome::PeerSilent => writeln!(w, "the server closed every connection mid-run: partial results")?,
     }
     summary(l, w)?;
-    for line in [partial_words(l), subprotocol_words(report)].into_iter().flatten() {
+    if let Some(line) = subprotocol_words(report) {
         writeln!(w, "{line}")?;
     }
     let mut head: Vec<String> = ["type", "share%", "bytes", "sent", "expected", "arrived", "missing", "avg ms"]
