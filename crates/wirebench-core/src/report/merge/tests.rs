@@ -246,6 +246,7 @@ fn parts_that_did_not_run_together_are_refused_and_spread_starts_warned() {
 fn chosen_subprotocols_add_up_over_the_shards() {
     let mut rs = three(1);
     for (r, (p, n)) in rs.iter_mut().zip([("chat", 5), ("chat", 5), ("v2", 5)]) {
+        r.config["connect"] = serde_json::json!({"subprotocols": ["chat", "v2"]});
         if let Results::Load(l) = &mut r.results {
             l.connections.subprotocols.insert(p.into(), n);
         }
@@ -253,6 +254,21 @@ fn chosen_subprotocols_add_up_over_the_shards() {
     let m = merge(&named(&rs, &["a", "b", "c"])).unwrap();
     let got: Vec<(&str, u64)> = load(&m).connections.subprotocols.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     assert_eq!(got, [("chat", 10), ("v2", 5)]);
+    // every view's line: the parts differ, so every choice with its clients, and "mixed"
+    assert_eq!(
+        crate::report::subprotocol_words(&m).unwrap(),
+        "subprotocol: offered chat, v2; the server chose chat for 10 clients, v2 for 5 clients (mixed)"
+    );
+    // the parts agree: kept as it is
+    let agree = merge(&named(&rs[..2], &["a", "b"])).map_err(|e| e.to_string());
+    assert!(agree.as_ref().is_err_and(|e| e.starts_with("shard 3/3 missing")), "{agree:?}");
+    let agree = merge_with(&named(&rs[..2], &["a", "b"]), Options { partial: true }).unwrap().report;
+    assert_eq!(
+        crate::report::subprotocol_words(&agree).unwrap(),
+        "subprotocol: offered chat, v2; the server chose chat for 10 clients"
+    );
+    // none offered: no line
+    assert_eq!(crate::report::subprotocol_words(&three(1)[0]), None);
 }
 
 #[test]
