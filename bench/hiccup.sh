@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The stall meter (`wirebench hiccup`) against cyclictest (rt-tests, the standard timer
 # wake-up latency meter), side by side at the same interval, idle and under a CPU hog (one
-# busy loop per CPU); then the meter's own cost: its CPU time, and ping's p50 with the meter
-# on and off (interleaved repetitions).
+# busy loop per CPU); then the meter's own cost: its CPU time at 1 ms and 5 ms against
+# cyclictest and against the floor (an empty C loop of absolute clock_nanosleep, and the
+# same with a timerfd: what any timer wake-up costs this host), and ping's p50 with the
+# meter on and off (interleaved repetitions).
 #
 # Both meters run as normal (SCHED_OTHER) threads with 1 ns timer slack (wirebench sets its
 # own; cyclictest inherits it from a wrapper), sleeping to absolute times on
@@ -11,11 +13,14 @@
 #
 # Run it alone (timing-sensitive). Not part of CI.
 #
-#   bench/hiccup.sh [SECONDS] [REPS]      defaults: 10 s per meter run, 3 ping repetitions
+#   bench/hiccup.sh [SECONDS] [REPS] [COST_REPS]   defaults: 10 s per meter run, 3 ping
+#                                                  repetitions, 2 cost repetitions
+#   WIREBENCH_BIN=path/to/wirebench bench/hiccup.sh   uses that binary (no build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-10}
 REPS=${2:-3}
+COST_REPS=${3:-2}
 INTERVAL_US=1000
 OUT=bench/out/hiccup-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$OUT"
@@ -23,8 +28,44 @@ mkdir -p "$OUT"
 if ! command -v cyclictest >/dev/null 2>&1; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rt-tests
 fi
-cargo build --release -q
-WB=target/release/wirebench
+if [ -n "${WIREBENCH_BIN:-}" ]; then
+  WB=$WIREBENCH_BIN
+else
+  cargo build --release -q
+  WB=target/release/wirebench
+fi
+# The floor: an empty loop that only sleeps to absolute 1 ms due times (mode 0), or reads a
+# periodic timerfd (mode 1), with 1 ns slack: what a timer wake-up costs here, whoever sleeps.
+cat >"$OUT/floor.c" <<'C'
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+  long interval = atol(argv[1]), n = atol(argv[2]) * 1000000000L / interval;
+  prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0);
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  if (atoi(argv[3]) == 0) {
+    for (long i = 0; i < n; i++) {
+      t.tv_nsec += interval;
+      while (t.tv_nsec >= 1000000000) { t.tv_nsec -= 1000000000; t.tv_sec++; }
+      clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, 0);
+    }
+  } else {
+    int fd = timerfd_create(CLOCK_MONOTONIC, 0);
+    struct itimerspec its = {{0, interval}, {0, interval}};
+    timerfd_settime(fd, 0, &its, 0);
+    uint64_t x;
+    for (long i = 0; i < n; i += x) if (read(fd, &x, 8) != 8) return 1;
+  }
+  return 0;
+}
+C
+cc -O2 -o "$OUT/floor" "$OUT/floor.c"
 PORT=17411
 
 pids=()
@@ -41,26 +82,27 @@ sys.exit(subprocess.call(sys.argv[1:]))' "$@"
 
 # A meter's own CPU: the run time the scheduler charged its threads (schedstat, ns-exact;
 # tick-based accounting as in `time` overcharges a thread that wakes on the tick) over 5 s
-# in the middle of a run, as % of one core.
+# in the middle of a run, as % of one core, and per time it was switched in (a wake-up).
 cost() {
   python3 - "$@" <<'PY'
 import ctypes, os, subprocess, sys, time
 ctypes.CDLL(None, use_errno=True).prctl(29, 1, 0, 0, 0)
 p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 def ran():
-    s = 0
+    s = n = 0
     for t in os.listdir(f"/proc/{p.pid}/task"):
         try:
-            s += int(open(f"/proc/{p.pid}/task/{t}/schedstat").read().split()[0])
+            f = open(f"/proc/{p.pid}/task/{t}/schedstat").read().split()
+            s, n = s + int(f[0]), n + int(f[2])
         except OSError:
             pass
-    return s
+    return s, n
 time.sleep(1.5)
-a, t0 = ran(), time.monotonic_ns()
+(a, na), t0 = ran(), time.monotonic_ns()
 time.sleep(5)
-b, t1 = ran(), time.monotonic_ns()
+(b, nb), t1 = ran(), time.monotonic_ns()
 p.wait()
-print(f"{100 * (b - a) / (t1 - t0):.3f}")
+print(f"{100 * (b - a) / (t1 - t0):.3f}\t{(b - a) / max(1, nb - na):.0f}")
 PY
 }
 
@@ -124,9 +166,17 @@ run_pair hog
 for h in "${hogs[@]}"; do kill "$h"; wait "$h" 2>/dev/null || true; done
 pids=()
 
-# The meters' own CPU at the same interval (8 s runs, measured over 5 s of each).
-echo -e "cyclictest\t$(cost cyclictest -m -q -t1 -i "$INTERVAL_US" -D 8s)" >"$OUT/cost.tsv"
-echo -e "wirebench\t$(cost $WB hiccup --duration 8s --interval "${INTERVAL_US}us" --quiet)" >>"$OUT/cost.tsv"
+# The meters' own CPU at the same interval, and the floor's (7 s runs, measured over 5 s of
+# each), at 1 ms and 5 ms, interleaved.
+: >"$OUT/cost.tsv"
+for rep in $(seq 1 "$COST_REPS"); do
+  for us in 1000 5000; do
+    echo -e "$us\tfloor\t$(cost "$OUT/floor" "${us}000" 7 0)" >>"$OUT/cost.tsv"
+    echo -e "$us\tfloor-timerfd\t$(cost "$OUT/floor" "${us}000" 7 1)" >>"$OUT/cost.tsv"
+    echo -e "$us\tcyclictest\t$(cost cyclictest -m -q -t1 -i "$us" -D 7s)" >>"$OUT/cost.tsv"
+    echo -e "$us\twirebench\t$(cost $WB hiccup --duration 7s --interval "${us}us" --quiet)" >>"$OUT/cost.tsv"
+  done
+done
 
 # ping's p50 with the meter on and off, interleaved (blocking UDP, loopback, 32 B).
 $WB serve --listen 127.0.0.1:$PORT >"$OUT/serve.log" 2>&1 &
@@ -164,12 +214,26 @@ for label in ("idle", "hog"):
     c, w = m["cyclictest"], m["wirebench"]
     r = [w[i] / c[i] if c[i] else float("nan") for i in (1, 2, 3)]
     print(f"{label:<6} {'ratio':<15} {'':>9} {r[0]:>8.2f} {r[1]:>9.2f} {r[2]:>9.2f}   (wirebench / cyclictest)")
-c = dict(l.split("\t") for l in open(f"{out}/cost.tsv").read().split("\n") if l)
-w, ct = float(c["wirebench"]), float(c["cyclictest"])
-print(f"\nown CPU at a 1 ms interval: wirebench {w:.2f} %, cyclictest {ct:.2f} % of one core (ratio {w / ct:.2f}; goal < 0.5 %)")
+c = [l.split("\t") for l in open(f"{out}/cost.tsv").read().split("\n") if l]
+print("\nown CPU (schedstat run time over 5 s; median of the repetitions): % of one core, us per wake-up")
+print(f"{'interval':<9} {'meter':<14} {'% core':>7} {'us/wake':>8} {'vs floor':>9} {'vs cyclictest':>14}")
+for us in ("1000", "5000"):
+    med = {}
+    for tool in ("floor", "floor-timerfd", "cyclictest", "wirebench"):
+        rows = [(float(r[2]), float(r[3])) for r in c if r[0] == us and r[1] == tool]
+        med[tool] = (statistics.median(x for x, _ in rows), statistics.median(y for _, y in rows))
+    for tool, (pc, ns) in med.items():
+        print(f"{us + ' us':<9} {tool:<14} {pc:>7.2f} {ns / 1000:>8.1f} {pc / med['floor'][0]:>9.2f} {pc / med['cyclictest'][0]:>14.2f}")
+w1 = statistics.median(float(r[2]) for r in c if r[0] == "1000" and r[1] == "wirebench")
+f1 = statistics.median(float(r[2]) for r in c if r[0] == "1000" and r[1] == "floor")
+print(f"goal < 0.5 % at 1 ms: wirebench {w1:.2f} %, the floor (an empty sleep loop) {f1:.2f} %")
 p = [l.split("\t") for l in open(f"{out}/ping.tsv").read().split("\n") if l]
 on = statistics.median(float(x[1]) for x in p if x[0] == "on")
 off = statistics.median(float(x[1]) for x in p if x[0] == "off")
 print(f"ping p50 with the meter {on:.2f} us, without {off:.2f} us: {100 * (on / off - 1):+.1f} % (goal within 1 %, median of {len(p) // 2})")
+# every run's p50, in order: on this VM they are bimodal (whether a halted vCPU had to be
+# woken), and a median of a few runs compares the modes' mix rather than the meter
+for m in ("on", "off"):
+    print(f"  {m:<3} " + " ".join(f"{float(x[1]):.2f}" for x in p if x[0] == m) + " us")
 PY
 echo "raw results: $OUT"

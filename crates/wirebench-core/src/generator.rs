@@ -6,6 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::load::Arrivals;
+use crate::rng::SplitMix64;
+
 /// One second of a sender's schedule slip.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SlipSecond {
@@ -89,14 +92,71 @@ pub fn merge(series: &[Vec<SlipSecond>]) -> Vec<SlipSecond> {
     out
 }
 
+/// One second of the generator's CPU (load: its runtime's threads, read each second).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuSecond {
+    /// Seconds since the run began (end of the interval, as the run's own series).
+    pub at_s: u64,
+    /// CPU time the generator's threads used in it, ns.
+    pub cpu_ns: u64,
+    /// Time they were ready to run but waited for a CPU, ns.
+    pub wait_ns: u64,
+}
+
+/// Adds several generators' CPU seconds (shards started together) by `at_s`.
+pub fn merge_cpu(series: &[&[CpuSecond]]) -> Vec<CpuSecond> {
+    let mut out: Vec<CpuSecond> = Vec::new();
+    for s in series.iter().copied().flatten() {
+        match out.binary_search_by_key(&s.at_s, |x| x.at_s) {
+            Ok(i) => {
+                out[i].cpu_ns = out[i].cpu_ns.saturating_add(s.cpu_ns);
+                out[i].wait_ns = out[i].wait_ns.saturating_add(s.wait_ns);
+            }
+            Err(i) => out.insert(i, *s),
+        }
+    }
+    out
+}
+
+/// Per-second rows from cumulative readings `(at_s, cpu, wait)` taken at the end of each
+/// second, from zero: each row is the difference from the reading before (0 where a
+/// reading went backwards).
+pub fn per_second(readings: &[(u64, u64, u64)]) -> Vec<CpuSecond> {
+    let (mut cpu, mut wait) = (0u64, 0u64);
+    readings
+        .iter()
+        .map(|&(at_s, c, w)| {
+            let row = CpuSecond { at_s, cpu_ns: c.saturating_sub(cpu), wait_ns: w.saturating_sub(wait) };
+            (cpu, wait) = (cpu.max(c), wait.max(w));
+            row
+        })
+        .collect()
+}
+
+/// Sends an open-loop schedule made due before `until` that a client never made: its
+/// next intended send is at `next`, and `arrivals` (with the client's `rng`, as it would
+/// have gone on) gives the gaps after it. `load` counts these when a client ends, so the
+/// rate its schedules asked for is exact: what was sent plus this.
+pub fn due_before(arrivals: Arrivals, rng: &mut SplitMix64, mut next: u64, until: u64) -> u64 {
+    let mut n = 0;
+    while next < until {
+        n += 1;
+        // a gap of 0 (Poisson, rarely) still moves on
+        next = next.saturating_add(arrivals.gap(rng).max(1));
+    }
+    n
+}
+
 /// Who missed the rate asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GeneratorVerdict {
     /// The rate was kept (within [`KEPT`]).
     Kept,
-    /// Missed, and the sending threads were busy nearly all the time ([`BUSY`]): the
-    /// generator could not go faster; the system under test was not the limit.
+    /// Missed, and the sending threads were busy nearly all the time ([`BUSY`]; where the
+    /// scheduler says so, running or ready and waiting for a CPU): the generator, or the
+    /// CPU of the host it runs on, could not go faster; the system under test was not the
+    /// limit.
     GeneratorLimited,
     /// Missed, with the sending threads idle part of the time: they waited in the send path
     /// (socket buffer, qdisc, the path pushing back) or were descheduled.
@@ -119,6 +179,38 @@ pub fn verdict(asked_per_s: Option<f64>, achieved_per_s: f64, cpu_share: f64) ->
         Some(_) if cpu_share >= BUSY => GeneratorVerdict::GeneratorLimited,
         Some(_) => GeneratorVerdict::SendPathLimited,
     }
+}
+
+/// How bad a verdict is, for merging shards: a rate kept (or flat out) is fine; a send path
+/// that held the generator back is worse; a generator out of CPU is worst.
+const fn severity(v: GeneratorVerdict) -> u8 {
+    match v {
+        GeneratorVerdict::Kept | GeneratorVerdict::FlatOut => 0,
+        GeneratorVerdict::SendPathLimited => 1,
+        GeneratorVerdict::GeneratorLimited => 2,
+    }
+}
+
+/// The verdict of several generators run as one scenario (shards), each `(name, verdict)`:
+/// the worst of them (any shard that missed its rate means the scenario's rate was missed,
+/// however well the others kept theirs), and the names of the shards that missed it, in the
+/// order given. All flat out stays flat out; a mix of kept and flat out is kept.
+pub fn merge_verdicts<'a>(parts: &[(&'a str, GeneratorVerdict)]) -> (GeneratorVerdict, Vec<&'a str>) {
+    let behind: Vec<&str> = parts.iter().filter(|(_, v)| severity(*v) > 0).map(|(n, _)| *n).collect();
+    let worst = parts.iter().map(|(_, v)| *v).max_by_key(|v| severity(*v));
+    let v = match worst {
+        Some(v) if severity(v) > 0 => v,
+        _ if parts.iter().any(|(_, v)| *v == GeneratorVerdict::Kept) => GeneratorVerdict::Kept,
+        _ => GeneratorVerdict::FlatOut,
+    };
+    (v, behind)
+}
+
+/// Running plus waiting for a CPU (`cpu_ns + wait_ns`) over `threads × wall_ns`: the share
+/// of the time the threads had work and wanted a CPU, whether they got one or not (the
+/// verdict's share where the scheduler's wait is known).
+pub fn demand_share(cpu_ns: u64, wait_ns: u64, threads: u64, wall_ns: u64) -> f64 {
+    cpu_share(cpu_ns.saturating_add(wait_ns), threads, wall_ns)
 }
 
 /// `cpu_ns` over `threads × wall_ns` (0 when nothing ran).
@@ -177,6 +269,55 @@ mod tests {
                 SlipSecond { at_s: 2, sends: 2, mean_ns: 50, max_ns: 60 },
             ]
         );
+    }
+
+    #[test]
+    fn cpu_seconds_are_differences_of_readings_and_shards_add_by_second() {
+        let rows = per_second(&[(1, 300, 10), (2, 300, 10), (3, 250, 40), (4, 900, 40)]);
+        let row = |at_s, cpu_ns, wait_ns| CpuSecond { at_s, cpu_ns, wait_ns };
+        // the third reading went backwards: 0, and the next counts from the largest
+        assert_eq!(rows, [row(1, 300, 10), row(2, 0, 0), row(3, 0, 30), row(4, 600, 0)]);
+        assert!(per_second(&[]).is_empty());
+        let a = [row(1, 10, 1), row(3, 30, 3)];
+        let b = [row(2, 7, 0), row(3, 5, 2)];
+        assert_eq!(merge_cpu(&[&a, &b]), [row(1, 10, 1), row(2, 7, 0), row(3, 35, 5)]);
+        // running 30 % and waiting 65 % of two threads' time: 95 % wanted a CPU
+        assert!((demand_share(600, 1_300, 2, 1_000) - 0.95).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_sends_a_schedule_made_due_and_nobody_made_are_counted() {
+        let fixed = Arrivals::Fixed { interval_ns: 10 };
+        let mut rng = SplitMix64::new(1);
+        // due at 100, 110, ..., 190 before 200
+        assert_eq!(due_before(fixed, &mut rng, 100, 200), 10);
+        assert_eq!(due_before(fixed, &mut rng, 200, 200), 0);
+        assert_eq!(due_before(fixed, &mut rng, 195, 196), 1);
+        // Poisson: as many as the same gaps drawn from the same generator give
+        let poisson = Arrivals::Poisson { mean_ns: 1_000 };
+        let (mut a, mut b) = (SplitMix64::new(7), SplitMix64::new(7));
+        let mut want = 0;
+        let mut t = 0u64;
+        while t < 1_000_000 {
+            want += 1;
+            t += poisson.gap(&mut b).max(1);
+        }
+        assert_eq!(due_before(poisson, &mut a, 0, 1_000_000), want);
+        assert!((900..1_100).contains(&want), "{want}");
+    }
+
+    #[test]
+    fn a_merged_verdict_is_the_worst_shards_and_names_every_shard_behind() {
+        use GeneratorVerdict::{FlatOut, GeneratorLimited, Kept, SendPathLimited};
+        assert_eq!(merge_verdicts(&[("a", Kept), ("b", Kept)]), (Kept, vec![]));
+        assert_eq!(merge_verdicts(&[("a", Kept), ("b", SendPathLimited)]), (SendPathLimited, vec!["b"]));
+        assert_eq!(
+            merge_verdicts(&[("a", SendPathLimited), ("b", Kept), ("c", GeneratorLimited)]),
+            (GeneratorLimited, vec!["a", "c"])
+        );
+        assert_eq!(merge_verdicts(&[("a", FlatOut), ("b", FlatOut)]), (FlatOut, vec![]));
+        assert_eq!(merge_verdicts(&[("a", FlatOut), ("b", Kept)]), (Kept, vec![]));
+        assert_eq!(merge_verdicts(&[]), (FlatOut, vec![]));
     }
 
     #[test]

@@ -159,6 +159,14 @@ pub struct Hiccups {
     pub seconds: Vec<HiccupSecond>,
 }
 
+/// The meter's own cost as a share of one core: its thread's CPU time `cpu_ns` over the
+/// time its `values` (wake-ups and corrected ones, one interval each) covered.
+#[expect(clippy::cast_precision_loss, reason = "a share")]
+pub fn cost_share(cpu_ns: u64, values: u64, interval_ns: u64) -> f64 {
+    let span = values.saturating_mul(interval_ns);
+    if span == 0 { 0.0 } else { cpu_ns as f64 / span as f64 }
+}
+
 /// Whose a latency figure is, by [`verdict`]'s rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -215,6 +223,15 @@ mod tests {
     use super::*;
 
     const MS: u64 = 1_000_000;
+
+    #[test]
+    fn the_meters_cost_is_its_cpu_over_the_time_its_values_cover() {
+        // 18 ms of CPU over 1,000 wake-ups of 1 ms: 1.8 % of a core
+        assert!((cost_share(18 * MS, 1_000, MS) - 0.018).abs() < 1e-12);
+        // a stall's corrected values count the time it covered too
+        assert!((cost_share(18 * MS, 2_000, MS) - 0.009).abs() < 1e-12);
+        assert!(cost_share(5, 0, MS).abs() < f64::EPSILON);
+    }
 
     fn series_total(h: &Hiccups) -> u64 {
         h.seconds.iter().map(|s| s.count).sum()

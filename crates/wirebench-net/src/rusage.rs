@@ -1,5 +1,7 @@
 //! CPU time of the calling thread (`getrusage(RUSAGE_THREAD)`), for the generator's own
-//! health: how busy its sending threads were.
+//! health: how busy its sending threads were; and the scheduler's exact run time of any
+//! thread of this process (`/proc/self/task/TID/schedstat`), for threads another thread
+//! reads (the load runtime's workers, the stall meter).
 
 use nix::sys::resource::{UsageWho, getrusage};
 
@@ -12,8 +14,44 @@ pub fn thread_cpu_ns() -> Option<u64> {
     ns(u.user_time())?.checked_add(ns(u.system_time())?)
 }
 
+/// The calling thread's kernel id, for [`task_sched`].
+pub fn thread_id() -> i32 {
+    nix::unistd::gettid().as_raw()
+}
+
+/// What the scheduler says of one thread: its first two `schedstat` fields.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sched {
+    /// Time on a CPU, ns (exact, not sampled on the tick as `getrusage` is).
+    pub run_ns: u64,
+    /// Time ready to run but waiting for a CPU (on a run queue), ns.
+    pub wait_ns: u64,
+}
+
+/// Thread `tid` of this process: `/proc/self/task/TID/schedstat`. `None` where the kernel
+/// keeps no schedstat or the thread is gone.
+pub fn task_sched(tid: i32) -> Option<Sched> {
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+    let mut f = s.split_ascii_whitespace().map(str::parse::<u64>);
+    Some(Sched { run_ns: f.next()?.ok()?, wait_ns: f.next()?.ok()? })
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn schedstat_counts_a_busy_thread_and_a_gone_one_is_none() {
+        let me = super::thread_id();
+        let a = super::task_sched(me).expect("this kernel keeps schedstat").run_ns;
+        let t = std::time::Instant::now();
+        let mut x = 0u64;
+        while t.elapsed() < std::time::Duration::from_millis(20) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let b = super::task_sched(me).unwrap().run_ns;
+        assert!(b > a, "{a} {b}");
+        assert_eq!(super::task_sched(-1), None);
+    }
+
     #[test]
     fn a_busy_thread_uses_cpu() {
         let a = super::thread_cpu_ns().unwrap();

@@ -21,8 +21,13 @@ fn dur(ns: u64) -> String {
 /// min .. p50 .. max .. us`.
 pub fn hiccup_line(h: &HiccupResult) -> String {
     let missed = if h.corrected > 0 { format!(" + {} missed in stalls", h.corrected) } else { String::new() };
+    // what the meter itself cost, so a user can weigh it (`--hiccup-interval`, `--no-hiccup`)
+    let cost = h.cpu_ns.map_or_else(String::new, |c| {
+        let share = wirebench_core::hiccup::cost_share(c, h.wakeups + h.corrected, h.interval_ns);
+        format!("; the meter's own CPU {:.2}% of one core", share * 100.0)
+    });
     format!(
-        "hiccups (this host's own stalls: a thread woken every {}, {} wake-ups{missed}): {}",
+        "hiccups (this host's own stalls: a thread woken every {}, {} wake-ups{missed}): {}{cost}",
         dur(h.interval_ns),
         h.wakeups,
         summary_line(&h.lateness.summary)
@@ -243,7 +248,16 @@ mod tests {
                 HiccupSecond { at_s: 0, count: 50, max_ns: base_ns + 49_000, p99_ns: base_ns + 49_000 },
                 HiccupSecond { at_s: 1, count: 50, max_ns: max, p99_ns: max },
             ],
+            cpu_ns: None,
         }
+    }
+
+    #[test]
+    fn the_line_ends_with_the_meters_own_cost_when_it_was_read() {
+        let mut h = stalls(10_000);
+        assert!(!hiccup_line(&h).contains("own CPU"));
+        h.cpu_ns = Some(1_800_000); // 1.8 ms over 100 wake-ups of 1 ms
+        assert!(hiccup_line(&h).ends_with(" us; the meter's own CPU 1.80% of one core"), "{}", hiccup_line(&h));
     }
 
     fn report_with(h: HiccupResult) -> Report {

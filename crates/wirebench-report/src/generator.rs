@@ -11,20 +11,61 @@ fn dur(ns: u64) -> String {
     if ns >= 1_000_000 { format!("{:.1} ms", ns as f64 / 1e6) } else { format!("{:.1} us", ns as f64 / 1e3) }
 }
 
-/// `generator: 1 sending thread(s) on a CPU 34% of the sending time (getrusage); schedule
-/// slip: worst second 2 s in, max 1.2 ms, mean 40.0 us; ...the verdict`.
+/// What a generator's threads are and how their CPU was read, in words.
+#[derive(Debug, Clone, Copy)]
+pub struct Source {
+    /// What the threads are, e.g. `sending thread(s)`.
+    pub threads: &'static str,
+    /// The time their CPU is a share of, e.g. `the sending time`.
+    pub over: &'static str,
+    /// How the CPU was read, e.g. `getrusage`.
+    pub how: &'static str,
+    /// What to do when the generator is the limit.
+    pub remedy: &'static str,
+}
+
+/// `stream`'s sending threads.
+pub const STREAM: Source = Source {
+    threads: "sending thread(s)",
+    over: "the sending time",
+    how: "getrusage",
+    remedy: "add publishers with -P, larger messages, or a faster sender",
+};
+
+/// `load`'s runtime: the worker threads that run every client.
+pub const LOAD: Source = Source {
+    threads: "load runtime thread(s)",
+    over: "the run",
+    how: "schedstat",
+    remedy: "split the clients over more processes or machines with --shard K/N, or use fewer clients per process",
+};
+
+/// `stream`'s line: [`line_of`] with [`STREAM`].
 pub fn line(g: &GeneratorHealth) -> String {
+    line_of(g, &STREAM)
+}
+
+/// `generator: 1 sending thread(s) on a CPU 34% of the sending time (getrusage); schedule
+/// slip: worst second 2 s in, max 1.2 ms, mean 40.0 us; ...the verdict`, with the busiest
+/// second's CPU when there is a CPU series, and the shards behind in a merged report.
+pub fn line_of(g: &GeneratorHealth, src: &Source) -> String {
     let slip = g.slip_seconds.iter().max_by_key(|s| s.max_ns).map_or_else(String::new, |w| {
         format!("; schedule slip: worst second {} s in, max {}, mean {}", w.at_s, dur(w.max_ns), dur(w.mean_ns))
+    });
+    #[expect(clippy::cast_precision_loss, reason = "display values")]
+    let busiest = g.cpu_seconds.iter().max_by_key(|c| c.cpu_ns).map_or_else(String::new, |c| {
+        format!(" (busiest second {} s in: {:.0}%)", c.at_s, c.cpu_ns as f64 / 1e7 / g.threads.max(1) as f64)
     });
     let verdict = match (g.verdict, g.asked_per_s) {
         (GeneratorVerdict::Kept, _) => "it kept the rate asked for".to_owned(),
         (GeneratorVerdict::FlatOut, _) => "flat out: nothing to keep up with".to_owned(),
         (GeneratorVerdict::GeneratorLimited, Some(a)) => format!(
-            "the GENERATOR missed the rate ({} of {} asked) with its threads busy: this host's sender is the limit, \
-             not the system under test (add publishers with -P, larger messages, or a faster sender)",
+            "the GENERATOR missed the rate ({} of {} asked) with its threads busy{}: this host's sender is the \
+             limit, not the system under test ({})",
             rate_words(g.achieved_per_s),
-            rate_words(a)
+            rate_words(a),
+            if g.wait_ns.is_some() { " or waiting for a CPU" } else { "" },
+            src.remedy
         ),
         (GeneratorVerdict::SendPathLimited, Some(a)) => format!(
             "missed the rate ({} of {} asked) while its threads were idle part of the time: they waited in the send \
@@ -34,16 +75,25 @@ pub fn line(g: &GeneratorHealth) -> String {
         ),
         (_, None) => "flat out".to_owned(),
     };
+    let behind = if g.behind.is_empty() { String::new() } else { format!(" (shards behind: {})", g.behind.join(", ")) };
+    // the share of the time spent ready but waiting for a CPU, where the scheduler says
+    #[expect(clippy::cast_precision_loss, reason = "a share")]
+    let waiting = g.wait_ns.filter(|_| g.cpu_share > 0.0).map_or_else(String::new, |w| {
+        format!(" and waiting for one {:.0}%", g.cpu_share * 100.0 * w as f64 / g.cpu_ns.max(1) as f64)
+    });
     format!(
-        "generator: {} sending thread(s) on a CPU {:.0}% of the sending time (getrusage){slip}; {verdict}",
+        "generator: {} {} on a CPU {:.0}%{waiting} of {} ({}){busiest}{slip}; {verdict}{behind}",
         g.threads,
-        g.cpu_share * 100.0
+        src.threads,
+        g.cpu_share * 100.0,
+        src.over,
+        src.how
     )
 }
 
 #[cfg(test)]
 mod tests {
-    use wirebench_core::generator::SlipSecond;
+    use wirebench_core::generator::{CpuSecond, SlipSecond};
 
     use super::*;
 
@@ -59,6 +109,9 @@ mod tests {
                 SlipSecond { at_s: 0, sends: 10, mean_ns: 1_000, max_ns: 2_000 },
                 SlipSecond { at_s: 1, sends: 10, mean_ns: 40_000, max_ns: 1_200_000 },
             ],
+            cpu_seconds: Vec::new(),
+            behind: Vec::new(),
+            wait_ns: None,
         }
     }
 
@@ -74,5 +127,34 @@ mod tests {
             line(&flat),
             "generator: 2 sending thread(s) on a CPU 90% of the sending time (getrusage); flat out: nothing to keep up with"
         );
+    }
+
+    #[test]
+    fn the_load_line_names_its_runtime_its_busiest_second_and_the_shards_behind() {
+        let mut g = health(GeneratorVerdict::GeneratorLimited, Some(1000.0));
+        g.cpu_seconds = vec![
+            CpuSecond { at_s: 1, cpu_ns: 600_000_000, wait_ns: 0 },
+            CpuSecond { at_s: 2, cpu_ns: 1_900_000_000, wait_ns: 0 },
+        ];
+        g.behind = vec!["b.json".into()];
+        let l = line_of(&g, &LOAD);
+        assert!(
+            l.starts_with(
+                "generator: 2 load runtime thread(s) on a CPU 90% of the run (schedstat) (busiest second 2 s in: 95%); \
+                 schedule slip: worst second 1 s in"
+            ),
+            "{l}"
+        );
+        assert!(l.contains("--shard K/N") && l.ends_with(" (shards behind: b.json)"), "{l}");
+        // on a CPU 10 % and waiting for one 80 % of the time: the host's CPU was the limit
+        g.cpu_share = 0.1;
+        g.cpu_ns = 200_000_000;
+        g.wait_ns = Some(1_600_000_000);
+        let l = line_of(&g, &LOAD);
+        assert!(
+            l.starts_with("generator: 2 load runtime thread(s) on a CPU 10% and waiting for one 80% of the run"),
+            "{l}"
+        );
+        assert!(l.contains("with its threads busy or waiting for a CPU: this host's sender is the limit"), "{l}");
     }
 }

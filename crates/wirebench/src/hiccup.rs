@@ -19,6 +19,7 @@ use wirebench_core::hiccup::{HiccupRecorder, Hiccups, MAX_INTERVAL_NS, MIN_INTER
 use wirebench_core::latency::{DEFAULT_PERCENTILES, Summary};
 use wirebench_core::report::{Attribution, HiccupResult, LatencyView, Outcome, Report, Results, encode_histogram};
 use wirebench_core::units::Span;
+use wirebench_net::rusage::{task_sched, thread_id};
 use wirebench_net::timer::{mono_now_ns, set_timer_slack, sleep_until};
 
 use crate::Ctx;
@@ -58,10 +59,19 @@ fn checked_interval(flag: &str, span: Span) -> Result<u64, UsageError> {
 }
 
 /// Sleeps and records until `stop` is set or `until_ns` (monotonic) passes; calls
-/// `on_first_wake` once, after the first wake-up (from then on a stall is seen).
-fn record(interval_ns: u64, stop: &AtomicBool, until_ns: Option<u64>, on_first_wake: impl FnOnce()) -> HiccupRecorder {
+/// `on_first_wake` once, after the first wake-up (from then on a stall is seen). Returns
+/// the recording and the thread's own CPU time over the loop (`schedstat`, read before and
+/// after: nothing per wake-up).
+fn record(
+    interval_ns: u64,
+    stop: &AtomicBool,
+    until_ns: Option<u64>,
+    on_first_wake: impl FnOnce(),
+) -> (HiccupRecorder, Option<u64>) {
     // Without it the kernel may wake this normal thread up to 50 us late on purpose.
     let _ = set_timer_slack(1);
+    let me = thread_id();
+    let cpu0 = task_sched(me);
     let mut rec = HiccupRecorder::new(interval_ns, mono_now_ns());
     let mut due = rec.first_due();
     let mut first = Some(on_first_wake);
@@ -74,20 +84,21 @@ fn record(interval_ns: u64, stop: &AtomicBool, until_ns: Option<u64>, on_first_w
             f();
         }
     }
-    rec
+    let cpu = cpu0.zip(task_sched(me)).map(|(a, b)| b.run_ns.saturating_sub(a.run_ns));
+    (rec, cpu)
 }
 
 /// The meter's loop on the calling thread, until `until_ns` (monotonic, `wirebench_net::
 /// timer::mono_now_ns`) or `stop` (for tests of the loop itself).
 pub fn record_until(interval_ns: u64, stop: &AtomicBool, until_ns: u64) -> HiccupRecorder {
-    record(interval_ns, stop, Some(until_ns), || {})
+    record(interval_ns, stop, Some(until_ns), || {}).0
 }
 
 /// A stall meter running on its own thread beside a measurement.
 #[derive(Debug)]
 pub struct Meter {
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<HiccupRecorder>,
+    thread: JoinHandle<(HiccupRecorder, Option<u64>)>,
 }
 
 impl Meter {
@@ -110,7 +121,7 @@ impl Meter {
     /// percentiles `ps`.
     pub fn finish(self, ps: &[f64]) -> Option<HiccupResult> {
         self.stop.store(true, Ordering::Relaxed);
-        self.thread.join().ok().map(|r| result(r.finish(), ps))
+        self.thread.join().ok().map(|(r, cpu)| result(r.finish(), cpu, ps))
     }
 }
 
@@ -137,8 +148,8 @@ pub fn attach(report: &mut Report, meter: Option<Meter>) {
     report.attribution.get_or_insert_with(Attribution::default).hiccup = Some(h);
 }
 
-/// The report's form of a meter's recording.
-pub fn result(h: Hiccups, ps: &[f64]) -> HiccupResult {
+/// The report's form of a meter's recording, with its thread's own CPU time.
+pub fn result(h: Hiccups, cpu_ns: Option<u64>, ps: &[f64]) -> HiccupResult {
     HiccupResult {
         interval_ns: h.interval_ns,
         wakeups: h.wakeups,
@@ -149,6 +160,7 @@ pub fn result(h: Hiccups, ps: &[f64]) -> HiccupResult {
             histogram: encode_histogram(&h.histogram),
         },
         seconds: h.seconds,
+        cpu_ns,
     }
 }
 
@@ -179,7 +191,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let t0 = mono_now_ns();
     let until = t0.saturating_add(u64::try_from(a.duration.0.as_nanos()).unwrap_or(u64::MAX));
     let out = &mut *ctx.out;
-    let rec = record(interval_ns, ctx.shutdown.flag(), Some(until), || {
+    let (rec, cpu) = record(interval_ns, ctx.shutdown.flag(), Some(until), || {
         // Printed once the meter runs, so whoever waits for it knows a stall will be seen.
         if !a.quiet {
             let _ = writeln!(out, "wirebench hiccup: waking every {} for {} (Ctrl-C to stop)", a.interval, a.duration);
@@ -187,7 +199,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         }
     });
     let duration_ns = mono_now_ns().saturating_sub(t0);
-    let h = result(rec.finish(), &DEFAULT_PERCENTILES);
+    let h = result(rec.finish(), cpu, &DEFAULT_PERCENTILES);
     wirebench_report::attribution::hiccup_summary(ctx.out, &h)?;
     let report = Report {
         schema_version: wirebench_core::report::SCHEMA_VERSION,

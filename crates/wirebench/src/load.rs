@@ -26,6 +26,7 @@
 
 pub mod client;
 pub mod config;
+pub mod health;
 pub mod limits;
 mod print;
 pub mod request;
@@ -206,9 +207,13 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
     }
     let started = SystemTime::now();
     let cpu0 = limits::cpu_ns();
+    let runtime_cpu = Arc::new(health::RuntimeCpu::default());
+    let (on_start, on_stop) = (Arc::clone(&runtime_cpu), Arc::clone(&runtime_cpu));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("wb-load")
+        .on_thread_start(move || on_start.on_start())
+        .on_thread_stop(move || on_stop.on_stop())
         .enable_io()
         .enable_time()
         .build()
@@ -265,7 +270,17 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
         )?;
     }
     let mut series = Vec::new();
-    let frame = Frame { cfg, plan: &plan, stats: &stats, started, cpu0, argv: ctx.argv.clone(), room_in_process };
+    let mut seconds = health::Seconds::default();
+    let frame = Frame {
+        cfg,
+        plan: &plan,
+        stats: &stats,
+        runtime_cpu: &runtime_cpu,
+        started,
+        cpu0,
+        argv: ctx.argv.clone(),
+        room_in_process,
+    };
     let out = &mut *ctx.out;
     let shutdown = ctx.shutdown.clone();
     let outcome = rt.block_on(async {
@@ -287,7 +302,8 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
                 break Outcome::PeerSilent;
             }
             if now >= next_second * 1_000_000_000 {
-                let (sent, received, h) = stats.take_second();
+                let (sent, received, h, slip) = stats.take_second();
+                seconds.on_second(next_second, sent, slip, runtime_cpu.total());
                 let row = LoadSecond {
                     at_s: next_second,
                     sent,
@@ -303,7 +319,8 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
                 next_second += 1;
                 // A long run keeps its data if it is killed: the report so far, every 10 s.
                 if let Some(path) = cfg.json.as_ref().filter(|_| next_second.is_multiple_of(FLUSH_EVERY_S)) {
-                    let _ = crate::output::write_json(path, &frame.report(series.clone(), Outcome::Interrupted));
+                    let _ =
+                        crate::output::write_json(path, &frame.report(series.clone(), &seconds, Outcome::Interrupted));
                 }
             }
             if Stats::get(&stats.done) == cfg.sharding.part.len() {
@@ -344,7 +361,7 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
             cfg.addr
         );
     }
-    Ok(frame.report(series, outcome))
+    Ok(frame.report(series, &seconds, outcome))
 }
 
 /// Seconds between the partial reports a long run writes to `--json`.
@@ -355,6 +372,7 @@ struct Frame<'a> {
     cfg: &'a Config,
     plan: &'a Plan,
     stats: &'a Stats,
+    runtime_cpu: &'a health::RuntimeCpu,
     started: SystemTime,
     cpu0: (u64, u64),
     argv: Vec<String>,
@@ -363,11 +381,17 @@ struct Frame<'a> {
 
 impl Frame<'_> {
     /// The report of what was recorded so far.
-    fn report(&self, series: Vec<LoadSecond>, outcome: Outcome) -> Report {
+    fn report(&self, series: Vec<LoadSecond>, seconds: &health::Seconds, outcome: Outcome) -> Report {
         let cpu1 = limits::cpu_ns();
         let cpu = (cpu1.0.saturating_sub(self.cpu0.0), cpu1.1.saturating_sub(self.cpu0.1));
+        let runtime_cpu = self.runtime_cpu.total();
         let elapsed = self.plan.t0.elapsed();
-        let results = results::results(self.cfg, self.plan, self.stats, series, cpu, elapsed, self.room_in_process);
+        let mut results = results::results(self.cfg, self.plan, self.stats, series, cpu, elapsed, self.room_in_process);
+        let rec = self.stats.merged(self.cfg.mix.types().len());
+        let partial = (rec.second_sent, (rec.second_slip_sum, rec.second_slip_max));
+        let wall_ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        let unsent = Stats::get(&self.stats.generator.unsent);
+        results.generator = Some(seconds.health(&results, partial, unsent, runtime_cpu, wall_ns));
         Report {
             schema_version: wirebench_core::report::SCHEMA_VERSION,
             meta: crate::host::meta_to(

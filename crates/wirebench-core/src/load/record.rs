@@ -136,6 +136,10 @@ pub struct Recording {
     pub slip_sum: u128,
     /// Largest slip, ns.
     pub slip_max: u64,
+    /// Sum of the current second's send slips, ns (the generator's health).
+    pub second_slip_sum: u128,
+    /// Largest slip in the current second, ns.
+    pub second_slip_max: u64,
     /// Errors by [`ErrorKind`] index.
     pub errors: [u64; ErrorKind::ALL.len()],
 }
@@ -162,6 +166,8 @@ impl Recording {
             down_hold: histogram(),
             slip_sum: 0,
             slip_max: 0,
+            second_slip_sum: 0,
+            second_slip_max: 0,
             errors: [0; ErrorKind::ALL.len()],
         }
     }
@@ -180,6 +186,8 @@ impl Recording {
         self.second_sent += 1;
         self.slip_sum += u128::from(slip);
         self.slip_max = self.slip_max.max(slip);
+        self.second_slip_sum += u128::from(slip);
+        self.second_slip_max = self.second_slip_max.max(slip);
     }
 
     fn count(&mut self, t: usize, a: Arrival) {
@@ -215,6 +223,12 @@ impl Recording {
         (std::mem::take(&mut self.second_sent), std::mem::take(&mut self.second_received))
     }
 
+    /// Takes the current second's slips: (sum, max), ns. Take them with
+    /// [`Self::take_second`], under the same lock, so the second's sends and slips agree.
+    pub fn take_second_slip(&mut self) -> (u128, u64) {
+        (std::mem::take(&mut self.second_slip_sum), std::mem::take(&mut self.second_slip_max))
+    }
+
     /// Adds `o` (another worker's recordings of the same mix).
     pub fn add(&mut self, o: &Self) {
         for (m, r) in self.types.iter_mut().zip(&o.types) {
@@ -228,8 +242,32 @@ impl Recording {
         let _ = self.down_hold.add(&o.down_hold);
         self.slip_sum += o.slip_sum;
         self.slip_max = self.slip_max.max(o.slip_max);
+        self.second_slip_sum += o.second_slip_sum;
+        self.second_slip_max = self.second_slip_max.max(o.second_slip_max);
         for (e, v) in self.errors.iter_mut().zip(o.errors) {
             *e += v;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seconds_slips_are_taken_with_it_and_the_run_keeps_its_own() {
+        let mut a = Recording::new(1);
+        a.on_send(0, 100, 1);
+        a.on_send(0, 700, 1);
+        let mut h = histogram();
+        assert_eq!((a.take_second(&mut h), a.take_second_slip()), ((2, 0), (800, 700)));
+        a.on_send(0, 50, 1);
+        let mut b = Recording::new(1);
+        b.on_send(0, 20, 1);
+        a.add(&b);
+        assert_eq!(a.take_second_slip(), (70, 50));
+        assert_eq!(a.take_second_slip(), (0, 0));
+        // the run's totals are untouched by the seconds taken
+        assert_eq!((a.slip_sum, a.slip_max, a.types[0].sent), (870, 700, 4));
     }
 }

@@ -187,6 +187,7 @@ pub fn build(
             u64::try_from(rec.slip_sum / u128::from(all.sent)).unwrap_or(u64::MAX)
         },
         slip_max_ns: rec.slip_max,
+        generator: None,
         overall: row(&all, "all", 100.0, replies > 0 || shape.mix.types().iter().any(|t| t.request), 0, ps),
         types,
         link_up: link(shape.link_up, "socket", "shaper_hold", counts.up_bps_max, counts.up_frames, &rec.up_hold),

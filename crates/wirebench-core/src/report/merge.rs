@@ -10,6 +10,7 @@
 //! too. So are parts that did not run together (`merge/window.rs`: their run windows do not
 //! overlap) and, unless [`Options::partial`], the shards of a load run with some missing.
 
+mod generator_health;
 mod load;
 mod ping;
 mod stream;

@@ -129,6 +129,11 @@ pub(super) fn section(out: &mut dyn Write, r: &Run<'_>) -> io::Result<()> {
             writeln!(out, "<p>{}</p>", super::escape(&link_words(name, k)))?;
         }
     }
+    if let Some(g) = &l.generator {
+        // the same words as the terminal's (`load`, `report`)
+        let line = crate::generator::line_of(g, &crate::generator::LOAD);
+        writeln!(out, "<p class=\"generator\">{}</p>", super::escape(&line))?;
+    }
     let mut lines = Vec::new();
     for t in std::iter::once(&l.overall).chain(l.types.iter()) {
         if let Ok(h) = decode_histogram(&t.delay.histogram) {

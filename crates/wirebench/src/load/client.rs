@@ -214,6 +214,7 @@ async fn client(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<
             }
         }
     }
+    super::health::on_client_end(plan, stats, &mut rng, next);
     stats.book.left(id, ended.unwrap_or(End::Open));
     let early = ended.is_some() && plan.now_ns() < plan.quit_ns;
     if ended.is_none() || matches!(ended, Some(End::ServerClosed(_))) {

@@ -225,6 +225,9 @@ fn summary(l: &LoadResults, w: &mut dyn Write) -> io::Result<()> {
         humanize_ns(u128::from(l.slip_mean_ns)),
         humanize_ns(u128::from(l.slip_max_ns))
     )?;
+    if let Some(g) = &l.generator {
+        writeln!(w, "{}", wirebench_report::generator::line_of(g, &wirebench_report::generator::LOAD))?;
+    }
     writeln!(w, "{}", account("deliveries", &l.deliveries))?;
     if l.replies.expected > 0 || l.replies.arrived > 0 {
         writeln!(w, "{}", account("replies", &l.replies))?;

@@ -50,6 +50,8 @@ pub struct Stats {
     pub down_frames: AtomicU64,
     /// Handshake failures by cause, subprotocols chosen (issue 14 item 4).
     pub handshakes: super::request::Handshakes,
+    /// The generator's own health (issue 13 item 4).
+    pub generator: super::health::Counters,
 }
 
 impl Stats {
@@ -69,6 +71,7 @@ impl Stats {
             up_frames: AtomicU64::new(0),
             down_frames: AtomicU64::new(0),
             handshakes: super::request::Handshakes::default(),
+            generator: super::health::Counters::default(),
         }
     }
 
@@ -88,16 +91,21 @@ impl Stats {
         a.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Takes the current second from every shard: (sent, received, delays).
-    pub fn take_second(&self) -> (u64, u64, Histogram<u64>) {
+    /// Takes the current second from every shard: (sent, received, delays, (slip sum,
+    /// slip max)), the slips taken under the same lock as the sends they belong to.
+    pub fn take_second(&self) -> (u64, u64, Histogram<u64>, (u128, u64)) {
         let mut delays = histogram();
-        let (mut sent, mut received) = (0, 0);
+        let (mut sent, mut received, mut slip_sum, mut slip_max) = (0, 0, 0, 0);
         for sh in &*self.shards {
-            let (s, r) = sh.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take_second(&mut delays);
+            let mut g = sh.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let (s, r) = g.take_second(&mut delays);
+            let (ss, sm) = g.take_second_slip();
             sent += s;
             received += r;
+            slip_sum += ss;
+            slip_max = slip_max.max(sm);
         }
-        (sent, received, delays)
+        (sent, received, delays, (slip_sum, slip_max))
     }
 
     /// Every shard merged.

@@ -20,7 +20,10 @@ pub(super) fn of(sent: &[Sent], rate: Option<f64>, total: &SenderResult) -> Gene
         achieved_per_s: total.per_s,
         cpu_ns,
         cpu_share: share,
+        wait_ns: None,
         verdict: verdict(asked_per_s, total.per_s, share),
         slip_seconds: merge(&series),
+        cpu_seconds: Vec::new(),
+        behind: Vec::new(),
     }
 }

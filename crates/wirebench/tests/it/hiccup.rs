@@ -93,6 +93,11 @@ fn a_quiet_run_wakes_nearly_on_time() {
     // time, the median wake-up is far below one interval late.
     let p50 = h.lateness.summary.at(50.0).unwrap();
     assert!(p50 < 5_000_000, "median lateness {p50} ns");
+    // its own cost is read and shown: some CPU, far from a whole core for a sleeping thread
+    let cpu = h.cpu_ns.expect("the meter's own CPU (schedstat)");
+    let share = wirebench_core::hiccup::cost_share(cpu, h.wakeups + h.corrected, h.interval_ns);
+    assert!(cpu > 0 && share < 0.5, "{cpu} ns, {share}");
+    assert!(run.out.contains(&format!("; the meter's own CPU {:.2}% of one core", share * 100.0)), "{}", run.out);
 }
 
 #[test]

@@ -43,6 +43,12 @@ pub struct HiccupResult {
     pub lateness: LatencyView,
     /// Per second of the run: values, the latest wake-up, the 99th percentile.
     pub seconds: Vec<HiccupSecond>,
+    /// The meter thread's own CPU time over its run (`schedstat`: exact), ns; its share of
+    /// one core is this over `(wakeups + corrected) × interval_ns`
+    /// (`hiccup::cost_share`). Absent where the kernel keeps no schedstat, and in reports
+    /// written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ns: Option<u64>,
 }
 
 /// `TCP_INFO` of one connection, as the kernel gave it: its own RTT estimate (from the

@@ -45,6 +45,10 @@ pub struct LoadResults {
     pub slip_mean_ns: u64,
     /// Largest slip, ns.
     pub slip_max_ns: u64,
+    /// The generator's own health: its slip and CPU per second and whether it, rather than
+    /// the server, missed the rate asked for (absent in reports written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator: Option<super::stream::GeneratorHealth>,
     /// Every event type together.
     pub overall: LoadTypeResult,
     /// One row per event type, in mix order.

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::counters::LossSplit;
-use crate::generator::{GeneratorVerdict, SlipSecond};
+use crate::generator::{CpuSecond, GeneratorVerdict, SlipSecond};
 use crate::snmp::Snmp;
 use crate::stream::StreamCounts;
 
@@ -53,10 +53,22 @@ pub struct GeneratorHealth {
     pub cpu_ns: u64,
     /// `cpu_ns` over threads x sending time: 1.0 is every thread busy all the time.
     pub cpu_share: f64,
+    /// `load`: time the threads were ready to run but waited for a CPU (schedstat), ns; the
+    /// verdict then counts it as busy (`generator::demand_share`). Absent for `stream`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ns: Option<u64>,
     /// Kept, generator-limited, send-path-limited or flat out.
     pub verdict: GeneratorVerdict,
     /// Paced runs: schedule slip per second (all threads merged).
     pub slip_seconds: Vec<SlipSecond>,
+    /// `load`: the generator's CPU per second (its runtime's threads; absent for `stream`,
+    /// whose threads' CPU is read once, at their end).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpu_seconds: Vec<CpuSecond>,
+    /// A merge of shards: the reports (as named to `report --merge`) of the shards that
+    /// missed their rate; the merged verdict is the worst of theirs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub behind: Vec<String>,
 }
 
 /// What `wirebench listen` kept track of, within its budget.

@@ -96,6 +96,9 @@ fn generator(k: u64, send_ns: u64) -> Report {
             cpu_share: 0.1,
             verdict: GeneratorVerdict::Kept,
             slip_seconds: Vec::new(),
+            cpu_seconds: Vec::new(),
+            wait_ns: None,
+            behind: Vec::new(),
         }),
     });
     r

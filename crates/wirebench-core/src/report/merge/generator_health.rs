@@ -1,0 +1,105 @@
+//! The generators' health of merged load shards (`load --shard K/N`): counts, rates, CPU
+//! and CPU wait (known only if every shard knows it) added, slip and CPU seconds merged by
+//! second, and the verdict of the worst shard, with the names of the shards that missed
+//! their rate (`generator::merge_verdicts`).
+
+use crate::generator::{self, CpuSecond, SlipSecond};
+use crate::report::{GeneratorHealth, LoadResults};
+
+/// The shards' generator health as one; `None` unless every shard reported one (a report
+/// written before it existed leaves the merge without it rather than with a part).
+pub(super) fn merge(parts: &[(&str, &LoadResults)]) -> Option<GeneratorHealth> {
+    let hs: Vec<(&str, &GeneratorHealth)> =
+        parts.iter().map(|(n, l)| l.generator.as_ref().map(|g| (*n, g))).collect::<Option<_>>()?;
+    if hs.is_empty() {
+        return None;
+    }
+    let threads: u64 = hs.iter().map(|(_, g)| g.threads).sum();
+    let asked = hs.iter().filter_map(|(_, g)| g.asked_per_s).reduce(|a, b| a + b);
+    #[expect(clippy::cast_precision_loss, reason = "a share")]
+    let share = if threads == 0 {
+        0.0
+    } else {
+        hs.iter().map(|(_, g)| g.cpu_share * g.threads as f64).sum::<f64>() / threads as f64
+    };
+    let verdicts: Vec<_> = hs.iter().map(|(n, g)| (*n, g.verdict)).collect();
+    let (verdict, behind) = generator::merge_verdicts(&verdicts);
+    let slips: Vec<Vec<SlipSecond>> = hs.iter().map(|(_, g)| g.slip_seconds.clone()).collect();
+    let cpus: Vec<&[CpuSecond]> = hs.iter().map(|(_, g)| g.cpu_seconds.as_slice()).collect();
+    Some(GeneratorHealth {
+        threads,
+        asked_per_s: asked,
+        achieved_per_s: hs.iter().map(|(_, g)| g.achieved_per_s).sum(),
+        cpu_ns: hs.iter().map(|(_, g)| g.cpu_ns).sum(),
+        cpu_share: share,
+        wait_ns: hs.iter().map(|(_, g)| g.wait_ns).sum(),
+        verdict,
+        slip_seconds: generator::merge(&slips),
+        cpu_seconds: generator::merge_cpu(&cpus),
+        behind: behind.into_iter().map(str::to_owned).collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generator::GeneratorVerdict;
+
+    fn health(threads: u64, share: f64, achieved: f64, verdict: GeneratorVerdict, at: u64) -> GeneratorHealth {
+        GeneratorHealth {
+            threads,
+            asked_per_s: Some(1_000.0),
+            achieved_per_s: achieved,
+            cpu_ns: 1_000 * threads,
+            cpu_share: share,
+            wait_ns: Some(3 * threads),
+            verdict,
+            slip_seconds: vec![SlipSecond { at_s: at, sends: 10, mean_ns: 100, max_ns: 500 }],
+            cpu_seconds: vec![CpuSecond { at_s: at, cpu_ns: 7, wait_ns: 1 }],
+            behind: Vec::new(),
+        }
+    }
+
+    fn base() -> LoadResults {
+        use crate::load::Mix;
+        use crate::load::delivery::Account;
+        use crate::load::record::Recording;
+        use crate::load::results::{Counts, Shape, build};
+        let mix = Mix::parse("cursor=1", &[]).unwrap();
+        let shape = Shape {
+            url: "ws://h:1/r-0".into(),
+            clients: 5,
+            room_size: 5,
+            rate_per_client: 200.0,
+            arrivals: "fixed",
+            mix: &mix,
+            percentiles: &[50.0],
+            thresholds: &[],
+            link_up: None,
+            link_down: None,
+            end_ns: 1_000_000_000,
+            ramp_ns: 0,
+        };
+        let a = Account::default();
+        build(&shape, &Recording::new(1), (&a, &a), Counts::default(), Vec::new(), 1_000_000_000, (0, 0), 0, false)
+    }
+
+    #[test]
+    fn shards_add_up_and_the_one_behind_is_named() {
+        let base = base();
+        let mut a = base.clone();
+        a.generator = Some(health(2, 0.2, 1_000.0, GeneratorVerdict::Kept, 1));
+        let mut b = base.clone();
+        b.generator = Some(health(2, 0.95, 600.0, GeneratorVerdict::GeneratorLimited, 1));
+        let g = merge(&[("a.json", &a), ("b.json", &b)]).expect("both have one");
+        assert_eq!((g.threads, g.asked_per_s, g.cpu_ns), (4, Some(2_000.0), 4_000));
+        assert!((g.achieved_per_s - 1_600.0).abs() < 1e-9);
+        assert!((g.cpu_share - 0.575).abs() < 1e-12, "{}", g.cpu_share);
+        assert_eq!((g.verdict, g.behind), (GeneratorVerdict::GeneratorLimited, vec!["b.json".to_owned()]));
+        assert_eq!(g.slip_seconds, [SlipSecond { at_s: 1, sends: 20, mean_ns: 100, max_ns: 500 }]);
+        assert_eq!(g.cpu_seconds, [CpuSecond { at_s: 1, cpu_ns: 14, wait_ns: 2 }]);
+        assert_eq!(g.wait_ns, Some(12));
+        // one report without it (written before it existed): none, rather than a part
+        assert!(merge(&[("a.json", &a), ("old.json", &base)]).is_none());
+    }
+}

@@ -1,0 +1,157 @@
+//! The load generator's own health (issue 13 item 4): the send slip and the CPU of the load
+//! runtime's threads per second, and `wirebench_core::generator`'s verdict on whether the
+//! generator, rather than the server, missed the rate asked for. The hooks are off the send
+//! path: the slips ride on the recording each send already makes (`Recording::on_send`),
+//! and the CPU is read once a second from `/proc/self/task/TID/schedstat` by the loop that
+//! collects the series, for the threads the runtime registered when they started: their
+//! time on a CPU and their time ready but waiting for one (`schedstat`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use wirebench_core::generator::{SlipSecond, cpu_share, demand_share, due_before, per_second, verdict};
+use wirebench_core::report::{GeneratorHealth, LoadResults};
+use wirebench_core::rng::SplitMix64;
+use wirebench_net::rusage::{Sched, task_sched, thread_id};
+
+/// What the clients count for the generator's health (in `Stats`).
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Sends the clients' schedules made due that were never made (cut off at the end,
+    /// by a stop or by a lost connection).
+    pub unsent: AtomicU64,
+}
+
+/// When client ends (after its loop, once): counts the sends its schedule made due before
+/// now (at most the end of sending) that it never made; its next was due at `next`.
+pub fn on_client_end(plan: &super::client::Plan, stats: &super::stats::Stats, rng: &mut SplitMix64, next: u64) {
+    let until = plan.now_ns().min(plan.end_ns);
+    let n = due_before(plan.cfg.arrivals, rng, next, until);
+    if n > 0 {
+        stats.generator.unsent.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// Worker threads of the load runtime: the denominator of the CPU share.
+pub const WORKERS: u64 = 2;
+
+/// The run and wait time of the runtime's threads (its workers, and any blocking-pool
+/// thread), exact.
+#[derive(Debug, Default)]
+pub struct RuntimeCpu {
+    inner: Mutex<Threads>,
+}
+
+#[derive(Debug, Default)]
+struct Threads {
+    live: Vec<i32>,
+    ended: Sched,
+    unreadable: bool,
+}
+
+fn add(a: Sched, b: Sched) -> Sched {
+    Sched { run_ns: a.run_ns + b.run_ns, wait_ns: a.wait_ns + b.wait_ns }
+}
+
+impl RuntimeCpu {
+    /// `on_thread_start`: registers the calling thread.
+    pub fn on_start(&self) {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner).live.push(thread_id());
+    }
+
+    /// `on_thread_stop`: keeps what the calling thread used, and forgets it.
+    pub fn on_stop(&self) {
+        let tid = thread_id();
+        let mut t = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        match task_sched(tid) {
+            Some(s) => t.ended = add(t.ended, s),
+            None => t.unreadable = true,
+        }
+        t.live.retain(|&x| x != tid);
+    }
+
+    /// Every registered thread's run and wait time so far (`None` where schedstat is
+    /// missing).
+    pub fn total(&self) -> Option<Sched> {
+        let mut t = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut sum = Some(t.ended);
+        for &tid in &t.live {
+            sum = sum.zip(task_sched(tid)).map(|(a, b)| add(a, b));
+        }
+        t.unreadable |= sum.is_none();
+        sum.filter(|_| !t.unreadable)
+    }
+}
+
+/// The per-second readings, collected by the loop that builds the series.
+#[derive(Debug, Default, Clone)]
+pub struct Seconds {
+    slips: Vec<SlipSecond>,
+    cpu: Vec<(u64, u64, u64)>,
+}
+
+/// One slip row: `sent` sends whose slips added up to `sum` ns, the largest `max`.
+fn slip_row(at_s: u64, sent: u64, (sum, max): (u128, u64)) -> SlipSecond {
+    let mean_ns = if sent == 0 { 0 } else { u64::try_from(sum / u128::from(sent)).unwrap_or(u64::MAX) };
+    SlipSecond { at_s, sends: sent, mean_ns, max_ns: max }
+}
+
+impl Seconds {
+    /// Second `at_s` ended: its sends and their slips, and the runtime's CPU so far.
+    pub fn on_second(&mut self, at_s: u64, sent: u64, slip: (u128, u64), cpu: Option<Sched>) {
+        self.slips.push(slip_row(at_s, sent, slip));
+        if let Some(c) = cpu {
+            self.cpu.push((at_s, c.run_ns, c.wait_ns));
+        }
+    }
+
+    /// The health of the run so far: `results` as built (its rates; its series' last row
+    /// may be the partial second whose sends and slips `partial` holds), the sends due but
+    /// never made, the runtime's CPU now, and the run's wall time.
+    ///
+    /// The rate asked is what the clients' schedules made due: sent plus `unsent`, over the
+    /// same time as the achieved rate (the nominal rate less what clients that connected
+    /// late, or never, and the random phases left out). The verdict counts the time the
+    /// threads waited for a CPU as busy: a generator starved of CPU by its own host is the
+    /// generator's limit.
+    pub fn health(
+        &self,
+        results: &LoadResults,
+        partial: (u64, (u128, u64)),
+        unsent: u64,
+        cpu: Option<Sched>,
+        wall_ns: u64,
+    ) -> GeneratorHealth {
+        let mut slips = self.slips.clone();
+        let last = slips.last().map_or(0, |s| s.at_s);
+        if partial.0 > 0 {
+            slips.push(slip_row(last + 1, partial.0, partial.1));
+        }
+        let mut readings = self.cpu.clone();
+        if let Some(c) = cpu
+            && readings.last().is_none_or(|r| (r.1, r.2) != (c.run_ns, c.wait_ns))
+        {
+            readings.push((readings.last().map_or(1, |r| r.0 + 1), c.run_ns, c.wait_ns));
+        }
+        let (cpu_ns, wait_ns) = cpu.map_or((0, None), |c| (c.run_ns, Some(c.wait_ns)));
+        let busy = demand_share(cpu_ns, wait_ns.unwrap_or(0), WORKERS, wall_ns);
+        #[expect(clippy::cast_precision_loss, reason = "a rate")]
+        let asked = Some(if results.sent == 0 {
+            if unsent == 0 { 0.0 } else { results.requested_send_per_s }
+        } else {
+            results.achieved_send_per_s * (results.sent + unsent) as f64 / results.sent as f64
+        });
+        GeneratorHealth {
+            threads: WORKERS,
+            asked_per_s: asked,
+            achieved_per_s: results.achieved_send_per_s,
+            cpu_ns,
+            cpu_share: cpu_share(cpu_ns, WORKERS, wall_ns),
+            wait_ns,
+            verdict: verdict(asked, results.achieved_send_per_s, busy),
+            slip_seconds: slips,
+            cpu_seconds: per_second(&readings),
+            behind: Vec::new(),
+        }
+    }
+}
