@@ -25,21 +25,25 @@ where
     R: FnMut(TcpStream),
     H: FnMut(TcpStream) -> Box<dyn FnOnce() + Send>,
 {
-    run_with(listener, shutdown, name, max, refused, || {}, handle);
+    run_with(listener, shutdown, name, max, refused, || {}, || {}, handle);
 }
 
-/// [`run`], calling `on_error` for each failed accept (before the back-off).
-pub(crate) fn run_with<H, R, E>(
+/// [`run`], calling `on_error` for each failed accept (before the back-off), and `on_stop`
+/// once the stop signal is seen, before the connections' threads are joined (to wake them).
+#[expect(clippy::too_many_arguments, reason = "the loop's hooks, each a closure")]
+pub(crate) fn run_with<H, R, E, S>(
     listener: &TcpListener,
     shutdown: &Shutdown,
     name: &str,
     max: u64,
     mut refused: R,
     mut on_error: E,
+    on_stop: S,
     mut handle: H,
 ) where
     R: FnMut(TcpStream),
     E: FnMut(),
+    S: FnOnce(),
     H: FnMut(TcpStream) -> Box<dyn FnOnce() + Send>,
 {
     if listener.set_nonblocking(true).is_err() {
@@ -82,6 +86,7 @@ pub(crate) fn run_with<H, R, E>(
             }
         }
     }
+    on_stop();
     for h in conns {
         let _ = h.join();
     }

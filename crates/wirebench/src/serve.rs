@@ -8,7 +8,9 @@
 //! and the operator configured one, to the reply group. Anything else is counted and dropped.
 //!
 //! Threads: one per UDP socket (the main port and each group on another port), one TCP
-//! acceptor, one per TCP connection. Each blocks in the kernel, or busy-polls with
+//! acceptor, one per TCP connection. Each blocks in the kernel (a connection's thread in one
+//! `ppoll` on its socket and a stop descriptor, so an idle connection never wakes:
+//! `serve/idle.rs`), or busy-polls with
 //! `--spin`; a busy-polling thread that has been idle for 50 ms sleeps in `ppoll` until
 //! traffic returns (`serve/spin.rs`), so an idle `serve --spin` does not burn a core.
 //!
@@ -21,6 +23,7 @@
 
 mod config;
 mod counters;
+mod idle;
 mod session;
 mod spin;
 mod stream;
@@ -60,6 +63,8 @@ pub(crate) struct Shared {
     pub(crate) shutdown: Shutdown,
     pub(crate) ledger: Mutex<Ledger>,
     pub(crate) key: Option<Key>,
+    /// Readable once serve stops: what idle TCP connections sleep on (`serve/idle.rs`).
+    pub(crate) stop_fd: idle::StopFd,
 }
 
 /// The connection cap that fits the open-file limit `nofile`: half of what is left after
@@ -75,6 +80,8 @@ pub struct Server {
     counters: Arc<Counters>,
     shutdown: Shutdown,
     threads: Vec<JoinHandle<()>>,
+    /// Shared with the TCP threads (its stop descriptor wakes them).
+    shared: Arc<Shared>,
     /// Clones of the probe sockets, to read the kernel's drop count.
     probe_sockets: Vec<UdpSocket>,
     /// The connection cap in force (the asked one, lowered to fit the open-file limit).
@@ -127,10 +134,11 @@ impl Server {
             shutdown: shutdown.clone(),
             ledger: Mutex::new(Ledger::new(cfg.budget)),
             key: cfg.key(),
+            stop_fd: idle::StopFd::new().context("cannot make serve's stop descriptor")?,
         });
-        let acc = tcp::Acceptor { listener: tcp, shared, max: max_connections };
+        let acc = tcp::Acceptor { listener: tcp, shared: shared.clone(), max: max_connections };
         threads.push(std::thread::Builder::new().name("serve-tcp".into()).spawn(move || acc.run())?);
-        Ok(Self { addr, counters, shutdown, threads, probe_sockets, max_connections })
+        Ok(Self { addr, counters, shutdown, threads, shared, probe_sockets, max_connections })
     }
 
     /// The bound address (with the real port when the config asked for port 0).
@@ -156,9 +164,11 @@ impl Server {
     }
 
     /// Stops every thread and returns the final counters. Every thread watches the stop
-    /// flag within [`crate::shutdown::POLL`], so this returns within about that.
+    /// flag within [`crate::shutdown::POLL`] or sleeps on the stop descriptor signalled
+    /// here, so this returns within about that.
     pub fn stop(mut self) -> CounterSnapshot {
         self.shutdown.trigger();
+        self.shared.stop_fd.signal();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }

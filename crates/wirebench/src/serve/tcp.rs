@@ -4,8 +4,11 @@
 //! Bounded everywhere: a new connection's first frame must arrive within the first-frame
 //! timeout, a probe connection with no frame for the idle timeout is closed (a partial frame
 //! does not count as activity, so slowloris dribbles time out too), a reply the client does
-//! not read for [`crate::control::FRAME_WITHIN`] closes the connection, and every wait wakes
-//! within [`POLL`] to look at the stop flag.
+//! not read for [`crate::control::FRAME_WITHIN`] closes the connection, and every wait ends
+//! at the stop signal: a connection waiting for its next frame sleeps on its socket and
+//! serve's stop descriptor until its own timeout (`serve/idle.rs`: no wake-ups while idle),
+//! a write blocked on a client that does not read wakes within [`POLL`] to look at the stop
+//! flag.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -21,6 +24,7 @@ use wirebench_core::wire::mesh as wire_mesh;
 use wirebench_core::wire::probe::{self, Probe};
 use wirebench_net::clock::wall_now_ns;
 
+use super::idle::{self, Input};
 use super::spin::Spinner;
 use super::{Counters, Shared};
 use crate::control::FRAME_WITHIN;
@@ -60,11 +64,21 @@ impl Acceptor {
             // Out of descriptors: the lingering refusals go first.
             lingering.borrow_mut().clear();
         };
-        crate::accept::run_with(&listener, &shared.shutdown, "serve-tcp-conn", max, refuse, on_error, |stream| {
-            shared.counters.tcp_connections.fetch_add(1, Ordering::Relaxed);
-            let c = Conn { stream, shared: shared.clone() };
-            Box::new(move || c.run())
-        });
+        let on_stop = || shared.stop_fd.signal();
+        crate::accept::run_with(
+            &listener,
+            &shared.shutdown,
+            "serve-tcp-conn",
+            max,
+            refuse,
+            on_error,
+            on_stop,
+            |stream| {
+                shared.counters.tcp_connections.fetch_add(1, Ordering::Relaxed);
+                let c = Conn { stream, shared: shared.clone() };
+                Box::new(move || c.run())
+            },
+        );
     }
 }
 
@@ -117,7 +131,7 @@ impl Conn {
         if setup.is_err() {
             return;
         }
-        let (first_within, idle) = (cfg.first_frame_timeout, cfg.idle_timeout);
+        let (first_within, idle_for) = (cfg.first_frame_timeout, cfg.idle_timeout);
         // Two of the largest frames: a partial frame (< MAX_LEN) moved to the front always
         // leaves room for a whole one. 128 KiB a connection, touched only as frames arrive.
         let mut buf = vec![0u8; 2 * probe::MAX_LEN];
@@ -126,6 +140,22 @@ impl Conn {
         let mut first = true;
         let mut last_frame = Instant::now();
         while !self.shared.shutdown.is_set() {
+            if !spin {
+                // Sleep until input, the stop, or this connection's own timeout: no wake-ups
+                // while idle. (The socket's read timeout stays as a backstop.)
+                let limit = if first { first_within } else { idle_for };
+                match idle::wait(&self.stream, &self.shared.stop_fd, limit.saturating_sub(last_frame.elapsed())) {
+                    Input::Ready => {}
+                    Input::Stop => return,
+                    Input::Quiet => {
+                        if last_frame.elapsed() >= limit {
+                            Counters::bump(&self.shared.counters.timed_out);
+                            return;
+                        }
+                        continue;
+                    }
+                }
+            }
             match self.stream.read(&mut buf[end..]) {
                 Ok(0) => return,
                 Ok(n) => {
@@ -171,7 +201,7 @@ impl Conn {
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                     let waited = last_frame.elapsed();
-                    if waited > if first { first_within } else { idle } {
+                    if waited > if first { first_within } else { idle_for } {
                         Counters::bump(&self.shared.counters.timed_out);
                         return;
                     }

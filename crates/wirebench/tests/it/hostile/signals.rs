@@ -127,6 +127,68 @@ fn sigint_and_sigterm_exit_within_a_second_whatever_the_clients_do() {
     }
 }
 
+/// Voluntary context switches of every thread of `pid` named `name`, by thread id.
+fn switches(pid: u32, name: &str) -> Vec<(String, u64)> {
+    let mut v = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+        let dir = t.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if comm.trim_end() != name {
+            continue;
+        }
+        let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
+        let n = status.lines().find_map(|l| l.strip_prefix("voluntary_ctxt_switches:")).map(str::trim);
+        v.push((t.file_name().to_string_lossy().into_owned(), n.and_then(|n| n.parse().ok()).unwrap_or(0)));
+    }
+    v.sort();
+    v
+}
+
+/// Issue 11: an idle probe connection costs serve no wake-ups (its thread woke every 100 ms
+/// to look at the stop flag: 1,900 context switches a second at 199 connections), and a
+/// stop still ends every idle connection's thread at once. The idle period is measured by
+/// serve's acceptor, which still wakes every poll interval: three of its wake-ups pass
+/// while the connections' threads do not switch once.
+#[test]
+fn idle_probe_connections_do_not_wake_and_a_stop_ends_them() {
+    let srv = Serve::start(&[], &[]);
+    let pid = srv.child.id();
+    let mut conns = Vec::new();
+    for i in 0..3 {
+        let mut c = TcpStream::connect(srv.addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut p = [0u8; 32];
+        probe::init(&mut p, 7 + i, 0);
+        c.write_all(&p).unwrap();
+        std::io::Read::read_exact(&mut c, &mut p).unwrap();
+        conns.push(c);
+    }
+    let t = Instant::now();
+    let (idle0, acceptor0) = loop {
+        // Each thread back in its wait after answering (its count settles), bounded.
+        let a = switches(pid, "serve-tcp-conn");
+        let acceptor = switches(pid, "serve-tcp");
+        assert_eq!(acceptor.len(), 1, "one acceptor: {acceptor:?}");
+        std::thread::park_timeout(Duration::from_millis(20));
+        if a.len() == 3 && a == switches(pid, "serve-tcp-conn") {
+            break (a, acceptor[0].1);
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "connection threads: {a:?}");
+    };
+    let t = Instant::now();
+    while switches(pid, "serve-tcp")[0].1 < acceptor0 + 3 {
+        assert!(t.elapsed() < Duration::from_secs(10), "the acceptor stopped waking");
+        std::thread::park_timeout(Duration::from_millis(20));
+    }
+    assert_eq!(switches(pid, "serve-tcp-conn"), idle0, "idle connection threads woke");
+    let (took, code, _) = srv.signal(Signal::SIGTERM);
+    assert!(took < Duration::from_secs(1), "exit took {took:?} with idle connections");
+    assert_eq!(code, Some(0));
+    for mut c in conns {
+        assert!(matches!(std::io::Read::read(&mut c, &mut [0u8; 1]), Ok(0)), "serve closed it");
+    }
+}
+
 /// Issue 10, defect 6: out of file descriptors, the accept loop backs off instead of
 /// spinning (before: 100 % of a core until the clients left).
 #[test]
