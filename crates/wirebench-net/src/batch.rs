@@ -114,7 +114,7 @@ impl UdpBatchReceiver {
     /// Wraps `sock`, turning GRO on when the kernel has it.
     pub fn new(sock: UdpSocket) -> Self {
         let gro = setsockopt(&sock, UdpGroSegment, &true).is_ok();
-        let empty = Msg { len: 0, gro: None, from: None };
+        let empty = Msg { len: 0, gro: None, from: None, rx_ns: None };
         Self { sock, gro, cmsg: nix::cmsg_space!(i32), slots: Box::new(Slots::new()), msgs: [empty; SLOTS] }
     }
 

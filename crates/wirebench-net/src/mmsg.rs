@@ -8,8 +8,8 @@
 //! the whole run. A stream receiver then rejects all of it. That was the cause of the
 //! "99.9 % loss" flat-out streams; `tests::a_gro_run_after_a_plain_datagram_keeps_its_segment_size`
 //! in `batch.rs` guards it.
-//! The control space (64 bytes) holds the GRO message with room to spare, so `MSG_CTRUNC`
-//! cannot happen.
+//! The control space (128 bytes) holds the GRO message, `SO_RXQ_OVFL` and a software
+//! `SCM_TIMESTAMPING` (the relay's batches) together, so `MSG_CTRUNC` cannot happen.
 //!
 //! The headers live on the stack of each call (they hold raw pointers into the caller's
 //! buffer); the address and control buffers are plain bytes owned here, parsed without
@@ -19,8 +19,9 @@ use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::RawFd;
 
-/// Bytes of control space per slot: room for `UDP_GRO` and `SO_RXQ_OVFL` (24 bytes each).
-const CMSG_BYTES: usize = 64;
+/// Bytes of control space per slot: room for `UDP_GRO` and `SO_RXQ_OVFL` (24 bytes each)
+/// and `SCM_TIMESTAMPING` (64).
+const CMSG_BYTES: usize = 128;
 /// Bytes of address space per slot (`sizeof(struct sockaddr_storage)`).
 const NAME_BYTES: usize = 128;
 /// The same as a `socklen_t`.
@@ -39,6 +40,8 @@ pub(crate) struct Msg {
     pub(crate) gro: Option<usize>,
     /// The sender.
     pub(crate) from: Option<SocketAddr>,
+    /// The kernel's software RX time (`SO_TIMESTAMPING` on the socket), wall-clock ns.
+    pub(crate) rx_ns: Option<u64>,
 }
 
 /// Address and control buffers for `N` messages.
@@ -102,10 +105,12 @@ impl<const N: usize> Slots<N> {
             let h = &hdrs[k].msg_hdr;
             let name_len = usize::try_from(h.msg_namelen).unwrap_or(0).min(NAME_BYTES);
             let cmsg_len = (h.msg_controllen as usize).min(CMSG_BYTES);
+            let cmsg = &self.cmsgs[k].0[..cmsg_len];
             out[k] = Msg {
                 len: hdrs[k].msg_len as usize,
-                gro: gro_segment(&self.cmsgs[k].0[..cmsg_len]),
+                gro: gro_segment(cmsg),
                 from: sockaddr(&self.names[k].0[..name_len]),
+                rx_ns: rx_stamp(cmsg),
             };
         }
         Ok(n)
@@ -114,6 +119,35 @@ impl<const N: usize> Slots<N> {
 
 const HDR: usize = std::mem::size_of::<libc::cmsghdr>();
 const ALIGN: usize = std::mem::size_of::<usize>();
+
+/// The data of the first control message of `level`/`kind` in a control buffer (as the
+/// kernel laid it out), `None` when there is none or the buffer is malformed.
+fn find_cmsg(c: &[u8], level: i32, kind: i32) -> Option<&[u8]> {
+    let mut at = 0;
+    while at + HDR <= c.len() {
+        let len = usize::from_ne_bytes(c[at..at + ALIGN].try_into().ok()?);
+        let l = i32::from_ne_bytes(c[at + ALIGN..at + ALIGN + 4].try_into().ok()?);
+        let k = i32::from_ne_bytes(c[at + ALIGN + 4..at + ALIGN + 8].try_into().ok()?);
+        if len < HDR || at + len > c.len() {
+            return None;
+        }
+        if l == level && k == kind {
+            return Some(&c[at + HDR..at + len]);
+        }
+        at += len.next_multiple_of(ALIGN);
+    }
+    None
+}
+
+/// The software time of an `SCM_TIMESTAMPING` message (the first of its three
+/// `timespec`s; 64-bit `time_t`), wall-clock ns; `None` when absent or zero.
+fn rx_stamp(c: &[u8]) -> Option<u64> {
+    let d = find_cmsg(c, libc::SOL_SOCKET, libc::SCM_TIMESTAMPING)?;
+    let sec = i64::from_ne_bytes(d.get(0..8)?.try_into().ok()?);
+    let nsec = i64::from_ne_bytes(d.get(8..16)?.try_into().ok()?);
+    let v = u64::try_from(sec).ok()?.checked_mul(1_000_000_000)?.checked_add(u64::try_from(nsec).ok()?)?;
+    (v != 0).then_some(v)
+}
 
 /// The `UDP_GRO` segment size in a control buffer (as the kernel laid it out).
 fn gro_segment(c: &[u8]) -> Option<usize> {
@@ -178,6 +212,23 @@ mod tests {
         let mut bad = cmsg(libc::SOL_UDP, libc::UDP_GRO, &64i32.to_ne_bytes());
         bad[..ALIGN].copy_from_slice(&1000usize.to_ne_bytes());
         assert_eq!(gro_segment(&bad), None, "a length past the buffer");
+    }
+
+    #[test]
+    fn finds_the_rx_time_after_a_gro_message() {
+        let mut stamps = Vec::new();
+        for (sec, nsec) in [(1_700_000_000i64, 123_456_789i64), (0, 0), (0, 0)] {
+            stamps.extend_from_slice(&sec.to_ne_bytes());
+            stamps.extend_from_slice(&nsec.to_ne_bytes());
+        }
+        let mut c = cmsg(libc::SOL_UDP, libc::UDP_GRO, &64i32.to_ne_bytes());
+        c.extend(cmsg(libc::SOL_SOCKET, libc::SCM_TIMESTAMPING, &stamps));
+        assert!(c.len() <= CMSG_BYTES, "both fit one slot's control space");
+        assert_eq!(rx_stamp(&c), Some(1_700_000_000_123_456_789));
+        assert_eq!(gro_segment(&c), Some(64));
+        assert_eq!(rx_stamp(&c[..c.len() - 8]), None, "cut short");
+        assert_eq!(rx_stamp(&cmsg(libc::SOL_SOCKET, libc::SCM_TIMESTAMPING, &[0; 48])), None, "no time given");
+        assert_eq!(rx_stamp(&cmsg(libc::SOL_SOCKET, libc::SCM_TIMESTAMPING, &[0xff; 48])), None, "negative");
     }
 
     #[test]
