@@ -324,7 +324,8 @@ fn forged_and_foreign_relay_datagrams_are_dropped_and_counted() {
     let json = dir.path().join("b.json");
     let peer = format!("{a_ip}:7880");
     let mut args = relay_args(&b_ip, &peer, &[group], json.to_str().unwrap());
-    args.extend(["--token", "right"]);
+    // Busy-polling changes how the loop waits, not what it decides (and it still stops).
+    args.extend(["--token", "right", "--busy-poll", "200us"]);
     let relay = Proc::start(&b, &args, "relay listening");
     // A listener on B's group, joined before anything is sent, to see what is re-emitted.
     let gaddr: SocketAddrV4 = group.parse().unwrap();
@@ -376,6 +377,7 @@ fn forged_and_foreign_relay_datagrams_are_dropped_and_counted() {
     }
     assert_eq!(heard, [&b"genuine"[..], b"last"], "only the authentic datagrams are re-emitted, once");
     let text = relay.stop();
+    assert_eq!(report(&json).config["busy_poll_ns"], 200_000);
     let r = relay_results(&json);
     assert!(r.authenticated);
     assert_eq!(r.not_a_peer, 1, "{text}");
