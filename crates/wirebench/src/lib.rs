@@ -75,7 +75,7 @@ pub fn run(cli: &Cli, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
         }
         Command::Listen(a) => listen::run(a, ctx).map(|_| 0),
         Command::Suite(a) => suite::run(a, ctx).map(|_| 0),
-        Command::Report(a) => report::run(a, ctx).map(|()| 0),
+        Command::Report(a) => report::run(a, ctx),
         Command::Doctor(a) => doctor::run(a, ctx),
         Command::Proxy(a) => proxy::run(a, ctx).map(|_| 0),
         Command::Shape(a) => shape::run(a, ctx).map(|()| 0),

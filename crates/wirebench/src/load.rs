@@ -404,6 +404,11 @@ pub fn save(cfg: &Config, report: &Report) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The thresholds' verdict lines, as `load` prints them.
+pub fn print_thresholds(l: &wirebench_core::report::LoadResults, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+    print::thresholds(l, w)
+}
+
 /// The terminal text of a saved load report (for `wirebench report`), at the percentiles the
 /// run recorded.
 pub fn render_text(report: &Report, w: &mut dyn std::io::Write) -> std::io::Result<()> {
@@ -419,6 +424,11 @@ pub fn render_text(report: &Report, w: &mut dyn std::io::Write) -> std::io::Resu
             names.len(),
             names.join(", ")
         )?;
+    }
+    if let Results::Load(l) = &report.results
+        && let Some(line) = wirebench_core::report::partial_words(l)
+    {
+        writeln!(w, "{line}")?;
     }
     print::report(&ps, report, w)
 }

@@ -45,6 +45,10 @@ pub struct Args {
     /// With --merge: write the merged report as JSON here (`-` for stdout).
     #[arg(long, value_name = "OUT.json", requires = "merge")]
     pub json: Option<PathBuf>,
+    /// With --merge: merge the shards of a load run even when some are missing; the merged
+    /// report says which (without it, a missing shard is an error).
+    #[arg(long, requires = "merge")]
+    pub partial: bool,
 }
 
 /// Validated `report` settings.
@@ -64,6 +68,8 @@ pub struct Config {
     pub merge: bool,
     /// Where the merged JSON goes.
     pub json: Option<PathBuf>,
+    /// Merge with shards missing.
+    pub partial: bool,
 }
 
 impl Config {
@@ -86,6 +92,7 @@ impl Config {
             title: a.title.clone(),
             merge: a.merge,
             json: a.json.clone(),
+            partial: a.partial,
         })
     }
 }
@@ -125,11 +132,16 @@ impl std::fmt::Debug for Stoppable<'_> {
 }
 
 /// `wirebench report`: load every file (all or nothing), then print and/or write HTML.
-pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
+/// Returns 3 when a merged load report's thresholds fail (every output written first, the
+/// verdicts printed as `load` prints them), else 0.
+pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
     let cfg = Config::from_args(args)?;
     let mut loaded = load(&cfg.files, &ctx.shutdown)?;
+    let mut warnings = Vec::new();
     if cfg.merge {
-        loaded = vec![merge::merged(&loaded, &ctx.argv)?];
+        let m = merge::merged(&loaded, &ctx.argv, cfg.partial)?;
+        warnings = m.warnings;
+        loaded = vec![m.loaded];
         if let Some(path) = &cfg.json {
             crate::output::write_json(path, &loaded[0].report)?;
         }
@@ -137,6 +149,9 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
     let runs: Vec<Run<'_>> = loaded.iter().map(|l| Run { name: &l.name, report: &l.report }).collect();
     let stop = ctx.shutdown.clone();
     let mut out = Stoppable::new(ctx.out, &stop);
+    for w in &warnings {
+        writeln!(out, "{w}")?;
+    }
     if cfg.compare {
         compare::write_text(&compare::compare(&runs), &mut out)?;
     } else if cfg.html.is_none() {
@@ -146,7 +161,17 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         write_html_until(path, &cfg.title, &runs, cfg.compare, &stop)?;
         writeln!(out, "HTML report: {}", path.display())?;
     }
-    Ok(())
+    if !cfg.merge {
+        return Ok(0);
+    }
+    let failed = merge::failed_thresholds(&loaded[0].report);
+    if cfg.html.is_some() && failed {
+        // the text (with its verdicts) was not printed: the verdicts, as `load` prints them
+        if let wirebench_core::report::Results::Load(l) = &loaded[0].report.results {
+            crate::load::print_thresholds(l, &mut out)?;
+        }
+    }
+    Ok(if failed { 3 } else { 0 })
 }
 
 /// Each run's text: a heading, its environment on one line, then the mode's report.

@@ -21,6 +21,7 @@
 
 pub mod accept;
 mod conn;
+mod refuse;
 mod rooms;
 mod server;
 

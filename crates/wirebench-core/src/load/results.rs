@@ -172,6 +172,7 @@ pub fn build(
             failed: counts.failed,
             disconnects: counts.disconnects,
             connect_time: view("connect_time", &rec.connect, ps),
+            subprotocols: BTreeMap::new(),
         },
         requested_send_per_s: requested,
         achieved_send_per_s: per_s(all.sent),
@@ -214,6 +215,7 @@ pub fn build(
             room_in_process,
         },
         shard: None,
+        partial: None,
     }
 }
 

@@ -7,11 +7,13 @@
 //! of different scenarios (their `config` differs anywhere but in the fields a part may
 //! differ in, such as `shard`), the same shard twice, and histograms that do not decode or
 //! do not add. Modes whose parts are not additive (mesh, proxy, relay, hiccup) are refused
-//! too.
+//! too. So are parts that did not run together (`merge/window.rs`: their run windows do not
+//! overlap) and, unless [`Options::partial`], the shards of a load run with some missing.
 
 mod load;
 mod ping;
 mod stream;
+mod window;
 
 use hdrhistogram::Histogram;
 
@@ -31,6 +33,26 @@ pub struct Input<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct MergeError(pub String);
+
+/// How to merge.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Merge the shards of a load run even when some are missing (`report --merge
+    /// --partial`); the merged results say which ([`super::LoadPartial`]).
+    pub partial: bool,
+}
+
+/// A merged report, and the warnings to print beside it (one line each).
+#[derive(Debug, Clone)]
+pub struct Merged {
+    /// The report.
+    pub report: Report,
+    /// Things the user should know that do not make the merge wrong (parts that started
+    /// more than [`window::START_SPREAD_NS`] apart).
+    pub warnings: Vec<String>,
+}
+
+pub use window::START_SPREAD_NS;
 
 fn err(msg: impl Into<String>) -> MergeError {
     MergeError(msg.into())
@@ -110,12 +132,19 @@ pub fn check_compatible(inputs: &[Input<'_>]) -> Result<(), MergeError> {
     Ok(())
 }
 
-/// Merges reports of one scenario into one (see the module's documentation).
+/// Merges reports of one scenario into one, every shard required (see the module's
+/// documentation).
 pub fn merge(inputs: &[Input<'_>]) -> Result<Report, MergeError> {
+    merge_with(inputs, Options::default()).map(|m| m.report)
+}
+
+/// [`merge`] with `opts`, and the warnings.
+pub fn merge_with(inputs: &[Input<'_>], opts: Options) -> Result<Merged, MergeError> {
     check_compatible(inputs)?;
+    let warnings = window::check(inputs)?;
     let first = inputs[0].report;
     let results = match &first.results {
-        Results::Load(_) => Results::Load(load::merge(inputs)?),
+        Results::Load(_) => Results::Load(load::merge(inputs, opts.partial)?),
         Results::Ping(_) => {
             // Load refuses a shard given twice and stream the same parts twice; a ping
             // report given twice (or a copy of it) would count every probe twice.
@@ -157,7 +186,8 @@ pub fn merge(inputs: &[Input<'_>]) -> Result<Report, MergeError> {
         }
         m.insert("merged_from".into(), inputs.iter().map(|i| i.name).collect::<Vec<_>>().into());
     }
-    Ok(Report { schema_version: first.schema_version, meta, config, outcome, results, attribution: None })
+    let report = Report { schema_version: first.schema_version, meta, config, outcome, results, attribution: None };
+    Ok(Merged { report, warnings })
 }
 
 /// Decodes one embedded histogram, naming it on failure.

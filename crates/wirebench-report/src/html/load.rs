@@ -79,6 +79,12 @@ fn link_words(name: &str, k: &LoadLink) -> String {
 pub(super) fn section(out: &mut dyn Write, r: &Run<'_>) -> io::Result<()> {
     let Results::Load(l) = &r.report.results else { return Ok(()) };
     writeln!(out, "<p>{}</p>", super::escape(&headline(l)))?;
+    for line in [wirebench_core::report::partial_words(l), wirebench_core::report::subprotocol_words(r.report)]
+        .into_iter()
+        .flatten()
+    {
+        writeln!(out, "<p>{}</p>", super::escape(&line))?;
+    }
     let mut rows = Vec::new();
     let mut all = l.overall.clone();
     (all.expected, all.arrived, all.missing) = (l.deliveries.expected, l.deliveries.arrived, l.deliveries.missing);

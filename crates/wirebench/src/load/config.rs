@@ -49,6 +49,35 @@ pub struct Scenario {
     pub seed: Option<u64>,
     /// The event mix.
     pub events: Option<Vec<ScenarioEvent>>,
+    // -- real apps (issue 14 item 4): the connection flags, as keys (`request::FromFile`)
+    /// wss://: also trust these CA certificates (PEM; relative to the scenario's directory).
+    pub ca: Option<PathBuf>,
+    /// wss://: do not check the server's certificate.
+    pub insecure: Option<bool>,
+    /// Extra handshake headers, each `"Name: value"`.
+    pub headers: Option<Vec<String>>,
+    /// Cookies, each `"NAME=VALUE"`.
+    pub cookies: Option<Vec<String>>,
+    /// Subprotocols offered, in order of preference.
+    pub subprotocols: Option<Vec<String>>,
+    /// Per-client values, CSV (relative to the scenario's directory).
+    pub tokens: Option<PathBuf>,
+}
+
+impl Scenario {
+    /// The connection keys, paths resolved against `dir` (the file's directory).
+    fn connect(&mut self, name: String, dir: &std::path::Path) -> super::request::FromFile {
+        let at = |p: PathBuf| if p.is_relative() { dir.join(p) } else { p };
+        super::request::FromFile {
+            name,
+            ca: self.ca.take().map(at),
+            insecure: self.insecure.unwrap_or(false),
+            headers: self.headers.take().unwrap_or_default(),
+            cookies: self.cookies.take().unwrap_or_default(),
+            subprotocols: self.subprotocols.take().unwrap_or_default(),
+            tokens: self.tokens.take().map(at),
+        }
+    }
 }
 
 /// One event type in a scenario file.
@@ -131,14 +160,17 @@ fn span(s: &str, what: &str) -> Result<Duration, UsageError> {
 impl Config {
     /// Layers the flags over the scenario file over the preset over the defaults.
     pub fn from_args(a: &Args) -> Result<Self, UsageError> {
-        let file = match &a.scenario {
+        let (file, file_connect) = match &a.scenario {
             Some(p) => {
                 let text = std::fs::read_to_string(p)
                     .map_err(|e| usage(format!("cannot read scenario {}: {e}", p.display())))?;
-                toml::from_str::<Scenario>(&text)
-                    .map_err(|e| usage(format!("scenario {}: {}", p.display(), e.message())))?
+                let mut file = toml::from_str::<Scenario>(&text)
+                    .map_err(|e| usage(format!("scenario {}: {}", p.display(), e.message())))?;
+                let dir = p.parent().unwrap_or_else(|| std::path::Path::new(""));
+                let connect = file.connect(format!("scenario {}", p.display()), dir);
+                (file, connect)
             }
-            None => Scenario::default(),
+            None => (Scenario::default(), super::request::FromFile::default()),
         };
         let preset = a.preset.as_deref().or(file.preset.as_deref());
         let collab = match preset {
@@ -256,7 +288,7 @@ impl Config {
         let template_text = a.template.clone().or(file.template).unwrap_or_else(|| DEFAULT_TEMPLATE.into());
         let template = Template::parse(&template_text).map_err(|e| usage(e.to_string()))?;
         // -- real apps (issue 14 item 4)
-        let connect = super::request::Connect::from_args(a, &url)?;
+        let connect = super::request::Connect::from_args(a, &file_connect, &url)?;
         let sharding = super::shard::Sharding::from_args(a, clients, room_size)?;
         Ok(Self {
             url,

@@ -6,6 +6,7 @@ use std::io::{self, Write};
 use wirebench_core::load::results::nothing_arrived;
 use wirebench_core::report::{
     LatencyView, LoadAccount, LoadLink, LoadResults, LoadSecond, LoadTypeResult, Outcome, Report, Results,
+    subprotocol_words,
 };
 use wirebench_core::units::humanize_ns;
 
@@ -95,6 +96,9 @@ pub(super) fn report(ps: &[f64], report: &Report, w: &mut dyn Write) -> io::Resu
         Outcome::PeerSilent => writeln!(w, "the server closed every connection mid-run: partial results")?,
     }
     summary(l, w)?;
+    if let Some(line) = subprotocol_words(report) {
+        writeln!(w, "{line}")?;
+    }
     let mut head: Vec<String> = ["type", "share%", "bytes", "sent", "expected", "arrived", "missing", "avg ms"]
         .iter()
         .map(|s| (*s).into())
@@ -166,10 +170,7 @@ pub(super) fn report(ps: &[f64], report: &Report, w: &mut dyn Write) -> io::Resu
             links(w, name, k, &p)?;
         }
     }
-    for t in &l.thresholds {
-        let v = t.value_ns.map_or_else(|| "no data".into(), |v| format!("{} ms", ms(v)));
-        writeln!(w, "threshold {}: {v} {}", t.expr, if t.passed { "ok" } else { "FAILED" })?;
-    }
+    thresholds(l, w)?;
     if let Some(why) = nothing_arrived(l) {
         writeln!(w, "no measurement: {why}")?;
     }
@@ -248,6 +249,15 @@ fn summary(l: &LoadResults, w: &mut dyn Write) -> io::Result<()> {
     if !l.errors.is_empty() {
         let e: Vec<String> = l.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
         writeln!(w, "errors: {}", e.join(", "))?;
+    }
+    Ok(())
+}
+
+/// The thresholds' verdicts, one line each (`threshold p99<20ms: 12.345 ms FAILED`).
+pub(super) fn thresholds(l: &LoadResults, w: &mut dyn Write) -> io::Result<()> {
+    for t in &l.thresholds {
+        let v = t.value_ns.map_or_else(|| "no data".into(), |v| format!("{} ms", ms(v)));
+        writeln!(w, "threshold {}: {v} {}", t.expr, if t.passed { "ok" } else { "FAILED" })?;
     }
     Ok(())
 }

@@ -85,9 +85,64 @@ fn is_token(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
+/// The connection settings of a scenario file (its `ca`, `insecure`, `headers`, `cookies`,
+/// `subprotocols` and `tokens` keys), paths resolved against the file's directory.
+#[derive(Debug, Clone, Default)]
+pub struct FromFile {
+    /// `scenario FILE.toml`, for messages.
+    pub name: String,
+    /// `ca`.
+    pub ca: Option<PathBuf>,
+    /// `insecure`.
+    pub insecure: bool,
+    /// `headers`, each `Name: value`.
+    pub headers: Vec<String>,
+    /// `cookies`, each `NAME=VALUE`.
+    pub cookies: Vec<String>,
+    /// `subprotocols`.
+    pub subprotocols: Vec<String>,
+    /// `tokens`.
+    pub tokens: Option<PathBuf>,
+}
+
+impl FromFile {
+    /// How a value of key `key` is named in messages: `scenario s.toml: headers`.
+    fn label(&self, key: &str) -> String {
+        format!("{}: {key}", self.name)
+    }
+}
+
+/// `'Name: value'` split and checked; `label` names where it came from (`--header`).
+fn parse_header(h: &str, label: &str) -> Result<(HeaderName, String), UsageError> {
+    let (name, value) = h.split_once(':').ok_or_else(|| usage(format!("{label} '{h}' is not 'Name: value'")))?;
+    let name = HeaderName::from_bytes(name.trim().as_bytes())
+        .map_err(|_| usage(format!("{label} '{h}': '{}' is not a valid header name", name.trim())))?;
+    if RESERVED.contains(&name.as_str()) {
+        let hint = if name == header::SEC_WEBSOCKET_PROTOCOL { ": use --subprotocol" } else { "" };
+        return Err(usage(format!("{label} '{h}': {name} is set by the WebSocket handshake{hint}")));
+    }
+    Ok((name, value.trim().to_owned()))
+}
+
+/// `NAME=VALUE` split and checked.
+fn parse_cookie<'a>(c: &'a str, label: &str) -> Result<(&'a str, &'a str), UsageError> {
+    let (k, v) = c.split_once('=').ok_or_else(|| usage(format!("{label} '{c}' is not NAME=VALUE")))?;
+    let bad_value = v.bytes().any(|b| b.is_ascii_control() || b" \",;\\".contains(&b));
+    if !is_token(k) || bad_value {
+        return Err(usage(format!(
+            "{label} '{c}': the name must be a token and the value free of spaces, quotes, ',', ';' and '\\'"
+        )));
+    }
+    Ok((k, v))
+}
+
 impl Connect {
-    /// Reads and checks the connection flags for `url` (already checked by `resolve`).
-    pub fn from_args(a: &Args, url: &str) -> Result<Self, UsageError> {
+    /// Reads and checks the connection flags for `url` (already checked by `resolve`), over
+    /// the scenario file's (`file`): `--ca`, `--tokens` and `--subprotocol` (the whole
+    /// list) replace the file's; `--insecure` or the file's turns it on; `--header` and
+    /// `--cookie` add to the file's, a name given on the command line replacing the file's
+    /// of that name.
+    pub fn from_args(a: &Args, file: &FromFile, url: &str) -> Result<Self, UsageError> {
         let secure = url.starts_with("wss://");
         let authority = url.split_once("://").map_or("", |(_, r)| r.split(['/', '?']).next().unwrap_or(""));
         let host = match authority.rsplit_once(':') {
@@ -95,48 +150,65 @@ impl Connect {
             _ => authority,
         }
         .to_owned();
+        let ca = a.ca.clone().or_else(|| file.ca.clone());
+        let insecure = a.insecure || file.insecure;
         let (tls, trust) = if secure {
-            let (cfg, trust) = tls::client_config(a.ca.as_deref(), a.insecure)?;
+            let (cfg, trust) = tls::client_config(ca.as_deref(), insecure)?;
             (Some((cfg, tls::server_name(&host)?)), Some(trust))
         } else {
             if a.ca.is_some() || a.insecure {
                 return Err(usage("--ca and --insecure are for wss:// URLs".into()));
             }
+            if ca.is_some() || insecure {
+                return Err(usage(format!("{}: ca and insecure are for wss:// URLs", file.name)));
+            }
             (None, None)
         };
-        let table = match &a.tokens {
-            Some(p) => Some(Arc::new(read_tokens(p)?)),
+        let tokens = match (&a.tokens, &file.tokens) {
+            (Some(p), _) => Some((p.clone(), "--tokens".to_owned())),
+            (None, Some(p)) => Some((p.clone(), file.label("tokens"))),
+            (None, None) => None,
+        };
+        let table = match &tokens {
+            Some((p, label)) => Some(Arc::new(read_tokens(p, label)?)),
             None => None,
         };
+        let rows_label = tokens.as_ref().map_or_else(String::new, |(_, l)| l.clone());
         let columns = table.as_ref().map_or(&[][..], |t| t.names());
         let url_pattern = Pattern::parse(&with_room(url), columns, true).map_err(|e| usage(format!("URL: {e}")))?;
 
-        let mut header_text: Vec<(HeaderName, String)> = Vec::new();
+        let mut from_flags = Vec::with_capacity(a.header.len());
         for h in &a.header {
-            let (name, value) =
-                h.split_once(':').ok_or_else(|| usage(format!("--header '{h}' is not 'Name: value'")))?;
-            let name = HeaderName::from_bytes(name.trim().as_bytes())
-                .map_err(|_| usage(format!("--header '{h}': '{}' is not a valid header name", name.trim())))?;
-            if RESERVED.contains(&name.as_str()) {
-                let hint = if name == header::SEC_WEBSOCKET_PROTOCOL { ": use --subprotocol" } else { "" };
-                return Err(usage(format!("--header '{h}': {name} is set by the WebSocket handshake{hint}")));
-            }
-            header_text.push((name, value.trim().to_owned()));
+            from_flags.push(parse_header(h, "--header")?);
         }
+        let mut header_text: Vec<(HeaderName, String)> = Vec::new();
+        let label = file.label("headers");
+        for h in &file.headers {
+            let (name, value) = parse_header(h, &label)?;
+            if !from_flags.iter().any(|(n, _)| *n == name) {
+                header_text.push((name, value));
+            }
+        }
+        header_text.extend(from_flags);
         let mut cookies = Vec::new();
-        if !a.cookie.is_empty() {
-            let mut jar = Vec::new();
-            for c in &a.cookie {
-                let (k, v) = c.split_once('=').ok_or_else(|| usage(format!("--cookie '{c}' is not NAME=VALUE")))?;
-                let bad_value = v.bytes().any(|b| b.is_ascii_control() || b" \",;\\".contains(&b));
-                if !is_token(k) || bad_value {
-                    return Err(usage(format!(
-                        "--cookie '{c}': the name must be a token and the value free of spaces, quotes, ',', ';' and '\\'"
-                    )));
-                }
+        let mut jar = Vec::new();
+        let mut flag_cookies = Vec::with_capacity(a.cookie.len());
+        for c in &a.cookie {
+            flag_cookies.push(parse_cookie(c, "--cookie")?);
+        }
+        let label = file.label("cookies");
+        for c in &file.cookies {
+            let (k, _) = parse_cookie(c, &label)?;
+            if !flag_cookies.iter().any(|(f, _)| *f == k) {
                 jar.push(c.as_str());
                 cookies.push(k.to_owned());
             }
+        }
+        for (c, (k, _)) in a.cookie.iter().zip(&flag_cookies) {
+            jar.push(c.as_str());
+            cookies.push((*k).to_owned());
+        }
+        if !jar.is_empty() {
             let jar = jar.join("; ");
             match header_text.iter_mut().find(|(n, _)| n == header::COOKIE) {
                 Some((_, v)) => *v = format!("{v}; {jar}"),
@@ -148,36 +220,41 @@ impl Connect {
             let p = Pattern::parse(&text, columns, false).map_err(|e| usage(format!("header {name}: {e}")))?;
             headers.push((name, p));
         }
-        for s in &a.subprotocol {
+        let (offered, label) = if a.subprotocol.is_empty() {
+            (&file.subprotocols, file.label("subprotocols"))
+        } else {
+            (&a.subprotocol, "--subprotocol".to_owned())
+        };
+        for s in offered {
             if !is_token(s) {
-                return Err(usage(format!("--subprotocol '{s}' is not a valid protocol name (an HTTP token)")));
+                return Err(usage(format!("{label} '{s}' is not a valid protocol name (an HTTP token)")));
             }
         }
-        let mut subprotocols = a.subprotocol.clone();
+        let mut subprotocols = offered.clone();
         subprotocols.dedup();
         let conn = Self {
             url: url_pattern,
             host,
             tls,
             trust,
-            ca: a.ca.clone(),
+            ca,
             headers,
             subprotocols,
             table,
-            tokens: a.tokens.clone(),
+            tokens: tokens.map(|(p, _)| p),
             cookies,
         };
-        conn.check_rows()?;
+        conn.check_rows(&rows_label)?;
         Ok(conn)
     }
 
     /// Expands every pattern with every row (client and room 0; their digits are always
     /// valid): a value that cannot go on the wire is refused now.
-    fn check_rows(&self) -> Result<(), UsageError> {
+    fn check_rows(&self, tokens: &str) -> Result<(), UsageError> {
         let none = [Vec::new()];
         let rows: &[Vec<String>] = self.table.as_ref().map_or(&none, |t| t.rows());
         for (i, row) in rows.iter().enumerate() {
-            let at = if self.table.is_some() { format!(" (--tokens row {})", i + 1) } else { String::new() };
+            let at = if self.table.is_some() { format!(" ({tokens} row {})", i + 1) } else { String::new() };
             self.request_with(0, 0, row).map_err(|e| usage(format!("{e}{at}")))?;
             if !self.url.uses_columns() && self.headers.iter().all(|(_, p)| !p.uses_columns()) {
                 break;
@@ -242,17 +319,17 @@ impl Connect {
     }
 }
 
-fn read_tokens(p: &std::path::Path) -> Result<Table, UsageError> {
+fn read_tokens(p: &std::path::Path, label: &str) -> Result<Table, UsageError> {
     use std::io::Read as _;
     let mut buf = Vec::new();
     std::fs::File::open(p)
         .and_then(|f| f.take(MAX_TOKENS_BYTES + 1).read_to_end(&mut buf))
-        .map_err(|e| usage(format!("cannot read --tokens {}: {e}", p.display())))?;
+        .map_err(|e| usage(format!("cannot read {label} {}: {e}", p.display())))?;
     if buf.len() as u64 > MAX_TOKENS_BYTES {
-        return Err(usage(format!("--tokens {} is larger than 64 MiB", p.display())));
+        return Err(usage(format!("{label} {} is larger than 64 MiB", p.display())));
     }
-    let text = String::from_utf8(buf).map_err(|_| usage(format!("--tokens {}: not UTF-8", p.display())))?;
-    Table::parse_csv(&text).map_err(|e| usage(format!("--tokens {}: {e}", p.display())))
+    let text = String::from_utf8(buf).map_err(|_| usage(format!("{label} {}: not UTF-8", p.display())))?;
+    Table::parse_csv(&text).map_err(|e| usage(format!("{label} {}: {e}", p.display())))
 }
 
 /// What the handshakes said, beside the counters: failures by cause and the subprotocol
@@ -289,7 +366,8 @@ impl Handshakes {
     }
 }
 
-/// The lines after a run: TLS trust, failed handshakes by cause, the subprotocols chosen.
+/// The lines after a run: TLS trust, failed handshakes by cause (the subprotocols chosen are
+/// in the report: `wirebench_core::report::subprotocol_words`).
 pub fn summary(conn: &Connect, h: &Handshakes, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     if let Some(t) = conn.trust {
         let how = match t {
@@ -305,19 +383,6 @@ pub fn summary(conn: &Connect, h: &Handshakes, out: &mut dyn std::io::Write) -> 
         let n: u64 = failures.iter().map(|(_, n)| n).sum();
         let causes: Vec<String> = failures.iter().take(3).map(|(c, n)| format!("{n} x {c}")).collect();
         writeln!(out, "connect failures: {n} ({})", causes.join("; "))?;
-    }
-    if !conn.subprotocols.is_empty() {
-        let chosen: Vec<String> = h
-            .chosen()
-            .iter()
-            .map(|(p, n)| format!("{} for {n} clients", if p.is_empty() { "none" } else { p }))
-            .collect();
-        writeln!(
-            out,
-            "subprotocol: offered {}; the server chose {}",
-            conn.subprotocols.join(", "),
-            if chosen.is_empty() { "- (no client connected)".to_owned() } else { chosen.join(", ") }
-        )?;
     }
     if let Some(t) = &conn.table {
         writeln!(out, "tokens: {} rows; client i used row i mod {}", t.len(), t.len())?;
@@ -340,7 +405,7 @@ mod tests {
             vec!["Authorization: Bearer c{client}".into(), "Cookie: a=1".into(), "X-Two: 1".into(), "X-Two: 2".into()];
         a.cookie = vec!["sid=s{client}".into()];
         a.subprotocol = vec!["chat".into(), "v2.json".into()];
-        let c = Connect::from_args(&a, a.url.as_deref().unwrap()).unwrap();
+        let c = Connect::from_args(&a, &FromFile::default(), a.url.as_deref().unwrap()).unwrap();
         let r = c.request(7, 1).unwrap();
         assert_eq!(r.uri().to_string(), "ws://127.0.0.1:1/r/1?u=7");
         let h = r.headers();
@@ -352,9 +417,9 @@ mod tests {
 
     #[test]
     fn room_is_appended_as_room_url_does() {
-        let c = Connect::from_args(&args("ws://h:1/rooms/demo"), "ws://h:1/rooms/demo").unwrap();
+        let c = Connect::from_args(&args("ws://h:1/rooms/demo"), &FromFile::default(), "ws://h:1/rooms/demo").unwrap();
         assert_eq!(c.request(0, 3).unwrap().uri().to_string(), "ws://h:1/rooms/demo-3");
-        let c = Connect::from_args(&args("ws://h:1/rooms/"), "ws://h:1/rooms/").unwrap();
+        let c = Connect::from_args(&args("ws://h:1/rooms/"), &FromFile::default(), "ws://h:1/rooms/").unwrap();
         assert_eq!(c.request(0, 3).unwrap().uri().to_string(), "ws://h:1/rooms/3");
     }
 
@@ -363,7 +428,7 @@ mod tests {
         let e = |f: &dyn Fn(&mut Args)| {
             let mut a = args("ws://h:1/r");
             f(&mut a);
-            Connect::from_args(&a, "ws://h:1/r").unwrap_err().0
+            Connect::from_args(&a, &FromFile::default(), "ws://h:1/r").unwrap_err().0
         };
         assert_eq!(e(&|a| a.header = vec!["NoColon".into()]), "--header 'NoColon' is not 'Name: value'");
         assert_eq!(

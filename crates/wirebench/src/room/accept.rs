@@ -1,7 +1,8 @@
 //! Accepting connections within the connection cap. At the cap, the oldest unfinished
 //! handshake is closed to make room (so slow or stalled handshakes cannot hold the room:
 //! a real client finishes its handshake in a round trip, a slowloris never does); with no
-//! handshake to close, the newcomer gets HTTP 503 and is closed. When accept itself fails
+//! handshake to close, the newcomer gets HTTP 503 and is closed (over wss://, after a TLS
+//! handshake and with a close_notify: `refuse.rs`). When accept itself fails
 //! (EMFILE, ENFILE, ENOBUFS, ENOMEM: out of descriptors or memory), the loop waits
 //! [`BACKOFF`] before trying again instead of spinning on the error.
 
@@ -31,6 +32,8 @@ pub(super) struct Pending {
     /// Open connections.
     pub(super) live: std::sync::atomic::AtomicU64,
     handshaking: Mutex<BTreeMap<u64, oneshot::Sender<()>>>,
+    /// wss:// refusals at the cap in progress (`refuse.rs`).
+    pub(super) tls_refusing: std::sync::atomic::AtomicU64,
 }
 
 /// A connection's place in the count; leaves it when dropped.
@@ -125,9 +128,15 @@ fn admit(sock: TcpStream, shared: &Arc<Shared>, stop: &watch::Receiver<bool>) {
             None
         };
         let Some((_, evict)) = oldest else {
+            Tally::bump(&shared.tally.refused_full);
+            if shared.tls.is_some() {
+                // wss://: the 503 after a TLS handshake, ended by close_notify, within a
+                // budget of handshakes (`refuse.rs`); over it, closed unanswered
+                super::refuse::spawn_tls(sock, FULL, shared, stop);
+                return;
+            }
             // Best effort, never waiting: the socket buffer of a new connection is empty.
             let _ = sock.try_write(FULL);
-            Tally::bump(&shared.tally.refused_full);
             return;
         };
         let _ = evict.send(());

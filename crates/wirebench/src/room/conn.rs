@@ -109,7 +109,10 @@ pub(super) async fn run(
         Handshake::Gone => return Tally::bump(&t.bad_handshakes),
         Handshake::Refused(r) => {
             Tally::bump(&t.refused_http);
-            let _ = tokio::time::timeout(CLOSE_WAIT, sock.write_all(r.response().as_bytes())).await;
+            // the answer, then a clean end (close_notify over TLS): `refuse.rs`
+            let _ =
+                tokio::time::timeout(CLOSE_WAIT, super::refuse::answer_and_close(&mut sock, r.response().as_bytes()))
+                    .await;
             return;
         }
         Handshake::Upgrade { path, accept, rest } => (path, accept, rest),

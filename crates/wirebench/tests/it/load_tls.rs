@@ -16,13 +16,13 @@ use wirebench::room::{self, RoomServer};
 use crate::support::{read_json, wirebench, wirebench_with};
 
 /// A CA and a server certificate it signed for `names`, as PEM files in `dir`.
-struct Certs {
-    ca: PathBuf,
-    cert: PathBuf,
-    key: PathBuf,
+pub(crate) struct Certs {
+    pub(crate) ca: PathBuf,
+    pub(crate) cert: PathBuf,
+    pub(crate) key: PathBuf,
 }
 
-fn certs(dir: &Path, tag: &str, names: &[&str]) -> Certs {
+pub(crate) fn certs(dir: &Path, tag: &str, names: &[&str]) -> Certs {
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca_params.distinguished_name.push(rcgen::DnType::CommonName, format!("wirebench test CA {tag}"));
@@ -45,7 +45,7 @@ fn certs(dir: &Path, tag: &str, names: &[&str]) -> Certs {
     c
 }
 
-fn tls_room(c: &Certs) -> RoomServer {
+pub(crate) fn tls_room(c: &Certs) -> RoomServer {
     let tls = wirebench::tls::server_config(&c.cert, &c.key).expect("certificate loads");
     RoomServer::start_tls(&room::Config::loopback(), Some(tls)).expect("room starts")
 }
@@ -169,20 +169,20 @@ fn room_cli_serves_wss() {
 
 /// What the test server saw of one handshake.
 #[derive(Debug, Clone)]
-struct Seen {
-    uri: String,
-    headers: Vec<(String, String)>,
+pub(crate) struct Seen {
+    pub(crate) uri: String,
+    pub(crate) headers: Vec<(String, String)>,
 }
 
 impl Seen {
-    fn get(&self, name: &str) -> Vec<&str> {
+    pub(crate) fn get(&self, name: &str) -> Vec<&str> {
         self.headers.iter().filter(|(k, _)| k == name).map(|(_, v)| v.as_str()).collect()
     }
 }
 
 /// A WebSocket server that records every handshake and answers the subprotocol `pick`
 /// (`None`: none), then reads until the client closes.
-fn recording_server(
+pub(crate) fn recording_server(
     pick: Option<&'static str>,
 ) -> (SocketAddr, Arc<Mutex<Vec<Seen>>>, Shutdown, std::thread::JoinHandle<()>) {
     use futures_util::StreamExt as _;
@@ -337,4 +337,54 @@ fn bad_headers_and_token_files_exit_2_with_one_line() {
     let r = wirebench(&["room", "--listen", "127.0.0.1:0", "--tls-cert", p(&missing), "--tls-key", p(&missing)]);
     assert_eq!(r.code, 2, "{}", r.err);
     assert!(r.err.contains("cannot read --tls-cert"), "{}", r.err);
+}
+
+/// A TLS connection to `addr` that trusts `ca`, as a blocking stream (reads bounded).
+fn tls_client(
+    addr: SocketAddr,
+    ca: &Path,
+) -> tokio_rustls::rustls::StreamOwned<tokio_rustls::rustls::ClientConnection, std::net::TcpStream> {
+    let (cfg, _) = wirebench::tls::client_config(Some(ca), false).unwrap();
+    let name = tokio_rustls::rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let conn = tokio_rustls::rustls::ClientConnection::new(cfg, name).unwrap();
+    let tcp = std::net::TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    tokio_rustls::rustls::StreamOwned::new(conn, tcp)
+}
+
+/// At its connection limit, a wss:// room answered a newcomer with a plaintext 503 on the
+/// raw socket (garbage to a TLS client) and dropped it: the client must read the whole 503
+/// over TLS and then a close_notify (`read_to_end` fails on a cut without one).
+#[test]
+fn at_the_cap_a_wss_newcomer_reads_the_whole_503_and_a_clean_tls_close() {
+    use std::io::{Read as _, Write as _};
+    let dir = tempfile::tempdir().unwrap();
+    let c = certs(dir.path(), "cap", &["127.0.0.1"]);
+    let mut cfg = room::Config::loopback();
+    cfg.limits.max_connections = 1;
+    let tls = wirebench::tls::server_config(&c.cert, &c.key).unwrap();
+    let r = RoomServer::start_tls(&cfg, Some(tls)).unwrap();
+    let upgrade = b"GET /rooms/cap HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+    // the one member: its 101 read, so it holds the only place (not an evictable handshake)
+    let mut member = tls_client(r.local_addr(), &c.ca);
+    member.write_all(upgrade).unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        member.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 101 "), "{}", String::from_utf8_lossy(&head));
+    let mut newcomer = tls_client(r.local_addr(), &c.ca);
+    newcomer.write_all(upgrade).unwrap();
+    let mut answer = Vec::new();
+    let end = newcomer.read_to_end(&mut answer);
+    let text = String::from_utf8_lossy(&answer);
+    assert!(end.is_ok(), "no clean TLS close: {end:?} after {text:?}");
+    assert!(text.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{text}");
+    assert!(text.ends_with("\r\n\r\nwirebench room: at its connection limit\r\n"), "{text}");
+    assert_eq!(r.counters().refused_full, 1);
+    drop(member);
+    r.stop();
 }

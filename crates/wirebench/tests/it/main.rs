@@ -17,6 +17,7 @@ mod listen; // listen: DatagramTest's gap lines, the publisher budget
 mod load; // WebSocket load against an in-process room: delay, thresholds, dead server (issue 4)
 mod load_shards; // load --shard/--start-at in namespaces, report --merge exact and refusing, the k8s Job's flags
 mod load_tls; // load for real apps: wss:// to room --tls-*, wrong CA/name, --insecure, headers, cookies, subprotocols, tokens (issue 14)
+mod load_toml; // the scenario file's TLS and request keys: reach the server, flags override, bad values exit 2
 mod mesh; // mesh agents on loopback: the matrix, views agreeing, peers coming and going, tokens, HTTP bounds
 #[cfg(feature = "netns-tests")]
 mod mesh_k8s; // EndpointSlice discovery against a real kube-apiserver; the manifests pass server validation
@@ -30,6 +31,7 @@ mod ping; // loopback UDP and TCP against an in-process serve; schema; hgrm; hlo
 mod proxy; // impairment proxy accuracy, loss, TCP rate, active-time rate, delay split, refusals
 mod relay; // a scripted WebSocket server for the load tests: echo, or a relay that loses on purpose
 mod report; // text, HTML and --compare of saved runs; environment capture; bad input exits 2
+mod report_merge; // report --merge of load shards: exit 3 on merged thresholds, missing shards, --partial, run windows
 mod room; // the room against hostile clients: requests, refusals, caps, slow members, slowloris, EMFILE
 mod serve_noise; // 100,000 bad datagrams at serve during a ping
 mod shape; // shape tc: the script; in namespaces apply/clear, foreign qdiscs left alone, NAT clients classified

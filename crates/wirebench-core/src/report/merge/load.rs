@@ -7,8 +7,8 @@ use crate::latency::value_at_percentile;
 use crate::load::Threshold;
 use crate::load::results::verdict;
 use crate::report::{
-    LatencyView, LoadAccount, LoadConnections, LoadLink, LoadResults, LoadSecond, LoadTypeResult, ProcessUse, Results,
-    ThresholdResult, decode_histogram, encode_histogram,
+    LatencyView, LoadAccount, LoadConnections, LoadLink, LoadPartial, LoadResults, LoadSecond, LoadTypeResult,
+    ProcessUse, Results, ThresholdResult, decode_histogram, encode_histogram,
 };
 
 fn parts<'a>(inputs: &[Input<'a>]) -> Vec<(&'a str, &'a LoadResults)> {
@@ -110,6 +110,17 @@ fn series(parts: &[(&str, &LoadResults)]) -> Result<Vec<LoadSecond>, MergeError>
     Ok(out)
 }
 
+/// The subprotocols the server chose, added over the parts (each client is in one part).
+fn chosen(parts: &[(&str, &LoadResults)]) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for (_, l) in parts {
+        for (k, v) in &l.connections.subprotocols {
+            *out.entry(k.clone()).or_default() += v;
+        }
+    }
+    out
+}
+
 /// A threshold judged again on the merged histograms (its scope as `load` reads it).
 fn judge(expr: &str, l: &LoadResults) -> Result<ThresholdResult, MergeError> {
     let t: Threshold = expr.parse().map_err(|_| err(format!("threshold '{expr}' does not parse")))?;
@@ -127,8 +138,36 @@ fn judge(expr: &str, l: &LoadResults) -> Result<ThresholdResult, MergeError> {
     Ok(verdict(&t, &h))
 }
 
-/// The shards' results as one.
-pub(super) fn merge(inputs: &[Input<'_>]) -> Result<LoadResults, MergeError> {
+/// "1/3", "1/3 and 3/3", "1/5, 3/5 and 5/5".
+pub(super) fn shard_list(ks: &[u64], count: u64) -> String {
+    let names: Vec<String> = ks.iter().map(|k| format!("{k}/{count}")).collect();
+    match names.split_last() {
+        None => "none".into(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// The shards of `1..=count` not in `seen`: refused, or (`partial`) what the merge lacks.
+fn missing_shards(seen: &BTreeMap<u64, &str>, count: u64, partial: bool) -> Result<Option<LoadPartial>, MergeError> {
+    let missing: Vec<u64> = (1..=count).filter(|k| !seen.contains_key(k)).collect();
+    if missing.is_empty() {
+        return Ok(None);
+    }
+    if !partial {
+        let got: Vec<u64> = seen.keys().copied().collect();
+        return Err(err(format!(
+            "{} {} missing: got {} (merge every shard of the run, or give --partial to merge these anyway)",
+            if missing.len() == 1 { "shard" } else { "shards" },
+            shard_list(&missing, count),
+            shard_list(&got, count)
+        )));
+    }
+    Ok(Some(LoadPartial { count, missing }))
+}
+
+/// The shards' results as one; shards missing are refused unless `partial`.
+pub(super) fn merge(inputs: &[Input<'_>], partial: bool) -> Result<LoadResults, MergeError> {
     let parts = parts(inputs);
     let mut seen: BTreeMap<u64, &str> = BTreeMap::new();
     let counts: Vec<u64> = parts.iter().filter_map(|(_, l)| l.shard.map(|s| s.count)).collect();
@@ -145,6 +184,10 @@ pub(super) fn merge(inputs: &[Input<'_>]) -> Result<LoadResults, MergeError> {
             return Err(err(format!("shard {}/{} is given twice ({other} and {name})", s.index, s.count)));
         }
     }
+    let missing = match counts.first() {
+        Some(&count) => missing_shards(&seen, count, partial)?,
+        None => None,
+    };
     let first = parts[0].1;
     if let Some((name, l)) = parts.iter().find(|(_, l)| l.types.len() != first.types.len()) {
         return Err(err(format!(
@@ -188,6 +231,7 @@ pub(super) fn merge(inputs: &[Input<'_>]) -> Result<LoadResults, MergeError> {
             failed: sum(|l| l.connections.failed),
             disconnects: sum(|l| l.connections.disconnects),
             connect_time: add_views("connections", parts.iter().map(|(n, l)| (*n, &l.connections.connect_time)))?,
+            subprotocols: chosen(&parts),
         },
         requested_send_per_s: fsum(|l| l.requested_send_per_s),
         achieved_send_per_s: fsum(|l| l.achieved_send_per_s),
@@ -214,6 +258,7 @@ pub(super) fn merge(inputs: &[Input<'_>]) -> Result<LoadResults, MergeError> {
             room_in_process: parts.iter().any(|(_, l)| l.process.room_in_process),
         },
         shard: None,
+        partial: missing,
     };
     merged.thresholds = first.thresholds.iter().map(|t| judge(&t.expr, &merged)).collect::<Result<_, _>>()?;
     Ok(merged)

@@ -3,7 +3,7 @@ use crate::load::delivery::Account;
 use crate::load::record::{Arrival, Recording};
 use crate::load::results::{Counts, Shape, build};
 use crate::load::{Mix, Threshold};
-use crate::report::{LoadResults, LoadShard};
+use crate::report::{LoadPartial, LoadResults, LoadShard};
 use crate::rng::SplitMix64;
 
 fn seed(name: &str) -> Report {
@@ -120,8 +120,8 @@ fn merged_shards_equal_one_run_fed_every_value() {
     );
     assert_eq!(m.series[0].sent, one.series[0].sent);
     assert!(m.shard.is_none() && merged.config.get("shard").is_none());
-    // one input: its own numbers
-    let alone = merge(&inputs[..1]).unwrap();
+    // one input (--partial: the others are missing): its own numbers
+    let alone = merge_with(&inputs[..1], Options { partial: true }).unwrap().report;
     let a = load(&alone);
     let l0 = load(&shards[0]);
     assert_eq!(
@@ -157,19 +157,118 @@ fn different_scenarios_and_bad_inputs_are_refused_in_one_line() {
     if let Results::Load(l) = &mut bad.results {
         l.types[0].delay.histogram = "AAAA".into();
     }
-    let msg = e(&[("a.json", &a), ("bad.json", &bad)]);
+    let c = report(results(&rec, 5, &[], Some(shard(3))), 3);
+    let msg = e(&[("a.json", &a), ("bad.json", &bad), ("c.json", &c)]);
     assert!(msg.starts_with("bad.json: type cursor delay: histogram does not decode"), "{msg}");
     let mut old = report(results(&rec, 5, &[], Some(shard(2))), 2);
     if let Results::Load(l) = &mut old.results {
         l.series[0].delay_histogram = None;
     }
-    assert!(e(&[("a.json", &a), ("old.json", &old)]).starts_with("old.json: second 1 has no histogram"));
+    assert!(
+        e(&[("a.json", &a), ("old.json", &old), ("c.json", &c)]).starts_with("old.json: second 1 has no histogram")
+    );
     let stream = seed("report-stream-search.json");
     assert!(e(&[("s.json", &stream)]).starts_with("s.json: a rate search (--find-max-rate) does not add"));
     assert!(e(&[]).contains("nothing to merge"));
-    for m in [e(&[("a.json", &a), ("b.json", &b)]), e(&[("a.json", &a), ("bad.json", &bad)])] {
+    for m in [e(&[("a.json", &a), ("b.json", &b)]), e(&[("a.json", &a), ("bad.json", &bad), ("c.json", &c)])] {
         assert!(!m.contains('\n'));
     }
+}
+
+/// Three shards of one run (`shard(k)`), fed alike, `secs` long each.
+fn three(secs: u64) -> Vec<Report> {
+    let mut rec = Recording::new(2);
+    feed(&mut rec, &mut SplitMix64::new(5), 20);
+    (1..=3)
+        .map(|k| {
+            let mut r = report(results(&rec, 5, &[], Some(shard(k))), k);
+            r.meta.duration_ns = secs * 1_000_000_000;
+            r
+        })
+        .collect()
+}
+
+fn named<'a>(rs: &'a [Report], names: &[&'a str]) -> Vec<Input<'a>> {
+    rs.iter().zip(names).map(|(report, name)| Input { name, report }).collect()
+}
+
+#[test]
+fn missing_shards_are_refused_unless_partial() {
+    let rs = three(1);
+    let (one, three_) = (&rs[0], &rs[2]);
+    let picked = [one.clone(), three_.clone()];
+    let inputs = named(&picked, &["s1.json", "s3.json"]);
+    assert_eq!(
+        merge(&inputs).unwrap_err().to_string(),
+        "shard 2/3 missing: got 1/3 and 3/3 (merge every shard of the run, or give --partial to merge these anyway)"
+    );
+    assert_eq!(
+        merge(&inputs[..1]).unwrap_err().to_string(),
+        "shards 2/3 and 3/3 missing: got 1/3 (merge every shard of the run, or give --partial to merge these anyway)"
+    );
+    let m = merge_with(&inputs, Options { partial: true }).unwrap();
+    let l = load(&m.report);
+    assert_eq!(l.partial, Some(LoadPartial { count: 3, missing: vec![2] }));
+    assert_eq!(l.clients, load(one).clients + load(three_).clients);
+    assert!(m.warnings.is_empty());
+    // every shard: not partial, with or without --partial
+    let all = named(&rs, &["a", "b", "c"]);
+    assert_eq!(load(&merge_with(&all, Options { partial: true }).unwrap().report).partial, None);
+    assert_eq!(load::shard_list(&[1, 3, 5], 5), "1/5, 3/5 and 5/5");
+}
+
+#[test]
+fn parts_that_did_not_run_together_are_refused_and_spread_starts_warned() {
+    let mut rs = three(10);
+    // 0.9 s apart: lined up by one --start-at, nothing said
+    rs[1].meta.started_at = "2026-11-22T00:00:00.9Z".into();
+    assert!(merge_with(&named(&rs, &["a", "b", "c"]), Options::default()).unwrap().warnings.is_empty());
+    // 1.5 s apart, still overlapping: merged, with a warning
+    rs[1].meta.started_at = "2026-11-22T00:00:01.5Z".into();
+    let m = merge_with(&named(&rs, &["a", "b", "c"]), Options::default()).unwrap();
+    assert_eq!(
+        m.warnings,
+        ["warning: b started 1.500 s after a (more than 1 s: not lined up by one --start-at); the per-second series \
+          adds seconds counted from each part's own start"]
+    );
+    // c began 2.5 s after a and b ended (both 10 s long, from 0 and 1.5 s)
+    rs[2].meta.started_at = "2026-11-22T00:00:12.5Z".into();
+    assert_eq!(
+        merge(&named(&rs, &["a", "b", "c"])).unwrap_err().to_string(),
+        "a ended 2.500 s before c started: the parts did not run together (their run windows must overlap)"
+    );
+    rs[2].meta.started_at = "yesterday".into();
+    let e = merge(&named(&rs, &["a", "b", "c"])).unwrap_err().to_string();
+    assert!(e.starts_with("c: meta.started_at 'yesterday' is not an RFC 3339 time"), "{e}");
+}
+
+#[test]
+fn chosen_subprotocols_add_up_over_the_shards() {
+    let mut rs = three(1);
+    for (r, (p, n)) in rs.iter_mut().zip([("chat", 5), ("chat", 5), ("v2", 5)]) {
+        r.config["connect"] = serde_json::json!({"subprotocols": ["chat", "v2"]});
+        if let Results::Load(l) = &mut r.results {
+            l.connections.subprotocols.insert(p.into(), n);
+        }
+    }
+    let m = merge(&named(&rs, &["a", "b", "c"])).unwrap();
+    let got: Vec<(&str, u64)> = load(&m).connections.subprotocols.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    assert_eq!(got, [("chat", 10), ("v2", 5)]);
+    // every view's line: the parts differ, so every choice with its clients, and "mixed"
+    assert_eq!(
+        crate::report::subprotocol_words(&m).unwrap(),
+        "subprotocol: offered chat, v2; the server chose chat for 10 clients, v2 for 5 clients (mixed)"
+    );
+    // the parts agree: kept as it is
+    let agree = merge(&named(&rs[..2], &["a", "b"])).map_err(|e| e.to_string());
+    assert!(agree.as_ref().is_err_and(|e| e.starts_with("shard 3/3 missing")), "{agree:?}");
+    let agree = merge_with(&named(&rs[..2], &["a", "b"]), Options { partial: true }).unwrap().report;
+    assert_eq!(
+        crate::report::subprotocol_words(&agree).unwrap(),
+        "subprotocol: offered chat, v2; the server chose chat for 10 clients"
+    );
+    // none offered: no line
+    assert_eq!(crate::report::subprotocol_words(&three(1)[0]), None);
 }
 
 #[test]
@@ -181,7 +280,7 @@ fn ping_generators_against_one_server_add_up() {
     gen2.config["cpu"] = 1.into();
     // and draws its own Poisson seed (`ping --poisson`)
     gen2.config["poisson"] = serde_json::json!({ "seed": 7 });
-    gen2.meta.started_at = "2030-01-01T00:00:00Z".into();
+    gen2.meta.started_at = "2026-11-22T00:00:00.5Z".into();
     let same = merge(&[Input { name: "a", report: &gen1 }, Input { name: "a2", report: &gen1 }]).unwrap_err();
     assert_eq!(same.to_string(), "a and a2 are the same run: give each report once");
     let inputs = [Input { name: "a", report: &gen1 }, Input { name: "b", report: &gen2 }];

@@ -65,6 +65,20 @@ pub struct LoadResults {
     /// in a merged report).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<LoadShard>,
+    /// A merge of shards made with `report --merge --partial` while some were missing:
+    /// which (absent in every other report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<LoadPartial>,
+}
+
+/// The shards a partial merge lacks (`report --merge --partial`): its counts are those of
+/// the shards present only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadPartial {
+    /// N of `--shard K/N`.
+    pub count: u64,
+    /// The missing shards' K, ascending.
+    pub missing: Vec<u64>,
 }
 
 /// The part of a sharded scenario one process ran: a block of whole rooms and their
@@ -96,6 +110,10 @@ pub struct LoadConnections {
     pub disconnects: u64,
     /// TCP connect plus WebSocket handshake, per client (`connect_time`).
     pub connect_time: LatencyView,
+    /// `--subprotocol`: the subprotocol the server chose, with how many connected clients
+    /// it chose it for (absent when none was offered; a merge adds the counts).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub subprotocols: BTreeMap<String, u64>,
 }
 
 /// One event type (or all of them).
@@ -220,4 +238,46 @@ pub struct ProcessUse {
     pub max_rss_bytes: u64,
     /// Whether a room server ran in this process (its CPU is then included).
     pub room_in_process: bool,
+}
+
+/// The subprotocol line every view of a load run shows (text, HTML): what the clients
+/// offered (`config.connect.subprotocols`) and what the server chose for how many clients,
+/// e.g. `subprotocol: offered v1, v2; the server chose v2 for 4 clients`. Several choices
+/// (servers behind one balancer that differ, or merged parts that differ) are all listed,
+/// with `(mixed)`. `None` when no subprotocol was offered.
+pub fn subprotocol_words(r: &super::Report) -> Option<String> {
+    let super::Results::Load(l) = &r.results else { return None };
+    let offered: Vec<&str> = r
+        .config
+        .pointer("/connect/subprotocols")
+        .and_then(serde_json::Value::as_array)
+        .map(|a| a.iter().filter_map(serde_json::Value::as_str).collect())
+        .unwrap_or_default();
+    if offered.is_empty() && l.connections.subprotocols.is_empty() {
+        return None;
+    }
+    let chosen: Vec<String> = l
+        .connections
+        .subprotocols
+        .iter()
+        .map(|(p, n)| format!("{} for {n} clients", if p.is_empty() { "none" } else { p }))
+        .collect();
+    let chose = match chosen.len() {
+        0 => "- (no client connected)".to_owned(),
+        1 => chosen.concat(),
+        _ => format!("{} (mixed)", chosen.join(", ")),
+    };
+    Some(format!("subprotocol: offered {}; the server chose {chose}", offered.join(", ")))
+}
+
+/// The line every view of a partial merge shows: `PARTIAL: shard 2/3 missing (report
+/// --merge --partial): the counts and percentiles are those of the shards present`.
+pub fn partial_words(l: &LoadResults) -> Option<String> {
+    let p = l.partial.as_ref()?;
+    let names: Vec<String> = p.missing.iter().map(|k| format!("{k}/{}", p.count)).collect();
+    Some(format!(
+        "PARTIAL: {} {} missing (report --merge --partial): the counts and percentiles are those of the shards present",
+        if names.len() == 1 { "shard" } else { "shards" },
+        names.join(", ")
+    ))
 }
