@@ -115,7 +115,8 @@ fn chosen(parts: &[(&str, &LoadResults)]) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     for (_, l) in parts {
         for (k, v) in &l.connections.subprotocols {
-            *out.entry(k.clone()).or_default() += v;
+            let n: &mut u64 = out.entry(k.clone()).or_default();
+            *n = n.saturating_add(*v);
         }
     }
     out

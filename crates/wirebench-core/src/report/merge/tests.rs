@@ -285,6 +285,15 @@ fn chosen_subprotocols_add_up_over_the_shards() {
     let m = merge(&named(&rs, &["a", "b", "c"])).unwrap();
     let got: Vec<(&str, u64)> = load(&m).connections.subprotocols.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     assert_eq!(got, [("chat", 10), ("v2", 5)]);
+    // counts from files that do not fit: saturated, not a panic
+    let mut big = rs.clone();
+    for r in &mut big {
+        if let Results::Load(l) = &mut r.results {
+            l.connections.subprotocols.insert("chat".into(), u64::MAX);
+        }
+    }
+    let saturated = merge(&named(&big, &["a", "b", "c"])).unwrap();
+    assert_eq!(load(&saturated).connections.subprotocols.get("chat"), Some(&u64::MAX));
     // every view's line: the parts differ, so every choice with its clients, and "mixed"
     assert_eq!(
         crate::report::subprotocol_words(&m).unwrap(),
