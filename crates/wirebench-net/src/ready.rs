@@ -5,7 +5,8 @@
 //! `epoll_wait`'s own timeout is in milliseconds, and then collected the ready set with a
 //! second call: a nested wake-up and one more system call between a reply's arrival and its
 //! read, which the mesh agent measured as about 10 µs of its UDP round trip, issue 11.)
-//! Kernels without `epoll_pwait2` get that two-step wait.
+//! Kernels without `epoll_pwait2`, and seccomp filters that refuse it (`EPERM`), get that
+//! two-step wait.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
@@ -97,7 +98,7 @@ impl ReadySet {
             return Some(Ok(usize::try_from(rc).unwrap_or(0)));
         }
         match nix::errno::Errno::last() {
-            nix::errno::Errno::ENOSYS => None,
+            e if no_such_call(e) => None,
             nix::errno::Errno::EINTR => Some(Ok(0)),
             e => Some(Err(e.into())),
         }
@@ -114,6 +115,15 @@ impl ReadySet {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// Whether `epoll_pwait2` failing with `e` means the call is not there for us: `ENOSYS`
+/// before Linux 5.11 (and in gVisor), `EPERM` from a seccomp filter that predates the call
+/// (the default profiles of container runtimes before 2021 refuse it so, and a mesh agent
+/// runs in a pod). Either way the two-step wait works, where the error would fail every
+/// wait.
+const fn no_such_call(e: nix::errno::Errno) -> bool {
+    matches!(e, nix::errno::Errno::ENOSYS | nix::errno::Errno::EPERM)
 }
 
 /// Set once the kernel refused `epoll_pwait2` (before Linux 5.11): every set waits in two steps.
@@ -152,6 +162,44 @@ mod tests {
         set.wait(0, &mut ready).unwrap();
         assert!(ready.is_empty());
         assert!(wait_writable(&a, Duration::from_millis(10)).unwrap());
+    }
+
+    /// A seccomp filter that predates `epoll_pwait2` refuses it with `EPERM` (not `ENOSYS`,
+    /// as container runtimes' default profiles before 2021 do): the set must fall back to the
+    /// two-step wait, not fail every wait. The filter is installed on a thread of its own
+    /// (seccomp filters are per thread without `TSYNC`), which then waits for a datagram.
+    #[test]
+    fn a_seccomp_refused_epoll_pwait2_falls_back_to_the_two_step_wait() {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+        a.send_to(b"x", b.local_addr().unwrap()).unwrap();
+        let got = std::thread::spawn(move || {
+            let nr = u32::try_from(libc::SYS_epoll_pwait2).unwrap();
+            // load the syscall number; epoll_pwait2: EPERM; anything else: allow
+            let mut prog = [
+                libc::sock_filter { code: 0x20, jt: 0, jf: 0, k: 0 },
+                libc::sock_filter { code: 0x15, jt: 0, jf: 1, k: nr },
+                libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: 0x0005_0000 | u32::try_from(libc::EPERM).unwrap() },
+                libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: 0x7fff_0000 },
+            ];
+            let fprog = libc::sock_fprog { len: 4, filter: prog.as_mut_ptr() };
+            #[expect(unsafe_code, reason = "a test installs a seccomp filter on its own thread")]
+            // SAFETY: plain prctl calls; `fprog` points at `prog`, both live across the call
+            // (the kernel copies the program).
+            let rc = unsafe {
+                libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+                libc::prctl(libc::PR_SET_SECCOMP, 2, &raw const fprog)
+            };
+            assert_eq!(rc, 0, "seccomp filter: {}", io::Error::last_os_error());
+            let mut set = ReadySet::new(8).unwrap();
+            set.add(&b, 3).unwrap();
+            assert!(set.pwait2(1_000).is_none(), "refused: no such call for us");
+            let mut ready = Vec::new();
+            set.wait(1_000_000_000, &mut ready).map(|()| ready)
+        })
+        .join()
+        .unwrap();
+        assert_eq!(got.unwrap(), [3]);
     }
 
     /// Issue 11: the one-call wait (`epoll_pwait2`) and the two-step one (`ppoll` on the

@@ -14,7 +14,9 @@ pub(super) fn merge(parts: &[(&str, &LoadResults)]) -> Option<GeneratorHealth> {
     if hs.is_empty() {
         return None;
     }
-    let threads: u64 = hs.iter().map(|(_, g)| g.threads).sum();
+    // Numbers from files: added saturating (an overflow panicked here, or wrapped).
+    let add = |f: fn(&GeneratorHealth) -> u64| hs.iter().fold(0u64, |a, (_, g)| a.saturating_add(f(g)));
+    let threads = add(|g| g.threads);
     let asked = hs.iter().filter_map(|(_, g)| g.asked_per_s).reduce(|a, b| a + b);
     #[expect(clippy::cast_precision_loss, reason = "a share")]
     let share = if threads == 0 {
@@ -30,9 +32,9 @@ pub(super) fn merge(parts: &[(&str, &LoadResults)]) -> Option<GeneratorHealth> {
         threads,
         asked_per_s: asked,
         achieved_per_s: hs.iter().map(|(_, g)| g.achieved_per_s).sum(),
-        cpu_ns: hs.iter().map(|(_, g)| g.cpu_ns).sum(),
+        cpu_ns: add(|g| g.cpu_ns),
         cpu_share: share,
-        wait_ns: hs.iter().map(|(_, g)| g.wait_ns).sum(),
+        wait_ns: hs.iter().try_fold(0u64, |a, (_, g)| Some(a.saturating_add(g.wait_ns?))),
         verdict,
         slip_seconds: generator::merge(&slips),
         cpu_seconds: generator::merge_cpu(&cpus),
@@ -99,6 +101,20 @@ mod tests {
         assert_eq!(g.slip_seconds, [SlipSecond { at_s: 1, sends: 20, mean_ns: 100, max_ns: 500 }]);
         assert_eq!(g.cpu_seconds, [CpuSecond { at_s: 1, cpu_ns: 14, wait_ns: 2 }]);
         assert_eq!(g.wait_ns, Some(12));
+        // counts from files that do not fit: saturated, not a panic
+        let (mut big, mut wait) = (a.clone(), b.clone());
+        for l in [&mut big, &mut wait] {
+            let g = l.generator.as_mut().unwrap();
+            (g.threads, g.cpu_ns, g.wait_ns) = (u64::MAX, u64::MAX, Some(u64::MAX));
+        }
+        let g = merge(&[("a.json", &big), ("b.json", &wait)]).expect("both have one");
+        assert_eq!((g.threads, g.cpu_ns, g.wait_ns), (u64::MAX, u64::MAX, Some(u64::MAX)));
+        wait.generator.as_mut().unwrap().wait_ns = None;
+        assert_eq!(
+            merge(&[("a.json", &big), ("b.json", &wait)]).unwrap().wait_ns,
+            None,
+            "known only if every shard knows it"
+        );
         // one report without it (written before it existed): none, rather than a part
         assert!(merge(&[("a.json", &a), ("old.json", &base)]).is_none());
     }

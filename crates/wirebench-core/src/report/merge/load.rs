@@ -115,7 +115,8 @@ fn chosen(parts: &[(&str, &LoadResults)]) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     for (_, l) in parts {
         for (k, v) in &l.connections.subprotocols {
-            *out.entry(k.clone()).or_default() += v;
+            let n: &mut u64 = out.entry(k.clone()).or_default();
+            *n = n.saturating_add(*v);
         }
     }
     out
@@ -137,6 +138,10 @@ fn judge(expr: &str, l: &LoadResults) -> Result<ThresholdResult, MergeError> {
     let h = decode_histogram(&view.histogram).map_err(|e| err(format!("threshold '{expr}': {e}")))?;
     Ok(verdict(&t, &h))
 }
+
+/// The most shards a merge takes (`load --shard K/N` with N up to this): a report's
+/// `shard.count` sizes the list of missing shards, and a file is not trusted.
+pub(super) const MAX_SHARDS: u64 = 1 << 16;
 
 /// "1/3", "1/3 and 3/3", "1/5, 3/5 and 5/5".
 pub(super) fn shard_list(ks: &[u64], count: u64) -> String {
@@ -178,6 +183,14 @@ pub(super) fn merge(inputs: &[Input<'_>], partial: bool) -> Result<LoadResults, 
         return Err(err("the reports come from different shardings (--shard K/N with different N)"));
     }
     for (name, l) in &parts {
+        if let Some(s) = l.shard {
+            if s.count > MAX_SHARDS {
+                return Err(err(format!("{name}: shard {}/{}: at most {MAX_SHARDS} shards", s.index, s.count)));
+            }
+            if s.index == 0 || s.index > s.count {
+                return Err(err(format!("{name}: shard {}/{} is not one of 1..={}", s.index, s.count, s.count)));
+            }
+        }
         if let Some(s) = l.shard
             && let Some(other) = seen.insert(s.index, name)
         {

@@ -217,6 +217,37 @@ fn missing_shards_are_refused_unless_partial() {
     assert_eq!(load::shard_list(&[1, 3, 5], 5), "1/5, 3/5 and 5/5");
 }
 
+/// A shard from a file is not trusted: `count` sized the list of missing shards (a
+/// `"count": 18446744073709551615` made `report --merge` try to list them all: it hung,
+/// filling memory), and an index outside 1..=N was counted as a shard of the run.
+#[test]
+fn a_shard_number_out_of_range_is_refused_without_listing_it() {
+    let rs = three(1);
+    for (index, count, want) in [
+        (1, u64::MAX, "s.json: shard 1/18446744073709551615: at most 65536 shards"),
+        (4, 3, "s.json: shard 4/3 is not one of 1..=3"),
+        (0, 3, "s.json: shard 0/3 is not one of 1..=3"),
+    ] {
+        let mut r = rs[0].clone();
+        if let Results::Load(l) = &mut r.results {
+            l.shard = Some(LoadShard { index, count, ..shard(1) });
+        }
+        for partial in [false, true] {
+            let picked = [r.clone()];
+            let e = merge_with(&named(&picked, &["s.json"]), Options { partial }).unwrap_err().to_string();
+            assert!(e.starts_with(want), "{e}");
+        }
+    }
+    // the largest N allowed: still merged, the missing shards listed
+    let mut r = rs[0].clone();
+    if let Results::Load(l) = &mut r.results {
+        l.shard = Some(LoadShard { index: 1, count: load::MAX_SHARDS, ..shard(1) });
+    }
+    let picked = [r];
+    let m = merge_with(&named(&picked, &["s.json"]), Options { partial: true }).unwrap();
+    assert_eq!(load(&m.report).partial.as_ref().map(|p| p.missing.len()), Some(65_535));
+}
+
 #[test]
 fn parts_that_did_not_run_together_are_refused_and_spread_starts_warned() {
     let mut rs = three(10);
@@ -254,6 +285,15 @@ fn chosen_subprotocols_add_up_over_the_shards() {
     let m = merge(&named(&rs, &["a", "b", "c"])).unwrap();
     let got: Vec<(&str, u64)> = load(&m).connections.subprotocols.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     assert_eq!(got, [("chat", 10), ("v2", 5)]);
+    // counts from files that do not fit: saturated, not a panic
+    let mut big = rs.clone();
+    for r in &mut big {
+        if let Results::Load(l) = &mut r.results {
+            l.connections.subprotocols.insert("chat".into(), u64::MAX);
+        }
+    }
+    let saturated = merge(&named(&big, &["a", "b", "c"])).unwrap();
+    assert_eq!(load(&saturated).connections.subprotocols.get("chat"), Some(&u64::MAX));
     // every view's line: the parts differ, so every choice with its clients, and "mixed"
     assert_eq!(
         crate::report::subprotocol_words(&m).unwrap(),
