@@ -215,6 +215,10 @@ pub(super) fn run(
     let mut reads: Vec<Vec<Reading>> = vec![Vec::new(); n];
     let mut results: Vec<Option<ServeResult>> = vec![None; n];
     let mut next = cfg.interval;
+    // A serve sends one row per interval; more than the run can have (a hostile serve) are
+    // ignored and said, so memory stays bounded.
+    let cap = rows_cap(spec.duration, cfg.interval);
+    let mut ignored_rows = 0u64;
     let sending = |jobs: &Vec<(usize, Vec<SendJob>)>| jobs.iter().any(|(_, j)| j.iter().any(|h| !h.is_finished()));
     let reverse_deadline = spec.duration + Duration::from_secs(5);
     loop {
@@ -231,11 +235,12 @@ pub(super) fn run(
         }
         if let Ok((i, at, m)) = events.recv_timeout(Duration::from_millis(20)) {
             match m {
-                Control::Interval { publishers, kernel } => {
+                Control::Interval { publishers, kernel } if snaps[i].len() < cap => {
                     reads[i].push(counters::reading(sndbuf_now(), kernel.as_ref()));
                     snaps[i].push((session::ns_since(t0, at), session::total(&session::counts_of(&publishers))));
                     live.interval(ctx.out, &cfg.targets[i].to_string(), &snaps[i]);
                 }
+                Control::Interval { .. } => ignored_rows += 1,
                 m @ Control::Result { .. } => {
                     if forward && !jobs.is_empty() {
                         // Before our Finish: serve ended the session (it is shutting down).
@@ -303,8 +308,12 @@ pub(super) fn run(
         if !owed.is_empty() {
             let got = session::collect_results(&events, n, Duration::from_secs(10), |i, at, m| {
                 if let Control::Interval { publishers, kernel } = m {
-                    reads[i].push(counters::reading(sndbuf_now(), kernel.as_ref()));
-                    snaps[i].push((session::ns_since(t0, at), session::total(&session::counts_of(&publishers))));
+                    if snaps[i].len() < cap {
+                        reads[i].push(counters::reading(sndbuf_now(), kernel.as_ref()));
+                        snaps[i].push((session::ns_since(t0, at), session::total(&session::counts_of(&publishers))));
+                    } else {
+                        ignored_rows += 1;
+                    }
                 }
             });
             match got {
@@ -316,6 +325,11 @@ pub(super) fn run(
                 Err(e) => out.peer_lost = Some(e.to_string()),
             }
         }
+    }
+    if ignored_rows > 0 {
+        out.warnings.push(format!(
+            "serve sent {ignored_rows} interval rows beyond the {cap} a run of this length can have: ignored"
+        ));
     }
     // Reverse: drain our receivers now that serve said what it sent.
     let mut local_rows = Vec::new();
@@ -402,6 +416,13 @@ const HEAR_WAIT: Duration = Duration::from_secs(5);
 
 /// Appends the final lifetime counts as the last snapshot (the part of the run after the
 /// last interval report), at `at_ns` or just after the snapshot before it.
+/// Interval rows kept per serve at most: the run's own (one per interval) and some slack for
+/// the final partial row and timing, never more than about a million (bounded memory).
+fn rows_cap(duration: Duration, interval: Duration) -> usize {
+    let rows = duration.as_nanos() / interval.as_nanos().max(1);
+    usize::try_from(rows).unwrap_or(usize::MAX).saturating_add(64).min(1 << 20)
+}
+
 fn push_final(snaps: &mut Vec<(u64, StreamCounts)>, at_ns: u64, total: StreamCounts) {
     let prev = snaps.last().map_or(0, |s| s.0);
     if snaps.last().is_some_and(|s| s.1 == total) {
@@ -455,4 +476,18 @@ pub(super) fn publish_only(cfg: &Config, spec: &RunSpec, session: u64, ctx: &mut
     out.generator = Some(super::health::of(&sent, spec.rate, &sender));
     out.sender = Some(sender);
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interval_rows_are_capped_near_the_runs_own() {
+        let s = Duration::from_secs;
+        assert_eq!(rows_cap(s(10), s(1)), 74, "10 rows and the slack");
+        assert_eq!(rows_cap(s(86_400), Duration::from_millis(100)), 864_064);
+        assert_eq!(rows_cap(Duration::MAX, Duration::from_millis(100)), 1 << 20, "never more than the ceiling");
+        assert_eq!(rows_cap(s(1), Duration::ZERO), 1 << 20, "no division by zero");
+    }
 }
