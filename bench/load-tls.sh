@@ -18,8 +18,11 @@ PORT=${PORT:-18281}
 OUT=${OUT:-target/bench-load-tls}
 mkdir -p "$OUT"
 
-[ -n "${SKIP_BUILD:-}" ] || cargo build --release -p wirebench
-WB=target/release/wirebench
+# WB=path/to/wirebench uses that binary instead of building this tree's.
+if [ -z "${WB:-}" ]; then
+    [ -n "${SKIP_BUILD:-}" ] || cargo build --release -p wirebench
+    WB=target/release/wirebench
+fi
 ulimit -n "$(ulimit -Hn)"
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=localhost \
     -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -addext "basicConstraints=critical,CA:FALSE" \

@@ -10,6 +10,9 @@
 #   DUR=10 SIZES="1000 2000" bench/load.sh
 #   BEFORE=/tmp/wirebench-old bench/load.sh   # also an older wirebench build, same points
 #   WB=/tmp/wirebench-new bench/load.sh       # this binary instead of building the tree
+#   WB_FLAGS=--no-hiccup bench/load.sh        # extra flags for every wirebench load run
+#                                             # (here: without the stall meter, to separate its cost)
+#   K6_MAX=0 bench/load.sh                    # no k6 points
 #
 # Every point starts a fresh server, so each server's CPU is its own point's. Per point: RSS
 # per client (the generator's peak RSS / clients), CPU us per message event (one send, or
@@ -131,7 +134,7 @@ run_wb() {
     local ramp=$(( n / 2000 > 2 ? n / 2000 : 2 ))
     /usr/bin/time -f '%M %U %S %e' -o "$OUT/$name.time" \
         "$bin" load "ws://127.0.0.1:$PORT/rooms/$gen-$n" --clients "$n" --rate 2/s --duration "${DUR}s" \
-        --ramp "${ramp}s" --room-size 5 --size '*=128' --json "$OUT/$name.json" -q > "$OUT/$name.log" 2>&1 || true
+        --ramp "${ramp}s" --room-size 5 --size '*=128' --json "$OUT/$name.json" -q ${WB_FLAGS:-} > "$OUT/$name.log" 2>&1 || true
     cat /proc/loadavg > "$OUT/$name.load"
 }
 

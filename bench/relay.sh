@@ -7,12 +7,18 @@
 #           on each node: multicast across the L2 overlay.
 # Each: `wirebench ping GROUP` to two responders (RTT p50/p99/p99.9, closed loop) and
 # `wirebench stream --group` to two receivers (highest loss-free rate, 64 B and 1400 B).
-# Prints a table and the ratios relay/native (added p50) and relay/n2n (loss-free rate).
+# Prints a table and the ratios relay/native (added p50) and relay/n2n (loss-free rate),
+# with each relay's CPU use while measured.
 #
 #   flock /tmp/bench.lock bench/relay.sh [BINARY]      # default target/release/wirebench
 #
 # Needs root, iproute2, python3 and Debian's n2n (edge, supernode); without n2n the n2n
 # column is skipped and said so. PINGS (default 20000) and TRIAL (default 1s) size the runs.
+# BEFORE=BINARY adds a row "before": the relays run from that binary (the measuring side
+# stays BINARY), with after/before ratios. BUSY_POLL=DURATION adds a row "busy": the relay
+# on node 1 (the pinger's, two of a round trip's four relay passes) runs with
+# --busy-poll DURATION; BUSY_NODES="1 2 3" spins more of them (on a 2-vCPU machine three
+# spinning relays starve the pinger).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 wb=$(realpath "${1:-target/release/wirebench}")
@@ -91,15 +97,34 @@ measure h1 10.78.1.1 10.78.1.2 10.78.1.3 native
 stop_all
 
 peers() { local out=(); for j in 1 2 3; do [ "$j" != "$1" ] && out+=("10.78.1$j.2:7880"); done; (IFS=,; echo "${out[*]}"); }
-for i in 1 2 3; do
-  bg "n$i" "$tmp/relay$i.log" "$wb" relay --interface "10.78.1$i.2" --peers "$(peers $i)" \
-    --group $G --group $R --group $S --json "$tmp/relay$i.json"
-done
-for i in 1 2 3; do wait_for "$tmp/relay$i.log" "relay listening"; done
-serves n2 10.78.12.2 n3 10.78.13.2 relay
-measure n1 10.78.11.2 10.78.12.2 10.78.13.2 relay
-stop_all
-echo "relay on node 1 (summary on stop):"; sed -n '/^relay [0-9a-f]* on/,$p' "$tmp/relay1.log"
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+relays() { # relays LABEL BINARY [BUSY_NODES BUSY_POLL]: the relays, then measure through them
+  local label=$1 rb=$2 busy_nodes=${3:-} busy=${4:-} rpids=() t0 c0=() i extra
+  for i in 1 2 3; do
+    extra=()
+    [[ " $busy_nodes " == *" $i "* ]] && extra=(--busy-poll "$busy")
+    bg "n$i" "$tmp/$label-relay$i.log" "$rb" relay --interface "10.78.1$i.2" --peers "$(peers $i)" \
+      --group $G --group $R --group $S --json "$tmp/$label-relay$i.json" "${extra[@]}"
+    rpids+=("${pids[-1]}")
+  done
+  for i in 1 2 3; do wait_for "$tmp/$label-relay$i.log" "relay listening"; done
+  serves n2 10.78.12.2 n3 10.78.13.2 "$label"
+  t0=$(date +%s.%N); for p in "${rpids[@]}"; do c0+=("$(cpu_ticks "$p")"); done
+  measure n1 10.78.11.2 10.78.12.2 10.78.13.2 "$label"
+  # Each relay's CPU while measured, in % of one CPU (utime + stime from /proc).
+  python3 -c 'import os,sys; t=float(sys.argv[1]); hz=os.sysconf("SC_CLK_TCK"); w=float(sys.argv[2])-t
+print(" ".join(f"{(int(b)-int(a))/hz/w*100:.0f}" for a,b in zip(sys.argv[3:6], sys.argv[6:9])))' \
+    "$t0" "$(date +%s.%N)" "${c0[@]}" $(for p in "${rpids[@]}"; do cpu_ticks "$p"; done) >"$tmp/$label-cpu.txt"
+  stop_all
+  echo "$label: relay on node 1 (summary on stop):"; sed -n '/^relay [0-9a-f]* on/,$p' "$tmp/$label-relay1.log"
+}
+relays relay "$wb"
+modes="native relay"
+if [ -n "${BEFORE:-}" ]; then
+  before=$(realpath "$BEFORE"); [ -x "$before" ] || { echo "no BEFORE binary at $BEFORE" >&2; exit 2; }
+  relays before "$before"; modes="$modes before"
+fi
+if [ -n "${BUSY_POLL:-}" ]; then relays busy "$wb" "${BUSY_NODES:-1}" "$BUSY_POLL"; modes="$modes busy"; fi
 
 have_n2n=0
 if command -v edge >/dev/null && command -v supernode >/dev/null; then
@@ -144,10 +169,11 @@ else
   echo "n2n (edge, supernode) not installed: its column is skipped"
 fi
 
-python3 - "$tmp" "$have_n2n" <<'EOF'
+python3 - "$tmp" "$have_n2n" "$modes" <<'EOF'
 import json, sys
 tmp, have_n2n = sys.argv[1], sys.argv[2] == "1"
-modes = ["native", "relay"] + (["n2n"] if have_n2n else [])
+relay_modes = sys.argv[3].split()[1:]
+modes = ["native"] + relay_modes + (["n2n"] if have_n2n else [])
 def ping(m):
     r = json.load(open(f"{tmp}/{m}-ping.json"))["results"]
     c = r["combined"]["summary"]
@@ -165,11 +191,20 @@ for m in modes:
     rows[m] = (at, b64, b1400)
     print(f"{m:8} {n:>10} {lost:>6} {at[50.0]/1e3:>8.1f} {at[99.0]/1e3:>8.1f} {at[99.9]/1e3:>9.1f} {b64:>17,.0f} {b1400:>19,.0f}")
 n50 = rows["native"][0][50.0]
-r50 = rows["relay"][0][50.0]
-print(f"\nrelay adds {(r50 - n50)/1e3:.1f} µs p50 over native multicast (goal: at most 30 µs; ratio {r50/n50:.2f}x)")
+print()
+for m in relay_modes:
+    r50 = rows[m][0][50.0]
+    cpu = open(f"{tmp}/{m}-cpu.txt").read().split()
+    print(f"{m}: adds {(r50 - n50)/1e3:.1f} µs p50 over native multicast (goal: at most 30 µs; ratio {r50/n50:.2f}x);"
+          f" relays' CPU while measured (nodes 1 2 3): {' '.join(c + '%' for c in cpu)} of one CPU")
+    if have_n2n:
+        for i, size in ((1, 64), (2, 1400)):
+            ratio = rows[m][i] / rows["n2n"][i] if rows["n2n"][i] else float("inf")
+            print(f"  {m} / n2n loss-free rate at {size} B: {ratio:.2f}x (goal: at least 2x)")
+if "before" in rows:
+    b, a = rows["before"], rows["relay"]
+    print(f"relay after / before: added p50 {(a[0][50.0] - n50)/1e3:.1f} / {(b[0][50.0] - n50)/1e3:.1f} µs,"
+          f" loss-free 64 B {a[1]/b[1] if b[1] else float('inf'):.2f}x, 1400 B {a[2]/b[2] if b[2] else float('inf'):.2f}x")
 if have_n2n:
-    for i, size in ((1, 64), (2, 1400)):
-        ratio = rows["relay"][i] / rows["n2n"][i] if rows["n2n"][i] else float("inf")
-        print(f"relay / n2n loss-free rate at {size} B: {ratio:.2f}x (goal: at least 2x)")
-    print(f"n2n p50 {rows['n2n'][0][50.0]/1e3:.1f} µs, relay p50 {r50/1e3:.1f} µs")
+    print(f"n2n p50 {rows['n2n'][0][50.0]/1e3:.1f} µs")
 EOF

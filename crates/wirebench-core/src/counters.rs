@@ -20,8 +20,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::snmp::Snmp;
 
+mod interval_loss;
 mod stream_loss;
-pub use stream_loss::{NIC, ReceiveDrops, SOFTNET, add_below_socket_tables, split_stream};
+pub use interval_loss::{Reading, split_rows};
+pub use stream_loss::{NIC, ReceiveDrops, SOFTNET, add_below_socket_tables, reading, split_stream, whole};
 
 /// The UDP counters of one protocol family.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

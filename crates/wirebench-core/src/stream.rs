@@ -24,6 +24,7 @@ use crate::jitter::Jitter;
 use crate::seq::{Arrival, SeqWindow};
 
 pub mod table;
+pub mod wake;
 
 /// The largest sequence window of a stream (it starts far smaller: `seq`).
 pub const WINDOW: usize = 1 << 20;

@@ -92,6 +92,14 @@ pub struct Batch {
     pub seg: usize,
     /// Sender.
     pub from: Option<SocketAddr>,
+    /// Software RX timestamp (`CLOCK_REALTIME` ns) when the socket has them on
+    /// ([`UdpBatchReceiver::stamp_rx`]); a GRO run carries its first segment's.
+    pub rx_ns: Option<u64>,
+}
+
+impl Batch {
+    /// An empty slot.
+    pub const EMPTY: Self = Self { len: 0, seg: 1, from: None, rx_ns: None };
 }
 
 /// Receive slots one [`UdpBatchReceiver::recv_many`] fills at most.
@@ -114,7 +122,7 @@ impl UdpBatchReceiver {
     /// Wraps `sock`, turning GRO on when the kernel has it.
     pub fn new(sock: UdpSocket) -> Self {
         let gro = setsockopt(&sock, UdpGroSegment, &true).is_ok();
-        let empty = Msg { len: 0, gro: None, from: None };
+        let empty = Msg { len: 0, gro: None, from: None, rx_ns: None };
         Self { sock, gro, cmsg: nix::cmsg_space!(i32), slots: Box::new(Slots::new()), msgs: [empty; SLOTS] }
     }
 
@@ -129,9 +137,17 @@ impl UdpBatchReceiver {
         for (o, m) in out.iter_mut().zip(&self.msgs[..n]) {
             // A run whose segment size was cut off cannot be split: one datagram is all it
             // can be read as (the stream decoder then counts it as foreign, not as loss).
-            *o = Batch { len: m.len, seg: m.gro.unwrap_or(m.len).max(1), from: m.from };
+            *o = Batch { len: m.len, seg: m.gro.unwrap_or(m.len).max(1), from: m.from, rx_ns: m.rx_ns };
         }
         Ok(n)
+    }
+
+    /// Turns software RX timestamps on (`SO_TIMESTAMPING`, [`crate::stamp::enable`]): each
+    /// [`Batch`] of [`Self::recv_many`] then carries its `rx_ns`. The first datagrams after
+    /// the first socket on a host asks may still come without (the kernel turns stamping on
+    /// from a work queue).
+    pub fn stamp_rx(&mut self) -> io::Result<()> {
+        crate::stamp::enable(&self.sock, false).map(|_| ())
     }
 
     /// Is GRO on?
@@ -156,7 +172,12 @@ impl UdpBatchReceiver {
                             }
                         }
                     }
-                    return Ok(Some(Batch { len: m.bytes, seg: seg.max(1), from: m.address.and_then(|a| to_std(&a)) }));
+                    return Ok(Some(Batch {
+                        len: m.bytes,
+                        seg: seg.max(1),
+                        from: m.address.and_then(|a| to_std(&a)),
+                        rx_ns: None,
+                    }));
                 }
                 Err(nix::errno::Errno::EINTR) => {}
                 Err(nix::errno::Errno::EAGAIN) => return Ok(None),
@@ -246,7 +267,7 @@ mod tests {
         }
         let mut r = UdpBatchReceiver::new(rx);
         let mut buf = vec![0u8; SLOTS * SLOT];
-        let mut out = [Batch { len: 0, seg: 1, from: None }; SLOTS];
+        let mut out = [Batch::EMPTY; SLOTS];
         let mut lens = Vec::new();
         while lens.len() < 5 {
             let n = r.recv_many(&mut buf, &mut out).unwrap();
@@ -258,6 +279,47 @@ mod tests {
             }
         }
         assert_eq!(lens, [10, 20, 30, 40, 50]);
+    }
+
+    /// With RX stamps on, every batch of `recv_many` (single datagrams and GRO runs) carries
+    /// one, never after the application's read, next to its GRO segment size.
+    #[test]
+    fn recv_many_gives_software_rx_stamps_with_gro_runs() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
+        let mut r = UdpBatchReceiver::new(rx);
+        r.stamp_rx().unwrap();
+        let mut buf = vec![0u8; SLOTS * SLOT];
+        let mut out = [Batch::EMPTY; SLOTS];
+        // the kernel turns stamping on from a work queue: wait (bounded) for the first stamp
+        let t = std::time::Instant::now();
+        loop {
+            tx.send(b"warm").unwrap();
+            let n = r.recv_many(&mut buf, &mut out).unwrap();
+            if out[..n].iter().any(|b| b.rx_ns.is_some()) {
+                break;
+            }
+            assert!(t.elapsed().as_secs() < 10, "RX stamps never came on");
+        }
+        let mut s = UdpBatchSender::new(tx, 64);
+        for _ in 0..20 {
+            let before = crate::clock::wall_now_ns();
+            assert_eq!(s.send(&[2u8; 64 * 10]).unwrap(), 10);
+            let mut got = 0;
+            while got < 640 {
+                let n = r.recv_many(&mut buf, &mut out).unwrap();
+                let after = crate::clock::wall_now_ns();
+                assert!(n > 0, "within the timeout");
+                for b in &out[..n] {
+                    let at = b.rx_ns.expect("every batch stamped");
+                    assert!(before <= at && at <= after, "{before} <= {at} <= {after}");
+                    assert_eq!(b.seg, 64);
+                    got += b.len;
+                }
+            }
+        }
     }
 
     /// After a slot has held a plain datagram (no GRO control message), a GRO run landing in
@@ -273,12 +335,12 @@ mod tests {
         let mut r = UdpBatchReceiver::new(rx);
         assert!(r.gro());
         let mut buf = vec![0u8; SLOTS * SLOT];
-        let mut out = [Batch { len: 0, seg: 1, from: None }; SLOTS];
+        let mut out = [Batch::EMPTY; SLOTS];
         let mut s = UdpBatchSender::new(tx, 64);
         for round in 0..3 {
             s.socket().send(&[1u8; 64]).unwrap();
             assert_eq!(r.recv_many(&mut buf, &mut out).unwrap(), 1);
-            assert_eq!(out[0], Batch { len: 64, seg: 64, from: Some(from) });
+            assert_eq!(out[0], Batch { len: 64, seg: 64, from: Some(from), rx_ns: None });
             assert_eq!(s.send(&[2u8; 64 * 10]).unwrap(), 10);
             let mut got = 0;
             while got < 640 {

@@ -4,7 +4,8 @@
 //! - [`counters`]: the kernel's drop counters (`/proc/net/snmp`, softnet, sysfs) read into core's
 //!   snapshot.
 //! - [`drops`]: what the kernel dropped on a UDP socket (`/proc/net/udp`).
-//! - [`fanout`]: one datagram to many addresses in one `sendmmsg` (the relay).
+//! - [`fanout`]: datagrams to many addresses in one `sendmmsg` (the relay); [`rxbatch`]: up to
+//!   32 datagrams, with senders and kernel RX times, in one `recvmmsg` (the relay).
 //! - [`io`]: the seam. `ProbeIo` (send a probe, receive until a deadline) and `Clock`.
 //! - [`udp`] and [`tcp`]: the real probe transports, blocking or busy-polling.
 //! - [`multicast`], [`iface`]: group joins and interface lookup.
@@ -42,6 +43,7 @@ pub mod pmtu;
 pub mod priority;
 pub mod ready;
 pub mod rusage;
+pub mod rxbatch;
 pub mod snmp;
 pub mod stamp;
 pub mod tcp;

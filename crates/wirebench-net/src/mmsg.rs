@@ -19,8 +19,9 @@ use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::RawFd;
 
-/// Bytes of control space per slot: room for `UDP_GRO` and `SO_RXQ_OVFL` (24 bytes each).
-const CMSG_BYTES: usize = 64;
+/// Bytes of control space per slot: room for `UDP_GRO` and `SO_RXQ_OVFL` (24 bytes each)
+/// and `SCM_TIMESTAMPING` (three timespecs, 64 bytes).
+const CMSG_BYTES: usize = 128;
 /// Bytes of address space per slot (`sizeof(struct sockaddr_storage)`).
 const NAME_BYTES: usize = 128;
 /// The same as a `socklen_t`.
@@ -39,6 +40,9 @@ pub(crate) struct Msg {
     pub(crate) gro: Option<usize>,
     /// The sender.
     pub(crate) from: Option<SocketAddr>,
+    /// The software RX timestamp (`SO_TIMESTAMPING`, `CLOCK_REALTIME` ns), when the socket
+    /// has them on (`crate::stamp::enable`); a GRO run carries its first segment's.
+    pub(crate) rx_ns: Option<u64>,
 }
 
 /// Address and control buffers for `N` messages.
@@ -106,6 +110,7 @@ impl<const N: usize> Slots<N> {
                 len: hdrs[k].msg_len as usize,
                 gro: gro_segment(&self.cmsgs[k].0[..cmsg_len]),
                 from: sockaddr(&self.names[k].0[..name_len]),
+                rx_ns: rx_stamp(&self.cmsgs[k].0[..cmsg_len]),
             };
         }
         Ok(n)
@@ -115,8 +120,9 @@ impl<const N: usize> Slots<N> {
 const HDR: usize = std::mem::size_of::<libc::cmsghdr>();
 const ALIGN: usize = std::mem::size_of::<usize>();
 
-/// The `UDP_GRO` segment size in a control buffer (as the kernel laid it out).
-fn gro_segment(c: &[u8]) -> Option<usize> {
+/// The data of the first control message of `level` and `kind` in a control buffer (as
+/// the kernel laid it out).
+fn find(c: &[u8], want_level: i32, want_kind: i32) -> Option<&[u8]> {
     let mut at = 0;
     while at + HDR <= c.len() {
         let len = usize::from_ne_bytes(c[at..at + ALIGN].try_into().ok()?);
@@ -125,13 +131,30 @@ fn gro_segment(c: &[u8]) -> Option<usize> {
         if len < HDR || at + len > c.len() {
             return None;
         }
-        if level == libc::SOL_UDP && kind == libc::UDP_GRO && len >= HDR + 4 {
-            let seg = i32::from_ne_bytes(c[at + HDR..at + HDR + 4].try_into().ok()?);
-            return usize::try_from(seg).ok().filter(|&s| s > 0);
+        if level == want_level && kind == want_kind {
+            return Some(&c[at + HDR..at + len]);
         }
         at += len.next_multiple_of(ALIGN);
     }
     None
+}
+
+/// The `UDP_GRO` segment size in a control buffer.
+fn gro_segment(c: &[u8]) -> Option<usize> {
+    let d = find(c, libc::SOL_UDP, libc::UDP_GRO)?;
+    let seg = i32::from_ne_bytes(d.get(..4)?.try_into().ok()?);
+    usize::try_from(seg).ok().filter(|&s| s > 0)
+}
+
+/// The software time of an `SCM_TIMESTAMPING` message (`struct scm_timestamping`: software,
+/// deprecated, hardware; native `timespec`s) in a control buffer.
+fn rx_stamp(c: &[u8]) -> Option<u64> {
+    const WORD: usize = std::mem::size_of::<libc::time_t>();
+    let d = find(c, libc::SOL_SOCKET, libc::SCM_TIMESTAMPING)?;
+    let sec = libc::time_t::from_ne_bytes(d.get(..WORD)?.try_into().ok()?);
+    let nsec = libc::c_long::from_ne_bytes(d.get(WORD..2 * WORD)?.try_into().ok()?);
+    #[allow(clippy::useless_conversion, reason = "time_t and c_long are i64 on 64-bit targets, narrower elsewhere")]
+    crate::stamp::ns_of(i64::from(sec), i64::from(nsec))
 }
 
 /// A `sockaddr_in` or `sockaddr_in6` from its bytes.
@@ -178,6 +201,21 @@ mod tests {
         let mut bad = cmsg(libc::SOL_UDP, libc::UDP_GRO, &64i32.to_ne_bytes());
         bad[..ALIGN].copy_from_slice(&1000usize.to_ne_bytes());
         assert_eq!(gro_segment(&bad), None, "a length past the buffer");
+    }
+
+    #[test]
+    fn finds_the_software_rx_stamp_beside_the_gro_size() {
+        let ts = |s: i64, n: i64| [s.to_ne_bytes(), n.to_ne_bytes()].concat();
+        let stamps = [ts(1_700_000_000, 5), ts(0, 0), ts(0, 0)].concat();
+        let mut c = cmsg(libc::SOL_UDP, libc::UDP_GRO, &1468i32.to_ne_bytes());
+        c.extend(cmsg(libc::SOL_SOCKET, libc::SCM_TIMESTAMPING, &stamps));
+        assert!(c.len() <= CMSG_BYTES, "the control space holds both");
+        assert_eq!(rx_stamp(&c), Some(1_700_000_000_000_000_005));
+        assert_eq!(gro_segment(&c), Some(1468));
+        assert_eq!(rx_stamp(&c[..c.len() - 40]), None, "cut short");
+        let zero = cmsg(libc::SOL_SOCKET, libc::SCM_TIMESTAMPING, &[ts(0, 0), ts(0, 0), ts(0, 0)].concat());
+        assert_eq!(rx_stamp(&zero), None, "no software stamp given");
+        assert_eq!(rx_stamp(&cmsg(libc::SOL_UDP, libc::UDP_GRO, &1i32.to_ne_bytes())), None);
     }
 
     #[test]

@@ -52,8 +52,13 @@ pub fn disable_tx(sock: &impl AsFd) -> io::Result<()> {
 }
 
 fn ns(t: &TimeSpec) -> Option<u64> {
-    let v =
-        u64::try_from(t.tv_sec()).ok()?.checked_mul(1_000_000_000)?.checked_add(u64::try_from(t.tv_nsec()).ok()?)?;
+    ns_of(t.tv_sec(), t.tv_nsec())
+}
+
+/// A kernel `timespec` as ns; `None` for the zero the kernel leaves in a kind it did not give
+/// (and for anything out of range).
+pub(crate) fn ns_of(sec: i64, nsec: i64) -> Option<u64> {
+    let v = u64::try_from(sec).ok()?.checked_mul(1_000_000_000)?.checked_add(u64::try_from(nsec).ok()?)?;
     (v != 0).then_some(v)
 }
 

@@ -123,13 +123,14 @@ pub(crate) fn stream(sent: u64, received: u64) -> Report {
         total: counts(received, sent - received, 1_000_000_000),
         publishers: vec![],
         intervals: vec![
-            IntervalRow { at_ns: 500_000_000, counts: half },
-            IntervalRow { at_ns: 1_000_000_000, counts: half },
+            IntervalRow { at_ns: 500_000_000, counts: half, loss_split: None },
+            IntervalRow { at_ns: 1_000_000_000, counts: half, loss_split: None },
         ],
         send_ns: 1_000_000_000,
         foreign: 0,
         kernel: None,
         loss_split: None,
+        wake: None,
     };
     let trial = |rate: f64, loss: f64| TrialRow {
         rate_per_s: Some(rate),

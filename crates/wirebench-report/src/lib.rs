@@ -29,6 +29,7 @@ pub mod mesh;
 pub mod proxy;
 pub mod stream_loss;
 pub mod stream_text;
+pub mod stream_wake;
 pub mod text;
 
 use wirebench_core::report::Report;

@@ -69,6 +69,34 @@ pub fn lines(r: &ReceiverResult, sender_gso: Option<bool>) -> Vec<String> {
     out
 }
 
+/// One line per interval row of `r` that lost something (or whose counters rose beyond
+/// it), with its share of the run's split: the rows add up to [`lines`]' figures.
+#[expect(clippy::cast_precision_loss, reason = "display values")]
+pub fn interval_lines(r: &ReceiverResult) -> Vec<String> {
+    if r.loss_split.is_none() {
+        return Vec::new();
+    }
+    r.intervals
+        .iter()
+        .filter_map(|row| {
+            let s = row.loss_split?;
+            (s.missing > 0).then(|| {
+                let excess = if s.excess > 0 { format!(" (counters +{} beyond)", grouped(s.excess)) } else { String::new() };
+                format!(
+                    "{}:   interval to {:.3} s: of {} missing, {} socket buffers, {} NIC, {} send buffer, {} elsewhere{excess}",
+                    r.addr,
+                    row.at_ns as f64 / 1e9,
+                    grouped(s.missing),
+                    grouped(s.socket),
+                    grouped(s.nic),
+                    grouped(s.send_buffer),
+                    grouped(s.elsewhere),
+                )
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use wirebench_core::counters::{Iface, LossSplit, Snapshot, Softnet, add_below_socket_tables};
@@ -99,7 +127,7 @@ mod tests {
             add_below_socket_tables(&mut kernel, &delta);
         }
         row.kernel = Some(kernel);
-        row.attribute(Some(0));
+        row.attribute(Some(0), &[]);
         row
     }
 
@@ -136,5 +164,33 @@ mod tests {
         assert!(l[1].contains("they rose 15 beyond what this run lost"), "{}", l[1]);
         // nothing missing, nothing counted: no lines
         assert!(lines(&receiver(0, 0, true), None).is_empty());
+        assert!(interval_lines(&receiver(0, 0, true)).is_empty());
+    }
+
+    #[test]
+    fn interval_lines_are_the_rows_shares_and_add_up() {
+        // two rows of 50,000 expected: 30 missing in the second, the buffer's (read there)
+        let mut r = receiver(30, 30, true);
+        r.intervals[0].counts.expected = r.intervals[0].counts.received;
+        r.intervals[1].counts.expected = r.intervals[1].counts.received + 30;
+        let k = r.kernel.clone();
+        r.attribute(
+            Some(0),
+            &[
+                wirebench_core::counters::reading(Some(0), k.as_ref()).map(|_| Some(0)),
+                wirebench_core::counters::reading(Some(0), k.as_ref()),
+            ],
+        );
+        let l = interval_lines(&r);
+        assert_eq!(l.len(), 1, "only the row that lost: {l:?}");
+        assert!(
+            l[0].ends_with(
+                ":   interval to 1.000 s: of 30 missing, 30 socket buffers, 0 NIC, 0 send buffer, 0 elsewhere"
+            ),
+            "{}",
+            l[0]
+        );
+        let rows = r.intervals.iter().filter_map(|x| x.loss_split).fold(LossSplit::default(), LossSplit::plus);
+        assert_eq!(Some(rows), r.loss_split);
     }
 }

@@ -123,6 +123,9 @@ pub fn summary(out: &mut dyn Write, report: &Report) -> io::Result<()> {
         let gso = if r.direction == "forward" { s.sender.map(|x| x.gso) } else { None };
         receiver_lines(out, r, gso)?;
     }
+    if let Some(w) = s.listen.and_then(|l| l.wake) {
+        writeln!(out, "{}", crate::stream_wake::words("listen", &w))?;
+    }
     if let Some(r) = s.receivers.iter().find(|r| r.direction != "listen") {
         if report.config.get("merged_from").is_some() {
             writeln!(
@@ -172,7 +175,10 @@ fn receiver_lines(out: &mut dyn Write, r: &ReceiverResult, sender_gso: Option<bo
         c.mean_gap_ns() / 1e6,
         c.jitter_ns / 1000.0
     )?;
-    for line in crate::stream_loss::lines(r, sender_gso) {
+    for line in crate::stream_loss::lines(r, sender_gso).into_iter().chain(crate::stream_loss::interval_lines(r)) {
+        writeln!(out, "{line}")?;
+    }
+    if let Some(line) = crate::stream_wake::line(r) {
         writeln!(out, "{line}")?;
     }
     if r.foreign > 0 {
@@ -358,7 +364,7 @@ mod tests {
             Some(k)
         };
         x.kernel = snmp(1);
-        x.attribute(None);
+        x.attribute(None, &[]);
         let text = text_of(&r);
         assert!(
             text.contains(
@@ -370,13 +376,59 @@ mod tests {
         assert!(text.contains("counters are host-wide"), "{text}");
         let x = receiver_mut(&mut r);
         x.kernel = snmp(0);
-        x.attribute(None);
+        x.attribute(None, &[]);
         assert!(text_of(&r).contains(": of 64 missing, 0 dropped by the receiving host's socket buffers"));
         // the same numbers in the JSON
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["results"]["receivers"][0]["loss_split"]["elsewhere"], 64);
+        // per interval: the rows' splits in the JSON add up to it, and each row that lost is
+        // a line of the text and of the HTML page
+        let rows = v["results"]["receivers"][0]["intervals"].as_array().unwrap();
+        let part = |f: &str| rows.iter().map(|x| x["loss_split"][f].as_u64().unwrap()).sum::<u64>();
+        assert_eq!((part("missing"), part("elsewhere"), part("socket")), (64, 64, 0));
+        let lines = crate::stream_loss::interval_lines(receiver_mut(&mut r));
+        assert!(!lines.is_empty());
+        let (text, html) = (text_of(&r), {
+            let mut out = Vec::new();
+            let runs = [crate::Run { name: "udp", report: &r }];
+            crate::html::write(&crate::html::Page { title: "t", runs: &runs, compare: false }, &mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        });
+        for l in &lines {
+            assert!(text.contains(l.as_str()), "{l}\n{text}");
+            assert!(html.contains(&crate::html::escape(l)), "{l}");
+        }
         receiver_mut(&mut r).foreign = 7;
         assert!(text_of(&r).contains("7 datagrams at the receiver were not this session's stream messages"));
+    }
+
+    #[test]
+    fn the_receivers_wake_up_delay_is_the_same_in_text_json_and_html() {
+        let mut r = fixtures::stream(1000, 1000);
+        let w = wirebench_core::stream::wake::WakeDelay {
+            available: true,
+            stamped: 1000,
+            p50_ns: 8_190,
+            p99_ns: 61_400,
+            max_ns: 2_000_000,
+            ..Default::default()
+        };
+        receiver_mut(&mut r).wake = Some(w);
+        let line = crate::stream_wake::line(receiver_mut(&mut r)).unwrap();
+        assert!(line.contains("p50 8.19 us, p99 61.4 us, max 2000 us"), "{line}");
+        assert!(text_of(&r).contains(&line));
+        let mut html = Vec::new();
+        let runs = [crate::Run { name: "udp", report: &r }];
+        crate::html::write(&crate::html::Page { title: "t", runs: &runs, compare: false }, &mut html).unwrap();
+        assert!(String::from_utf8(html).unwrap().contains(&crate::html::escape(&line)));
+        let v = serde_json::to_value(&r).unwrap();
+        let j = &v["results"]["receivers"][0]["wake"];
+        assert_eq!(
+            (j["p50_ns"].as_u64(), j["p99_ns"].as_u64(), j["max_ns"].as_u64()),
+            (Some(8_190), Some(61_400), Some(2_000_000))
+        );
+        let back: Report = serde_json::from_value(v).unwrap();
+        assert_eq!(back, r);
     }
 
     #[test]

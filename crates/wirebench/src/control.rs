@@ -101,8 +101,14 @@ pub fn recv_with(conn: &mut TcpStream, prefix: &[u8], b: &Bounds<'_>) -> io::Res
     let mut have = prefix.len().min(control::HEADER_LEN);
     h[..have].copy_from_slice(&prefix[..have]);
     if have == 0 {
-        if conn.read(&mut h[..1])? == 0 {
-            return Err(ErrorKind::UnexpectedEof.into());
+        match conn.read(&mut h[..1]) {
+            Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
+            Ok(_) => {}
+            // A stop signal (SIGSTOP then SIGCONT: a debugger, a paused host) makes a read
+            // with a timeout fail with EINTR even without a handler (signal(7)). Nothing was
+            // read: it is a timeout like any other, not the end of the session.
+            Err(e) if e.kind() == ErrorKind::Interrupted => return Err(ErrorKind::TimedOut.into()),
+            Err(e) => return Err(e),
         }
         have = 1;
     }

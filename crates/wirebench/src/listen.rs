@@ -25,10 +25,11 @@ use socket2::{Domain, Protocol, Socket, Type};
 use wirebench_core::counters::{LossSplit, Snapshot};
 use wirebench_core::report::{Attribution, ListenTotals, Outcome, ReceiverResult, Report, Results, StreamResults};
 use wirebench_core::stream::table::{Budget, Table};
+use wirebench_core::stream::wake::WakeRecorder;
 use wirebench_core::units::Span;
 use wirebench_core::wire::stream;
 use wirebench_net::batch::{Batch, SLOT, SLOTS, UdpBatchReceiver, size_buffers};
-use wirebench_net::clock::{Clock, MonoClock};
+use wirebench_net::clock::{Clock, MonoClock, wall_now_ns};
 
 use crate::Ctx;
 use crate::error::UsageError;
@@ -168,8 +169,9 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let clock = MonoClock::default();
     let start_ns = clock.now_ns();
     let mut rx = UdpBatchReceiver::new(sock);
+    let mut wake = WakeRecorder::new(crate::flow::recv::stamp_rx(&mut rx));
     let mut buf = vec![0u8; SLOTS * SLOT];
-    let mut slots = [Batch { len: 0, seg: 1, from: None }; SLOTS];
+    let mut slots = [Batch::EMPTY; SLOTS];
     let mut table: Table<Key> = Table::new(budget);
     let mut foreign = 0u64;
     let interval_ns = u64::try_from(a.interval.0.as_nanos()).unwrap_or(u64::MAX);
@@ -185,7 +187,10 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         }
         let filled = rx.recv_many(&mut buf, &mut slots)?;
         let now = clock.now_ns();
+        // the application's receive time on the kernel stamps' clock (CLOCK_REALTIME)
+        let read_ns = if filled > 0 { wall_now_ns() } else { 0 };
         for (k, b) in slots[..filled].iter().enumerate() {
+            wake.record(read_ns, b.rx_ns, b.len.div_ceil(b.seg) as u64);
             let from = b.from.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
             for m in buf[k * SLOT..k * SLOT + b.len].chunks(b.seg) {
                 let Ok(h) = stream::parse_datagram(m) else {
@@ -226,8 +231,12 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         not_kept: tally.not_kept,
         refused_datagrams: tally.refused,
         foreign,
+        wake: Some(wake.summary()),
     };
     print::totals(ctx.out, &totals, a.max_publishers)?;
+    if let Some(w) = &totals.wake {
+        writeln!(ctx.out, "{}", wirebench_report::stream_wake::words("listen", w))?;
+    }
     let receivers = done
         .iter()
         .map(|(key, c, _)| ReceiverResult {
@@ -241,6 +250,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
             foreign: 0,
             kernel: None,
             loss_split: None,
+            wake: None,
         })
         .collect();
     let report = Report {

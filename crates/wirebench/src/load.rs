@@ -9,8 +9,9 @@
 //! time (`delay_from_send`, what the app's users see) and arrival minus intended send time
 //! (`delay_from_intended_send`, which also counts the generator's own lateness: coordinated
 //! omission corrected). A request event is answered to its sender only; the sender records
-//! reply arrival minus send time. All clients run in one process on a two-worker tokio
-//! runtime, so sender and receiver clocks are the same clock.
+//! reply arrival minus send time. All clients run in one process (on a worker thread with
+//! its own single-threaded runtime: `load/workers.rs`), so sender and receiver clocks are the
+//! same clock.
 //!
 //! Accounting. Every relayed message is expected at every other member that had joined
 //! when it was sent, every request back at its sender; the report sets expected against
@@ -33,6 +34,7 @@ pub mod request;
 mod results;
 pub mod shard;
 pub mod stats;
+pub mod workers;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -208,16 +210,8 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
     let started = SystemTime::now();
     let cpu0 = limits::cpu_ns();
     let runtime_cpu = Arc::new(health::RuntimeCpu::default());
-    let (on_start, on_stop) = (Arc::clone(&runtime_cpu), Arc::clone(&runtime_cpu));
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("wb-load")
-        .on_thread_start(move || on_start.on_start())
-        .on_thread_stop(move || on_stop.on_stop())
-        .enable_io()
-        .enable_time()
-        .build()
-        .context("cannot start the runtime")?;
+    // The clients run on the workers' runtimes; this one only ticks the series.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().context("cannot start the runtime")?;
     let t0 = Instant::now();
     let wall0_ns =
         u64::try_from(started.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos())).unwrap_or(0);
@@ -225,7 +219,7 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
     let link_delay = cfg.link_up.map_or(0, |l| l.delay_ns) + cfg.link_down.map_or(0, |l| l.delay_ns);
     let quit_ns = end_ns + 500_000_000 + 2 * link_delay;
     let plan = Arc::new(Plan { cfg: cfg.clone(), t0, wall0_ns, end_ns, quit_ns });
-    let stats = Arc::new(Stats::new(cfg.mix.types().len(), cfg.clients, cfg.room_size));
+    let stats = Arc::new(Stats::new(cfg.mix.types().len(), cfg.clients, cfg.room_size, workers::WORKERS));
     let (stop_tx, stop_rx) = watch::channel(false);
     if !cfg.quiet {
         writeln!(
@@ -283,11 +277,8 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
     };
     let out = &mut *ctx.out;
     let shutdown = ctx.shutdown.clone();
+    let workers = workers::start(&plan, &stats, &runtime_cpu, &stop_rx)?;
     let outcome = rt.block_on(async {
-        let mut handles = Vec::with_capacity(usize::try_from(cfg.clients).unwrap_or(0));
-        for id in cfg.sharding.part.clients.clone() {
-            handles.push(tokio::spawn(client::run(id, plan.clone(), stats.clone(), stop_rx.clone())));
-        }
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         let mut next_second = 1u64;
         let outcome = loop {
@@ -328,13 +319,11 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
             }
         };
         let _ = stop_tx.send(true);
-        for h in handles {
-            let _ = tokio::time::timeout(Duration::from_secs(2), h).await;
-        }
         outcome
     });
+    // Bounded: each worker waits at most a few seconds for its clients' close handshakes.
+    workers.join();
     drop(progress);
-    rt.shutdown_timeout(Duration::from_secs(1));
     // -- real apps (issue 14 item 4)
     request::summary(&cfg.connect, &stats.handshakes, &mut *ctx.out)?;
     let refused = Stats::get(&stats.refused_status);

@@ -102,8 +102,21 @@ impl LossSplit {
 /// A stream receiver's missing datagrams split by the sending host's `SndbufErrors` (if
 /// known) and the receiving host's counters; `None` when the receiver sent no counters.
 pub fn split_stream(missing: u64, sender_sndbuf: Option<u64>, receiver: &Snmp) -> Option<LossSplit> {
+    let [s, k, n] = whole(sender_sndbuf, receiver)?;
+    Some(LossSplit::of(missing, s, k, n))
+}
+
+/// One row's counter reading ([`super::split_rows`]): the sending host's `SndbufErrors` and
+/// the receiving host's counters, each cumulative since the run began (`None`: not read).
+pub fn reading(sender_sndbuf: Option<u64>, receiver: Option<&Snmp>) -> super::Reading {
+    let r = receiver.and_then(ReceiveDrops::of);
+    [sender_sndbuf, r.map(|r| r.socket), r.and_then(|r| r.nic)]
+}
+
+/// The whole run's counters as [`split_stream`] takes them; `None` without the receiver's.
+pub fn whole(sender_sndbuf: Option<u64>, receiver: &Snmp) -> Option<[u64; 3]> {
     let r = ReceiveDrops::of(receiver)?;
-    Some(LossSplit::of(missing, sender_sndbuf.unwrap_or(0), r.socket, r.nic.unwrap_or(0)))
+    Some([sender_sndbuf.unwrap_or(0), r.socket, r.nic.unwrap_or(0)])
 }
 
 #[cfg(test)]

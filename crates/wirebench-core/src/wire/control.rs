@@ -228,6 +228,11 @@ pub enum Control {
     Interval {
         /// Per publisher.
         publishers: Vec<PublisherCounts>,
+        /// Forward UDP: serve's host's kernel counters since the session began, read right
+        /// before the counts (the same tables as `Result`'s `kernel`; absent from an older
+        /// serve), so the client splits each interval's loss.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kernel: Option<Snmp>,
     },
     /// Client -> serve: the client finished sending; these are its per-publisher counts.
     Finish {
@@ -251,6 +256,9 @@ pub enum Control {
         /// `/proc/net/snmp`'s `Udp` and `Tcp` tables; host-wide).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         kernel: Option<Snmp>,
+        /// Forward UDP: serve's receiving thread's wake-up delay (absent from an older serve).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        wake: Option<crate::stream::wake::WakeDelay>,
     },
     /// Either way: a refusal or failure, in words.
     Error {
@@ -383,13 +391,17 @@ impl Control {
                 Some(r) if !r.is_finite() || r <= 0.0 => Err(format!("granted rate {r} is not positive")),
                 _ => Ok(()),
             },
-            Self::Interval { publishers } => counts_ok(publishers),
+            Self::Interval { publishers, kernel } => {
+                counts_ok(publishers)?;
+                kernel.as_ref().map_or(Ok(()), kernel_ok)
+            }
             Self::Finish { sent } => list_len("sent", sent),
             // `send_ns` and `foreign` are a time and a count: any u64 is only ever divided by
             // or shown, so no range is refused (as with the counts in `received`).
-            Self::Result { received, sent, kernel, .. } => {
+            Self::Result { received, sent, kernel, wake, .. } => {
                 counts_ok(received)?;
                 list_len("sent", sent)?;
+                wake.as_ref().map_or(Ok(()), crate::stream::wake::WakeDelay::check)?;
                 kernel.as_ref().map_or(Ok(()), kernel_ok)
             }
             Self::Error { message } if message.len() > MAX_MESSAGE => {

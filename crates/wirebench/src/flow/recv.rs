@@ -9,10 +9,11 @@ use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use wirebench_core::stream::wake::WakeRecorder;
 use wirebench_core::stream::{StreamCounts, StreamRx};
 use wirebench_core::wire::stream;
 use wirebench_net::batch::{Batch, SLOT, SLOTS, UdpBatchReceiver};
-use wirebench_net::clock::{Clock, MonoClock};
+use wirebench_net::clock::{Clock, MonoClock, wall_now_ns};
 use wirebench_net::priority::Nice;
 
 /// Most publishers in one stream.
@@ -26,12 +27,19 @@ pub struct Accounts {
     pub rx: Vec<StreamRx>,
     /// Datagrams that were not this session's stream messages.
     pub foreign: u64,
+    /// UDP: the receiving thread's wake-up delay (kernel RX stamp to the application's read).
+    pub wake: WakeRecorder,
 }
 
 impl Accounts {
     /// Accounts for `publishers` publishers of `session`.
     pub fn new(session: u64, publishers: u16) -> Self {
-        Self { session, rx: (0..publishers).map(|_| StreamRx::new()).collect(), foreign: 0 }
+        Self {
+            session,
+            rx: (0..publishers).map(|_| StreamRx::new()).collect(),
+            foreign: 0,
+            wake: WakeRecorder::new(false),
+        }
     }
 
     /// Accounts one datagram (or frame) received at `now`.
@@ -108,13 +116,23 @@ pub fn raise_priority(p: &Progress) {
     p.nice.store(nice, Ordering::Relaxed);
 }
 
+/// Test-only: set (to anything) in a receiver's environment, its sockets do not ask for
+/// kernel RX timestamps, so a run shows what a host without them reports.
+pub const NO_RX_STAMPS_ENV: &str = "WIREBENCH_TEST_NO_RX_TIMESTAMPS";
+
+/// Turns software RX timestamps on for a stream receiver's socket (`SO_TIMESTAMPING`); false
+/// when the kernel refused or [`NO_RX_STAMPS_ENV`] is set.
+pub fn stamp_rx(rx: &mut UdpBatchReceiver) -> bool {
+    std::env::var_os(NO_RX_STAMPS_ENV).is_none() && rx.stamp_rx().is_ok()
+}
+
 /// Receives UDP until told to finish (then drains), or `abort` is set. Runs at the highest
 /// priority it may have ([`raise_priority`]).
 pub fn udp(rx: &mut UdpBatchReceiver, acc: &mut Accounts, p: &Arc<Progress>, abort: &AtomicBool) -> io::Result<()> {
     raise_priority(p);
     let clock = MonoClock::default();
     let mut buf = vec![0u8; SLOTS * SLOT];
-    let mut out = [Batch { len: 0, seg: 1, from: None }; SLOTS];
+    let mut out = [Batch::EMPTY; SLOTS];
     if let Ok(mut s) = p.snapshot.lock() {
         s.reserve(acc.rx.len());
     }
@@ -124,7 +142,10 @@ pub fn udp(rx: &mut UdpBatchReceiver, acc: &mut Accounts, p: &Arc<Progress>, abo
     while !abort.load(Ordering::Relaxed) {
         let n = rx.recv_many(&mut buf, &mut out)?;
         let now = clock.now_ns();
+        // the application's receive time on the kernel stamps' clock (CLOCK_REALTIME)
+        let read_ns = if n > 0 { wall_now_ns() } else { 0 };
         for (k, b) in out[..n].iter().enumerate() {
+            acc.wake.record(read_ns, b.rx_ns, b.len.div_ceil(b.seg) as u64);
             for m in buf[k * SLOT..k * SLOT + b.len].chunks(b.seg) {
                 acc.on_message(m, now);
             }

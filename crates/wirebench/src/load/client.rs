@@ -1,8 +1,11 @@
 //! One simulated user: connects at its ramp slot, then sends on its own open-loop schedule
 //! and records every message it receives; at the end it closes with the WebSocket close
 //! handshake and lets the server close TCP first (no TIME_WAIT left on this side). One task
-//! per client, one `Sleep` reset in place (tokio's shared timer wheel), a 4 KB read buffer
-//! and a send buffer reused across sends.
+//! per client on its worker's runtime (`load/workers.rs`), one `Sleep` reset in place (the
+//! worker's timer wheel), a 1 KiB read chunk (`limits::READ_CHUNK`) and a send buffer reused
+//! across sends. The connect phase (TCP, TLS and WebSocket handshakes, several KB of state)
+//! lives in its own allocation while it runs, so the task that stays for the whole run holds
+//! only the send and receive loop's state.
 
 mod recv;
 
@@ -122,7 +125,7 @@ async fn client(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<
     let room = id / cfg.room_size;
     let t_connect = plan.now_ns();
     let ws = tokio::select! {
-        r = connect(plan, id, room, stats) => r,
+        r = Box::pin(connect(plan, id, room, stats)) => r,
         _ = stop.changed() => return,
     };
     let Ok(mut ws) = ws else {

@@ -33,10 +33,10 @@ pub fn on_client_end(plan: &super::client::Plan, stats: &super::stats::Stats, rn
 }
 
 /// Worker threads of the load runtime: the denominator of the CPU share.
-pub const WORKERS: u64 = 2;
+pub const WORKERS: u64 = super::workers::WORKERS as u64;
 
-/// The run and wait time of the runtime's threads (its workers, and any blocking-pool
-/// thread), exact.
+/// The run and wait time of the runtime's threads (its worker threads, and any
+/// blocking-pool thread), exact.
 #[derive(Debug, Default)]
 pub struct RuntimeCpu {
     inner: Mutex<Threads>,

@@ -1,25 +1,22 @@
-//! Where clients record: one mutex-guarded [`Recording`] per runtime worker thread (a thread
-//! picks its shard once), merged only when the report is built, and the delivery
-//! [`Book`] of atomics. A histogram costs about 100 KB whatever it holds, so one per client
-//! would not fit 10,000 clients; with one shard per worker the lock, taken once per message
-//! event, is only ever contended by the once-a-second series collection.
+//! Where clients record: one mutex-guarded [`Recording`] per load worker thread (each
+//! worker says which is its own with [`Stats::enter_shard`]), merged only when the report is
+//! built, and the delivery [`Book`] of atomics. A histogram costs about 100 KB whatever it
+//! holds, so one per client would not fit 10,000 clients; with one shard per worker the
+//! lock, taken once per message event (one uncontended atomic exchange each way), is only
+//! ever contended by the once-a-second series collection.
 
+use std::cell::Cell;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use hdrhistogram::Histogram;
 use wirebench_core::load::delivery::Book;
 use wirebench_core::load::record::{Recording, histogram};
 use wirebench_core::load::results::Counts;
 
-/// Shards: one per worker of the load runtime.
-pub const SHARDS: usize = 2;
-
-static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
-
 thread_local! {
-    /// This thread's shard: consecutive threads get different ones.
-    static SHARD: usize = NEXT_SHARD.fetch_add(1, Ordering::Relaxed) % SHARDS;
+    /// This thread's shard, set by the worker that runs on it (0 on any other thread).
+    static SHARD: Cell<usize> = const { Cell::new(0) };
 }
 
 /// Everything the clients share.
@@ -55,10 +52,11 @@ pub struct Stats {
 }
 
 impl Stats {
-    /// Empty stats for `clients` in rooms of `room_size` and a mix of `types` event types.
-    pub fn new(types: usize, clients: u64, room_size: u64) -> Self {
+    /// Empty stats for `clients` in rooms of `room_size`, a mix of `types` event types and
+    /// `shards` recording shards (one per worker thread, at least one).
+    pub fn new(types: usize, clients: u64, room_size: u64, shards: usize) -> Self {
         Self {
-            shards: (0..SHARDS).map(|_| Mutex::new(Recording::new(types))).collect(),
+            shards: (0..shards.max(1)).map(|_| Mutex::new(Recording::new(types))).collect(),
             book: Book::new(clients, room_size),
             connected: AtomicU64::new(0),
             open: AtomicU64::new(0),
@@ -75,9 +73,19 @@ impl Stats {
         }
     }
 
+    /// The number of shards.
+    pub fn shards(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// Makes shard `i` this thread's (the worker thread `i` calls it once, first).
+    pub fn enter_shard(i: usize) {
+        SHARD.with(|s| s.set(i));
+    }
+
     /// Runs `f` on this thread's shard.
     pub fn with<R>(&self, f: impl FnOnce(&mut Recording) -> R) -> R {
-        let i = SHARD.with(|s| *s);
+        let i = SHARD.with(Cell::get).min(self.shards.len() - 1);
         f(&mut self.shards[i].lock().unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 
@@ -129,5 +137,49 @@ impl Stats {
             up_frames: g(&self.up_frames),
             down_frames: g(&self.down_frames),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_worker_thread_records_into_the_shard_it_entered_and_the_merge_adds_up() {
+        let stats = Stats::new(2, 10, 5, 2);
+        std::thread::scope(|s| {
+            for (shard, sends) in [(0, 3u64), (1, 5u64)] {
+                let stats = &stats;
+                s.spawn(move || {
+                    Stats::enter_shard(shard);
+                    for i in 0..sends {
+                        stats.with(|r| r.on_send(usize::from(i % 2 == 1), 10 * i, 4));
+                    }
+                });
+            }
+        });
+        let per_shard: Vec<u64> =
+            stats.shards.iter().map(|m| m.lock().expect("not poisoned").types.iter().map(|t| t.sent).sum()).collect();
+        assert_eq!(per_shard, [3, 5], "each thread recorded into its own shard");
+        let all = stats.merged(2);
+        assert_eq!(all.types[0].sent + all.types[1].sent, 8);
+        assert_eq!(all.types[0].expected + all.types[1].expected, 32);
+        assert_eq!(all.slip_max, 40);
+        assert_eq!(stats.take_second().0, 8, "the second's sends are taken from both shards");
+        assert_eq!(stats.take_second().0, 0, "and only once");
+    }
+
+    #[test]
+    fn a_thread_that_entered_no_shard_records_into_the_first_and_a_shard_past_the_end_into_the_last() {
+        let stats = Stats::new(1, 5, 5, 2);
+        std::thread::scope(|s| {
+            s.spawn(|| stats.with(|r| r.on_send(0, 0, 1)));
+            s.spawn(|| {
+                Stats::enter_shard(7);
+                stats.with(|r| r.on_send(0, 0, 1));
+            });
+        });
+        let per_shard: Vec<u64> = stats.shards.iter().map(|m| m.lock().expect("not poisoned").types[0].sent).collect();
+        assert_eq!(per_shard, [1, 1]);
     }
 }

@@ -46,6 +46,8 @@ pub struct Config {
     pub check: bool,
     /// Relay even groups that reach peers natively.
     pub force: bool,
+    /// Poll without sleeping for this long after work (zero: off).
+    pub busy_poll: Duration,
     /// Stop after this long.
     pub duration: Option<Duration>,
     /// Report file.
@@ -142,6 +144,10 @@ impl Config {
         if resolve_every < Duration::from_secs(1) {
             return u("--resolve-every must be at least 1s".into());
         }
+        let busy_poll = a.busy_poll.map_or(Duration::ZERO, |s| s.0);
+        if busy_poll > Duration::from_secs(1) {
+            return u("--busy-poll must be at most 1s".into());
+        }
         let check_wait = a.check_wait.0;
         if check_wait.is_zero() || check_wait > Duration::from_secs(60) {
             return u("--check-wait must be above 0 and at most 60s".into());
@@ -161,6 +167,7 @@ impl Config {
             check_wait,
             check: a.check,
             force: a.force,
+            busy_poll,
             duration: a.duration.map(|s| s.0),
             json: a.json.clone(),
         })
@@ -192,6 +199,9 @@ mod tests {
         assert!(c.kube.is_none());
         assert_eq!(c.me, SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), DEFAULT_PORT));
         assert!(c.key.is_none());
+        assert_eq!(c.busy_poll, Duration::ZERO, "off by default");
+        let c = cfg(&["--group", "239.1.1.1:5000", "--peers", "h", "--busy-poll", "200us"]).unwrap();
+        assert_eq!(c.busy_poll, Duration::from_micros(200));
     }
 
     #[test]
@@ -211,6 +221,7 @@ mod tests {
             (&["--group", "239.1.1.1:5000", "--peers", "h", "--ttl", "0"], "--ttl"),
             (&["--group", "239.1.1.1:5000", "--peers", "h", "--max-senders", "0"], "--max-senders"),
             (&["--group", "239.1.1.1:5000", "--peers", "h", "--resolve-every", "10ms"], "--resolve-every"),
+            (&["--group", "239.1.1.1:5000", "--peers", "h", "--busy-poll", "2s"], "--busy-poll"),
         ] {
             let e = cfg(args).unwrap_err().0;
             assert!(e.contains(what), "{args:?}: {e}");

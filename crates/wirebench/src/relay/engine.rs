@@ -1,7 +1,16 @@
 //! The relay's loop: one thread, one epoll over the relay port and the group sockets,
-//! every wait bounded by [`WAKE`] so a stop takes effect within a tenth of a second.
-//! Buffers, fan-out headers and histograms are allocated up front; a datagram's path
+//! every wait bounded by [`WAKE`] so a stop takes effect within a tenth of a second. The
+//! thread that receives a datagram sends it on: there is no queue and no hand-off.
+//!
+//! Batches: one `recvmmsg` takes up to 32 datagrams from a socket; what a batch from a
+//! group forwards leaves in one `sendmmsg` (every datagram to every peer), what a batch from
+//! the peers re-emits leaves in one `sendmmsg` per run of datagrams that share an emitting
+//! socket. Buffers, headers and histograms are allocated up front; a datagram's path
 //! allocates nothing (a new original sender opens a socket, once).
+//!
+//! `--busy-poll D`: after a wait that found work the loop polls without sleeping for up to
+//! D (one vCPU at 100 % meanwhile), so a datagram that follows within D meets a running
+//! thread instead of a wake-up.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io;
@@ -15,7 +24,8 @@ use wirebench_core::report::RelayResults;
 use wirebench_core::wire::relay::{self as wire, Header, MAX_PAYLOAD, MAX_UDP_LEN, RelayKind};
 use wirebench_net::clock::{Clock as _, MonoClock, wall_now_ns};
 use wirebench_net::drops::udp_drops;
-use wirebench_net::fanout::FanOut;
+use wirebench_net::fanout::{Burst, FAN_BATCH, FanOut};
+use wirebench_net::rxbatch::{RX_BATCH, RxBatch};
 
 use super::config::Config;
 use super::peers;
@@ -34,8 +44,8 @@ const MATE_TTL_NS: u64 = 3 * PROBE_EVERY_NS + 500_000_000;
 const CHECK_PROBE_EVERY_NS: u64 = 250_000_000;
 /// An emitting socket idle this long may be reused for a new sender.
 const FLOW_IDLE_NS: u64 = 30_000_000_000;
-/// Datagrams read from one socket before looking at the others.
-const BURST: usize = 256;
+/// Batches read from one socket before looking at the others (256 datagrams).
+const BURST_BATCHES: usize = 8;
 /// Re-emissions remembered by the echo guard, and for how long.
 const GUARD_LEN: usize = 4096;
 const GUARD_HORIZON_NS: u64 = 50_000_000;
@@ -67,6 +77,29 @@ struct Flow {
     last_ns: u64,
 }
 
+/// A peer's datagram waiting to be re-emitted at the end of its batch: datagram `k` of the
+/// receive batch, for group `gi`, from peer `pi` at `src`, through flow `flow`.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    k: usize,
+    gi: usize,
+    pi: usize,
+    src: SocketAddrV4,
+    flow: (u64, SocketAddrV4),
+    rx_wall_ns: u64,
+    len: usize,
+}
+
+const NO_PENDING: Pending = Pending {
+    k: 0,
+    gi: 0,
+    pi: 0,
+    src: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+    flow: (0, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)),
+    rx_wall_ns: 0,
+    len: 0,
+};
+
 struct Relay<'c> {
     cfg: &'c Config,
     id: u64,
@@ -84,10 +117,19 @@ struct Relay<'c> {
     malformed: u64,
     relaying: bool,
     clock: MonoClock,
-    /// Receives on group sockets with the kernel's RX timestamp.
-    rx: wirebench_net::stamp::Receiver,
-    buf: Vec<u8>,
+    /// Receives a batch from one socket (group sockets with the kernel's RX timestamps).
+    rxb: RxBatch,
+    /// Probes and answers are written here.
     out: Vec<u8>,
+    /// The batch being forwarded: [`FAN_BATCH`] slots of [`MAX_UDP_LEN`] bytes, the length
+    /// of each relay datagram and of its payload.
+    fwd: Vec<u8>,
+    fwd_len: [(usize, usize); FAN_BATCH],
+    fwd_n: usize,
+    /// The batch being re-emitted.
+    pending: [Pending; RX_BATCH],
+    pending_n: usize,
+    burst: Burst,
 }
 
 fn v4(a: SocketAddr) -> Option<SocketAddrV4> {
@@ -168,9 +210,14 @@ pub(crate) fn run(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<RelayResult
         malformed: 0,
         relaying: false,
         clock: MonoClock::default(),
-        rx: wirebench_net::stamp::Receiver::default(),
-        buf: vec![0; MAX_UDP_LEN + 1],
+        rxb: RxBatch::new(MAX_UDP_LEN + 1),
         out: vec![0; MAX_UDP_LEN + 1],
+        fwd: vec![0; FAN_BATCH * MAX_UDP_LEN],
+        fwd_len: [(0, 0); FAN_BATCH],
+        fwd_n: 0,
+        pending: [NO_PENDING; RX_BATCH],
+        pending_n: 0,
+        burst: Burst::default(),
     };
     r.set_peers(&first);
     let ep = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
@@ -235,6 +282,8 @@ impl Relay<'_> {
         let mut events = [EpollEvent::empty(); 72];
         let mut next_probe = 0;
         let mut next_rebuild = 0;
+        let busy_ns = u64::try_from(self.cfg.busy_poll.as_nanos()).unwrap_or(u64::MAX);
+        let mut last_work = 0;
         loop {
             let now = self.clock.now_ns();
             if ctx.shutdown.is_set() || now >= end_ns {
@@ -257,11 +306,16 @@ impl Relay<'_> {
                 self.rebuild();
                 next_rebuild = now + probe_every;
             }
-            let n = match ep.wait(&mut events, WAKE) {
+            // Busy-polling: no sleep while the last work is less than --busy-poll ago.
+            let spin = busy_ns > 0 && now.saturating_sub(last_work) < busy_ns;
+            let n = match ep.wait(&mut events, if spin { 0 } else { WAKE }) {
                 Ok(n) => n,
                 Err(nix::errno::Errno::EINTR) => 0,
                 Err(e) => return Err(e.into()),
             };
+            if n > 0 && busy_ns > 0 {
+                last_work = self.clock.now_ns();
+            }
             for ev in &events[..n] {
                 match ev.data() {
                     RELAY_TOKEN => self.drain_peers(),
@@ -334,29 +388,72 @@ impl Relay<'_> {
         }
     }
 
+    /// Reads group `gi`'s socket a batch at a time; forwards each batch in one `sendmmsg`.
     fn drain_group(&mut self, gi: usize) {
-        for _ in 0..BURST {
-            let Ok(r) = self.rx.recv(&self.groups[gi].sock, &mut self.buf) else { return };
-            if let Some(src) = r.from.and_then(v4) {
-                self.local(gi, r.len, src, r.at.sw_ns);
+        for _ in 0..BURST_BATCHES {
+            let Ok(n) = self.rxb.recv(&self.groups[gi].sock) else { return };
+            for k in 0..n {
+                let d = self.rxb.get(k);
+                if let Some(src) = d.from.and_then(v4) {
+                    self.local(gi, k, src, d.rx_ns);
+                }
+            }
+            self.flush_forward(gi);
+            if n < RX_BATCH {
+                return; // drained
             }
         }
     }
 
+    /// Reads the relay port a batch at a time; re-emits each batch at its end.
     fn drain_peers(&mut self) {
-        for _ in 0..BURST {
-            let Ok((n, from)) = self.sock.recv_from(&mut self.buf) else { return };
-            match v4(from).and_then(|a| self.peer_idx.get(&a).map(|&i| (a, i))) {
-                Some((src, pi)) => self.on_peer_datagram(pi, src, n),
-                None => self.not_a_peer += 1,
+        for _ in 0..BURST_BATCHES {
+            let Ok(n) = self.rxb.recv(&self.sock) else { return };
+            for k in 0..n {
+                let from = self.rxb.get(k).from;
+                match from.and_then(v4).and_then(|a| self.peer_idx.get(&a).map(|&i| (a, i))) {
+                    Some((src, pi)) => self.on_peer_datagram(pi, src, k),
+                    None => self.not_a_peer += 1,
+                }
+            }
+            self.flush_reemit();
+            if n < RX_BATCH {
+                return;
             }
         }
     }
 
-    /// A datagram heard on group `gi` from `src`, that entered this host's stack at
-    /// `kernel_rx` (wall clock ns; `None` when the kernel gave no timestamp).
-    fn local(&mut self, gi: usize, n: usize, src: SocketAddrV4, kernel_rx: Option<u64>) {
+    /// Sends the forwarded batch of group `gi` to its peers (one `sendmmsg`) and counts
+    /// each copy.
+    fn flush_forward(&mut self, gi: usize) {
+        let m = std::mem::take(&mut self.fwd_n);
+        if m == 0 {
+            return;
+        }
+        let fwd = &self.fwd;
+        let lens = &self.fwd_len;
+        let bufs: [&[u8]; FAN_BATCH] = std::array::from_fn(|k| &fwd[k * MAX_UDP_LEN..k * MAX_UDP_LEN + lens[k].0]);
+        let g = &mut self.groups[gi];
+        g.fan.send_batch(&self.sock, &bufs[..m]);
+        for (k, &(_, n)) in lens[..m].iter().enumerate() {
+            for (i, &pi) in g.dest_peers.iter().enumerate() {
+                if g.fan.failed_at(k, i) {
+                    self.peers[pi].stats.drops.send_errors += 1;
+                    g.stats.drops.send_errors += 1;
+                } else {
+                    self.peers[pi].stats.sent.add(n);
+                    g.stats.forwarded.add(n);
+                }
+            }
+        }
+    }
+
+    /// Datagram `at` of the batch, heard on group `gi` from `src`, that entered this host's
+    /// stack at `kernel_rx` (wall clock ns; `None` when the kernel gave no timestamp).
+    fn local(&mut self, gi: usize, at: usize, src: SocketAddrV4, kernel_rx: Option<u64>) {
         let now = self.clock.now_ns();
+        let data = self.rxb.get(at).data;
+        let n = data.len();
         let mine = *src.ip() == self.cfg.interface;
         if src == self.cfg.me {
             return; // our own probe
@@ -365,13 +462,13 @@ impl Relay<'_> {
             self.groups[gi].stats.drops.looped += 1;
             return;
         }
-        if let Ok(r) = wire::decode(&self.buf[..n]) {
+        if let Ok(r) = wire::decode(data) {
             // A relay's probe: another relay hears this group on our segment. Relay
             // datagrams are never forwarded.
             let probe = (r.header.kind == RelayKind::Probe
                 && r.header.group == self.groups[gi].addr
                 && self.peer_idx.contains_key(&src)
-                && wire::verify(&self.buf[..n], &r, self.cfg.key.as_ref()))
+                && wire::verify(data, &r, self.cfg.key.as_ref()))
             .then_some(r.header);
             if let Some(p) = probe {
                 self.mate(gi, src, now);
@@ -383,7 +480,7 @@ impl Relay<'_> {
             return;
         }
         let g = &self.groups[gi];
-        if mine && self.guard.is_echo(digest(g.addr, src.port(), &self.buf[..n]), now) {
+        if mine && self.guard.is_echo(digest(g.addr, src.port(), data), now) {
             self.groups[gi].stats.drops.looped += 1;
             return;
         }
@@ -417,21 +514,18 @@ impl Relay<'_> {
             sender: src,
         };
         self.seq += 1;
-        let (payload, out) = (&self.buf[..n], &mut self.out);
-        let Some(len) = wire::encode(out, &h, payload, self.cfg.key.as_ref()) else {
-            g.stats.drops.too_big += 1;
+        if self.fwd_n == FAN_BATCH {
+            self.flush_forward(gi); // (a batch holds at most RX_BATCH == FAN_BATCH)
+        }
+        let j = self.fwd_n;
+        let data = self.rxb.get(at).data;
+        let slot = &mut self.fwd[j * MAX_UDP_LEN..(j + 1) * MAX_UDP_LEN];
+        let Some(len) = wire::encode(slot, &h, data, self.cfg.key.as_ref()) else {
+            self.groups[gi].stats.drops.too_big += 1;
             return;
         };
-        g.fan.send(&self.sock, &out[..len]);
-        for (i, &pi) in g.dest_peers.iter().enumerate() {
-            if g.fan.failed(i) {
-                self.peers[pi].stats.drops.send_errors += 1;
-                g.stats.drops.send_errors += 1;
-            } else {
-                self.peers[pi].stats.sent.add(n);
-                g.stats.forwarded.add(n);
-            }
-        }
+        self.fwd_len[j] = (len, n);
+        self.fwd_n += 1;
     }
 
     fn mate(&mut self, gi: usize, peer: SocketAddrV4, now: u64) {
@@ -444,14 +538,15 @@ impl Relay<'_> {
         }
     }
 
-    /// A datagram on the relay port from peer `pi`.
-    fn on_peer_datagram(&mut self, pi: usize, src: SocketAddrV4, n: usize) {
+    /// Datagram `k` of the batch, on the relay port from peer `pi`.
+    fn on_peer_datagram(&mut self, pi: usize, src: SocketAddrV4, k: usize) {
         let now = self.clock.now_ns();
-        let Ok(r) = wire::decode(&self.buf[..n]) else {
+        let data = self.rxb.get(k).data;
+        let Ok(r) = wire::decode(data) else {
             self.malformed += 1;
             return;
         };
-        if !wire::verify(&self.buf[..n], &r, self.cfg.key.as_ref()) {
+        if !wire::verify(data, &r, self.cfg.key.as_ref()) {
             self.peers[pi].stats.drops.bad_mac += 1;
             return;
         }
@@ -465,7 +560,7 @@ impl Relay<'_> {
             RelayKind::Seen | RelayKind::Probe => self.peers[pi].stats.drops.not_relayed += 1,
             RelayKind::Data => {
                 let len = r.payload.len();
-                self.reemit(pi, gi, src, &h, len, now);
+                self.reemit(pi, gi, src, &h, k, len, now);
             }
         }
     }

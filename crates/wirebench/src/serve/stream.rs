@@ -17,6 +17,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use wirebench_core::schedule::Stop;
+use wirebench_core::stream::wake::WakeRecorder;
 use wirebench_core::wire::control::{Control, Direction, Granted, PublisherCounts, StreamProto, StreamRequest};
 use wirebench_core::wire::handshake::{self, SECRET_LEN};
 use wirebench_net::batch::{UdpBatchReceiver, UdpBatchSender, size_buffers};
@@ -112,8 +113,10 @@ fn udp_session(conn: &mut TcpStream, a: &Admitted, shared: &Shared, stop: &Sessi
         let (session, pubs) = (req.session, req.publishers);
         // GRO on before `ready`: datagrams queued before it would be split one by one.
         let mut rx = UdpBatchReceiver::new(sock);
+        let stamped = recv::stamp_rx(&mut rx);
         receiver = Some(std::thread::spawn(move || {
             let mut acc = Accounts::new(session, pubs);
+            acc.wake = WakeRecorder::new(stamped);
             recv::udp(&mut rx, &mut acc, &p, &ab)?;
             Ok(acc)
         }));
@@ -158,8 +161,10 @@ fn udp_session(conn: &mut TcpStream, a: &Admitted, shared: &Shared, stop: &Sessi
             Err(e) if control::is_timeout(&e) => {
                 if receiver.is_some() && Instant::now() >= next_interval {
                     next_interval += Duration::from_secs(1);
+                    // the counters first: a drop is counted before the receiver sees its gap
+                    let kernel = kernel_before.since(&wirebench_net::counters::Receiving::read(&ifaces));
                     let snap = progress.snapshot.lock().map(|s| s.clone()).unwrap_or_default();
-                    send_bounded(conn, &Control::Interval { publishers: publishers(snap) }, &abort, STALL)?;
+                    send_bounded(conn, &Control::Interval { publishers: publishers(snap), kernel }, &abort, STALL)?;
                 }
             }
             Err(_) => break false,
@@ -171,19 +176,19 @@ fn udp_session(conn: &mut TcpStream, a: &Admitted, shared: &Shared, stop: &Sessi
     let sent: Vec<send::Sent> =
         senders.into_iter().map(|h| h.join().ok().and_then(Result::ok).unwrap_or_default()).collect();
     progress.finish.store(true, Ordering::Relaxed);
-    let (received, foreign) = match receiver {
+    let (received, foreign, wake) = match receiver {
         Some(h) => {
             let acc = h.join().map_err(|_| io::Error::other("receiver panicked"))??;
-            (acc.counts(), acc.foreign)
+            (acc.counts(), acc.foreign, Some(acc.wake.summary()))
         }
-        None => (Vec::new(), 0),
+        None => (Vec::new(), 0, None),
     };
     let kernel = kernel_before.since(&wirebench_net::counters::Receiving::read(&ifaces));
     let send_ns = send::span_of(&sent);
     let sent = sent.iter().map(|s| s.messages).collect();
     // After a stop the client may still read the result; a client gone is no wait.
     let no_stop = AtomicBool::new(false);
-    let result = Control::Result { received: publishers(received), sent, send_ns, foreign, kernel };
+    let result = Control::Result { received: publishers(received), sent, send_ns, foreign, kernel, wake };
     send_bounded(conn, &result, &no_stop, POLL * 5)
 }
 
@@ -193,7 +198,12 @@ fn tcp_forward(conn: &mut TcpStream, a: &Admitted, stop: &SessionStop) -> io::Re
     let mut writer = conn.try_clone()?;
     let mut acc = Accounts::new(a.req.session, a.req.publishers);
     let mut tick = |acc: &Accounts| {
-        let _ = send_bounded(&mut writer, &Control::Interval { publishers: publishers(acc.counts()) }, &abort, STALL);
+        let _ = send_bounded(
+            &mut writer,
+            &Control::Interval { publishers: publishers(acc.counts()), kernel: None },
+            &abort,
+            STALL,
+        );
     };
     let leftover = recv::tcp(conn, &mut acc, stop.flag(), &mut tick)?;
     let Some(prefix) = leftover else { return Ok(()) };
@@ -206,6 +216,7 @@ fn tcp_forward(conn: &mut TcpStream, a: &Admitted, stop: &SessionStop) -> io::Re
                 send_ns: 0,
                 foreign: acc.foreign,
                 kernel: None,
+                wake: None,
             },
             stop.flag(),
             STALL,
@@ -252,7 +263,8 @@ fn tcp_reverse(mut conn: TcpStream, a: &Admitted, stop: &SessionStop) -> io::Res
     let spec = reverse_spec(a, 0);
     let sent = send::run(&mut BoundedTcpOut { conn: &mut conn, size: a.req.size, stop: &done }, &spec, &done);
     let (messages, send_ns) = sent.as_ref().map_or((0, 0), |s| (s.messages, s.send_ns()));
-    let result = Control::Result { received: vec![], sent: vec![messages], send_ns, foreign: 0, kernel: None };
+    let result =
+        Control::Result { received: vec![], sent: vec![messages], send_ns, foreign: 0, kernel: None, wake: None };
     let r = send_bounded(&mut conn, &result, &abort, STALL);
     done.store(true, Ordering::Relaxed);
     let _ = watcher.join();

@@ -95,6 +95,8 @@ pub(super) struct ServeResult {
     pub foreign: u64,
     /// Serve's host's kernel counters over the session.
     pub kernel: Option<Snmp>,
+    /// Serve's receiving thread's wake-up delay (forward UDP).
+    pub wake: Option<wirebench_core::stream::wake::WakeDelay>,
     /// When it arrived.
     pub at: Option<Instant>,
 }
@@ -103,8 +105,8 @@ impl ServeResult {
     /// The fields of a `Result` message that arrived at `at`; `None` for any other message.
     pub(super) fn of(m: Control, at: Instant) -> Option<Self> {
         match m {
-            Control::Result { received, sent, send_ns, foreign, kernel } => {
-                Some(Self { received: counts_of(&received), sent, send_ns, foreign, kernel, at: Some(at) })
+            Control::Result { received, sent, send_ns, foreign, kernel, wake } => {
+                Some(Self { received: counts_of(&received), sent, send_ns, foreign, kernel, wake, at: Some(at) })
             }
             _ => None,
         }
@@ -270,7 +272,7 @@ pub(super) fn intervals(snaps: &[(u64, StreamCounts)]) -> Vec<IntervalRow> {
     snaps
         .iter()
         .map(|(at, c)| {
-            let row = IntervalRow { at_ns: *at, counts: c.since(&prev) };
+            let row = IntervalRow { at_ns: *at, counts: c.since(&prev), loss_split: None };
             prev = *c;
             row
         })

@@ -89,7 +89,7 @@ fn reverse(
     let mut acc = Accounts::new(session, 1);
     let mut tick = |a: &Accounts| {
         let publishers = a.counts().into_iter().map(|counts| PublisherCounts { publisher: 0, counts }).collect();
-        let _ = tx.send((k, Instant::now(), Control::Interval { publishers }));
+        let _ = tx.send((k, Instant::now(), Control::Interval { publishers, kernel: None }));
     };
     let leftover = recv::tcp(&mut conn, &mut acc, stop, &mut tick)?;
     match leftover {
@@ -232,6 +232,7 @@ pub(super) fn run(
             foreign: mine.iter().map(|(_, o, _, r)| o.foreign + r.as_ref().map_or(0, |r| r.foreign)).sum(),
             kernel: None,
             loss_split: None,
+            wake: None,
         });
     }
     Ok(out)
@@ -256,7 +257,7 @@ fn on_event(
     stop: &AtomicBool,
 ) {
     match m {
-        Control::Interval { publishers } => {
+        Control::Interval { publishers, .. } => {
             let c = session::total(&session::counts_of(&publishers));
             conns[k].snaps.push((session::ns_since(shown.t0, at), c));
             let i = conns[k].target;

@@ -8,8 +8,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use wirebench_core::counters::{self, Reading};
 use wirebench_core::report::{ReceiverResult, SenderResult};
 use wirebench_core::schedule::Stop;
+use wirebench_core::snmp::Snmp;
 use wirebench_core::stream::StreamCounts;
 use wirebench_core::wire::control::{Control, Direction, StreamProto, StreamRequest};
 use wirebench_net::batch::{UdpBatchReceiver, UdpBatchSender, size_buffers};
@@ -92,8 +94,10 @@ fn receiver(
     let (p, a) = (p.clone(), abort.clone());
     // GRO on before serve is told the port: datagrams queued before it would be split.
     let mut rx = UdpBatchReceiver::new(sock);
+    let stamped = recv::stamp_rx(&mut rx);
     let job = std::thread::spawn(move || {
         let mut acc = Accounts::new(session, publishers);
+        acc.wake = wirebench_core::stream::wake::WakeRecorder::new(stamped);
         recv::udp(&mut rx, &mut acc, &p, &a)?;
         Ok(acc)
     });
@@ -105,6 +109,8 @@ struct Local {
     progress: Arc<Progress>,
     job: RecvJob,
     snaps: Vec<(u64, StreamCounts)>,
+    /// This host's counters at each snapshot (`wirebench_core::counters::reading`).
+    reads: Vec<Reading>,
 }
 
 /// Waits until every local receiver heard its serve (a polite run), the stop, or `wait`.
@@ -143,13 +149,16 @@ pub(super) fn run(
     // senders' SndbufErrors (forward), with the interface toward the first target.
     let ifaces = wirebench_net::iface::toward(cfg.group.map_or(cfg.targets[0], SocketAddr::V4));
     let kernel_before = wirebench_net::counters::Receiving::read(&ifaces);
+    // and its SndbufErrors at each of serve's intervals
+    let snmp_before = wirebench_net::snmp::read();
+    let sndbuf_now = || sndbuf_since(snmp_before.as_ref());
     for (i, &target) in cfg.targets.iter().enumerate() {
         let mut knock_from = None;
         if reverse {
             let p = Arc::new(Progress::default());
             let (sock, job) = receiver(session, cfg.rcvbuf, cfg.parallel, &p, &stop, &mut out.warnings)?;
             knock_from = Some(sock);
-            locals.push(Local { progress: p, job, snaps: Vec::new() });
+            locals.push(Local { progress: p, job, snaps: Vec::new(), reads: Vec::new() });
         }
         let req = StreamRequest {
             session,
@@ -203,6 +212,7 @@ pub(super) fn run(
     // While data flows: serve's interval snapshots (forward) and our own (reverse).
     let n = cfg.targets.len();
     let mut snaps: Vec<Vec<(u64, StreamCounts)>> = vec![Vec::new(); n];
+    let mut reads: Vec<Vec<Reading>> = vec![Vec::new(); n];
     let mut results: Vec<Option<ServeResult>> = vec![None; n];
     let mut next = cfg.interval;
     let sending = |jobs: &Vec<(usize, Vec<SendJob>)>| jobs.iter().any(|(_, j)| j.iter().any(|h| !h.is_finished()));
@@ -221,7 +231,8 @@ pub(super) fn run(
         }
         if let Ok((i, at, m)) = events.recv_timeout(Duration::from_millis(20)) {
             match m {
-                Control::Interval { publishers } => {
+                Control::Interval { publishers, kernel } => {
+                    reads[i].push(counters::reading(sndbuf_now(), kernel.as_ref()));
                     snaps[i].push((session::ns_since(t0, at), session::total(&session::counts_of(&publishers))));
                     live.interval(ctx.out, &cfg.targets[i].to_string(), &snaps[i]);
                 }
@@ -241,8 +252,12 @@ pub(super) fn run(
             }
         }
         if t0.elapsed() >= next {
+            let here = (!locals.is_empty())
+                .then(|| kernel_before.since(&wirebench_net::counters::Receiving::read(&ifaces)))
+                .flatten();
             let at = session::ns_since(t0, Instant::now());
             for (k, l) in locals.iter_mut().enumerate() {
+                l.reads.push(counters::reading(None, here.as_ref()));
                 let c = l.progress.snapshot.lock().map(|s| session::total(&s)).unwrap_or_default();
                 l.snaps.push((at, c));
                 live.interval(ctx.out, &format!("local<-{}", cfg.targets[k]), &l.snaps);
@@ -287,7 +302,8 @@ pub(super) fn run(
         let owed: Vec<usize> = (0..n).filter(|&i| results[i].is_none()).collect();
         if !owed.is_empty() {
             let got = session::collect_results(&events, n, Duration::from_secs(10), |i, at, m| {
-                if let Control::Interval { publishers } = m {
+                if let Control::Interval { publishers, kernel } = m {
+                    reads[i].push(counters::reading(sndbuf_now(), kernel.as_ref()));
                     snaps[i].push((session::ns_since(t0, at), session::total(&session::counts_of(&publishers))));
                 }
             });
@@ -309,12 +325,12 @@ pub(super) fn run(
         l.progress.expected.store(expected, Ordering::Relaxed);
         l.progress.finish.store(true, Ordering::Relaxed);
         let acc = l.job.join().map_err(|_| anyhow::anyhow!("a receiver panicked"))??;
-        local_accounts.push((acc, l.snaps));
+        local_accounts.push((acc, l.snaps, l.reads));
     }
     let kernel_here = kernel_before.since(&wirebench_net::counters::Receiving::read(&ifaces));
     let sndbuf_here =
         kernel_here.as_ref().and_then(|k| k.get("Udp", "SndbufErrors")).map(|v| u64::try_from(v).unwrap_or(0));
-    for (k, (acc, mut local_snaps)) in local_accounts.into_iter().enumerate() {
+    for (k, (acc, mut local_snaps, local_reads)) in local_accounts.into_iter().enumerate() {
         let r = results.get(k).and_then(Option::as_ref);
         let counts = acc.counts();
         let total = session::total(&counts);
@@ -336,10 +352,11 @@ pub(super) fn run(
             foreign: acc.foreign,
             kernel: kernel_here.clone(),
             loss_split: None,
+            wake: Some(acc.wake.summary()),
         };
         // serve sent: its host's SndbufErrors (from a serve that reports them)
         let serve_sndbuf = r.and_then(|r| r.kernel.as_ref()).and_then(|k| k.get("Udp", "SndbufErrors"));
-        row.attribute(serve_sndbuf.map(|v| u64::try_from(v).unwrap_or(0)));
+        row.attribute(serve_sndbuf.map(|v| u64::try_from(v).unwrap_or(0)), &local_reads);
         local_rows.push(row);
     }
     if forward {
@@ -359,8 +376,9 @@ pub(super) fn run(
                 foreign: r.foreign,
                 kernel: r.kernel,
                 loss_split: None,
+                wake: r.wake,
             };
-            row.attribute(sndbuf_here);
+            row.attribute(sndbuf_here, &reads[i]);
             out.receivers.push(row);
         }
         let mut sender = sender_result(&all_sent);
@@ -370,6 +388,13 @@ pub(super) fn run(
     }
     out.receivers.extend(local_rows);
     Ok(out)
+}
+
+/// This host's `Udp SndbufErrors` since `before` (`None` without `/proc/net/snmp`).
+fn sndbuf_since(before: Option<&Snmp>) -> Option<u64> {
+    let now = wirebench_net::snmp::read()?;
+    let v = now.since(before?, &["Udp"]).get("Udp", "SndbufErrors")?;
+    Some(u64::try_from(v).unwrap_or(0))
 }
 
 /// How long a polite side waits to hear the other beyond the run's duration.

@@ -1,6 +1,7 @@
 //! The measured loop allocates nothing per probe: a counting allocator (per thread, so
 //! serve's threads and other tests do not count) sees the same number of allocations for
-//! 1,000 and for 10,000 probes; the stall meter likewise per wake-up.
+//! 1,000 and for 10,000 probes; the stall meter likewise per wake-up, the stream receiver per
+//! datagram (with its kernel RX stamps).
 
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -96,4 +97,48 @@ fn the_stall_meter_allocates_nothing_per_wakeup() {
     // its histograms and a hour of series are allocated up front: the same count for 300
     // wake-ups as for 3,000
     assert_eq!(meter_allocations(300), meter_allocations(3_000), "allocations grew with the wake-ups");
+}
+
+/// The stream receive loop with kernel RX stamps on (serve's and the reverse client's):
+/// `n` 64-byte stream datagrams queued up front, read until all arrived (so no thread races
+/// the drain).
+fn stream_receiver_allocations(n: u64) -> u64 {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+    use wirebench::flow::recv::{self, Accounts, Progress};
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    wirebench_net::batch::size_buffers(&sock, 16 << 20);
+    sock.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    tx.connect(sock.local_addr().unwrap()).unwrap();
+    let mut rx = wirebench_net::batch::UdpBatchReceiver::new(sock);
+    assert!(recv::stamp_rx(&mut rx));
+    let mut m = [0u8; 64];
+    wirebench_core::wire::stream::init(&mut m, 7, 0);
+    for seq in 0..n {
+        wirebench_core::wire::stream::stamp(&mut m, seq, 1);
+        tx.send(&m).unwrap();
+    }
+    let p = Arc::new(Progress::default());
+    p.expected.store(n, Ordering::Relaxed);
+    p.finish.store(true, Ordering::Relaxed);
+    let mut acc = Accounts::new(7, 1);
+    acc.wake = wirebench_core::stream::wake::WakeRecorder::new(true);
+    let before = thread_allocations();
+    recv::udp(&mut rx, &mut acc, &p, &AtomicBool::new(false)).unwrap();
+    let after = thread_allocations();
+    assert_eq!(acc.received(), n, "every queued datagram read");
+    let w = acc.wake.summary();
+    assert_eq!((w.stamped + w.unstamped, w.after_read), (n, 0), "{w:?}");
+    after - before
+}
+
+#[test]
+fn the_stream_receiver_with_rx_stamps_allocates_nothing_per_datagram() {
+    // few enough to sit queued in the default receive buffer (no root needed)
+    assert_eq!(
+        stream_receiver_allocations(50),
+        stream_receiver_allocations(200),
+        "allocations grew with the datagrams"
+    );
 }

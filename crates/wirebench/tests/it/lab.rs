@@ -151,6 +151,11 @@ impl Lab {
         let _ = self.children[idx].wait();
     }
 
+    /// The process id of process `idx` (`ip netns exec` execs the program: its own pid).
+    pub(crate) fn pid(&self, idx: usize) -> u32 {
+        self.children[idx].id()
+    }
+
     /// The index the next [`Self::serve`] or [`Self::spawn`] will get.
     pub(crate) fn next_index(&self) -> usize {
         self.children.len()

@@ -324,7 +324,8 @@ fn forged_and_foreign_relay_datagrams_are_dropped_and_counted() {
     let json = dir.path().join("b.json");
     let peer = format!("{a_ip}:7880");
     let mut args = relay_args(&b_ip, &peer, &[group], json.to_str().unwrap());
-    args.extend(["--token", "right"]);
+    // Busy-polling changes how the loop waits, not what it decides (and it still stops).
+    args.extend(["--token", "right", "--busy-poll", "200us"]);
     let relay = Proc::start(&b, &args, "relay listening");
     // A listener on B's group, joined before anything is sent, to see what is re-emitted.
     let gaddr: SocketAddrV4 = group.parse().unwrap();
@@ -376,6 +377,7 @@ fn forged_and_foreign_relay_datagrams_are_dropped_and_counted() {
     }
     assert_eq!(heard, [&b"genuine"[..], b"last"], "only the authentic datagrams are re-emitted, once");
     let text = relay.stop();
+    assert_eq!(report(&json).config["busy_poll_ns"], 200_000);
     let r = relay_results(&json);
     assert!(r.authenticated);
     assert_eq!(r.not_a_peer, 1, "{text}");
@@ -383,6 +385,126 @@ fn forged_and_foreign_relay_datagrams_are_dropped_and_counted() {
     assert_eq!((p.drops.bad_mac, p.drops.duplicate, p.received.datagrams), (2, 1, 2), "{text}");
     assert_eq!(r.groups[0].reemitted.datagrams, 2);
     assert!(text.contains("2 bad MAC"), "{text}");
+}
+
+/// Batches: with the relay stopped (SIGSTOP), forged, unsigned, foreign, duplicate and
+/// genuine peer datagrams and local group datagrams pile up in its sockets, so it reads them
+/// in mixed `recvmmsg` batches. Every cause is counted exactly, each genuine datagram is
+/// re-emitted once and in order, and each local one reaches the peer once, in order, with a
+/// valid MAC (the fan-out's `sendmmsg`).
+#[test]
+fn a_batch_mixing_forged_and_genuine_datagrams_is_counted_and_carried_exactly() {
+    let mut lab = Lab::new("rlyb");
+    let nodes = routed_nodes(&mut lab, 2, 88);
+    let (na, a_ip) = nodes[0].clone();
+    let (nb, b_ip) = nodes[1].clone();
+    let group = "239.255.79.12:5093";
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("b.json");
+    let peer = format!("{a_ip}:7880");
+    let mut args = relay_args(&b_ip, &peer, &[group], json.to_str().unwrap());
+    args.extend(["--token", "right"]);
+    let relay = Proc::start(&nb, &args, "relay listening");
+    let gaddr: SocketAddrV4 = group.parse().unwrap();
+    let b_addr: std::net::Ipv4Addr = b_ip.parse().unwrap();
+    let listener = in_ns(&nb, move || wirebench_net::multicast::group_receiver(gaddr, Some(b_addr)).unwrap());
+    let local = in_ns(&nb, move || {
+        let s = UdpSocket::bind((b_addr, 0)).unwrap();
+        let o = wirebench_net::multicast::SenderOpts { interface: Some(b_addr), ttl: 1, loopback: true };
+        wirebench_net::multicast::set_sender(&s, gaddr.into(), &o).unwrap();
+        s
+    });
+    let a_ip2 = a_ip.clone();
+    // The fake peer A (the relay forwards to it) and a stranger, both in A's namespace.
+    let (fake_peer, stranger) = in_ns(&na, move || {
+        (UdpSocket::bind(format!("{a_ip2}:7880")).unwrap(), UdpSocket::bind(format!("{a_ip2}:7999")).unwrap())
+    });
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(relay.child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let stopped = nix::sys::wait::waitpid(pid, Some(nix::sys::wait::WaitPidFlag::WUNTRACED)).unwrap();
+    assert!(matches!(stopped, nix::sys::wait::WaitStatus::Stopped(..)), "{stopped:?}");
+    let target: SocketAddrV4 = format!("{b_ip}:7880").parse().unwrap();
+    let sender: SocketAddrV4 = format!("{a_ip}:4000").parse().unwrap();
+    let head = |seq| Header { kind: RelayKind::Data, origin: 7, seq, rx_wall_ns: 1, group: gaddr, sender };
+    let (right, wrong) = (Key::new(b"right"), Key::new(b"wrong"));
+    let mut buf = [0u8; 128];
+    let mut genuine = Vec::new();
+    for i in 0..40u64 {
+        let (sock, key, seq) = match i % 5 {
+            0 => (&fake_peer, Some(&right), i),
+            1 => (&fake_peer, Some(&wrong), i),
+            2 => (&fake_peer, Some(&right), i - 2), // the genuine one before, again
+            3 => (&fake_peer, None, i),
+            _ => (&stranger, Some(&right), i),
+        };
+        let payload = format!("peer {seq}");
+        if i % 5 == 0 {
+            genuine.push(payload.clone().into_bytes());
+        }
+        let n = wire::encode(&mut buf, &head(seq), payload.as_bytes(), key).unwrap();
+        sock.send_to(&buf[..n], target).unwrap();
+        // A local datagram into the group between the peer's (the other socket's batch).
+        local.send_to(format!("local {i}").as_bytes(), gaddr).unwrap();
+    }
+    let n = wire::encode(&mut buf, &head(1000), b"last", Some(&right)).unwrap();
+    fake_peer.send_to(&buf[..n], target).unwrap();
+    genuine.push(b"last".to_vec());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+
+    // Re-emitted (the relay's probes and the local sender's own datagrams aside), up to "last".
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let local_addr = local.local_addr().unwrap();
+    let mut heard = Vec::new();
+    while heard.last().is_none_or(|l: &Vec<u8>| l != b"last") {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        assert!(!left.is_zero(), "re-emitted within 10 s: {heard:?}");
+        listener.set_read_timeout(Some(left)).unwrap();
+        let Ok((n, from)) = listener.recv_from(&mut buf) else { continue };
+        if from != local_addr && wire::decode(&buf[..n]).is_err() {
+            heard.push(buf[..n].to_vec());
+        }
+    }
+    assert_eq!(heard, genuine, "each genuine datagram once, in order");
+    // Forwarded to the peer: the 40 local datagrams, once each, in order, authentic.
+    let mut forwarded = Vec::new();
+    let mut seqs = Vec::new();
+    while forwarded.len() < 40 {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        assert!(!left.is_zero(), "forwarded within 10 s: {forwarded:?}");
+        fake_peer.set_read_timeout(Some(left)).unwrap();
+        let Ok(n) = fake_peer.recv(&mut buf) else { continue };
+        let dec = wire::decode(&buf[..n]).unwrap();
+        assert!(wire::verify(&buf[..n], &dec, Some(&right)), "a valid MAC");
+        if dec.header.kind == RelayKind::Data {
+            assert_eq!((dec.header.group, dec.header.sender), (gaddr, SocketAddrV4::new(b_addr, local_addr.port())));
+            forwarded.push(String::from_utf8(dec.payload.to_vec()).unwrap());
+            seqs.push(dec.header.seq);
+        }
+    }
+    assert_eq!(forwarded, (0..40).map(|i| format!("local {i}")).collect::<Vec<_>>());
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "consecutive sequence numbers: {seqs:?}");
+    let text = relay.stop();
+    let rep = relay_results(&json);
+    assert_eq!(rep.not_a_peer, 8, "{text}");
+    let peer_stats = &rep.peers[0];
+    assert_eq!(
+        (
+            peer_stats.drops.bad_mac,
+            peer_stats.drops.duplicate,
+            peer_stats.received.datagrams,
+            peer_stats.sent.datagrams
+        ),
+        (16, 8, 9, 40),
+        "{text}"
+    );
+    let grp = &rep.groups[0];
+    assert_eq!((grp.local_in.datagrams, grp.forwarded.datagrams, grp.reemitted.datagrams), (40, 40, 9), "{text}");
+    assert_eq!((grp.drops.send_errors, grp.drops.too_big, grp.drops.rate_cap), (0, 0, 0), "{text}");
+    assert_eq!(
+        peer_stats.added_delay.as_ref().map(|d| d.summary.count),
+        Some(9),
+        "one added delay per re-emission: {text}"
+    );
 }
 
 /// A segment (a bridge) with hosts `s1`, `s2` at `10.77.{net}.1`/`.2`, and a remote node `z`

@@ -98,6 +98,74 @@ fn a_tiny_receive_buffer_is_blamed_on_rcvbuf_errors() {
     assert!(text.contains("sysctl -w net.core.rmem_max="), "{text}");
 }
 
+/// A paced stream (2k/s of 200 bytes) into a 64 KB buffer (room for tens of milliseconds of
+/// it, so a busy test machine's short stalls lose little) whose serve is stopped for 500 ms
+/// (SIGSTOP) right after the first interval row: the datagrams the full buffer refused meanwhile are
+/// missing in the second row, and that row's split puts them on `RcvbufErrors`; the rows'
+/// splits add up to the run's, in the JSON and in the text.
+#[test]
+fn a_burst_into_a_tiny_buffer_is_that_intervals_rcvbuf_errors() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    use std::io::{BufRead, BufReader};
+    let mut lab = Lab::new("ibuf");
+    let snd = lab.ns("snd");
+    let rcv = lab.ns("rcv");
+    Lab::link(&snd, "eth0", "10.77.187.1/24", &rcv, "eth0", Some("10.77.187.2/24"));
+    one_by_one(&snd, &rcv);
+    let serve = lab.next_index();
+    lab.serve(&rcv, &["serve", "--listen", "0.0.0.0:7878", "--open"]);
+    let pid = Pid::from_raw(i32::try_from(lab.pid(serve)).unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("s.json");
+    let mut child = std::process::Command::new("ip")
+        .args(["netns", "exec", &snd, crate::lab::BIN, "stream", "10.77.187.2:7878", "--rcvbuf", "64k"])
+        .args(["--size", "200", "--rate", "2k/s", "-d", "4s", "--no-hiccup", "--json", json.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut text = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(out.read_line(&mut line).unwrap() > 0, "no interval row: {text}");
+        text.push_str(&line);
+        if line.starts_with('[') && line.contains("s] 10.77.187.2:7878") {
+            break;
+        }
+    }
+    kill(pid, Signal::SIGSTOP).unwrap();
+    // The stimulus: serve stays stopped this long (nothing here waits on it).
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    kill(pid, Signal::SIGCONT).unwrap();
+    std::io::Read::read_to_string(&mut out, &mut text).unwrap();
+    assert!(child.wait().unwrap().success(), "{text}");
+    let s = stream_results(&json);
+    let r = receiver(&s);
+    let split = r.loss_split.expect("a loss split");
+    let missing = r.sent - r.total.received;
+    assert!(missing > 300, "500 ms at 2k/s into a stopped receiver's 64 KB buffer: {missing} missing");
+    let rows: Vec<_> = r.intervals.iter().map(|x| x.loss_split.expect("every row has its split")).collect();
+    let sum = rows.iter().fold(wirebench_core::counters::LossSplit::default(), |a, &b| a.plus(b));
+    assert_eq!(sum, split, "the rows add up to the run");
+    // the burst: the second row, all of it the buffer's
+    let burst = rows.iter().enumerate().max_by_key(|(_, x)| x.missing).unwrap();
+    assert_eq!(burst.0, 1, "the row after the first: {rows:?}");
+    assert!(burst.1.missing * 2 > missing, "{rows:?}");
+    #[expect(clippy::cast_precision_loss, reason = "a ratio")]
+    let off = burst.1.missing.abs_diff(burst.1.socket) as f64 / burst.1.missing as f64;
+    assert!(off < 0.01, "{:?}", burst.1);
+    assert_eq!(burst.1.send_buffer + burst.1.nic, 0, "{:?}", burst.1);
+    #[expect(clippy::cast_precision_loss, reason = "display values")]
+    let end_s = r.intervals[1].at_ns as f64 / 1e9;
+    let want = format!(
+        "interval to {end_s:.3} s: of {} missing, {} socket buffers",
+        wirebench_report::stream_loss::grouped(burst.1.missing),
+        wirebench_report::stream_loss::grouped(burst.1.socket)
+    );
+    assert!(text.contains(&want), "{want}\n{text}");
+}
+
 /// The router (`net.ipv4.ip_forward=1`) shapes toward the receiver with tbf; the sender
 /// offers three times the rate. The receiving host drops nothing, so the loss is
 /// "elsewhere on the path" and equals the qdisc's drops, give or take what else crossed

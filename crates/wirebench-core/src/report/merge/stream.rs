@@ -115,15 +115,20 @@ fn sender(parts: &[(&str, &StreamResults)]) -> Option<SenderResult> {
     })
 }
 
-/// Interval rows added by index; each ends at the latest part's end of that row.
+/// Interval rows added by index; each ends at the latest part's end of that row. A row's
+/// loss split, made from host-wide counters like the receiver's, is kept only from a merge
+/// of one (then the rows still add up to the receiver's split).
 fn intervals(rows: &[&ReceiverResult]) -> Vec<IntervalRow> {
     let n = rows.iter().map(|r| r.intervals.len()).max().unwrap_or(0);
     (0..n)
         .map(|k| {
-            let mut out = IntervalRow { at_ns: 0, counts: StreamCounts::default() };
+            let mut out = IntervalRow { at_ns: 0, counts: StreamCounts::default(), loss_split: None };
             for row in rows.iter().filter_map(|r| r.intervals.get(k)) {
                 out.at_ns = out.at_ns.max(row.at_ns);
                 out.counts.add(&row.counts);
+            }
+            if let [one] = rows {
+                out.loss_split = one.intervals.get(k).and_then(|r| r.loss_split);
             }
             out
         })
@@ -148,6 +153,8 @@ fn receiver(rows: &[&ReceiverResult]) -> ReceiverResult {
         kernel: if rows.len() == 1 { rows[0].kernel.clone() } else { None },
         // split by those counters: kept with them
         loss_split: if rows.len() == 1 { rows[0].loss_split } else { None },
+        // one receiving thread's: parts fed by different threads do not add
+        wake: if rows.len() == 1 { rows[0].wake } else { None },
     }
 }
 

@@ -6,6 +6,7 @@ use crate::counters::LossSplit;
 use crate::generator::{CpuSecond, GeneratorVerdict, SlipSecond};
 use crate::snmp::Snmp;
 use crate::stream::StreamCounts;
+use crate::stream::wake::WakeDelay;
 
 /// Results of a throughput and loss run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -84,6 +85,9 @@ pub struct ListenTotals {
     pub refused_datagrams: u64,
     /// Datagrams that were not stream messages.
     pub foreign: u64,
+    /// Its socket's wake-up delay, all publishers (`wirebench_core::stream::wake`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake: Option<WakeDelay>,
 }
 
 /// The sending side of a run.
@@ -150,6 +154,12 @@ pub struct ReceiverResult {
     /// the path (`wirebench_core::counters::split_stream`). UDP runs with counters only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss_split: Option<LossSplit>,
+    /// UDP: the receiving thread's own wake-up delay (application receive time minus the
+    /// kernel's software RX timestamp, `wirebench_core::stream::wake`); absent from an older
+    /// serve and for TCP. Jitter and gap times above use the application's receive times,
+    /// so they include it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake: Option<WakeDelay>,
 }
 
 impl ReceiverResult {
@@ -192,10 +202,32 @@ impl ReceiverResult {
     }
 
     /// Sets [`Self::loss_split`] from the counters it carries and the sending host's
-    /// `SndbufErrors` (when known).
-    pub fn attribute(&mut self, sender_sndbuf: Option<u64>) {
-        self.loss_split =
-            self.kernel.as_ref().and_then(|k| crate::counters::split_stream(self.missing(), sender_sndbuf, k));
+    /// `SndbufErrors` (when known), and each interval row's split from `readings` (one per
+    /// row, cumulative since the run began, `wirebench_core::counters::reading`; fewer:
+    /// none for the rest), so that the rows add up to the run (`counters::split_rows`).
+    pub fn attribute(&mut self, sender_sndbuf: Option<u64>, readings: &[crate::counters::Reading]) {
+        let whole = self.kernel.as_ref().and_then(|k| crate::counters::whole(sender_sndbuf, k));
+        self.loss_split = whole.map(|[s, k, n]| LossSplit::of(self.missing(), s, k, n));
+        let Some(whole) = whole else {
+            for row in &mut self.intervals {
+                row.loss_split = None;
+            }
+            return;
+        };
+        let (mut expected, mut received) = (0u64, 0u64);
+        let missing_at: Vec<u64> = self
+            .intervals
+            .iter()
+            .map(|row| {
+                expected = expected.saturating_add(row.counts.expected);
+                received = received.saturating_add(row.counts.received);
+                expected.saturating_sub(received)
+            })
+            .collect();
+        let rows = crate::counters::split_rows(self.missing(), whole, &missing_at, readings);
+        for (row, split) in self.intervals.iter_mut().zip(rows) {
+            row.loss_split = Some(split);
+        }
     }
 }
 
@@ -206,6 +238,12 @@ pub struct IntervalRow {
     pub at_ns: u64,
     /// What arrived in it.
     pub counts: StreamCounts,
+    /// Its part of the receiver's `loss_split`: the rows' splits add up to it, field by
+    /// field (`wirebench_core::counters::split_rows`: counters carried forward to the gaps
+    /// they explain; the last row holds the datagrams missing at the end). UDP runs with
+    /// counters only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_split: Option<LossSplit>,
 }
 
 /// The highest loss-free rate search.

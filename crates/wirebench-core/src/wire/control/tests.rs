@@ -111,7 +111,7 @@ fn lists_hex_fields_and_messages_are_bounded() {
     assert!(decode(serde_json::to_string(&Control::Error { message: msg }).unwrap().as_bytes()).is_err());
     let pc =
         |publisher, jitter_ns| PublisherCounts { publisher, counts: StreamCounts { jitter_ns, ..Default::default() } };
-    let iv = |p| serde_json::to_string(&Control::Interval { publishers: vec![p] }).unwrap();
+    let iv = |p| serde_json::to_string(&Control::Interval { publishers: vec![p], kernel: None }).unwrap();
     assert!(decode(iv(pc(64, 0.0)).as_bytes()).is_err());
     assert!(decode(iv(pc(63, -1.0)).as_bytes()).is_err());
     assert!(decode(iv(pc(63, 5.0)).as_bytes()).is_ok());
@@ -124,7 +124,8 @@ fn a_result_carries_send_time_foreign_and_kernel_within_bounds() {
     assert_eq!((send_ns, foreign, kernel), (0, 0, None), "an older serve's result still decodes");
     let table = |n: usize| (0..n).map(|i| (format!("F{i}"), -1)).collect::<std::collections::BTreeMap<_, _>>();
     let result = |k: Snmp| {
-        let m = Control::Result { received: vec![], sent: vec![5], send_ns: 7, foreign: 3, kernel: Some(k) };
+        let m =
+            Control::Result { received: vec![], sent: vec![5], send_ns: 7, foreign: 3, kernel: Some(k), wake: None };
         decode(serde_json::to_string(&m).unwrap().as_bytes())
     };
     let ok = Snmp([("Udp".to_owned(), table(MAX_KERNEL_FIELDS))].into());
@@ -135,6 +136,36 @@ fn a_result_carries_send_time_foreign_and_kernel_within_bounds() {
     assert!(result(Snmp(tables)).is_err());
     assert!(result(Snmp([(String::new(), table(1))].into())).is_err());
     assert!(result(Snmp([("x".repeat(MAX_KERNEL_FIELDS + 1), table(1))].into())).is_err());
+    // a receiver's wake-up figures: percentiles out of order are refused
+    let wake = |p50_ns, max_ns| {
+        let w = crate::stream::wake::WakeDelay {
+            available: true,
+            stamped: 9,
+            p50_ns,
+            p99_ns: 5,
+            max_ns,
+            ..Default::default()
+        };
+        let m = Control::Result { received: vec![], sent: vec![], send_ns: 0, foreign: 0, kernel: None, wake: Some(w) };
+        decode(serde_json::to_string(&m).unwrap().as_bytes())
+    };
+    assert!(wake(4, 6).is_ok());
+    assert!(wake(6, 6).is_err() && wake(4, 4).is_err());
+}
+
+#[test]
+fn an_intervals_kernel_counters_are_bounded_like_a_results() {
+    let older = decode(br#"{"type":"interval","publishers":[]}"#).unwrap();
+    assert_eq!(older, Control::Interval { publishers: vec![], kernel: None }, "an older serve's interval decodes");
+    let table = |n: usize| (0..n).map(|i| (format!("F{i}"), 1)).collect::<std::collections::BTreeMap<_, _>>();
+    let iv = |k: Snmp| {
+        decode(serde_json::to_string(&Control::Interval { publishers: vec![], kernel: Some(k) }).unwrap().as_bytes())
+    };
+    let ok = Snmp([("Udp".to_owned(), table(MAX_KERNEL_FIELDS))].into());
+    assert_eq!(iv(ok.clone()).unwrap(), Control::Interval { publishers: vec![], kernel: Some(ok) });
+    assert!(iv(Snmp([("Udp".to_owned(), table(MAX_KERNEL_FIELDS + 1))].into())).is_err());
+    assert!(iv(Snmp((0..=MAX_KERNEL_TABLES).map(|i| (format!("T{i}"), table(1))).collect())).is_err());
+    assert!(iv(Snmp([(String::new(), table(1))].into())).is_err());
 }
 
 proptest! {

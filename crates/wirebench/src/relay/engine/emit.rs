@@ -1,18 +1,33 @@
 //! Re-emission into the local group: one emitting socket per original sender (so local
 //! receivers can still tell senders apart by source address), bounded by `--max-senders`.
+//! A batch's datagrams are judged one by one as they are read, then sent at the batch's end:
+//! one `sendmmsg` per run of datagrams that share an emitting socket and a group.
 
 use std::net::SocketAddrV4;
 
 use wirebench_core::relay::digest;
 use wirebench_core::seq::Arrival;
 use wirebench_core::wire::relay::{HEADER_LEN, Header};
-use wirebench_net::clock::wall_now_ns;
+use wirebench_net::clock::{Clock as _, wall_now_ns};
 
-use super::{FLOW_IDLE_NS, Flow, Relay, sender_socket};
+use wirebench_net::rxbatch::RX_BATCH;
+
+use super::{FLOW_IDLE_NS, Flow, Pending, Relay, sender_socket};
 
 impl Relay<'_> {
-    /// Peer `pi`'s datagram for group `gi` (payload of `len` bytes in the receive buffer).
-    pub(super) fn reemit(&mut self, pi: usize, gi: usize, src: SocketAddrV4, h: &Header, len: usize, now: u64) {
+    /// Peer `pi`'s datagram for group `gi` (datagram `k` of the receive batch, with a
+    /// payload of `len` bytes): judged now, queued for [`Relay::flush_reemit`].
+    #[expect(clippy::too_many_arguments, reason = "one datagram's facts, passed on once")]
+    pub(super) fn reemit(
+        &mut self,
+        pi: usize,
+        gi: usize,
+        src: SocketAddrV4,
+        h: &Header,
+        k: usize,
+        len: usize,
+        now: u64,
+    ) {
         if !self.relaying || !self.remote(&self.groups[gi], pi, now) {
             // Not relaying yet, a peer gone from the list, or one that hears the group
             // natively (it is on our segment: re-emitting would double the group).
@@ -40,20 +55,51 @@ impl Relay<'_> {
             self.groups[gi].stats.drops.senders_full += 1;
             return;
         }
-        let Some(flow) = self.flows.get(&(h.origin, h.sender)) else { return };
-        let payload = &self.buf[HEADER_LEN..HEADER_LEN + len];
-        let g = &mut self.groups[gi];
-        if flow.sock.send_to(payload, g.addr).is_err() {
-            g.stats.drops.send_errors += 1;
-            return;
+        if self.pending_n == RX_BATCH {
+            self.flush_reemit(); // (a batch holds at most RX_BATCH)
         }
-        let emitted = wall_now_ns();
-        self.guard.emitted(digest(g.addr, flow.port, payload), now);
-        g.stats.reemitted.add(len);
-        let peer = &mut self.peers[pi];
-        peer.stats.received.add(len);
-        peer.stats.added_delay(h.rx_wall_ns, emitted);
-        self.senders.add(h.sender, gi, Some(src), len);
+        self.pending[self.pending_n] =
+            Pending { k, gi, pi, src, flow: (h.origin, h.sender), rx_wall_ns: h.rx_wall_ns, len };
+        self.pending_n += 1;
+    }
+
+    /// Re-emits the queued datagrams, in order: one `sendmmsg` per run that shares an
+    /// emitting socket and a group; counts each.
+    pub(super) fn flush_reemit(&mut self) {
+        let m = std::mem::take(&mut self.pending_n);
+        let mut at = 0;
+        while at < m {
+            let first = self.pending[at];
+            let run = self.pending[at..m].iter().take_while(|p| p.flow == first.flow && p.gi == first.gi).count();
+            let now = self.clock.now_ns();
+            let rxb = &self.rxb;
+            let pend = &self.pending[at..at + run];
+            let bufs: [&[u8]; RX_BATCH] = std::array::from_fn(|j| {
+                pend.get(j).map_or(&[][..], |p| &rxb.get(p.k).data[HEADER_LEN..HEADER_LEN + p.len])
+            });
+            let g = &mut self.groups[first.gi];
+            let Some(flow) = self.flows.get(&first.flow) else {
+                // Not reached: a queued datagram's flow was just used, so it is not idle.
+                g.stats.drops.send_errors += u64::try_from(run).unwrap_or(u64::MAX);
+                at += run;
+                continue;
+            };
+            self.burst.send(&flow.sock, &bufs[..run], g.addr);
+            let emitted = wall_now_ns();
+            for (j, p) in pend.iter().enumerate() {
+                if self.burst.failed(j) {
+                    g.stats.drops.send_errors += 1;
+                    continue;
+                }
+                self.guard.emitted(digest(g.addr, flow.port, bufs[j]), now);
+                g.stats.reemitted.add(p.len);
+                let peer = &mut self.peers[p.pi];
+                peer.stats.received.add(p.len);
+                peer.stats.added_delay(p.rx_wall_ns, emitted);
+                self.senders.add(p.flow.1, p.gi, Some(p.src), p.len);
+            }
+            at += run;
+        }
     }
 
     /// The emitting socket for `sender` as carried by relay run `origin`: opened on first

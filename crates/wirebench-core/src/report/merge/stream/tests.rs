@@ -40,7 +40,11 @@ fn counts(k: u64, first_ns: u64, last_ns: u64, jitter_ns: f64) -> StreamCounts {
 }
 
 fn receiver(addr: &str, k: u64, send_ns: u64, jitter_ns: f64) -> ReceiverResult {
-    let half = |at: u64| IntervalRow { at_ns: at, counts: counts(k, 0, 0, jitter_ns) };
+    let half = |at: u64| IntervalRow {
+        at_ns: at,
+        counts: counts(k, 0, 0, jitter_ns),
+        loss_split: Some(LossSplit { missing: 10 * k, ..LossSplit::default() }),
+    };
     ReceiverResult {
         addr: addr.into(),
         direction: "forward".into(),
@@ -53,6 +57,7 @@ fn receiver(addr: &str, k: u64, send_ns: u64, jitter_ns: f64) -> ReceiverResult 
         foreign: k,
         kernel: Some(Snmp::default()),
         loss_split: Some(LossSplit { missing: 20 * k, ..LossSplit::default() }),
+        wake: None,
     }
 }
 
@@ -164,6 +169,7 @@ fn stream_generators_against_one_serve_add_up_field_by_field() {
         want.add(&rb.intervals[k].counts);
         assert_eq!((row.at_ns, row.counts), (rb.intervals[k].at_ns, want));
         assert_eq!(row.counts.received, 3_000);
+        assert_eq!(row.loss_split, None, "a row's split is made from the same host-wide counters");
     }
     assert_eq!(s.warnings, ["buffers capped", "only in 1", "only in 2"]);
     assert_eq!((s.proto.as_str(), s.size, s.publishers, s.rate_per_s), ("udp", 100, 2, Some(1_000.0)));
@@ -193,7 +199,11 @@ fn receivers_match_by_address_and_a_merge_of_one_is_the_input() {
     }
     let m = merged(&[("a", &a), ("short", &short)]).unwrap();
     let rows = &stream(&m).receivers[0].intervals;
-    assert_eq!(rows[1], stream(&a).receivers[0].intervals[1]);
+    let alone = stream(&a).receivers[0].intervals[1];
+    assert_eq!((rows[1].at_ns, rows[1].counts), (alone.at_ns, alone.counts));
+    // but its split came from counters the other part's traffic rose too
+    assert_eq!(rows[1].loss_split, None);
+    assert!(alone.loss_split.is_some());
 }
 
 #[test]
