@@ -1,5 +1,6 @@
-//! The agent's probe loop: one thread, one UDP socket for every peer, one kept-open TCP
-//! connection per peer, one socket for the multicast group, all in one epoll set.
+//! The agent's probe loop: one thread, a UDP socket per peer connected to it (on the port of
+//! one shared unconnected socket, which takes replies from any other address), one kept-open
+//! TCP connection per peer, one socket for the multicast group, all in one epoll set.
 //!
 //! Method: each (peer, transport) is a target with its own sequence numbers, paced by core's
 //! `Pacer` (a random phase and a jittered interval, at the rate the plan gives under the
@@ -115,6 +116,8 @@ struct Slot {
     proto: Proto,
     target: Target,
     conn: Option<Conn>,
+    /// A UDP target's own socket, connected to the peer (`None`: probed from the shared one).
+    udp: Option<UdpSocket>,
 }
 
 struct Prober {
@@ -152,9 +155,7 @@ pub fn spawn(
     board: Arc<Board>,
     shutdown: Shutdown,
 ) -> anyhow::Result<JoinHandle<()>> {
-    let udp =
-        UdpSocket::bind(cfg.bind).map_err(|e| anyhow::anyhow!("cannot bind the probe socket {}: {e}", cfg.bind))?;
-    udp.set_nonblocking(true)?;
+    let udp = shared_socket(cfg.bind).map_err(|e| anyhow::anyhow!("cannot bind the probe socket {}: {e}", cfg.bind))?;
     let _ = wirebench_net::batch::size_buffers(&udp, 1 << 20);
     let group_sock = match &cfg.group {
         None => None,
@@ -238,6 +239,7 @@ impl Prober {
                 match t {
                     UDP_TOKEN => self.drain_udp(false),
                     GROUP_TOKEN => self.drain_udp(true),
+                    id if self.slots.get(&id).is_some_and(|s| s.udp.is_some()) => self.drain_peer(id),
                     id => self.on_ready(id),
                 }
             }
@@ -268,7 +270,10 @@ impl Prober {
                 let t1 = self.clock.now_ns();
                 stamp(&mut self.probe, self.cfg.key.as_ref(), self.session.wrapping_add(id), seq, t1);
                 // A send the kernel refuses is a probe that never arrives: lost, as it should.
-                let _ = self.udp.send_to(&self.probe, slot.peer.addr);
+                let _ = match &slot.udp {
+                    Some(s) => s.send(&self.probe),
+                    None => self.udp.send_to(&self.probe, slot.peer.addr),
+                };
                 slot.target.on_send(seq, t1, &self.windows);
             }
             Proto::Tcp => self.send_tcp_due(id, seq, now),
@@ -289,6 +294,25 @@ impl Prober {
             }
         }
     }
+}
+
+/// The shared probe socket: non-blocking, with `SO_REUSEPORT`, so each UDP target's own
+/// connected socket can take the same port (the kernel gives a reply to the socket connected
+/// to where it comes from, and any other datagram, such as a reply from another address of a
+/// multi-homed peer, to this one).
+fn shared_socket(bind: SocketAddr) -> std::io::Result<UdpSocket> {
+    let s = peer_socket(bind)?;
+    s.set_nonblocking(true)?;
+    Ok(s)
+}
+
+/// A UDP socket with `SO_REUSEPORT`, bound to `bind`.
+pub(super) fn peer_socket(bind: SocketAddr) -> std::io::Result<UdpSocket> {
+    let s =
+        socket2::Socket::new(socket2::Domain::for_address(bind), socket2::Type::DGRAM, Some(socket2::Protocol::UDP))?;
+    s.set_reuse_port(true)?;
+    s.bind(&bind.into())?;
+    Ok(s.into())
 }
 
 /// A probe for `session`: sequence number, send time and (with a key) the tag.

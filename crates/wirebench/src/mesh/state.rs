@@ -48,6 +48,8 @@ pub struct Shared {
     pub replies_unmatched: AtomicU64,
     /// HTTP requests refused for a missing or wrong token.
     pub http_unauthorized: AtomicU64,
+    /// UDP targets whose own connected socket could not be opened (probed from the shared one).
+    pub udp_socket_failures: AtomicU64,
     /// Window length, ns.
     pub window_ns: u64,
     /// The serve's counters (probes answered, unauthenticated probes).
@@ -115,6 +117,7 @@ impl Shared {
             replies_unauthenticated: AtomicU64::new(0),
             replies_unmatched: AtomicU64::new(0),
             http_unauthorized: AtomicU64::new(0),
+            udp_socket_failures: AtomicU64::new(0),
             window_ns,
             serve,
             board,

@@ -226,7 +226,7 @@ fn three_agents_fill_the_matrix_and_every_view_agrees() {
         let v: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
         assert!((v - p50).abs() < 1e-12, "{line} vs {p50}");
     }
-    // The series count the docs' arithmetic uses: 56 per agent (the stall meter's 3 among them), 1 + 8 x 2 per peer.
+    // The series count the docs' arithmetic uses: 57 per agent (the stall meter's 3 among them), 1 + 8 x 2 per peer.
     let series = text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).count() as u64;
     assert_eq!(series, SERIES_PER_AGENT + 2 * (SERIES_PER_PEER + 2 * SERIES_PER_PEER_TRANSPORT), "{text}");
     // The report renders as a heatmap page.
@@ -235,6 +235,57 @@ fn three_agents_fill_the_matrix_and_every_view_agrees() {
     assert_eq!(r.code, 0, "{r:?}");
     let page = std::fs::read_to_string(html).unwrap();
     assert!(page.contains("class=\"heat\"") && page.contains("n1 -&gt; n2 udp") && !page.contains("<script"));
+}
+
+/// This network namespace's IPv4 UDP sockets from `/proc/net/udp`: (local port, remote
+/// address; `None` when not connected).
+fn udp_sockets() -> Vec<(u16, Option<SocketAddr>)> {
+    let addr = |f: &str| -> SocketAddr {
+        let (ip, port) = f.split_once(':').unwrap();
+        // The address as the kernel holds it (network order), printed as a native u32.
+        let ip = std::net::Ipv4Addr::from(u32::from_str_radix(ip, 16).unwrap().to_le_bytes());
+        SocketAddr::new(ip.into(), u16::from_str_radix(port, 16).unwrap())
+    };
+    std::fs::read_to_string("/proc/net/udp")
+        .unwrap()
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (local, remote) = (addr(f.get(1)?), addr(f.get(2)?));
+            Some((local.port(), (remote.port() != 0).then_some(remote)))
+        })
+        .collect()
+}
+
+/// The local port with an unconnected socket and sockets connected to exactly `peers`.
+fn port_connected_to(peers: &[SocketAddr]) -> Option<u16> {
+    let all = udp_sockets();
+    let mut ports: Vec<u16> = all.iter().map(|s| s.0).collect();
+    ports.sort_unstable();
+    ports.dedup();
+    ports.into_iter().find(|&p| {
+        let mut to: Vec<SocketAddr> = all.iter().filter(|s| s.0 == p).filter_map(|s| s.1).collect();
+        to.sort_unstable();
+        let mut want = peers.to_vec();
+        want.sort_unstable();
+        all.iter().filter(|s| s.0 == p && s.1.is_none()).count() == 1 && to == want
+    })
+}
+
+/// Issue 11: each UDP target has its own socket connected to the peer (as `ping`'s is), on
+/// the shared socket's port, opened when the peer is added and closed when it is dropped.
+#[test]
+fn each_udp_peer_has_its_own_connected_socket_on_the_shared_port() {
+    let fleet = Fleet::start(3, &[]);
+    fleet.wait_full(2);
+    let (n2, n3) = (fleet.agent(1).probe_addr(), fleet.agent(2).probe_addr());
+    let port = wait_for(Duration::from_secs(10), "n1's sockets to n2 and n3", || port_connected_to(&[n2, n3]));
+    fleet.write_peers(&[0, 1]);
+    wait_for(Duration::from_secs(10), "the socket to n3 closed", || port_connected_to(&[n2]).filter(|&p| p == port));
+    fleet.write_peers(&[0, 1, 2]);
+    wait_for(Duration::from_secs(10), "a socket to n3 again", || port_connected_to(&[n2, n3]).filter(|&p| p == port));
+    fleet.wait_full(2);
 }
 
 #[test]

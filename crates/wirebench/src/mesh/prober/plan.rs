@@ -2,7 +2,8 @@
 //! budget), targets added and dropped, every target re-timed at the plan's rate.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::Ordering;
 
 use wirebench_core::mesh::api::{API_VERSION, PeerReport, PeersReport, Proto};
 use wirebench_core::mesh::pacer::slot_for;
@@ -62,7 +63,8 @@ impl Prober {
                 let id = self.next_id;
                 self.next_id += 1;
                 let conn = (key.1 == Proto::Tcp).then_some(Conn::Down { retry_at: 0 });
-                self.slots.insert(id, Slot { peer: peer.clone(), proto: key.1, target: Target::new(), conn });
+                let udp = if key.1 == Proto::Udp { self.open_udp(id, key.0) } else { None };
+                self.slots.insert(id, Slot { peer: peer.clone(), proto: key.1, target: Target::new(), conn, udp });
                 self.by_key.insert(key, id);
                 if key.1 == Proto::Multicast {
                     self.group_by_ip.insert(key.0.ip(), id);
@@ -108,6 +110,24 @@ impl Prober {
         self.shared.set_peers(report);
     }
 
+    /// A UDP target's own socket: bound to the shared socket's address and port (both with
+    /// `SO_REUSEPORT`), connected to the peer, in the ready set under the target's id. `None` (counted) when any step fails:
+    /// the target is then probed from the shared socket.
+    fn open_udp(&self, id: u64, to: SocketAddr) -> Option<UdpSocket> {
+        let open = || -> std::io::Result<UdpSocket> {
+            let s = super::peer_socket(SocketAddr::new(self.cfg.bind.ip(), self.udp.local_addr()?.port()))?;
+            s.connect(to)?;
+            s.set_nonblocking(true)?;
+            self.ready.add(&s, id)?;
+            Ok(s)
+        };
+        let r = open().ok();
+        if r.is_none() {
+            self.shared.udp_socket_failures.fetch_add(1, Ordering::Relaxed);
+        }
+        r
+    }
+
     fn drop_slot(&mut self, id: u64) {
         self.pacer.remove(id);
         if let Some(s) = self.slots.remove(&id) {
@@ -116,6 +136,9 @@ impl Prober {
             }
             if let Some(Conn::Up { stream, .. } | Conn::Connecting { stream, .. }) = &s.conn {
                 let _ = self.ready.remove(stream);
+            }
+            if let Some(u) = &s.udp {
+                let _ = self.ready.remove(u);
             }
         }
         for v in self.closed.values_mut() {

@@ -28,14 +28,7 @@ impl Prober {
                 Err(_) => return,
             };
             let now = self.clock.now_ns();
-            let id = if group {
-                self.group_by_ip.get(&from.ip()).copied()
-            } else {
-                Probe::parse(&buf[..n])
-                    .ok()
-                    .map(|p| p.session().wrapping_sub(self.session))
-                    .filter(|id| self.slots.get(id).is_some_and(|s| s.proto == Proto::Udp))
-            };
+            let id = if group { self.group_by_ip.get(&from.ip()).copied() } else { self.udp_target(&buf[..n]) };
             match id {
                 Some(id) => self.on_reply(id, &buf[..n], now),
                 None if group && self.cfg.self_match.is_self(SocketAddr::new(from.ip(), self.cfg.self_match.port)) => {}
@@ -44,6 +37,38 @@ impl Prober {
                 }
             }
         }
+    }
+
+    /// Replies on UDP target `id`'s own (connected) socket: the kernel lets only its peer's
+    /// datagrams in.
+    pub(super) fn drain_peer(&mut self, id: u64) {
+        let mut buf = [0u8; 2048];
+        for _ in 0..DRAIN_BATCH {
+            let Some(sock) = self.slots.get(&id).and_then(|s| s.udp.as_ref()) else { return };
+            let n = match sock.recv(&mut buf) {
+                Ok(n) => n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                // Nothing more, or an ICMP error (the peer's port closed): the probe is lost.
+                Err(_) => return,
+            };
+            let now = self.clock.now_ns();
+            // Matched by the session it carries, as on the shared socket (a kernel that
+            // delivered it here wrongly loses nothing).
+            match self.udp_target(&buf[..n]) {
+                Some(t) => self.on_reply(t, &buf[..n], now),
+                None => {
+                    self.shared.replies_unmatched.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// The UDP target a reply names by its session.
+    fn udp_target(&self, bytes: &[u8]) -> Option<u64> {
+        Probe::parse(bytes)
+            .ok()
+            .map(|p| p.session().wrapping_sub(self.session))
+            .filter(|id| self.slots.get(id).is_some_and(|s| s.proto == Proto::Udp))
     }
 
     pub(super) fn on_reply(&mut self, id: u64, bytes: &[u8], now: u64) {
