@@ -82,12 +82,15 @@ pub fn merge(series: &[Vec<SlipSecond>]) -> Vec<SlipSecond> {
                 i
             }
         };
-        out[i].sends += s.sends;
+        // saturating: `report --merge` adds series read from files
+        out[i].sends = out[i].sends.saturating_add(s.sends);
         out[i].max_ns = out[i].max_ns.max(s.max_ns);
-        sums[i] += u128::from(s.mean_ns) * u128::from(s.sends);
+        sums[i] = sums[i].saturating_add(u128::from(s.mean_ns) * u128::from(s.sends));
     }
     for (o, sum) in out.iter_mut().zip(sums) {
-        o.mean_ns = if o.sends == 0 { 0 } else { u64::try_from(sum / u128::from(o.sends)).unwrap_or(u64::MAX) };
+        // no more than the largest (it is, unless a sum above saturated)
+        o.mean_ns =
+            if o.sends == 0 { 0 } else { u64::try_from(sum / u128::from(o.sends)).unwrap_or(u64::MAX).min(o.max_ns) };
     }
     out
 }

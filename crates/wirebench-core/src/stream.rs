@@ -136,16 +136,16 @@ impl StreamCounts {
         } else {
             self.first_ns.min(o.first_ns)
         };
-        self.received += o.received;
-        self.bytes += o.bytes;
-        self.expected += o.expected;
-        self.duplicates += o.duplicates;
-        self.out_of_order += o.out_of_order;
-        self.offset_sum += o.offset_sum;
-        self.gaps += o.gaps;
-        self.gap_datagrams += o.gap_datagrams;
-        self.gap_ns += o.gap_ns;
-        self.too_old += o.too_old;
+        self.received = self.received.saturating_add(o.received);
+        self.bytes = self.bytes.saturating_add(o.bytes);
+        self.expected = self.expected.saturating_add(o.expected);
+        self.duplicates = self.duplicates.saturating_add(o.duplicates);
+        self.out_of_order = self.out_of_order.saturating_add(o.out_of_order);
+        self.offset_sum = self.offset_sum.saturating_add(o.offset_sum);
+        self.gaps = self.gaps.saturating_add(o.gaps);
+        self.gap_datagrams = self.gap_datagrams.saturating_add(o.gap_datagrams);
+        self.gap_ns = self.gap_ns.saturating_add(o.gap_ns);
+        self.too_old = self.too_old.saturating_add(o.too_old);
         self.first_ns = first;
         self.last_ns = self.last_ns.max(o.last_ns);
         self.jitter_ns = self.jitter_ns.max(o.jitter_ns);

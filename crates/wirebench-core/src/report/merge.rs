@@ -1,7 +1,8 @@
 //! `wirebench report --merge`: several reports of one scenario (the shards of a load run,
 //! several ping or stream generators against one server) made into one, exactly: histograms
 //! are added (HdrHistogram's own add) and every percentile is computed after the add, never
-//! averaged; counters are summed (stream: `merge/stream.rs`).
+//! averaged; counters are summed, saturating at `u64::MAX` (a file is not trusted), and rates
+//! summed, a sum that is not finite refused (stream: `merge/stream.rs`).
 //!
 //! Refused, with one line naming the inputs and what differs: reports of different modes,
 //! of different scenarios (their `config` differs anywhere but in the fields a part may
@@ -225,14 +226,44 @@ fn add_views<'a>(
     Ok(LatencyView { measures: first.measures.clone(), summary: Summary::of(&h, &ps), histogram: encode_histogram(&h) })
 }
 
-/// A mean over parts, weighted by their counts (integer arithmetic, rounded down).
+/// A mean over parts, weighted by their counts (integer arithmetic, rounded down). Exact for
+/// any counts from files: each part's share is added as a quotient and a remainder of the
+/// total count, so nothing overflows (a running sum of products did, with two parts near
+/// `u64::MAX`).
 fn weighted_mean(parts: impl IntoIterator<Item = (u64, u64)>) -> u64 {
-    let (mut sum, mut n) = (0u128, 0u128);
-    for (mean, count) in parts {
-        sum += u128::from(mean) * u128::from(count);
-        n += u128::from(count);
+    let parts: Vec<(u64, u64)> = parts.into_iter().collect();
+    let n: u128 = parts.iter().map(|&(_, count)| u128::from(count)).sum();
+    if n == 0 {
+        return 0;
     }
-    sum.checked_div(n).map_or(0, |m| u64::try_from(m).unwrap_or(u64::MAX))
+    let (mut q, mut r) = (0u128, 0u128);
+    for (mean, count) in parts {
+        let t = u128::from(mean) * u128::from(count);
+        q += t / n;
+        r += t % n;
+        if r >= n {
+            q += 1;
+            r -= n;
+        }
+    }
+    u64::try_from(q).unwrap_or(u64::MAX)
+}
+
+/// Counts from files added saturating: a report with huge counts gives `u64::MAX`, not an
+/// overflow (a panic in debug builds, a wrapped figure in release).
+fn sat_sum(counts: impl IntoIterator<Item = u64>) -> u64 {
+    counts.into_iter().fold(0, u64::saturating_add)
+}
+
+/// Rates from files added. The reader refuses a number that is not finite, but finite parts
+/// can add up to infinity: refused, naming the field.
+fn finite_sum(what: &str, xs: impl IntoIterator<Item = f64>) -> Result<f64, MergeError> {
+    let s: f64 = xs.into_iter().sum();
+    if s.is_finite() {
+        Ok(s)
+    } else {
+        Err(err(format!("{what}: the parts add up to a number that is not finite (a report holds one too large)")))
+    }
 }
 
 #[cfg(test)]

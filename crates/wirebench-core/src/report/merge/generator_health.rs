@@ -3,35 +3,43 @@
 //! second, and the verdict of the worst shard, with the names of the shards that missed
 //! their rate (`generator::merge_verdicts`).
 
+use super::{MergeError, finite_sum};
 use crate::generator::{self, CpuSecond, SlipSecond};
 use crate::report::{GeneratorHealth, LoadResults};
 
 /// The shards' generator health as one; `None` unless every shard reported one (a report
-/// written before it existed leaves the merge without it rather than with a part).
-pub(super) fn merge(parts: &[(&str, &LoadResults)]) -> Option<GeneratorHealth> {
-    let hs: Vec<(&str, &GeneratorHealth)> =
-        parts.iter().map(|(n, l)| l.generator.as_ref().map(|g| (*n, g))).collect::<Option<_>>()?;
+/// written before it existed leaves the merge without it rather than with a part); rates
+/// that add up to a number that is not finite are refused.
+pub(super) fn merge(parts: &[(&str, &LoadResults)]) -> Result<Option<GeneratorHealth>, MergeError> {
+    let Some(hs) = parts
+        .iter()
+        .map(|(n, l)| l.generator.as_ref().map(|g| (*n, g)))
+        .collect::<Option<Vec<(&str, &GeneratorHealth)>>>()
+    else {
+        return Ok(None);
+    };
     if hs.is_empty() {
-        return None;
+        return Ok(None);
     }
     // Numbers from files: added saturating (an overflow panicked here, or wrapped).
     let add = |f: fn(&GeneratorHealth) -> u64| hs.iter().fold(0u64, |a, (_, g)| a.saturating_add(f(g)));
     let threads = add(|g| g.threads);
-    let asked = hs.iter().filter_map(|(_, g)| g.asked_per_s).reduce(|a, b| a + b);
+    let asked: Vec<f64> = hs.iter().filter_map(|(_, g)| g.asked_per_s).collect();
+    let asked = if asked.is_empty() { None } else { Some(finite_sum("generator.asked_per_s", asked)?) };
     #[expect(clippy::cast_precision_loss, reason = "a share")]
     let share = if threads == 0 {
         0.0
     } else {
-        hs.iter().map(|(_, g)| g.cpu_share * g.threads as f64).sum::<f64>() / threads as f64
+        finite_sum("generator.cpu_share", hs.iter().map(|(_, g)| g.cpu_share * g.threads as f64))? / threads as f64
     };
     let verdicts: Vec<_> = hs.iter().map(|(n, g)| (*n, g.verdict)).collect();
     let (verdict, behind) = generator::merge_verdicts(&verdicts);
     let slips: Vec<Vec<SlipSecond>> = hs.iter().map(|(_, g)| g.slip_seconds.clone()).collect();
     let cpus: Vec<&[CpuSecond]> = hs.iter().map(|(_, g)| g.cpu_seconds.as_slice()).collect();
-    Some(GeneratorHealth {
+    Ok(Some(GeneratorHealth {
         threads,
         asked_per_s: asked,
-        achieved_per_s: hs.iter().map(|(_, g)| g.achieved_per_s).sum(),
+        achieved_per_s: finite_sum("generator.achieved_per_s", hs.iter().map(|(_, g)| g.achieved_per_s))?,
         cpu_ns: add(|g| g.cpu_ns),
         cpu_share: share,
         wait_ns: hs.iter().try_fold(0u64, |a, (_, g)| Some(a.saturating_add(g.wait_ns?))),
@@ -39,7 +47,7 @@ pub(super) fn merge(parts: &[(&str, &LoadResults)]) -> Option<GeneratorHealth> {
         slip_seconds: generator::merge(&slips),
         cpu_seconds: generator::merge_cpu(&cpus),
         behind: behind.into_iter().map(str::to_owned).collect(),
-    })
+    }))
 }
 
 #[cfg(test)]
@@ -93,7 +101,7 @@ mod tests {
         a.generator = Some(health(2, 0.2, 1_000.0, GeneratorVerdict::Kept, 1));
         let mut b = base.clone();
         b.generator = Some(health(2, 0.95, 600.0, GeneratorVerdict::GeneratorLimited, 1));
-        let g = merge(&[("a.json", &a), ("b.json", &b)]).expect("both have one");
+        let g = merge(&[("a.json", &a), ("b.json", &b)]).unwrap().expect("both have one");
         assert_eq!((g.threads, g.asked_per_s, g.cpu_ns), (4, Some(2_000.0), 4_000));
         assert!((g.achieved_per_s - 1_600.0).abs() < 1e-9);
         assert!((g.cpu_share - 0.575).abs() < 1e-12, "{}", g.cpu_share);
@@ -107,15 +115,15 @@ mod tests {
             let g = l.generator.as_mut().unwrap();
             (g.threads, g.cpu_ns, g.wait_ns) = (u64::MAX, u64::MAX, Some(u64::MAX));
         }
-        let g = merge(&[("a.json", &big), ("b.json", &wait)]).expect("both have one");
+        let g = merge(&[("a.json", &big), ("b.json", &wait)]).unwrap().expect("both have one");
         assert_eq!((g.threads, g.cpu_ns, g.wait_ns), (u64::MAX, u64::MAX, Some(u64::MAX)));
         wait.generator.as_mut().unwrap().wait_ns = None;
         assert_eq!(
-            merge(&[("a.json", &big), ("b.json", &wait)]).unwrap().wait_ns,
+            merge(&[("a.json", &big), ("b.json", &wait)]).unwrap().unwrap().wait_ns,
             None,
             "known only if every shard knows it"
         );
         // one report without it (written before it existed): none, rather than a part
-        assert!(merge(&[("a.json", &a), ("old.json", &base)]).is_none());
+        assert!(merge(&[("a.json", &a), ("old.json", &base)]).unwrap().is_none());
     }
 }

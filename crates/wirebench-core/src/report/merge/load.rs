@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Input, MergeError, add_all, add_views, err, weighted_mean};
+use super::{Input, MergeError, add_all, add_views, err, finite_sum, sat_sum, weighted_mean};
 use crate::latency::value_at_percentile;
 use crate::load::Threshold;
 use crate::load::results::verdict;
@@ -24,14 +24,15 @@ fn parts<'a>(inputs: &[Input<'a>]) -> Vec<(&'a str, &'a LoadResults)> {
 fn account(accounts: &[&LoadAccount]) -> LoadAccount {
     let mut a = LoadAccount::default();
     for x in accounts {
-        a.expected += x.expected;
-        a.arrived += x.arrived;
-        a.missing += x.missing;
-        a.dropped += x.dropped;
-        a.late += x.late;
-        a.duplicates += x.duplicates;
+        a.expected = a.expected.saturating_add(x.expected);
+        a.arrived = a.arrived.saturating_add(x.arrived);
+        a.missing = a.missing.saturating_add(x.missing);
+        a.dropped = a.dropped.saturating_add(x.dropped);
+        a.late = a.late.saturating_add(x.late);
+        a.duplicates = a.duplicates.saturating_add(x.duplicates);
         for (k, v) in &x.closed {
-            *a.closed.entry(k.clone()).or_default() += v;
+            let n: &mut u64 = a.closed.entry(k.clone()).or_default();
+            *n = n.saturating_add(*v);
         }
     }
     a
@@ -40,7 +41,7 @@ fn account(accounts: &[&LoadAccount]) -> LoadAccount {
 fn type_row(name: &str, rows: &[(&str, &LoadTypeResult)]) -> Result<LoadTypeResult, MergeError> {
     let what = |v: &str| format!("type {name} {v}");
     let first = rows[0].1;
-    let sum = |f: fn(&LoadTypeResult) -> u64| rows.iter().map(|(_, r)| f(r)).sum::<u64>();
+    let sum = |f: fn(&LoadTypeResult) -> u64| sat_sum(rows.iter().map(|(_, r)| f(r)));
     let reply = if rows.iter().all(|(_, r)| r.reply.is_none()) {
         None
     } else {
@@ -73,7 +74,7 @@ fn link(name: &str, links: &[(&str, Option<&LoadLink>)]) -> Result<Option<LoadLi
         requested_delay_ns: first.requested_delay_ns,
         method: first.method.clone(),
         achieved_bps_max_client: present.iter().map(|(_, l)| l.achieved_bps_max_client).fold(0.0, f64::max),
-        frames: present.iter().map(|(_, l)| l.frames).sum(),
+        frames: sat_sum(present.iter().map(|(_, l)| l.frames)),
         hold: add_views(name, present.iter().map(|(n, l)| (*n, &l.hold)))?,
     }))
 }
@@ -100,8 +101,8 @@ fn series(parts: &[(&str, &LoadResults)]) -> Result<Vec<LoadSecond>, MergeError>
         let h = add_all(&what, texts)?;
         out.push(LoadSecond {
             at_s,
-            sent: rows.iter().map(|(_, r)| r.sent).sum(),
-            received: rows.iter().map(|(_, r)| r.received).sum(),
+            sent: sat_sum(rows.iter().map(|(_, r)| r.sent)),
+            received: sat_sum(rows.iter().map(|(_, r)| r.received)),
             delay_p50_ns: value_at_percentile(&h, 50.0),
             delay_p99_ns: value_at_percentile(&h, 99.0),
             delay_histogram: Some(encode_histogram(&h)),
@@ -210,8 +211,8 @@ pub(super) fn merge(inputs: &[Input<'_>], partial: bool) -> Result<LoadResults, 
             first.types.len()
         )));
     }
-    let sum = |f: fn(&LoadResults) -> u64| parts.iter().map(|(_, l)| f(l)).sum::<u64>();
-    let fsum = |f: fn(&LoadResults) -> f64| parts.iter().map(|(_, l)| f(l)).sum::<f64>();
+    let sum = |f: fn(&LoadResults) -> u64| sat_sum(parts.iter().map(|(_, l)| f(l)));
+    let fsum = |what: &str, f: fn(&LoadResults) -> f64| finite_sum(what, parts.iter().map(|(_, l)| f(l)));
     let mut types = Vec::with_capacity(first.types.len());
     for (i, t) in first.types.iter().enumerate() {
         let rows: Vec<(&str, &LoadTypeResult)> = parts.iter().map(|(n, l)| (*n, &l.types[i])).collect();
@@ -224,11 +225,12 @@ pub(super) fn merge(inputs: &[Input<'_>], partial: bool) -> Result<LoadResults, 
     let overall = type_row("all", &overall_rows)?;
     let (user_ns, system_ns) = (sum(|l| l.process.user_ns), sum(|l| l.process.system_ns));
     let (sent, received) = (sum(|l| l.sent), sum(|l| l.received));
-    let events = sent + received;
+    let events = sent.saturating_add(received);
     let mut errors: BTreeMap<String, u64> = BTreeMap::new();
     for (_, l) in &parts {
         for (k, v) in &l.errors {
-            *errors.entry(k.clone()).or_default() += v;
+            let n: &mut u64 = errors.entry(k.clone()).or_default();
+            *n = n.saturating_add(*v);
         }
     }
     let links = |f: fn(&LoadResults) -> Option<&LoadLink>| parts.iter().map(|(n, l)| (*n, f(l))).collect::<Vec<_>>();
@@ -246,16 +248,16 @@ pub(super) fn merge(inputs: &[Input<'_>], partial: bool) -> Result<LoadResults, 
             connect_time: add_views("connections", parts.iter().map(|(n, l)| (*n, &l.connections.connect_time)))?,
             subprotocols: chosen(&parts),
         },
-        requested_send_per_s: fsum(|l| l.requested_send_per_s),
-        achieved_send_per_s: fsum(|l| l.achieved_send_per_s),
-        received_per_s: fsum(|l| l.received_per_s),
+        requested_send_per_s: fsum("requested_send_per_s", |l| l.requested_send_per_s)?,
+        achieved_send_per_s: fsum("achieved_send_per_s", |l| l.achieved_send_per_s)?,
+        received_per_s: fsum("received_per_s", |l| l.received_per_s)?,
         sent,
         received,
         deliveries: account(&parts.iter().map(|(_, l)| &l.deliveries).collect::<Vec<_>>()),
         replies: account(&parts.iter().map(|(_, l)| &l.replies).collect::<Vec<_>>()),
         slip_mean_ns: weighted_mean(parts.iter().map(|(_, l)| (l.slip_mean_ns, l.sent))),
         slip_max_ns: parts.iter().map(|(_, l)| l.slip_max_ns).max().unwrap_or(0),
-        generator: super::generator_health::merge(&parts),
+        generator: super::generator_health::merge(&parts)?,
         overall,
         types,
         link_up: link("link up", &links(|l| l.link_up.as_ref()))?,
@@ -267,7 +269,7 @@ pub(super) fn merge(inputs: &[Input<'_>], partial: bool) -> Result<LoadResults, 
             user_ns,
             system_ns,
             #[expect(clippy::cast_precision_loss, reason = "display values")]
-            per_event_ns: if events == 0 { 0.0 } else { (user_ns + system_ns) as f64 / events as f64 },
+            per_event_ns: if events == 0 { 0.0 } else { user_ns.saturating_add(system_ns) as f64 / events as f64 },
             max_rss_bytes: parts.iter().map(|(_, l)| l.process.max_rss_bytes).max().unwrap_or(0),
             room_in_process: parts.iter().any(|(_, l)| l.process.room_in_process),
         },

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Input, MergeError, add_views, weighted_mean};
+use super::{Input, MergeError, add_views, finite_sum, sat_sum, weighted_mean};
 use crate::report::{LatencyView, PingResults, RateResult, ResponderResult, Results};
 
 fn optional<'a>(what: &str, views: &[(&'a str, Option<&'a LatencyView>)]) -> Result<Option<LatencyView>, MergeError> {
@@ -15,7 +15,7 @@ fn optional<'a>(what: &str, views: &[(&'a str, Option<&'a LatencyView>)]) -> Res
 
 fn responder(addr: &str, rows: &[(&str, &ResponderResult)]) -> Result<ResponderResult, MergeError> {
     let what = |v: &str| format!("responder {addr} {v}");
-    let sum = |f: fn(&ResponderResult) -> u64| rows.iter().map(|(_, r)| f(r)).sum::<u64>();
+    let sum = |f: fn(&ResponderResult) -> u64| sat_sum(rows.iter().map(|(_, r)| f(r)));
     let opt =
         |f: fn(&ResponderResult) -> Option<&LatencyView>| rows.iter().map(|(n, r)| (*n, f(r))).collect::<Vec<_>>();
     Ok(ResponderResult {
@@ -60,27 +60,31 @@ pub(super) fn merge(inputs: &[Input<'_>]) -> Result<PingResults, MergeError> {
         None
     };
     let rates: Vec<&RateResult> = parts.iter().filter_map(|(_, p)| p.rate.as_ref()).collect();
-    let rate = (!rates.is_empty()).then(|| RateResult {
-        requested_per_s: rates.iter().map(|r| r.requested_per_s).sum(),
-        achieved_per_s: rates.iter().map(|r| r.achieved_per_s).sum(),
-        slip_mean_ns: weighted_mean(parts.iter().filter_map(|(_, p)| p.rate.map(|r| (r.slip_mean_ns, p.sent)))),
-        slip_max_ns: rates.iter().map(|r| r.slip_max_ns).max().unwrap_or(0),
-        kept_up: rates.iter().all(|r| r.kept_up),
-    });
+    let rate = if rates.is_empty() {
+        None
+    } else {
+        Some(RateResult {
+            requested_per_s: finite_sum("rate.requested_per_s", rates.iter().map(|r| r.requested_per_s))?,
+            achieved_per_s: finite_sum("rate.achieved_per_s", rates.iter().map(|r| r.achieved_per_s))?,
+            slip_mean_ns: weighted_mean(parts.iter().filter_map(|(_, p)| p.rate.map(|r| (r.slip_mean_ns, p.sent)))),
+            slip_max_ns: rates.iter().map(|r| r.slip_max_ns).max().unwrap_or(0),
+            kept_up: rates.iter().all(|r| r.kept_up),
+        })
+    };
     Ok(PingResults {
         proto: first.proto.clone(),
         target: first.target.clone(),
         pacing: first.pacing.clone(),
         probe_size: first.probe_size,
         probe_form: first.probe_form.clone(),
-        sent: parts.iter().map(|(_, p)| p.sent).sum(),
-        warmup_sent: parts.iter().map(|(_, p)| p.warmup_sent).sum(),
+        sent: sat_sum(parts.iter().map(|(_, p)| p.sent)),
+        warmup_sent: sat_sum(parts.iter().map(|(_, p)| p.warmup_sent)),
         timeout_ns: first.timeout_ns,
         rate,
         thread: first.thread.clone(),
         responders,
         combined,
-        ignored: parts.iter().map(|(_, p)| p.ignored).sum(),
+        ignored: sat_sum(parts.iter().map(|(_, p)| p.ignored)),
         gave_up: parts.iter().find_map(|(_, p)| p.gave_up),
     })
 }

@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Input, MergeError, err, weighted_mean};
+use super::{Input, MergeError, err, finite_sum, sat_sum, weighted_mean};
 use crate::report::{IntervalRow, ReceiverResult, Results, SenderResult, StreamResults};
 use crate::stream::StreamCounts;
 
@@ -92,27 +92,27 @@ fn check(parts: &[(&str, &StreamResults)]) -> Result<(), MergeError> {
     Ok(())
 }
 
-fn sender(parts: &[(&str, &StreamResults)]) -> Option<SenderResult> {
+fn sender(parts: &[(&str, &StreamResults)]) -> Result<Option<SenderResult>, MergeError> {
     let s: Vec<&SenderResult> = parts.iter().filter_map(|(_, p)| p.sender.as_ref()).collect();
     if s.is_empty() {
-        return None;
+        return Ok(None);
     }
-    let messages = s.iter().map(|t| t.messages).sum();
-    let per_s = s.iter().map(|t| t.per_s).sum();
+    let messages = sat_sum(s.iter().map(|t| t.messages));
+    let per_s = finite_sum("sender.per_s", s.iter().map(|t| t.per_s))?;
     let retransmits: Vec<u64> = s.iter().filter_map(|t| t.retransmits).collect();
-    Some(SenderResult {
+    Ok(Some(SenderResult {
         messages,
-        bytes: s.iter().map(|t| t.bytes).sum(),
+        bytes: sat_sum(s.iter().map(|t| t.bytes)),
         per_s,
-        bits_per_s: s.iter().map(|t| t.bits_per_s).sum(),
+        bits_per_s: finite_sum("sender.bits_per_s", s.iter().map(|t| t.bits_per_s))?,
         send_ns: time_base(messages, per_s, s.iter().map(|t| t.send_ns).max().unwrap_or(0)),
         slip_mean_ns: weighted_mean(s.iter().map(|t| (t.slip_mean_ns, t.messages))),
         slip_max_ns: s.iter().map(|t| t.slip_max_ns).max().unwrap_or(0),
         gso: s.iter().any(|t| t.gso),
-        retransmits: (!retransmits.is_empty()).then(|| retransmits.iter().sum()),
+        retransmits: (!retransmits.is_empty()).then(|| sat_sum(retransmits)),
         // host-wide: generators on one host would each count the others' drops
         sndbuf_errors: if s.len() == 1 { s[0].sndbuf_errors } else { None },
-    })
+    }))
 }
 
 /// Interval rows added by index; each ends at the latest part's end of that row. A row's
@@ -144,12 +144,12 @@ fn receiver(rows: &[&ReceiverResult]) -> ReceiverResult {
     ReceiverResult {
         addr: rows[0].addr.clone(),
         direction: rows[0].direction.clone(),
-        sent: rows.iter().map(|r| r.sent).sum(),
+        sent: sat_sum(rows.iter().map(|r| r.sent)),
         total,
         publishers: rows.iter().flat_map(|r| r.publishers.iter().copied()).collect(),
         intervals: intervals(rows),
         send_ns: time_base(total.received, per_s, rows.iter().map(|r| r.send_ns).max().unwrap_or(0)),
-        foreign: rows.iter().map(|r| r.foreign).sum(),
+        foreign: sat_sum(rows.iter().map(|r| r.foreign)),
         kernel: if rows.len() == 1 { rows[0].kernel.clone() } else { None },
         // split by those counters: kept with them
         loss_split: if rows.len() == 1 { rows[0].loss_split } else { None },
@@ -183,7 +183,7 @@ pub(super) fn merge(inputs: &[Input<'_>]) -> Result<StreamResults, MergeError> {
         size: first.size,
         publishers: first.publishers,
         rate_per_s: first.rate_per_s,
-        sender: sender(&parts),
+        sender: sender(&parts)?,
         receivers: order.iter().map(|rows| receiver(rows)).collect(),
         search: None,
         sweep: Vec::new(),

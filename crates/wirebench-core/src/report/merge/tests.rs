@@ -351,4 +351,129 @@ fn the_first_difference_is_named_with_its_path() {
     let c = serde_json::json!({"x": 1});
     assert_eq!(first_difference("config", &c, &a).unwrap(), r#"config.m differs (absent vs [{"n":"a"},{"n":"b"}])"#);
     assert_eq!(weighted_mean([(10, 1), (20, 3)]), 17);
+    // exact with counts and means near the top (a sum of products overflowed u128)
+    assert_eq!(weighted_mean([(u64::MAX, u64::MAX), (u64::MAX - 2, u64::MAX)]), u64::MAX - 1);
+    assert_eq!(weighted_mean([(u64::MAX, u64::MAX), (0, u64::MAX), (0, 0)]), u64::MAX / 2);
+}
+
+/// Every count of a load shard near `u64::MAX` (a file is not trusted): the merge adds them
+/// saturating (the plain sums panicked with "attempt to add with overflow" in debug builds
+/// and wrapped in release), and rates that add up to infinity are refused in one line.
+#[test]
+fn load_counts_near_the_top_saturate_and_rates_too_large_are_refused() {
+    use crate::generator::{GeneratorVerdict, SlipSecond};
+    use crate::report::{GeneratorHealth, LoadAccount, LoadLink};
+    const BIG: u64 = u64::MAX - 1;
+    let huge_account = |a: &mut LoadAccount| {
+        (a.expected, a.arrived, a.missing, a.dropped, a.late, a.duplicates) = (BIG, BIG, BIG, BIG, BIG, BIG);
+        a.closed.insert("1006".into(), BIG);
+    };
+    let mut rs = three(1);
+    for r in &mut rs {
+        let Results::Load(l) = &mut r.results else { panic!("load") };
+        (l.sent, l.received, l.clients, l.slip_mean_ns) = (BIG, BIG, BIG, BIG);
+        let c = &mut l.connections;
+        (c.connected, c.failed, c.disconnects) = (BIG, BIG, BIG);
+        huge_account(&mut l.deliveries);
+        huge_account(&mut l.replies);
+        for t in l.types.iter_mut().chain(std::iter::once(&mut l.overall)) {
+            (t.sent, t.received, t.expected, t.arrived, t.missing, t.unexpected) = (BIG, BIG, BIG, BIG, BIG, BIG);
+        }
+        (l.series[0].sent, l.series[0].received) = (BIG, BIG);
+        l.errors.insert("timeout".into(), BIG);
+        (l.process.user_ns, l.process.system_ns) = (BIG, BIG);
+        l.link_up = Some(LoadLink {
+            requested_bps: Some(1_000),
+            requested_delay_ns: 0,
+            method: "tbf".into(),
+            achieved_bps_max_client: 1.0,
+            frames: BIG,
+            hold: l.overall.delay.clone(),
+        });
+        l.generator = Some(GeneratorHealth {
+            threads: 1,
+            asked_per_s: Some(1.0),
+            achieved_per_s: 1.0,
+            cpu_ns: 1,
+            cpu_share: 0.5,
+            wait_ns: None,
+            verdict: GeneratorVerdict::Kept,
+            slip_seconds: vec![SlipSecond { at_s: 1, sends: BIG, mean_ns: BIG, max_ns: BIG }],
+            cpu_seconds: Vec::new(),
+            behind: Vec::new(),
+        });
+    }
+    let two = |rs: &[Report]| merge_with(&named(&rs[..2], &["a", "b"]), Options { partial: true });
+    let merged = two(&rs).unwrap().report;
+    let l = load(&merged);
+    let max = u64::MAX;
+    assert_eq!((l.sent, l.received, l.clients, l.slip_mean_ns), (max, max, max, BIG));
+    let conn = &l.connections;
+    assert_eq!((conn.connected, conn.failed, conn.disconnects), (max, max, max));
+    for a in [&l.deliveries, &l.replies] {
+        assert_eq!((a.expected, a.arrived, a.missing, a.dropped, a.late, a.duplicates), (max, max, max, max, max, max));
+        assert_eq!(a.closed.get("1006"), Some(&max));
+    }
+    for t in l.types.iter().chain(std::iter::once(&l.overall)) {
+        assert_eq!(
+            (t.sent, t.received, t.expected, t.arrived, t.missing, t.unexpected),
+            (max, max, max, max, max, max)
+        );
+    }
+    assert_eq!((l.series[0].sent, l.series[0].received), (max, max));
+    assert_eq!(l.errors.get("timeout"), Some(&max));
+    assert_eq!((l.process.user_ns, l.process.system_ns, l.process.per_event_ns), (max, max, 1.0));
+    assert_eq!(l.link_up.as_ref().map(|k| k.frames), Some(max));
+    let g = l.generator.as_ref().expect("both shards have one");
+    assert_eq!(g.slip_seconds, [SlipSecond { at_s: 1, sends: max, mean_ns: BIG, max_ns: BIG }]);
+    // rates too large to add: refused, the field named
+    for r in &mut rs {
+        let Results::Load(l) = &mut r.results else { panic!("load") };
+        l.achieved_send_per_s = f64::MAX;
+    }
+    let e = two(&rs).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "achieved_send_per_s: the parts add up to a number that is not finite (a report holds one too large)"
+    );
+    for r in &mut rs {
+        let Results::Load(l) = &mut r.results else { panic!("load") };
+        l.achieved_send_per_s = 1.0;
+        l.generator.as_mut().unwrap().achieved_per_s = f64::MAX;
+    }
+    assert!(two(&rs).unwrap_err().to_string().starts_with("generator.achieved_per_s: the parts add up"));
+}
+
+/// Two ping generators' counts near `u64::MAX`: saturated, not a panic (debug) or a wrapped
+/// figure (release); a rate too large to add refused in one line.
+#[test]
+fn ping_counts_near_the_top_saturate_and_rates_too_large_are_refused() {
+    const BIG: u64 = u64::MAX - 1;
+    let mut gen1 = seed("report-ping-full.json");
+    let Results::Ping(p) = &mut gen1.results else { panic!("ping") };
+    (p.sent, p.warmup_sent, p.ignored) = (BIG, BIG, BIG);
+    p.rate.as_mut().expect("the seed has a rate").slip_mean_ns = BIG;
+    for r in &mut p.responders {
+        (r.received, r.lost, r.late, r.duplicates, r.clamped) = (BIG, BIG, BIG, BIG, BIG);
+    }
+    let mut gen2 = gen1.clone();
+    gen2.config["json"] = "other.json".into();
+    gen2.meta.started_at = "2026-11-22T00:00:00.5Z".into();
+    let both = |a: &Report, b: &Report| merge(&[Input { name: "a", report: a }, Input { name: "b", report: b }]);
+    let m = both(&gen1, &gen2).unwrap();
+    let Results::Ping(got) = &m.results else { panic!("ping") };
+    let max = u64::MAX;
+    assert_eq!((got.sent, got.warmup_sent, got.ignored), (max, max, max));
+    assert_eq!(got.rate.map(|r| r.slip_mean_ns), Some(BIG));
+    for r in &got.responders {
+        assert_eq!((r.received, r.lost, r.late, r.duplicates, r.clamped), (max, max, max, max, max));
+    }
+    for g in [&mut gen1, &mut gen2] {
+        let Results::Ping(p) = &mut g.results else { panic!("ping") };
+        p.rate.as_mut().unwrap().achieved_per_s = f64::MAX;
+    }
+    assert_eq!(
+        both(&gen1, &gen2).unwrap_err().to_string(),
+        "rate.achieved_per_s: the parts add up to a number that is not finite (a report holds one too large)"
+    );
 }

@@ -259,3 +259,55 @@ fn what_does_not_add_is_refused_in_one_line() {
         assert!(!m.contains('\n'));
     }
 }
+
+/// Every additive field of `c` set to `v`.
+fn fill(c: &mut StreamCounts, v: u64) {
+    (c.received, c.bytes, c.expected, c.duplicates, c.out_of_order) = (v, v, v, v, v);
+    (c.offset_sum, c.gaps, c.gap_datagrams, c.gap_ns, c.too_old) = (v, v, v, v, v);
+}
+
+/// Two generators' counts near `u64::MAX` (a file is not trusted): added saturating (the
+/// plain sums panicked with "attempt to add with overflow" in debug builds and wrapped in
+/// release); rates that add up to infinity are refused in one line.
+#[test]
+fn counts_near_the_top_saturate_and_rates_too_large_are_refused() {
+    const BIG: u64 = u64::MAX - 1;
+    let huge = |k: u64| {
+        let mut r = generator(k, 1_000_000_000);
+        if let Results::Stream(s) = &mut r.results {
+            let t = s.sender.as_mut().unwrap();
+            (t.messages, t.bytes, t.slip_mean_ns, t.retransmits) = (BIG, BIG, BIG, Some(BIG));
+            let rx = &mut s.receivers[0];
+            (rx.sent, rx.foreign) = (BIG, BIG);
+            fill(&mut rx.total, BIG);
+            for row in &mut rx.intervals {
+                fill(&mut row.counts, BIG);
+            }
+        }
+        r
+    };
+    let (mut a, mut b) = (huge(1), huge(2));
+    let m = merged(&[("a", &a), ("b", &b)]).unwrap();
+    let s = stream(&m);
+    let max = u64::MAX;
+    let t = s.sender.unwrap();
+    assert_eq!((t.messages, t.bytes, t.slip_mean_ns, t.retransmits), (max, max, BIG, Some(max)));
+    let r = &s.receivers[0];
+    assert_eq!((r.sent, r.foreign), (max, max));
+    let mut want = StreamCounts::default();
+    fill(&mut want, max);
+    for c in std::iter::once(&r.total).chain(r.intervals.iter().map(|row| &row.counts)) {
+        let mut got = *c;
+        (got.first_ns, got.last_ns, got.jitter_ns) = (0, 0, 0.0);
+        assert_eq!(got, want);
+    }
+    for g in [&mut a, &mut b] {
+        if let Results::Stream(s) = &mut g.results {
+            s.sender.as_mut().unwrap().bits_per_s = f64::MAX;
+        }
+    }
+    assert_eq!(
+        merged(&[("a", &a), ("b", &b)]).unwrap_err(),
+        "sender.bits_per_s: the parts add up to a number that is not finite (a report holds one too large)"
+    );
+}
