@@ -30,9 +30,25 @@ pub struct Sched {
 
 /// Thread `tid` of this process: `/proc/self/task/TID/schedstat`. `None` where the kernel
 /// keeps no schedstat or the thread is gone.
+///
+/// Read into a fixed buffer, so a call allocates the same whatever the figures' digits (the
+/// stall meter reads it at its start and end; `read_to_string` grew its string when the
+/// line passed 32 bytes, an allocation count that depended on the host's load).
 pub fn task_sched(tid: i32) -> Option<Sched> {
-    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
-    let mut f = s.split_ascii_whitespace().map(str::parse::<u64>);
+    use std::io::Read as _;
+    let mut file = std::fs::File::open(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+    // Three decimal u64s and their separators: at most 3 * 20 + 3 bytes.
+    let mut buf = [0u8; 64];
+    let mut len = 0;
+    while len < buf.len() {
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    let mut f = std::str::from_utf8(&buf[..len]).ok()?.split_ascii_whitespace().map(str::parse::<u64>);
     Some(Sched { run_ns: f.next()?.ok()?, wait_ns: f.next()?.ok()? })
 }
 

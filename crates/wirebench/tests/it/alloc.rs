@@ -93,6 +93,19 @@ fn meter_allocations(wakeups: u64) -> u64 {
 }
 
 #[test]
+fn reading_a_threads_schedstat_allocates_only_its_path() {
+    // The stall meter reads it at its start and end: an allocation count that varied with the
+    // line's length (read_to_string grew its string past 32 bytes) made the meter's count
+    // depend on the host's load.
+    let me = wirebench_net::rusage::thread_id();
+    for _ in 0..3 {
+        let before = thread_allocations();
+        assert!(wirebench_net::rusage::task_sched(me).is_some());
+        assert_eq!(thread_allocations() - before, 1, "the path, and nothing for the line");
+    }
+}
+
+#[test]
 fn the_stall_meter_allocates_nothing_per_wakeup() {
     // its histograms and a hour of series are allocated up front: the same count for 300
     // wake-ups as for 3,000
