@@ -3,7 +3,7 @@
 //! second, and the verdict of the worst shard, with the names of the shards that missed
 //! their rate (`generator::merge_verdicts`).
 
-use super::{MergeError, finite_sum};
+use super::{MergeError, finite_sum, sat_sum};
 use crate::generator::{self, CpuSecond, SlipSecond};
 use crate::report::{GeneratorHealth, LoadResults};
 
@@ -22,7 +22,7 @@ pub(super) fn merge(parts: &[(&str, &LoadResults)]) -> Result<Option<GeneratorHe
         return Ok(None);
     }
     // Numbers from files: added saturating (an overflow panicked here, or wrapped).
-    let add = |f: fn(&GeneratorHealth) -> u64| hs.iter().fold(0u64, |a, (_, g)| a.saturating_add(f(g)));
+    let add = |f: fn(&GeneratorHealth) -> u64| sat_sum(hs.iter().map(|(_, g)| f(g)));
     let threads = add(|g| g.threads);
     let asked: Vec<f64> = hs.iter().filter_map(|(_, g)| g.asked_per_s).collect();
     let asked = if asked.is_empty() { None } else { Some(finite_sum("generator.asked_per_s", asked)?) };
