@@ -35,8 +35,10 @@
 #
 # Root (namespaces). Run alone: flock /tmp/bench.lock bench/mesh.sh [SECONDS] [cost|accuracy|all]
 # (defaults: 60 s, all); WIREBENCH_BIN=path uses that binary instead of a release build;
-# WIREBENCH_BEFORE=path also runs every cost row with that binary, right before the same row
-# with this one (a before/after comparison in one run: the same seconds' machine load).
+# WIREBENCH_BEFORE=path also runs every cost row, and every accuracy row's agents, with that
+# binary, right before the same row with this one (a before/after comparison in one run: the
+# same minutes' machine load; the pingers are always this binary). Accuracy: PAIRS=N repeats
+# the (before and) after rows N times, PROTOS="udp" measures UDP only (default "udp tcp").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-60}
@@ -123,58 +125,61 @@ ip link add wbma0 netns wbmeshA type veth peer name wbmb0 netns wbmeshB
 ip -n wbmeshA addr add 10.77.68.1/24 dev wbma0; ip -n wbmeshB addr add 10.77.68.2/24 dev wbmb0
 for n in wbmeshA wbmeshB; do ip -n $n link set lo up; done
 ip -n wbmeshA link set wbma0 up; ip -n wbmeshB link set wbmb0 up
-ip netns exec wbmeshB taskset -c 1 $WB mesh agent --listen 10.77.68.2:7878 --http 10.77.68.2:9878 --peers 10.77.68.1:7878 \
-  --window 20s --rate 20/s >"$OUT/agentB.log" 2>&1 &
-pids+=($!)
-ip netns exec wbmeshA taskset -c 0 $WB mesh agent --listen 10.77.68.1:7878 --http 10.77.68.1:9878 --peers 10.77.68.2:7878 \
-  --window 20s --rate 20/s >"$OUT/agentA.log" 2>&1 &
-pids+=($!)
+# The agents of one accuracy row: LABEL BINARY (both namespaces run that binary; every
+# `ping` is this run's binary, the reference, whichever agents run).
+ROW=0
+accuracy_with() {
+local label=$1 bin=$2 tag
+ROW=$((ROW + 1)); tag="$label-$ROW"
+ip netns exec wbmeshB taskset -c 1 $bin mesh agent --listen 10.77.68.2:7878 --http 10.77.68.2:9878 --peers 10.77.68.1:7878 \
+  --window 20s --rate 20/s >"$OUT/agentB-$tag.log" 2>&1 &
+local agent_b=$!; pids+=($agent_b)
+ip netns exec wbmeshA taskset -c 0 $bin mesh agent --listen 10.77.68.1:7878 --http 10.77.68.1:9878 --peers 10.77.68.2:7878 \
+  --window 20s --rate 20/s >"$OUT/agentA-$tag.log" 2>&1 &
+local agent_a=$!; pids+=($agent_a)
 for _ in $(seq 300); do ip netns exec wbmeshA curl -sf http://10.77.68.1:9878/readyz >/dev/null 2>&1 && break; sleep 0.1; done
-echo | tee -a "$OUT/accuracy.md"
-echo "| transport | matrix p50 (us) | ping p50 (us) | sockperf p50 (us) | matrix / ping | within 5 % | matrix / sockperf | ping with kernel timestamps p50 (us) | matrix / it | ping --poisson p50 (us) | matrix / poisson ping | within 5 % |" | tee -a "$OUT/accuracy.md"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|" | tee -a "$OUT/accuracy.md"
-WIN=20
 # The agent's latest closed window: "index start_unix_ns" (index -1 before the first closes).
 window() {
   ip netns exec wbmeshA curl -s http://10.77.68.1:9878/v1/matrix |
     python3 -c 'import json,sys; w=json.load(sys.stdin).get("window"); print(*(w and (w["index"], w["start_unix_ns"]) or (-1, 0)))'
 }
-for proto in udp tcp; do
+for proto in ${PROTOS:-udp tcp}; do
   read -r k start < <(window)
   for _ in $(seq 600); do [ "$k" -ge 0 ] && break; sleep 0.1; read -r k start < <(window); done
   # The window after the open one: ping and sockperf run exactly through it.
   target=$((k + 2)); at=$((start + 2 * WIN * 1000000000))
   sp=(); [ "$proto" = tcp ] && sp=(--tcp)
-  ip netns exec wbmeshB taskset -c 1 sockperf sr -i 10.77.68.2 -p 11111 "${sp[@]}" >"$OUT/sockperf-server-$proto.log" 2>&1 &
+  ip netns exec wbmeshB taskset -c 1 sockperf sr -i 10.77.68.2 -p 11111 "${sp[@]}" >"$OUT/sockperf-server-$proto-$tag.log" 2>&1 &
   SP=$!; pids+=("$SP")
-  for _ in $(seq 100); do grep -q "to block on socket\|poll\|busy" "$OUT/sockperf-server-$proto.log" 2>/dev/null && break; sleep 0.05; done
+  for _ in $(seq 100); do grep -q "to block on socket\|poll\|busy" "$OUT/sockperf-server-$proto-$tag.log" 2>/dev/null && break; sleep 0.05; done
   sleep "$(python3 -c "import time; print(max(0.0, ($at - time.time_ns()) / 1e9))")"
+  l0=$(cut -d' ' -f1 /proc/loadavg)
   ip netns exec wbmeshA taskset -c 0 sockperf pp -i 10.77.68.2 -p 11111 "${sp[@]}" -m 64 --mps 20 -t "$WIN" --full-rtt \
-    >"$OUT/sockperf-$proto.txt" 2>&1 &
+    >"$OUT/sockperf-$proto-$tag.txt" 2>&1 &
   SPC=$!
   # ping as the agent probes (no kernel timestamps: the agent takes none), and ping with its
   # default kernel timestamps beside it (UDP only: TCP probes have none).
   if [ "$proto" = udp ]; then
     ip netns exec wbmeshA taskset -c 0 $WB ping 10.77.68.2:7878 --proto "$proto" --size 64 --rate 20/s --count $((WIN * 20)) -q \
-      --json "$OUT/ping-stamped-$proto.json" >/dev/null &
+      --json "$OUT/ping-stamped-$proto-$tag.json" >/dev/null &
     PST=$!
   fi
   # Poisson sampling at the same mean rate, as the agent probes (no kernel timestamps).
   ip netns exec wbmeshA taskset -c 0 $WB ping 10.77.68.2:7878 --proto "$proto" --size 64 --rate 20/s --poisson \
-    --count $((WIN * 20)) -q --no-timestamps --json "$OUT/ping-poisson-$proto.json" >/dev/null &
+    --count $((WIN * 20)) -q --no-timestamps --json "$OUT/ping-poisson-$proto-$tag.json" >/dev/null &
   PPO=$!; pids+=("$PPO")
   ip netns exec wbmeshA taskset -c 0 $WB ping 10.77.68.2:7878 --proto "$proto" --size 64 --rate 20/s --count $((WIN * 20)) -q \
-    --no-timestamps --json "$OUT/ping-$proto.json" >/dev/null
+    --no-timestamps --json "$OUT/ping-$proto-$tag.json" >/dev/null
   [ "$proto" = udp ] && wait "$PST"
   wait "$PPO"
   wait "$SPC"
   kill -TERM "$SP"; wait "$SP" 2>/dev/null || true
   for _ in $(seq 600); do read -r k start < <(window); [ "$k" -ge "$target" ] && break; sleep 0.1; done
-  ip netns exec wbmeshA curl -s http://10.77.68.1:9878/v1/matrix >"$OUT/matrix-$proto.json"
+  ip netns exec wbmeshA curl -s http://10.77.68.1:9878/v1/matrix >"$OUT/matrix-$proto-$tag.json"
   [ "$k" -eq "$target" ] || echo "warning: read window $k, not $target" >&2
-  python3 - "$proto" "$OUT/ping-$proto.json" "$OUT/matrix-$proto.json" "$OUT/sockperf-$proto.txt" <<'EOF' | tee -a "$OUT/accuracy.md"
+  python3 - "$proto" "$OUT/ping-$proto-$tag.json" "$OUT/matrix-$proto-$tag.json" "$OUT/sockperf-$proto-$tag.txt" "$label" "$l0 to $(cut -d' ' -f1 /proc/loadavg)" <<'EOF' | tee -a "$OUT/accuracy.md"
 import json, re, sys
-proto, ping, matrix, sockperf = sys.argv[1:]
+proto, ping, matrix, sockperf, label, load = sys.argv[1:]
 def ping_p50(path):
     r = json.load(open(path))["results"]["responders"][0]
     view = r["uncorrected"] or r["latency"]
@@ -187,10 +192,20 @@ m = cell["rtt"]["p50_ns"]
 t = re.sub(r"\x1b\[[0-9;]*m", "", open(sockperf).read())
 sp = float(re.search(r"percentile 50\.000 =\s+([\d.]+)", t).group(1)) * 1000
 ratio = m / p50
-print(f"| {proto} | {m / 1000:.1f} | {p50 / 1000:.1f} | {sp / 1000:.1f} | {ratio:.3f} | "
+print(f"| {label} | {load} | {proto} | {m / 1000:.1f} | {p50 / 1000:.1f} | {sp / 1000:.1f} | {ratio:.3f} | "
       f"{'yes' if abs(ratio - 1) <= 0.05 else 'NO'} | {m / sp:.3f} | "
       f"{f'{stamped / 1000:.1f} | {m / stamped:.3f}' if stamped else '- | -'} | "
       f"{poisson / 1000:.1f} | {m / poisson:.3f} | {'yes' if abs(m / poisson - 1) <= 0.05 else 'NO'} |")
 EOF
+done
+kill -TERM "$agent_a" "$agent_b"; wait "$agent_a" "$agent_b" 2>/dev/null || true
+}
+WIN=20
+echo | tee -a "$OUT/accuracy.md"
+echo "| binary | load (1 min) | transport | matrix p50 (us) | ping p50 (us) | sockperf p50 (us) | matrix / ping | within 5 % | matrix / sockperf | ping with kernel timestamps p50 (us) | matrix / it | ping --poisson p50 (us) | matrix / poisson ping | within 5 % |" | tee -a "$OUT/accuracy.md"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" | tee -a "$OUT/accuracy.md"
+for _ in $(seq "${PAIRS:-1}"); do
+  if [ -n "$BEFORE" ]; then accuracy_with before "$BEFORE"; fi
+  accuracy_with "$([ -n "$BEFORE" ] && echo after || echo this)" "$WB"
 done
 echo "results in $OUT"

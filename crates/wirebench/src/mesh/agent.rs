@@ -67,6 +67,7 @@ impl Agent {
         };
         let server = Server::start(&serve_cfg, shutdown.clone())?;
         let listen = server.local_addr();
+        let probe_socket = prober::bind_shared(SocketAddr::new(listen.ip(), 0))?;
         let local = local_ips();
         // Port 0 in the config: the port serve was given.
         let advertise = cfg
@@ -116,7 +117,7 @@ impl Agent {
             bind: SocketAddr::new(listen.ip(), 0),
             seed: crate::session_id(),
         };
-        let prober = prober::spawn(pcfg, shared.clone(), board, shutdown.clone())?;
+        let prober = prober::spawn(pcfg, probe_socket, shared.clone(), board, shutdown.clone())?;
         let hiccup = cfg
             .hiccup_interval_ns
             .map(|interval| spawn_meter(interval, window_ns, shared.clone(), shutdown.clone()))

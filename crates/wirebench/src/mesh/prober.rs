@@ -144,19 +144,30 @@ struct Prober {
     closed: BTreeMap<u64, Vec<(u64, Tally)>>,
     totals: BTreeMap<(String, Proto), Totals>,
     probe: Vec<u8>,
+    /// Per-peer UDP sockets take descriptors below this ([`udp_fd_ceiling`]).
+    udp_fd_ceiling: u64,
     /// Whole TCP replies of one read, back to back (kept, so reads do not allocate).
     frames: Vec<u8>,
 }
 
-/// Starts the probe loop on its own thread.
+/// Binds the prober's shared UDP socket on `bind`'s address (port 0: the kernel picks one
+/// no other socket holds, [`shared_socket`]). Done first when an agent starts, so an agent
+/// that cannot have a probe port of its own stops before anything else has begun.
+pub fn bind_shared(bind: SocketAddr) -> anyhow::Result<UdpSocket> {
+    let udp = shared_socket(bind)
+        .map_err(|e| anyhow::anyhow!("cannot bind the probe socket {bind} (on a port no other socket holds): {e}"))?;
+    let _ = wirebench_net::batch::size_buffers(&udp, 1 << 20);
+    Ok(udp)
+}
+
+/// Starts the probe loop on its own thread, probing from `udp` ([`bind_shared`]).
 pub fn spawn(
     cfg: ProberConfig,
+    udp: UdpSocket,
     shared: Arc<Shared>,
     board: Arc<Board>,
     shutdown: Shutdown,
 ) -> anyhow::Result<JoinHandle<()>> {
-    let udp = shared_socket(cfg.bind).map_err(|e| anyhow::anyhow!("cannot bind the probe socket {}: {e}", cfg.bind))?;
-    let _ = wirebench_net::batch::size_buffers(&udp, 1 << 20);
     let group_sock = match &cfg.group {
         None => None,
         Some(g) => {
@@ -210,6 +221,7 @@ pub fn spawn(
         closed: BTreeMap::new(),
         totals: BTreeMap::new(),
         probe,
+        udp_fd_ceiling: udp_fd_ceiling(),
         frames: Vec::with_capacity(1024),
     };
     Ok(std::thread::Builder::new().name("mesh-prober".into()).spawn(move || p.run())?)
@@ -296,23 +308,50 @@ impl Prober {
     }
 }
 
-/// The shared probe socket: non-blocking, with `SO_REUSEPORT`, so each UDP target's own
-/// connected socket can take the same port (the kernel gives a reply to the socket connected
-/// to where it comes from, and any other datagram, such as a reply from another address of a
-/// multi-homed peer, to this one).
+/// The shared probe socket, non-blocking. Its port is claimed by a bind *without*
+/// `SO_REUSEPORT`, so the kernel gives (or, for an explicit port, accepts) only a port that
+/// no socket holds, whoever owns it and whatever its options; only then is `SO_REUSEPORT`
+/// set on it, so each UDP target's own connected socket can join the port (the kernel gives
+/// a reply to the socket connected to where it comes from, and any other datagram, such as
+/// a reply from another address of a multi-homed peer, to this one). Bound with the option
+/// from the start, a socket could be handed a port that another process's `SO_REUSEPORT`
+/// socket of the same user already holds (the kernel lets such sockets share a port, also
+/// when it picks one): two agents on one host could then share the port, and replies meant
+/// for one reach the other (`docs/modes/mesh.md`, "One probe port per agent").
 fn shared_socket(bind: SocketAddr) -> std::io::Result<UdpSocket> {
-    let s = peer_socket(bind)?;
-    s.set_nonblocking(true)?;
-    Ok(s)
-}
-
-/// A UDP socket with `SO_REUSEPORT`, bound to `bind`.
-pub(super) fn peer_socket(bind: SocketAddr) -> std::io::Result<UdpSocket> {
     let s =
         socket2::Socket::new(socket2::Domain::for_address(bind), socket2::Type::DGRAM, Some(socket2::Protocol::UDP))?;
+    s.bind(&bind.into())?;
+    s.set_reuse_port(true)?;
+    s.set_nonblocking(true)?;
+    Ok(s.into())
+}
+
+/// A UDP target's own socket, with `SO_REUSEPORT`, bound to the shared socket's `bind`
+/// (address and port). Refused (`EMFILE`) when its descriptor would be `ceiling` or more,
+/// checked before it joins the port (a socket that joined and left could take a datagram
+/// with it).
+pub(super) fn peer_socket(bind: SocketAddr, ceiling: u64) -> std::io::Result<UdpSocket> {
+    use std::os::fd::AsRawFd as _;
+    let s =
+        socket2::Socket::new(socket2::Domain::for_address(bind), socket2::Type::DGRAM, Some(socket2::Protocol::UDP))?;
+    if u64::try_from(s.as_raw_fd()).unwrap_or(u64::MAX) >= ceiling {
+        return Err(std::io::Error::from_raw_os_error(nix::libc::EMFILE));
+    }
     s.set_reuse_port(true)?;
     s.bind(&bind.into())?;
     Ok(s.into())
+}
+
+/// The descriptors per-peer UDP sockets may take: below the prober's half of what the
+/// open-file limit leaves after [`crate::load::limits::SPARE_FDS`] (serve's connection cap
+/// takes the other half). A peer past it is probed from the shared socket, so the
+/// descriptors that HTTP, discovery, the TCP probes and serve's connections need are never
+/// spent on an optimisation. Read after serve raised the soft limit to the hard one.
+fn udp_fd_ceiling() -> u64 {
+    use nix::sys::resource::{Resource, getrlimit};
+    let soft = getrlimit(Resource::RLIMIT_NOFILE).map_or(1024, |(soft, _)| soft);
+    soft.saturating_sub(crate::load::limits::SPARE_FDS) / 2
 }
 
 /// A probe for `session`: sequence number, send time and (with a key) the tag.

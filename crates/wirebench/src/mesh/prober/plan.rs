@@ -111,11 +111,14 @@ impl Prober {
     }
 
     /// A UDP target's own socket: bound to the shared socket's address and port (both with
-    /// `SO_REUSEPORT`), connected to the peer, in the ready set under the target's id. `None` (counted) when any step fails:
-    /// the target is then probed from the shared socket.
+    /// `SO_REUSEPORT`), connected to the peer, in the ready set under the target's id. `None`
+    /// (counted) when any step fails, or when its descriptor would pass the prober's share
+    /// of the open-file limit (`udp_fd_ceiling`): the target is then probed from the shared
+    /// socket.
     fn open_udp(&self, id: u64, to: SocketAddr) -> Option<UdpSocket> {
         let open = || -> std::io::Result<UdpSocket> {
-            let s = super::peer_socket(SocketAddr::new(self.cfg.bind.ip(), self.udp.local_addr()?.port()))?;
+            let at = SocketAddr::new(self.cfg.bind.ip(), self.udp.local_addr()?.port());
+            let s = super::peer_socket(at, self.udp_fd_ceiling)?;
             s.connect(to)?;
             s.set_nonblocking(true)?;
             self.ready.add(&s, id)?;
