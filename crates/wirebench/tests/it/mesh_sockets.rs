@@ -48,10 +48,32 @@ fn start(wrap: &[&str], args: &[&str]) -> Started {
     Started::Exited(status.code().unwrap_or(-1), err)
 }
 
+/// An agent process killed when dropped, so a failing test leaves none behind.
+struct Agent(Option<Child>);
+
+impl Agent {
+    fn id(&self) -> u32 {
+        self.0.as_ref().expect("running").id()
+    }
+
+    fn still_running(&mut self) -> bool {
+        self.0.as_mut().expect("running").try_wait().expect("status").is_none()
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 /// A running agent, or the test fails with how it ended.
-fn running(s: Started) -> (Child, String) {
+fn running(s: Started) -> (Agent, String) {
     match s {
-        Started::Running(child, line) => (child, line),
+        Started::Running(child, line) => (Agent(Some(child)), line),
         Started::Exited(code, err) => panic!("the agent did not start: exit {code}: {err}"),
     }
 }
@@ -63,7 +85,8 @@ fn http_of(line: &str) -> SocketAddr {
 }
 
 /// SIGTERM, then its exit code (bounded: it must exit within 5 s).
-fn stop(mut child: Child) -> Option<i32> {
+fn stop(mut agent: Agent) -> Option<i32> {
+    let mut child = agent.0.take().expect("running");
     kill(Pid::from_raw(i32::try_from(child.id()).expect("a pid")), Signal::SIGTERM).expect("signal");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || tx.send(child.wait()).expect("send"));
@@ -176,11 +199,11 @@ fn a_second_agent_on_the_same_probe_port_stops_in_one_line() {
             assert!(err.contains(probe) && err.contains("in use"), "{err}");
         }
         Started::Running(second, l) => {
-            stop(second);
+            drop(Agent(Some(second)));
             panic!("a second agent started on {probe}: {l}");
         }
     }
-    assert!(first.try_wait().expect("status").is_none(), "the first agent still runs");
+    assert!(first.still_running(), "the first agent still runs");
     assert_eq!(stop(first), Some(0));
 }
 
@@ -220,10 +243,10 @@ fn agents_never_share_a_probe_port() {
             assert!(err.contains("probe socket") && err.contains("in use"), "{err}");
         }
         Started::Running(second, l) => {
-            stop(second);
+            drop(Agent(Some(second)));
             panic!("a second agent started on the first one's probe port: {l}");
         }
     }
-    assert!(first.try_wait().expect("status").is_none(), "the first agent still runs");
+    assert!(first.still_running(), "the first agent still runs");
     assert_eq!(stop(first), Some(0));
 }
