@@ -7,6 +7,6 @@ pub mod merge;
 mod model;
 pub mod read;
 
-pub use histo::{HistoError, MAX_HIGHEST, MAX_SIGFIG, decode_histogram, encode_histogram};
+pub use histo::{HistoError, MAX_HIGHEST, MAX_SIGFIG, decode_histogram, encode_histogram, encode_histogram_plain};
 pub use model::*;
 pub use read::{ReadError, read_report};

@@ -27,7 +27,7 @@ use wirebench_core::mesh::peer::{self, Peer, PeerLine};
 
 pub use self::kubernetes::{Access as KubeAccess, Flags as KubeFlags, Spec as KubeSpec};
 use crate::error::UsageError;
-use crate::shutdown::{POLL, Shutdown};
+use crate::shutdown::Shutdown;
 
 /// Longest a name lookup may take.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -197,17 +197,13 @@ pub fn spawn(
     board
 }
 
-/// Sleeps `d`, or less if `shutdown` is set; false once it is.
+/// Sleeps `d`, or less if `shutdown` is set; false once it is. Woken by the stop itself, so
+/// a long refresh costs no wake-ups in between.
 pub async fn sleep_or_stop(d: Duration, shutdown: &Shutdown) -> bool {
-    let end = tokio::time::Instant::now() + d;
-    while !shutdown.is_set() {
-        let now = tokio::time::Instant::now();
-        if now >= end {
-            return true;
-        }
-        tokio::time::sleep((end - now).min(POLL)).await;
+    tokio::select! {
+        () = shutdown.stopped() => false,
+        () = tokio::time::sleep(d) => !shutdown.is_set(),
     }
-    false
 }
 
 /// Re-reads or re-resolves a list, file or name every refresh.

@@ -12,7 +12,7 @@ use std::io::Read as _;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use hdrhistogram::Histogram;
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer, V2Serializer};
 
 /// HdrHistogram's V2 cookies (uncompressed, and compressed with DEFLATE).
 const V2_COOKIE: u32 = 0x1c84_9303 | 0x10;
@@ -127,6 +127,17 @@ fn check_v2(v2: &[u8]) -> Result<(), HistoError> {
     Ok(())
 }
 
+/// Encodes `h` as base64 of its plain V2 serialization (no DEFLATE), which
+/// [`decode_histogram`] reads as well. For histograms made by the hundred with a few samples
+/// each (the mesh agent's cells, every window): DEFLATE allocates and zeroes a fresh
+/// compressor of about 200 KiB per call, and on a sparse histogram (the V2 payload is
+/// already run-length encoded) it saves nothing.
+pub fn encode_histogram_plain(h: &Histogram<u64>) -> String {
+    let mut bytes = Vec::new();
+    V2Serializer::new().serialize(h, &mut bytes).expect("serializing to a Vec cannot fail");
+    STANDARD.encode(bytes)
+}
+
 /// Decodes what [`encode_histogram`] wrote (or any V2 / V2+DEFLATE histogram), refusing
 /// malformed or oversized input with an error, never a panic.
 pub fn decode_histogram(s: &str) -> Result<Histogram<u64>, HistoError> {
@@ -153,6 +164,20 @@ mod tests {
         let back = decode_histogram(&encode_histogram(&h)).unwrap();
         assert_eq!(back, h);
         assert_eq!(decode_histogram(&encode_histogram(&histogram())).unwrap().len(), 0);
+    }
+
+    #[test]
+    fn the_plain_encoding_round_trips_and_is_not_larger_for_a_sparse_histogram() {
+        let mut h = histogram();
+        for v in [31_000u64, 32_500, 1_000_000_000] {
+            record(&mut h, v);
+        }
+        let plain = encode_histogram_plain(&h);
+        let raw = STANDARD.decode(&plain).unwrap();
+        assert_eq!(be_u32(&raw, 0), V2_COOKIE, "uncompressed V2");
+        assert_eq!(decode_histogram(&plain).unwrap(), h);
+        assert!(plain.len() <= encode_histogram(&h).len(), "{} vs {}", plain.len(), encode_histogram(&h).len());
+        assert_eq!(decode_histogram(&encode_histogram_plain(&histogram())).unwrap().len(), 0);
     }
 
     #[test]

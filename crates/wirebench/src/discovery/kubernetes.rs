@@ -21,7 +21,7 @@ use wirebench_core::mesh::peer::Peer;
 use super::{Board, Log, sleep_or_stop};
 use crate::error::UsageError;
 use crate::http_client::HttpClient;
-use crate::shutdown::{POLL, Shutdown};
+use crate::shutdown::Shutdown;
 
 const MAX_LIST_BYTES: usize = 64 << 20;
 const MAX_LINE_BYTES: usize = 4 << 20;
@@ -231,23 +231,14 @@ async fn watch(
     }
     let mut body = resp.into_body();
     let mut line: Vec<u8> = Vec::new();
-    let mut silent = Duration::ZERO;
     let what = format!("k8s:{}/{}", spec.namespace, spec.service);
     loop {
+        // Each frame restarts the silence deadline; the stop wakes the wait itself.
         let frame = tokio::select! {
             f = body.frame() => f,
-            () = tokio::time::sleep(POLL) => {
-                if shutdown.is_set() {
-                    return Ok(End::Stopped);
-                }
-                silent += POLL;
-                if silent > WATCH_SILENCE {
-                    bail!("watch silent for 5 minutes");
-                }
-                continue;
-            }
+            () = shutdown.stopped() => return Ok(End::Stopped),
+            () = tokio::time::sleep(WATCH_SILENCE) => bail!("watch silent for 5 minutes"),
         };
-        silent = Duration::ZERO;
         let Some(frame) = frame else { return Ok(End::Closed) };
         let Ok(data) = frame.map_err(|e| anyhow!("watch: {e}"))?.into_data() else { continue };
         line.extend_from_slice(&data);

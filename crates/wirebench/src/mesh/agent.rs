@@ -2,7 +2,8 @@
 //! probe key when a token is set) that also probes its peers ([`super::prober`]), finds them
 //! ([`crate::discovery`]), and answers HTTP ([`super::http`]).
 //!
-//! Threads: serve's own, the prober, the stall meter (unless `--no-hiccup`), and a one-worker tokio runtime for HTTP and discovery.
+//! Threads: serve's own, the prober, the stall meter (unless `--no-hiccup`), and a one-worker tokio runtime for HTTP and discovery;
+//! the main thread sleeps in [`Agent::wait`] until the stop signal wakes it.
 //! SIGINT/SIGTERM set the stop flag: the prober stops sending, serve answers what is in
 //! flight and stops, HTTP connections close; the process exits 0 within a second.
 
@@ -183,10 +184,11 @@ impl Agent {
         self.server.take().map(Server::stop).unwrap_or_default()
     }
 
-    /// Waits for the stop signal (Ctrl-C, SIGTERM), then stops.
+    /// Waits for the stop signal (Ctrl-C, SIGTERM), then stops. The wait sleeps until the
+    /// signal wakes it (no periodic wake-ups while the agent runs).
     pub fn wait(self) -> CounterSnapshot {
-        while !self.shutdown.is_set() {
-            std::thread::park_timeout(crate::shutdown::POLL);
+        if let Some(rt) = &self.runtime {
+            rt.block_on(self.shutdown.stopped());
         }
         self.stop()
     }

@@ -23,7 +23,7 @@ use tokio::sync::Semaphore;
 use wirebench_core::auth::Key;
 
 use super::state::Shared;
-use crate::shutdown::{POLL, Shutdown};
+use crate::shutdown::Shutdown;
 
 /// Most HTTP connections open at once.
 pub const MAX_CONNECTIONS: usize = 64;
@@ -116,12 +116,6 @@ pub fn handle(api: &Api, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     }
 }
 
-async fn stopped(shutdown: &Shutdown) {
-    while !shutdown.is_set() {
-        tokio::time::sleep(POLL).await;
-    }
-}
-
 /// Serves `listener` until `shutdown`, then closes every connection within a second.
 pub async fn serve(listener: TcpListener, api: Api, shutdown: Shutdown) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
@@ -129,7 +123,7 @@ pub async fn serve(listener: TcpListener, api: Api, shutdown: Shutdown) {
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
-            () = stopped(&shutdown) => break,
+            () = shutdown.stopped() => break,
         };
         while tasks.try_join_next().is_some() {}
         let Ok((stream, _)) = accepted else {
@@ -156,7 +150,7 @@ pub async fn serve(listener: TcpListener, api: Api, shutdown: Shutdown) {
             tokio::select! {
                 _ = conn.as_mut() => {}
                 () = &mut lifetime => {}
-                () = stopped(&shutdown) => {
+                () = shutdown.stopped() => {
                     conn.as_mut().graceful_shutdown();
                     let _ = tokio::time::timeout(Duration::from_millis(500), conn.as_mut()).await;
                 }

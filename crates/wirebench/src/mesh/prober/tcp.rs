@@ -4,7 +4,7 @@
 //! and that probe waits for it, so a reconnect is not a loss; a connect that fails or takes
 //! longer than the probe timeout loses the probe that waited.
 
-use std::io::{ErrorKind, Read as _, Write as _};
+use std::io::{ErrorKind, Read, Write as _};
 use std::net::{SocketAddr, TcpStream};
 
 use socket2::{Domain, Socket, Type};
@@ -78,8 +78,11 @@ pub(super) fn send(stream: &mut TcpStream, buf: &[u8]) -> bool {
 }
 
 /// Reads what is there and hands every whole frame to `on_frame`; false when the
-/// connection is finished (closed, reset, or not a probe stream).
-pub(super) fn read(stream: &mut TcpStream, rbuf: &mut Vec<u8>, mut on_frame: impl FnMut(&[u8])) -> bool {
+/// connection is finished (closed, reset, or not a probe stream). A read shorter than the
+/// buffer took everything queued, so it ends the drain without another read to see
+/// `WouldBlock` (one read per reply, not two; bytes that arrive later make the socket
+/// readable again in the level-triggered ready set).
+pub(super) fn read(stream: &mut impl Read, rbuf: &mut Vec<u8>, mut on_frame: impl FnMut(&[u8])) -> bool {
     let mut chunk = [0u8; 1024];
     loop {
         match stream.read(&mut chunk) {
@@ -105,10 +108,88 @@ pub(super) fn read(stream: &mut TcpStream, rbuf: &mut Vec<u8>, mut on_frame: imp
                 if rbuf.len() > MAX_RBUF {
                     return false;
                 }
+                if n < chunk.len() {
+                    return true;
+                }
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
             Err(_) => return false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::io::{self, Read};
+
+    use wirebench_core::wire::probe;
+
+    /// A socket's reads, scripted: each call takes the next chunk (or `WouldBlock`), counted.
+    struct Script {
+        chunks: VecDeque<io::Result<Vec<u8>>>,
+        calls: usize,
+    }
+
+    impl Read for Script {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.calls += 1;
+            match self.chunks.pop_front() {
+                Some(Ok(b)) => {
+                    buf[..b.len()].copy_from_slice(&b);
+                    Ok(b.len())
+                }
+                Some(Err(e)) => Err(e),
+                None => Err(io::ErrorKind::WouldBlock.into()),
+            }
+        }
+    }
+
+    fn frame() -> Vec<u8> {
+        let mut b = vec![0u8; super::super::PROBE_LEN];
+        probe::init(&mut b, 7, 0);
+        probe::stamp(&mut b, 1, 2);
+        b
+    }
+
+    #[test]
+    fn a_short_read_ends_the_drain_without_another_read() {
+        let f = frame();
+        let mut two = f.clone();
+        two.extend_from_slice(&f);
+        let mut s = Script { chunks: VecDeque::from([Ok(two)]), calls: 0 };
+        let (mut rbuf, mut frames) = (Vec::new(), 0);
+        assert!(super::read(&mut s, &mut rbuf, |got| {
+            assert_eq!(got, &f[..]);
+            frames += 1;
+        }));
+        assert_eq!((frames, s.calls), (2, 1), "both replies from one read, and no read to see WouldBlock");
+    }
+
+    #[test]
+    fn a_full_read_reads_on_and_a_frame_split_across_reads_is_whole() {
+        let f = frame();
+        // 1,024 bytes (the whole buffer: more may be queued), then one more frame.
+        let stream: Vec<u8> = f.iter().copied().cycle().take(17 * f.len()).collect();
+        let mut s =
+            Script { chunks: VecDeque::from([Ok(stream[..1024].to_vec()), Ok(stream[1024..].to_vec())]), calls: 0 };
+        let (mut rbuf, mut frames) = (Vec::new(), 0);
+        let mut count = |got: &[u8]| {
+            assert_eq!(got, &f[..]);
+            frames += 1;
+        };
+        assert!(super::read(&mut s, &mut rbuf, &mut count));
+        assert_eq!((s.calls, rbuf.len()), (2, 0));
+        // Half a frame, then the rest, in two drains.
+        let mut half = Script { chunks: VecDeque::from([Ok(f[..32].to_vec())]), calls: 0 };
+        assert!(super::read(&mut half, &mut rbuf, &mut count));
+        assert_eq!(rbuf.len(), 32);
+        let mut rest = Script { chunks: VecDeque::from([Ok(f[32..].to_vec())]), calls: 0 };
+        assert!(super::read(&mut rest, &mut rbuf, &mut count));
+        assert_eq!((frames, rbuf.len()), (18, 0));
+        // A closed connection is finished.
+        let mut closed = Script { chunks: VecDeque::from([Ok(Vec::new())]), calls: 0 };
+        assert!(!super::read(&mut closed, &mut rbuf, |_| {}));
     }
 }

@@ -1,10 +1,12 @@
 //! Closing windows: every target's decided windows collected, each closed window published
-//! whole (a matrix report with one cell per target and its histogram) with the running totals.
+//! whole (a matrix report with one cell per target and its histogram, plain V2: a window's
+//! cells are hundreds of sparse histograms, for which DEFLATE costs far more than it saves)
+//! with the running totals.
 
 use wirebench_core::mesh::api::{API_VERSION, CellReport, MatrixReport, NodeRef, WindowRef};
 use wirebench_core::mesh::peer::Peer;
 use wirebench_core::mesh::window::{RttSummary, Tally, histogram_of};
-use wirebench_core::report::encode_histogram;
+use wirebench_core::report::encode_histogram_plain;
 
 use super::Prober;
 
@@ -48,7 +50,7 @@ impl Prober {
                 late: t.late,
                 duplicates: t.duplicates,
                 rtt,
-                histogram: rtt.map(|_| encode_histogram(&h)),
+                histogram: rtt.map(|_| encode_histogram_plain(&h)),
             });
         }
         cells.sort_by(|a, b| (&a.peer.addr, a.proto).cmp(&(&b.peer.addr, b.proto)));
