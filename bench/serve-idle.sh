@@ -10,27 +10,13 @@
 #
 # Root not needed. Run alone: flock /tmp/bench.lock bench/serve-idle.sh [SECONDS] [PEERS]
 # (defaults 20 s, 1000 peers); WIREBENCH_BIN=path uses that binary instead of a release build.
-set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 SECS=${1:-20}
 N=${2:-1000}
-OUT=bench/out/serve-idle-$(date -u +%Y%m%dT%H%M%SZ)
-mkdir -p "$OUT"
-WB=${WIREBENCH_BIN:-}
-if [ -z "$WB" ]; then
-  cargo build --release -q -p wirebench
-  WB=target/release/wirebench
-fi
-WB=$(realpath "$WB")
-BEFORE=${WIREBENCH_BEFORE:+$(realpath "$WIREBENCH_BEFORE")}
-HZ=$(getconf CLK_TCK)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
+bench_out serve-idle
+wirebench_bin
 ulimit -n 8192
 
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-ctxt() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {s += $2} END {print s + 0}'; }
 conns() { grep -lx serve-tcp-conn /proc/"$1"/task/*/comm 2>/dev/null | wc -l; }
 : >"$OUT/peers.txt"
 for i in $(seq 0 $((N - 1))); do echo "127.1.$((i / 250)).$((i % 250 + 1)):17980" >>"$OUT/peers.txt"; done

@@ -7,30 +7,17 @@
 # Run it alone, under the bench lock:
 #   flock /tmp/bench.lock bench/stream-rx.sh BEFORE_BINARY [AFTER_BINARY] [REPS] [SECONDS]
 # AFTER defaults to target/release/wirebench (built if missing); 3 repetitions of 3 s.
-set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 BEFORE=${1:?usage: bench/stream-rx.sh BEFORE_BINARY [AFTER_BINARY] [REPS] [SECONDS]}
 AFTER=${2:-target/release/wirebench}
 REPS=${3:-3}
 SECS=${4:-3}
-OUT=bench/out/stream-rx-$(date -u +%Y%m%dT%H%M%SZ)
-mkdir -p "$OUT"
+bench_out stream-rx
 [ -x "$AFTER" ] || cargo build --release -q
-command -v iperf3 >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iperf3; }
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
-bg() { "$@" >>"$OUT/servers.log" 2>&1 & pids+=($!); }
-stop_bg() { kill "${pids[-1]}" 2>/dev/null || true; wait "${pids[-1]}" 2>/dev/null || true; unset 'pids[-1]'; }
-wait_port() { # proto port: until something listens (no fixed sleep)
-  for _ in $(seq 1 200); do
-    if [ "$1" = tcp ]; then ss -Htln "sport = :$2" | grep -q . && return; else ss -Huln "sport = :$2" | grep -q . && return; fi
-    sleep 0.02
-  done
-}
+need iperf3
 
 wb() { # tag binary -> received pkt/s over the sending time
-  bg "$2" serve --listen 127.0.0.1:17611; wait_port udp 17611
+  start_bg "$2" serve --listen 127.0.0.1:17611; wait_port udp 17611
   "$2" stream 127.0.0.1:17611 --size 64 --duration "${SECS}s" -q --no-hiccup --json "$OUT/$1.json" >/dev/null
   stop_bg
   python3 - "$OUT/$1.json" <<'PY'
@@ -41,7 +28,7 @@ print(t["received"] / span)
 PY
 }
 anchor() {
-  bg iperf3 -s -B 127.0.0.1 -p 17612; wait_port tcp 17612
+  start_bg iperf3 -s -B 127.0.0.1 -p 17612; wait_port tcp 17612
   iperf3 -c 127.0.0.1 -p 17612 -u -b 0 -l 64 -t "$SECS" -J >"$OUT/iperf3-$1.json" || true
   stop_bg
   python3 - "$OUT/iperf3-$1.json" <<'PY'

@@ -7,32 +7,17 @@
 # shows up). Not part of CI.
 #
 #   bench/throughput.sh [REPS] [SECONDS]      defaults: 3 repetitions, 5 s per run
-set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 REPS=${1:-3}
 SECS=${2:-5}
-OUT=bench/out/throughput-$(date -u +%Y%m%dT%H%M%SZ)
-mkdir -p "$OUT"
-if ! command -v iperf3 >/dev/null 2>&1 || ! command -v iperf >/dev/null 2>&1; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iperf3 iperf
-fi
+bench_out throughput
+need iperf3 iperf
 cargo build --release -q
 WB=target/release/wirebench
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
-bg() { "$@" >"$OUT/server.log" 2>&1 & pids+=($!); }
-stop_bg() { kill "${pids[-1]}" 2>/dev/null || true; wait "${pids[-1]}" 2>/dev/null || true; unset 'pids[-1]'; }
-wait_port() { # proto port: until something listens (no fixed sleep)
-  for _ in $(seq 1 200); do
-    if [ "$1" = tcp ]; then ss -Htln "sport = :$2" | grep -q . && return; else ss -Huln "sport = :$2" | grep -q . && return; fi
-    sleep 0.02
-  done
-}
 
 # Each prints "received_pps gbit_per_s loss_share".
 wb_udp() { # size
-  bg $WB serve --listen 127.0.0.1:17411; wait_port udp 17411
+  start_bg $WB serve --listen 127.0.0.1:17411; wait_port udp 17411
   $WB stream 127.0.0.1:17411 --size "$1" --duration "${SECS}s" -q --json "$OUT/wb-udp-$1.json" >/dev/null
   stop_bg
   python3 - "$OUT/wb-udp-$1.json" <<'PY'
@@ -43,7 +28,7 @@ print(t["received"] / span, t["bytes"] * 8 / span / 1e9, 1 - t["received"] / r["
 PY
 }
 wb_tcp() {
-  bg $WB serve --listen 127.0.0.1:17411; wait_port tcp 17411
+  start_bg $WB serve --listen 127.0.0.1:17411; wait_port tcp 17411
   $WB stream 127.0.0.1:17411 --proto tcp --duration "${SECS}s" -q --json "$OUT/wb-tcp.json" >/dev/null
   stop_bg
   python3 - "$OUT/wb-tcp.json" <<'PY'
@@ -54,7 +39,7 @@ print(t["received"] / span, t["bytes"] * 8 / span / 1e9, 0)
 PY
 }
 iperf3_udp() { # size
-  bg iperf3 -s -B 127.0.0.1 -p 17412; wait_port tcp 17412
+  start_bg iperf3 -s -B 127.0.0.1 -p 17412; wait_port tcp 17412
   iperf3 -c 127.0.0.1 -p 17412 -u -b 0 -l "$1" -t "$SECS" -J >"$OUT/iperf3-udp-$1.json" || true
   stop_bg
   python3 - "$OUT/iperf3-udp-$1.json" <<'PY'
@@ -65,7 +50,7 @@ print(got / s["seconds"], s["bits_per_second"] * (1 - s["lost_percent"] / 100) /
 PY
 }
 iperf3_tcp() {
-  bg iperf3 -s -B 127.0.0.1 -p 17412; wait_port tcp 17412
+  start_bg iperf3 -s -B 127.0.0.1 -p 17412; wait_port tcp 17412
   iperf3 -c 127.0.0.1 -p 17412 -t "$SECS" -J >"$OUT/iperf3-tcp.json" || true
   stop_bg
   python3 - "$OUT/iperf3-tcp.json" <<'PY'
@@ -75,7 +60,7 @@ print(0, s["bits_per_second"] / 1e9, 0)
 PY
 }
 iperf2_udp() { # size
-  bg iperf -s -u -B 127.0.0.1 -p 17413; wait_port udp 17413
+  start_bg iperf -s -u -B 127.0.0.1 -p 17413; wait_port udp 17413
   iperf -c 127.0.0.1 -p 17413 -u -b 100G -l "$1" -t "$SECS" >"$OUT/iperf2-udp-$1.txt" 2>&1 || true
   stop_bg
   python3 - "$OUT/iperf2-udp-$1.txt" "$1" <<'PY'
@@ -110,7 +95,7 @@ for rep in $(seq 1 "$REPS"); do
 done
 
 # The loss-free rates (wirebench only: no anchor searches for it).
-bg $WB serve --listen 127.0.0.1:17411; wait_port udp 17411
+start_bg $WB serve --listen 127.0.0.1:17411; wait_port udp 17411
 for size in 64 1468; do
   $WB stream 127.0.0.1:17411 --size $size --find-max-rate --trial 1s -q --json "$OUT/wb-lossfree-$size.json" >/dev/null
 done

@@ -4,6 +4,8 @@
 //! path below it (its threads waited in `send`: the socket buffer, a qdisc, the path)? Pure:
 //! the sender records slips at the times it read, and the CPU times come from `getrusage`.
 
+pub mod schedule;
+
 use serde::{Deserialize, Serialize};
 
 use crate::load::Arrivals;
@@ -166,6 +168,11 @@ pub enum GeneratorVerdict {
     SendPathLimited,
     /// Flat out (no rate asked): nothing to miss.
     FlatOut,
+    /// `load`: the clients that stayed connected kept their schedules, but clients were
+    /// dropped before the end of sending (closed by the server, connection lost) or never
+    /// connected, and their schedules' sends were never made: the scenario's rate was not
+    /// kept, and not for want of the generator's CPU or send path ([`schedule::verdict`]).
+    ClientsLost,
 }
 
 /// A rate achieved at or above this share of the rate asked for was kept.
@@ -184,13 +191,15 @@ pub fn verdict(asked_per_s: Option<f64>, achieved_per_s: f64, cpu_share: f64) ->
     }
 }
 
-/// How bad a verdict is, for merging shards: a rate kept (or flat out) is fine; a send path
-/// that held the generator back is worse; a generator out of CPU is worst.
+/// How bad a verdict is, for merging shards: a rate kept (or flat out) is fine; clients lost
+/// missed the rate with the generator keeping up; a send path that held the generator back
+/// is worse; a generator out of CPU is worst.
 const fn severity(v: GeneratorVerdict) -> u8 {
     match v {
         GeneratorVerdict::Kept | GeneratorVerdict::FlatOut => 0,
-        GeneratorVerdict::SendPathLimited => 1,
-        GeneratorVerdict::GeneratorLimited => 2,
+        GeneratorVerdict::ClientsLost => 1,
+        GeneratorVerdict::SendPathLimited => 2,
+        GeneratorVerdict::GeneratorLimited => 3,
     }
 }
 
@@ -311,7 +320,7 @@ mod tests {
 
     #[test]
     fn a_merged_verdict_is_the_worst_shards_and_names_every_shard_behind() {
-        use GeneratorVerdict::{FlatOut, GeneratorLimited, Kept, SendPathLimited};
+        use GeneratorVerdict::{ClientsLost, FlatOut, GeneratorLimited, Kept, SendPathLimited};
         assert_eq!(merge_verdicts(&[("a", Kept), ("b", Kept)]), (Kept, vec![]));
         assert_eq!(merge_verdicts(&[("a", Kept), ("b", SendPathLimited)]), (SendPathLimited, vec!["b"]));
         assert_eq!(
@@ -320,6 +329,9 @@ mod tests {
         );
         assert_eq!(merge_verdicts(&[("a", FlatOut), ("b", FlatOut)]), (FlatOut, vec![]));
         assert_eq!(merge_verdicts(&[("a", FlatOut), ("b", Kept)]), (Kept, vec![]));
+        // a shard that lost clients missed the scenario's rate: named, and worse than kept
+        assert_eq!(merge_verdicts(&[("a", Kept), ("b", ClientsLost)]), (ClientsLost, vec!["b"]));
+        assert_eq!(merge_verdicts(&[("a", ClientsLost), ("b", SendPathLimited)]), (SendPathLimited, vec!["a", "b"]));
         assert_eq!(merge_verdicts(&[]), (FlatOut, vec![]));
     }
 

@@ -2,7 +2,8 @@
 //! slip and the verdict on a missed rate (`GeneratorHealth` in the report).
 
 use wirebench_core::generator::GeneratorVerdict;
-use wirebench_core::report::GeneratorHealth;
+use wirebench_core::generator::schedule::lost_clients;
+use wirebench_core::report::{GeneratorHealth, LoadSchedule};
 
 use crate::text::rate_words;
 
@@ -40,6 +41,16 @@ pub const LOAD: Source = Source {
     remedy: "split the clients over more processes or machines with --shard K/N, or use fewer clients per process",
 };
 
+/// `1 client(s) dropped before the end of sending and 1 never connected took 75 sends of
+/// their schedules with them` (load's schedule account).
+fn lost_words(s: &LoadSchedule) -> String {
+    format!(
+        "{} client(s) dropped before the end of sending and {} never connected took {} sends of their schedules \
+         with them",
+        s.dropped_clients, s.failed_clients, s.lost
+    )
+}
+
 /// `stream`'s line: [`line_of`] with [`STREAM`].
 pub fn line(g: &GeneratorHealth) -> String {
     line_of(g, &STREAM)
@@ -73,7 +84,20 @@ pub fn line_of(g: &GeneratorHealth, src: &Source) -> String {
             rate_words(g.achieved_per_s),
             rate_words(a)
         ),
+        (GeneratorVerdict::ClientsLost, Some(a)) => format!(
+            "the rate asked was NOT kept ({} of {} asked): {}; while connected, the clients kept their schedules",
+            rate_words(g.achieved_per_s),
+            rate_words(a),
+            g.schedule.as_ref().map_or_else(|| "clients were dropped or never connected".to_owned(), lost_words)
+        ),
         (_, None) => "flat out".to_owned(),
+    };
+    // clients lost beside a generator or send path that missed too: named all the same
+    let lost = match &g.schedule {
+        Some(s) if lost_clients(s) && g.verdict != GeneratorVerdict::ClientsLost => {
+            format!("; also, {}", lost_words(s))
+        }
+        _ => String::new(),
     };
     let behind = if g.behind.is_empty() { String::new() } else { format!(" (shards behind: {})", g.behind.join(", ")) };
     // the share of the time spent ready but waiting for a CPU, where the scheduler says
@@ -82,7 +106,7 @@ pub fn line_of(g: &GeneratorHealth, src: &Source) -> String {
         format!(" and waiting for one {:.0}%", g.cpu_share * 100.0 * w as f64 / g.cpu_ns.max(1) as f64)
     });
     format!(
-        "generator: {} {} on a CPU {:.0}%{waiting} of {} ({}){busiest}{slip}; {verdict}{behind}",
+        "generator: {} {} on a CPU {:.0}%{waiting} of {} ({}){busiest}{slip}; {verdict}{lost}{behind}",
         g.threads,
         src.threads,
         g.cpu_share * 100.0,
@@ -111,6 +135,7 @@ mod tests {
             ],
             cpu_seconds: Vec::new(),
             behind: Vec::new(),
+            schedule: None,
             wait_ns: None,
         }
     }
@@ -156,5 +181,33 @@ mod tests {
             "{l}"
         );
         assert!(l.contains("with its threads busy or waiting for a CPU: this host's sender is the limit"), "{l}");
+    }
+
+    #[test]
+    fn clients_lost_are_named_whatever_the_verdict() {
+        let account = LoadSchedule { asked: 120, sent: 45, unsent: 0, lost: 75, dropped_clients: 1, failed_clients: 1 };
+        let mut g = health(GeneratorVerdict::ClientsLost, Some(60.0));
+        g.achieved_per_s = 22.0;
+        g.schedule = Some(account);
+        let l = line_of(&g, &LOAD);
+        assert!(
+            l.ends_with(
+                "; the rate asked was NOT kept (22 msg/s of 60 msg/s asked): 1 client(s) dropped before the end of \
+                 sending and 1 never connected took 75 sends of their schedules with them; while connected, the \
+                 clients kept their schedules"
+            ),
+            "{l}"
+        );
+        // a generator that missed too: its own verdict, and the lost clients after it
+        g.verdict = GeneratorVerdict::GeneratorLimited;
+        let l = line_of(&g, &LOAD);
+        assert!(l.contains("the GENERATOR missed the rate (22 msg/s of 60 msg/s asked)"), "{l}");
+        assert!(
+            l.ends_with("; also, 1 client(s) dropped before the end of sending and 1 never connected took 75 sends of their schedules with them"),
+            "{l}"
+        );
+        // none lost: nothing added
+        g.schedule = Some(LoadSchedule { lost: 0, dropped_clients: 0, failed_clients: 0, ..account });
+        assert!(!line_of(&g, &LOAD).contains("dropped"));
     }
 }

@@ -379,8 +379,16 @@ impl Frame<'_> {
         let rec = self.stats.merged(self.cfg.mix.types().len());
         let partial = (rec.second_sent, (rec.second_slip_sum, rec.second_slip_max));
         let wall_ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
-        let unsent = Stats::get(&self.stats.generator.unsent);
-        results.generator = Some(seconds.health(&results, partial, unsent, runtime_cpu, wall_ns));
+        // the measured window: to the end of sending, or the stop
+        let (end_ns, ramp_ns) = (self.plan.end_ns, u64::try_from(self.cfg.ramp.as_nanos()).unwrap_or(u64::MAX));
+        let account = self.stats.generator.schedule(
+            self.cfg.arrivals,
+            results.sent,
+            results.connections.failed,
+            end_ns.min(wall_ns),
+        );
+        let secs = wirebench_core::load::results::send_secs(end_ns, ramp_ns, wall_ns);
+        results.generator = Some(seconds.health(&results, partial, account, runtime_cpu, wall_ns, secs));
         Report {
             schema_version: wirebench_core::report::SCHEMA_VERSION,
             meta: crate::host::meta_to(

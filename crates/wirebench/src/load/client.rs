@@ -111,6 +111,11 @@ pub async fn run(id: u64, plan: Arc<Plan>, stats: Arc<Stats>, mut stop: watch::R
     stats.done.fetch_add(1, Ordering::Relaxed);
 }
 
+/// Client `id`'s own random choices (phase or gaps, event types), seeded by the run's seed.
+fn schedule_rng(cfg: &Config, id: u64) -> SplitMix64 {
+    SplitMix64::new(cfg.seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
 /// A send handed to the upload shaper: due time, hand-over time, the frame.
 type Queued = (u64, u64, Message);
 
@@ -130,6 +135,8 @@ async fn client(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<
     };
     let Ok(mut ws) = ws else {
         Stats::bump(&stats.failed);
+        // never connected: the schedule it was to begin at its join time is lost
+        super::health::on_client_failed(stats, join_ns + cfg.arrivals.first(&mut schedule_rng(cfg, id)));
         return;
     };
     // Mark, then stamp: see wirebench_core::load::delivery.
@@ -140,7 +147,7 @@ async fn client(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<
     Stats::bump(&stats.connected);
     Stats::bump(&stats.open);
 
-    let mut rng = SplitMix64::new(cfg.seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut rng = schedule_rng(cfg, id);
     let mut next = connected_at.max(join_ns) + cfg.arrivals.first(&mut rng);
     let (mut relay_seq, mut req_seq) = (0u64, 0u64);
     let mut up = Up::new(cfg.link_up);
@@ -217,7 +224,9 @@ async fn client(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<
             }
         }
     }
-    super::health::on_client_end(plan, stats, &mut rng, next);
+    // dropped before the end of sending: the rest of its schedule is lost with it
+    let dropped = ended.is_some() && plan.now_ns() < plan.end_ns;
+    super::health::on_client_end(plan, stats, &mut rng, next, dropped);
     stats.book.left(id, ended.unwrap_or(End::Open));
     let early = ended.is_some() && plan.now_ns() < plan.quit_ns;
     if ended.is_none() || matches!(ended, Some(End::ServerClosed(_))) {

@@ -4,32 +4,75 @@
 //! path: the slips ride on the recording each send already makes (`Recording::on_send`),
 //! and the CPU is read once a second from `/proc/self/task/TID/schedstat` by the loop that
 //! collects the series, for the threads the runtime registered when they started: their
-//! time on a CPU and their time ready but waiting for one (`schedstat`).
+//! time on a CPU and their time ready but waiting for one (`schedstat`). The rate asked is
+//! the scenario's: each client that ends tells its schedule's sends that were never made,
+//! and a client dropped before the end of sending, or never connected, leaves the rest of
+//! its schedule to be counted (`generator::schedule`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use wirebench_core::generator::{SlipSecond, cpu_share, demand_share, due_before, per_second, verdict};
-use wirebench_core::report::{GeneratorHealth, LoadResults};
+use wirebench_core::generator::{SlipSecond, cpu_share, demand_share, due_before, per_second, schedule};
+use wirebench_core::load::Arrivals;
+use wirebench_core::report::{GeneratorHealth, LoadResults, LoadSchedule};
 use wirebench_core::rng::SplitMix64;
 use wirebench_net::rusage::{Sched, task_sched, thread_id};
 
 /// What the clients count for the generator's health (in `Stats`).
 #[derive(Debug, Default)]
 pub struct Counters {
-    /// Sends the clients' schedules made due that were never made (cut off at the end,
-    /// by a stop or by a lost connection).
+    /// Sends the schedules of clients that stayed connected made due that were never made
+    /// (cut off at the end or by a stop).
     pub unsent: AtomicU64,
+    /// Clients dropped before the end of sending (the server closed them, the connection
+    /// was lost, a read or a write failed).
+    pub dropped: AtomicU64,
+    /// For each client dropped before the end of sending or never connected: the next send
+    /// its schedule had due. Its rest is counted when the report is built, up to the end of
+    /// the measured window. At most one entry per client, pushed once, when it ends.
+    cut: Mutex<Vec<u64>>,
 }
 
-/// When client ends (after its loop, once): counts the sends its schedule made due before
-/// now (at most the end of sending) that it never made; its next was due at `next`.
-pub fn on_client_end(plan: &super::client::Plan, stats: &super::stats::Stats, rng: &mut SplitMix64, next: u64) {
+impl Counters {
+    fn cut(&self, next: u64) {
+        self.cut.lock().unwrap_or_else(PoisonError::into_inner).push(next);
+    }
+
+    /// The account of the run so far: `sent` sends made, `failed` clients never connected,
+    /// the measured window ending at `until` (ns after the start).
+    pub fn schedule(&self, arrivals: Arrivals, sent: u64, failed: u64, until: u64) -> LoadSchedule {
+        let cut = self.cut.lock().unwrap_or_else(PoisonError::into_inner);
+        let (unsent, dropped) = (self.unsent.load(Ordering::Relaxed), self.dropped.load(Ordering::Relaxed));
+        schedule::account(arrivals, sent, unsent, &cut, until, dropped, failed)
+    }
+}
+
+/// When a client ends (after its loop, once), its next send due at `next`: one `dropped`
+/// before the end of sending leaves its schedule from `next` on as lost with it; one that
+/// stayed counts the sends due before now (at most the end of sending) that it never made.
+pub fn on_client_end(
+    plan: &super::client::Plan,
+    stats: &super::stats::Stats,
+    rng: &mut SplitMix64,
+    next: u64,
+    dropped: bool,
+) {
+    if dropped {
+        stats.generator.dropped.fetch_add(1, Ordering::Relaxed);
+        stats.generator.cut(next);
+        return;
+    }
     let until = plan.now_ns().min(plan.end_ns);
     let n = due_before(plan.cfg.arrivals, rng, next, until);
     if n > 0 {
         stats.generator.unsent.fetch_add(n, Ordering::Relaxed);
     }
+}
+
+/// A client that never connected (counted in `failed`): its whole schedule, which would
+/// have begun at `next` (its join time and its first gap), is lost.
+pub fn on_client_failed(stats: &super::stats::Stats, next: u64) {
+    stats.generator.cut(next);
 }
 
 /// Worker threads of the load runtime: the denominator of the CPU share.
@@ -106,21 +149,24 @@ impl Seconds {
     }
 
     /// The health of the run so far: `results` as built (its rates; its series' last row
-    /// may be the partial second whose sends and slips `partial` holds), the sends due but
-    /// never made, the runtime's CPU now, and the run's wall time.
+    /// may be the partial second whose sends and slips `partial` holds), the schedule
+    /// account, the runtime's CPU now, the run's wall time, and `secs`, the time base of
+    /// the achieved rate (`load::results::send_secs`).
     ///
-    /// The rate asked is what the clients' schedules made due: sent plus `unsent`, over the
-    /// same time as the achieved rate (the nominal rate less what clients that connected
-    /// late, or never, and the random phases left out). The verdict counts the time the
-    /// threads waited for a CPU as busy: a generator starved of CPU by its own host is the
-    /// generator's limit.
+    /// The rate asked is what the scenario's schedules asked in the window: sent, due but
+    /// never made, and the schedules of clients dropped or never connected (the nominal
+    /// rate less what clients that connected late, and the random phases, left out). The
+    /// verdict counts the time the threads waited for a CPU as busy: a generator starved of
+    /// CPU by its own host is the generator's limit; and it is never "kept" when clients
+    /// were lost (`generator::schedule::verdict`).
     pub fn health(
         &self,
         results: &LoadResults,
         partial: (u64, (u128, u64)),
-        unsent: u64,
+        account: LoadSchedule,
         cpu: Option<Sched>,
         wall_ns: u64,
+        secs: f64,
     ) -> GeneratorHealth {
         let mut slips = self.slips.clone();
         let last = slips.last().map_or(0, |s| s.at_s);
@@ -135,23 +181,19 @@ impl Seconds {
         }
         let (cpu_ns, wait_ns) = cpu.map_or((0, None), |c| (c.run_ns, Some(c.wait_ns)));
         let busy = demand_share(cpu_ns, wait_ns.unwrap_or(0), WORKERS, wall_ns);
-        #[expect(clippy::cast_precision_loss, reason = "a rate")]
-        let asked = Some(if results.sent == 0 {
-            if unsent == 0 { 0.0 } else { results.requested_send_per_s }
-        } else {
-            results.achieved_send_per_s * (results.sent + unsent) as f64 / results.sent as f64
-        });
+        let (asked, verdict) = schedule::verdict(&account, secs, busy);
         GeneratorHealth {
             threads: WORKERS,
-            asked_per_s: asked,
+            asked_per_s: Some(asked),
             achieved_per_s: results.achieved_send_per_s,
             cpu_ns,
             cpu_share: cpu_share(cpu_ns, WORKERS, wall_ns),
             wait_ns,
-            verdict: verdict(asked, results.achieved_send_per_s, busy),
+            verdict,
             slip_seconds: slips,
             cpu_seconds: per_second(&readings),
             behind: Vec::new(),
+            schedule: Some(account),
         }
     }
 }

@@ -25,5 +25,6 @@ pub(super) fn of(sent: &[Sent], rate: Option<f64>, total: &SenderResult) -> Gene
         slip_seconds: merge(&series),
         cpu_seconds: Vec::new(),
         behind: Vec::new(),
+        schedule: None,
     }
 }

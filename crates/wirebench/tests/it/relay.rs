@@ -1,6 +1,7 @@
 //! A scripted WebSocket server for the load tests: an echo server, or a room relay that
 //! misbehaves on purpose (skips messages to one member, withholds them from another and
-//! then closes it with 1013), counting exactly what it relayed and what it did not.
+//! then closes it with 1013; or closes a member after its Nth message and refuses a room),
+//! counting exactly what it relayed and what it did not.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,7 +11,8 @@ use std::time::{Duration, Instant};
 use futures_util::{SinkExt as _, StreamExt as _};
 use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::http::StatusCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
@@ -23,6 +25,10 @@ pub(crate) enum Script {
     /// every `skip_every`-th relay; the third gets nothing after `withhold_after` and is
     /// closed with 1013 at `close_at`.
     Lossy { skip_every: u64, withhold_after: Duration, close_at: Duration },
+    /// A room relay (requests answered) that closes the second member of each room with
+    /// 1013 once it has read `after` messages from it, and refuses (503) every handshake
+    /// whose path ends with `refuse`: decided by counts and names, not by time.
+    Kick { after: u64, refuse: &'static str },
 }
 
 /// What the server counted.
@@ -109,6 +115,13 @@ async fn member(
     #[expect(clippy::result_large_err, reason = "tungstenite's callback type")]
     let cb = |req: &Request, resp: Response| {
         req.uri().path().clone_into(&mut path);
+        if let Script::Kick { refuse, .. } = script
+            && path.ends_with(refuse)
+        {
+            let mut no = ErrorResponse::new(Some("scripted refusal".into()));
+            *no.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+            return Err(no);
+        }
         Ok(resp)
     };
     let Ok(mut ws) = tokio_tungstenite::accept_hdr_async(sock, cb).await else { return };
@@ -120,6 +133,8 @@ async fn member(
         list.len() - 1
     };
     let mut kicked = false;
+    // data messages read from this member
+    let mut read = 0u64;
     loop {
         let close_in = match script {
             Script::Lossy { close_at, .. } if ordinal == 2 && !kicked => close_at.saturating_sub(t0.elapsed()),
@@ -133,17 +148,33 @@ async fn member(
                         let _ = tx.send((m, false));
                         continue;
                     }
-                    let Script::Lossy { skip_every, withhold_after, .. } = script else { continue };
-                    let map = rooms.lock().unwrap();
-                    for to in map[&path].iter().filter(|x| x.ordinal != ordinal) {
-                        let n = tally.queued.load(Ordering::Relaxed) + tally.skipped.load(Ordering::Relaxed);
-                        let skip = (to.ordinal == 1 && n.is_multiple_of(skip_every))
-                            || (to.ordinal == 2 && t0.elapsed() >= withhold_after);
-                        if skip || to.tx.send((m.clone(), true)).is_err() {
-                            tally.skipped.fetch_add(1, Ordering::Relaxed);
-                        } else {
-                            tally.queued.fetch_add(1, Ordering::Relaxed);
+                    read += 1;
+                    {
+                        let map = rooms.lock().unwrap();
+                        for to in map[&path].iter().filter(|x| x.ordinal != ordinal) {
+                            let n = tally.queued.load(Ordering::Relaxed) + tally.skipped.load(Ordering::Relaxed);
+                            let skip = match script {
+                                Script::Lossy { skip_every, withhold_after, .. } => {
+                                    (to.ordinal == 1 && n.is_multiple_of(skip_every))
+                                        || (to.ordinal == 2 && t0.elapsed() >= withhold_after)
+                                }
+                                _ => false,
+                            };
+                            if skip || to.tx.send((m.clone(), true)).is_err() {
+                                tally.skipped.fetch_add(1, Ordering::Relaxed);
+                            } else {
+                                tally.queued.fetch_add(1, Ordering::Relaxed);
+                            }
                         }
+                    }
+                    if let Script::Kick { after, .. } = script
+                        && ordinal == 1
+                        && !kicked
+                        && read >= after
+                    {
+                        kicked = true;
+                        let _ = ws.close(Some(CloseFrame { code: CloseCode::Again, reason: "scripted".into() })).await;
+                        rooms.lock().unwrap().get_mut(&path).unwrap().retain(|x| x.ordinal != ordinal);
                     }
                 }
                 Some(Ok(_)) => {}

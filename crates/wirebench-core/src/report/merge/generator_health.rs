@@ -1,11 +1,12 @@
 //! The generators' health of merged load shards (`load --shard K/N`): counts, rates, CPU
 //! and CPU wait (known only if every shard knows it) added, slip and CPU seconds merged by
 //! second, and the verdict of the worst shard, with the names of the shards that missed
-//! their rate (`generator::merge_verdicts`).
+//! their rate (`generator::merge_verdicts`); the schedule accounts added (known only if
+//! every shard has one), and never "kept" when the sum names lost clients.
 
 use super::{MergeError, finite_sum, sat_sum};
-use crate::generator::{self, CpuSecond, SlipSecond};
-use crate::report::{GeneratorHealth, LoadResults};
+use crate::generator::{self, CpuSecond, GeneratorVerdict, SlipSecond};
+use crate::report::{GeneratorHealth, LoadResults, LoadSchedule};
 
 /// The shards' generator health as one; `None` unless every shard reported one (a report
 /// written before it existed leaves the merge without it rather than with a part); rates
@@ -33,7 +34,12 @@ pub(super) fn merge(parts: &[(&str, &LoadResults)]) -> Result<Option<GeneratorHe
         finite_sum("generator.cpu_share", hs.iter().map(|(_, g)| g.cpu_share * g.threads as f64))? / threads as f64
     };
     let verdicts: Vec<_> = hs.iter().map(|(n, g)| (*n, g.verdict)).collect();
-    let (verdict, behind) = generator::merge_verdicts(&verdicts);
+    let (mut verdict, behind) = generator::merge_verdicts(&verdicts);
+    let schedule = schedules(&hs);
+    // a shard that lost clients never says kept; files that disagree are held to it too
+    if verdict == GeneratorVerdict::Kept && schedule.as_ref().is_some_and(generator::schedule::lost_clients) {
+        verdict = GeneratorVerdict::ClientsLost;
+    }
     let slips: Vec<Vec<SlipSecond>> = hs.iter().map(|(_, g)| g.slip_seconds.clone()).collect();
     let cpus: Vec<&[CpuSecond]> = hs.iter().map(|(_, g)| g.cpu_seconds.as_slice()).collect();
     Ok(Some(GeneratorHealth {
@@ -47,7 +53,23 @@ pub(super) fn merge(parts: &[(&str, &LoadResults)]) -> Result<Option<GeneratorHe
         slip_seconds: generator::merge(&slips),
         cpu_seconds: generator::merge_cpu(&cpus),
         behind: behind.into_iter().map(str::to_owned).collect(),
+        schedule,
     }))
+}
+
+/// The shards' schedule accounts added (saturating: numbers from files), or `None` unless
+/// every shard has one.
+fn schedules(hs: &[(&str, &GeneratorHealth)]) -> Option<LoadSchedule> {
+    let all: Vec<LoadSchedule> = hs.iter().map(|(_, g)| g.schedule).collect::<Option<_>>()?;
+    let add = |f: fn(&LoadSchedule) -> u64| sat_sum(all.iter().map(f));
+    Some(LoadSchedule {
+        asked: add(|s| s.asked),
+        sent: add(|s| s.sent),
+        unsent: add(|s| s.unsent),
+        lost: add(|s| s.lost),
+        dropped_clients: add(|s| s.dropped_clients),
+        failed_clients: add(|s| s.failed_clients),
+    })
 }
 
 #[cfg(test)]
@@ -67,6 +89,7 @@ mod tests {
             slip_seconds: vec![SlipSecond { at_s: at, sends: 10, mean_ns: 100, max_ns: 500 }],
             cpu_seconds: vec![CpuSecond { at_s: at, cpu_ns: 7, wait_ns: 1 }],
             behind: Vec::new(),
+            schedule: Some(LoadSchedule { asked: 100, sent: 90, unsent: 10, ..LoadSchedule::default() }),
         }
     }
 
@@ -125,5 +148,35 @@ mod tests {
         );
         // one report without it (written before it existed): none, rather than a part
         assert!(merge(&[("a.json", &a), ("old.json", &base)]).unwrap().is_none());
+    }
+
+    #[test]
+    fn schedule_accounts_add_up_and_a_shard_that_lost_clients_is_named() {
+        let base = base();
+        let (mut a, mut b) = (base.clone(), base);
+        a.generator = Some(health(1, 0.2, 1_000.0, GeneratorVerdict::Kept, 1));
+        let mut lost = health(1, 0.2, 600.0, GeneratorVerdict::ClientsLost, 1);
+        lost.schedule =
+            Some(LoadSchedule { asked: 120, sent: 45, unsent: 0, lost: 75, dropped_clients: 1, failed_clients: 1 });
+        b.generator = Some(lost);
+        let g = merge(&[("a.json", &a), ("b.json", &b)]).unwrap().expect("both have one");
+        assert_eq!(
+            g.schedule,
+            Some(LoadSchedule { asked: 220, sent: 135, unsent: 10, lost: 75, dropped_clients: 1, failed_clients: 1 })
+        );
+        assert_eq!((g.verdict, g.behind), (GeneratorVerdict::ClientsLost, vec!["b.json".to_owned()]));
+        // a file that says kept beside lost clients is not believed
+        b.generator.as_mut().unwrap().verdict = GeneratorVerdict::Kept;
+        assert_eq!(merge(&[("a.json", &a), ("b.json", &b)]).unwrap().unwrap().verdict, GeneratorVerdict::ClientsLost);
+        // one shard without an account (stream-like, or older): no account, the rest merges
+        b.generator.as_mut().unwrap().schedule = None;
+        let g = merge(&[("a.json", &a), ("b.json", &b)]).unwrap().expect("both have one");
+        assert_eq!((g.schedule, g.verdict), (None, GeneratorVerdict::Kept));
+        // counts from files that do not fit: saturated
+        let mut big = a.clone();
+        big.generator.as_mut().unwrap().schedule =
+            Some(LoadSchedule { asked: u64::MAX, lost: u64::MAX, ..LoadSchedule::default() });
+        let g = merge(&[("a.json", &a), ("big.json", &big)]).unwrap().unwrap();
+        assert_eq!(g.schedule.map(|s| (s.asked, s.lost)), Some((u64::MAX, u64::MAX)));
     }
 }

@@ -401,6 +401,7 @@ fn load_counts_near_the_top_saturate_and_rates_too_large_are_refused() {
             slip_seconds: vec![SlipSecond { at_s: 1, sends: BIG, mean_ns: BIG, max_ns: BIG }],
             cpu_seconds: Vec::new(),
             behind: Vec::new(),
+            schedule: None,
         });
     }
     let two = |rs: &[Report]| merge_with(&named(&rs[..2], &["a", "b"]), Options { partial: true });

@@ -85,6 +85,29 @@ pub struct LoadPartial {
     pub missing: Vec<u64>,
 }
 
+/// `load`: the sends the scenario's schedules asked for in the measured window (from each
+/// client's start to the end of sending, or a stop), and where those not made went, so
+/// `asked = sent + unsent + lost` (`generator.schedule`; `wirebench_core::generator::schedule`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadSchedule {
+    /// Sends every client's schedule asked for: a connected client's from when it
+    /// connected, a client that never connected from when it was to join.
+    pub asked: u64,
+    /// Sends made (the run's `sent`).
+    pub sent: u64,
+    /// Sends due to clients that stayed connected that they never made (cut off by the end
+    /// or a stop: the generator fell behind).
+    pub unsent: u64,
+    /// Sends the schedules of dropped clients asked for after their last send, and of
+    /// clients that never connected (fixed arrivals: exact; Poisson: the expected count).
+    pub lost: u64,
+    /// Clients that connected and were then dropped before the end of sending: closed by
+    /// the server, connection lost, a read or write failed.
+    pub dropped_clients: u64,
+    /// Clients that never connected (a failed or refused handshake).
+    pub failed_clients: u64,
+}
+
 /// The part of a sharded scenario one process ran: a block of whole rooms and their
 /// members, numbered as in the whole scenario (`wirebench_core::load::shard`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

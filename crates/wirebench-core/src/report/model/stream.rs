@@ -58,7 +58,7 @@ pub struct GeneratorHealth {
     /// verdict then counts it as busy (`generator::demand_share`). Absent for `stream`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_ns: Option<u64>,
-    /// Kept, generator-limited, send-path-limited or flat out.
+    /// Kept, generator-limited, send-path-limited, flat out, or (load) clients lost.
     pub verdict: GeneratorVerdict,
     /// Paced runs: schedule slip per second (all threads merged).
     pub slip_seconds: Vec<SlipSecond>,
@@ -70,6 +70,11 @@ pub struct GeneratorHealth {
     /// missed their rate; the merged verdict is the worst of theirs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub behind: Vec<String>,
+    /// `load`: the sends the scenario's schedules asked for and where those not made went,
+    /// dropped and never-connected clients included (absent for `stream`, and in load
+    /// reports written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<super::load::LoadSchedule>,
 }
 
 /// What `wirebench listen` kept track of, within its budget.

@@ -104,6 +104,7 @@ fn generator(k: u64, send_ns: u64) -> Report {
             cpu_seconds: Vec::new(),
             wait_ns: None,
             behind: Vec::new(),
+            schedule: None,
         }),
     });
     r
