@@ -6,7 +6,10 @@
 //! group forwards leaves in one `sendmmsg` (every datagram to every peer), what a batch from
 //! the peers re-emits leaves in one `sendmmsg` per run of datagrams that share an emitting
 //! socket. Buffers, headers and histograms are allocated up front; a datagram's path
-//! allocates nothing (a new original sender opens a socket, once).
+//! allocates nothing (a new original sender opens a socket, once). A batch that meets a
+//! full send buffer waits for room and resumes where it stopped, at most [`SEND_WAIT`] per
+//! batch and never past the stop signal; what is left then is dropped and counted
+//! (`wirebench_net::fanout`).
 //!
 //! `--busy-poll D`: after a wait that found work the loop polls without sleeping for up to
 //! D (one vCPU at 100 % meanwhile), so a datagram that follows within D meets a running
@@ -24,7 +27,7 @@ use wirebench_core::report::RelayResults;
 use wirebench_core::wire::relay::{self as wire, Header, MAX_PAYLOAD, MAX_UDP_LEN, RelayKind};
 use wirebench_net::clock::{Clock as _, MonoClock, wall_now_ns};
 use wirebench_net::drops::udp_drops;
-use wirebench_net::fanout::{Burst, FAN_BATCH, FanOut};
+use wirebench_net::fanout::{Burst, FAN_BATCH, FanOut, SendWait};
 use wirebench_net::rxbatch::{RX_BATCH, RxBatch};
 
 use super::config::Config;
@@ -32,6 +35,7 @@ use super::peers;
 use super::stats::{self, GroupStats, PeerStats, Senders, Tally};
 use crate::Ctx;
 use crate::error::UsageError;
+use crate::shutdown::Shutdown;
 
 mod emit;
 
@@ -50,6 +54,10 @@ const BURST_BATCHES: usize = 8;
 const GUARD_LEN: usize = 4096;
 const GUARD_HORIZON_NS: u64 = 50_000_000;
 const RELAY_TOKEN: u64 = u64::MAX;
+/// The longest one batch waits for room in a full send buffer (the relay port's fan-out, or
+/// an emitting socket) before the rest of it is dropped as `send_errors`: the loop reads
+/// nothing meanwhile, and the sockets' 16 MiB receive buffers hold what arrives.
+const SEND_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
 
 struct Group {
     addr: SocketAddrV4,
@@ -130,6 +138,8 @@ struct Relay<'c> {
     pending: [Pending; RX_BATCH],
     pending_n: usize,
     burst: Burst,
+    /// Ends a wait for room in a send buffer (and the loop).
+    stop: Shutdown,
 }
 
 fn v4(a: SocketAddr) -> Option<SocketAddrV4> {
@@ -218,6 +228,7 @@ pub(crate) fn run(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<RelayResult
         pending: [NO_PENDING; RX_BATCH],
         pending_n: 0,
         burst: Burst::default(),
+        stop: ctx.shutdown.clone(),
     };
     r.set_peers(&first);
     let ep = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
@@ -434,7 +445,7 @@ impl Relay<'_> {
         let lens = &self.fwd_len;
         let bufs: [&[u8]; FAN_BATCH] = std::array::from_fn(|k| &fwd[k * MAX_UDP_LEN..k * MAX_UDP_LEN + lens[k].0]);
         let g = &mut self.groups[gi];
-        g.fan.send_batch(&self.sock, &bufs[..m]);
+        g.fan.send_batch(&self.sock, &bufs[..m], SendWait { budget: SEND_WAIT, stop: self.stop.flag() });
         for (k, &(_, n)) in lens[..m].iter().enumerate() {
             for (i, &pi) in g.dest_peers.iter().enumerate() {
                 if g.fan.failed_at(k, i) {

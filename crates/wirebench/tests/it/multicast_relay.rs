@@ -300,7 +300,7 @@ fn relays_carry_ping_and_a_stream_across_a_router() {
 }
 
 /// Runs `f` on a thread inside namespace `ns` (setns on that thread only).
-fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+pub(crate) fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
     let path = format!("/var/run/netns/{ns}");
     std::thread::spawn(move || {
         let fd = std::fs::File::open(path).unwrap();

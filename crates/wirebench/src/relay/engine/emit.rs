@@ -10,9 +10,10 @@ use wirebench_core::seq::Arrival;
 use wirebench_core::wire::relay::{HEADER_LEN, Header};
 use wirebench_net::clock::{Clock as _, wall_now_ns};
 
+use wirebench_net::fanout::SendWait;
 use wirebench_net::rxbatch::RX_BATCH;
 
-use super::{FLOW_IDLE_NS, Flow, Pending, Relay, sender_socket};
+use super::{FLOW_IDLE_NS, Flow, Pending, Relay, SEND_WAIT, sender_socket};
 
 impl Relay<'_> {
     /// Peer `pi`'s datagram for group `gi` (datagram `k` of the receive batch, with a
@@ -84,7 +85,7 @@ impl Relay<'_> {
                 at += run;
                 continue;
             };
-            self.burst.send(&flow.sock, &bufs[..run], g.addr);
+            self.burst.send(&flow.sock, &bufs[..run], g.addr, SendWait { budget: SEND_WAIT, stop: self.stop.flag() });
             let emitted = wall_now_ns();
             for (j, p) in pend.iter().enumerate() {
                 if self.burst.failed(j) {
