@@ -50,7 +50,7 @@ impl HiccupArgs {
 }
 
 /// An interval in ns, checked against the meter's range; `flag` names it in the error.
-fn checked_interval(flag: &str, span: Span) -> Result<u64, UsageError> {
+pub(crate) fn checked_interval(flag: &str, span: Span) -> Result<u64, UsageError> {
     let ns = u64::try_from(span.0.as_nanos()).unwrap_or(u64::MAX);
     if !(MIN_INTERVAL_NS..=MAX_INTERVAL_NS).contains(&ns) {
         return Err(UsageError(format!("{flag} {span} is outside 10us..=1s")));

@@ -90,7 +90,21 @@ pub struct AgentArgs {
     pub kube: crate::discovery::KubeFlags,
     /// The stall meter beside the probing (per window on /metrics).
     #[command(flatten)]
-    pub hiccup: crate::hiccup::HiccupArgs,
+    pub hiccup: AgentHiccupArgs,
+}
+
+/// The stall meter's flags for an agent: as every mode's, but 10 ms by default. An agent runs
+/// all the time on every node, and a timer wake-up every 1 ms costs about 1.4 % of a core by
+/// itself on a virtual machine (docs/benchmarks.md, the stall meter's own cost), more than the
+/// whole agent's budget of 1 %; a stall that matters to a fleet view is longer than 10 ms.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AgentHiccupArgs {
+    /// The stall meter's sleep interval (10us to 1s, at most a tenth of --window).
+    #[arg(long, value_name = "SPAN", default_value = "10ms", help_heading = "Attribution")]
+    pub hiccup_interval: Span,
+    /// No stall meter beside the probing.
+    #[arg(long, help_heading = "Attribution")]
+    pub no_hiccup: bool,
 }
 
 /// A validated agent configuration.
@@ -215,7 +229,9 @@ impl AgentConfig {
             .map(wirebench_net::iface::ipv4_of)
             .transpose()
             .map_err(|e| UsageError(e.to_string()))?;
-        let hiccup_interval_ns = (!a.hiccup.no_hiccup).then(|| a.hiccup.interval_ns()).transpose()?;
+        let hiccup_interval_ns = (!a.hiccup.no_hiccup)
+            .then(|| crate::hiccup::checked_interval("--hiccup-interval", a.hiccup.hiccup_interval))
+            .transpose()?;
         // The meter records one window at a time: a window must hold its wake-ups.
         if hiccup_interval_ns.is_some_and(|i| u128::from(i) * 10 > window.as_nanos()) {
             return Err(UsageError("--hiccup-interval must be at most a tenth of --window".into()));
@@ -366,6 +382,8 @@ mod tests {
         assert_eq!(c.plan, PlanConfig { rate: 2.0, budget: 100.0, transports: 2, full_mesh_max: 200, inter_zone: 3 });
         assert_eq!((c.window, c.timeout), (Duration::from_secs(60), Duration::from_secs(1)));
         assert_eq!(c.name, "n9");
+        // an always-on agent's stall meter wakes every 10 ms, not every 1 ms as a run's does
+        assert_eq!(c.hiccup_interval_ns, Some(10_000_000));
         assert!(c.token.is_none() && c.kube.is_none());
         let c = agent(&["--peers", "a.example", "--proto", "tcp", "--advertise", "10.1.1.1"]).unwrap();
         assert_eq!((c.protos.as_slice(), c.plan.transports), ([Proto::Tcp].as_slice(), 1));
