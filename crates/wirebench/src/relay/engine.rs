@@ -14,6 +14,10 @@
 //! `--busy-poll D`: after a wait that found work the loop polls without sleeping for up to
 //! D (one vCPU at 100 % meanwhile), so a datagram that follows within D meets a running
 //! thread instead of a wake-up.
+//!
+//! The two directions have their own files: `engine/forward.rs` (a local group to the peers)
+//! and `engine/emit.rs` (the peers to a local group); this one holds the state, the loop, the
+//! probes and the peer list.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io;
@@ -22,12 +26,12 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use anyhow::Context as _;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use socket2::{Domain, Protocol, Socket, Type};
-use wirebench_core::relay::{EmitGuard, Mates, PeerWindow, RateCap, digest};
+use wirebench_core::relay::{EmitGuard, Mates, PeerWindow, RateCap};
 use wirebench_core::report::RelayResults;
-use wirebench_core::wire::relay::{self as wire, Header, MAX_PAYLOAD, MAX_UDP_LEN, RelayKind};
-use wirebench_net::clock::{Clock as _, MonoClock, wall_now_ns};
+use wirebench_core::wire::relay::{self as wire, Header, MAX_UDP_LEN, RelayKind};
+use wirebench_net::clock::{Clock as _, MonoClock};
 use wirebench_net::drops::udp_drops;
-use wirebench_net::fanout::{Burst, FAN_BATCH, FanOut, SendWait};
+use wirebench_net::fanout::{Burst, FAN_BATCH, FanOut};
 use wirebench_net::rxbatch::{RX_BATCH, RxBatch};
 
 use super::config::Config;
@@ -38,6 +42,7 @@ use crate::error::UsageError;
 use crate::shutdown::Shutdown;
 
 mod emit;
+mod forward;
 
 /// Longest wait in the kernel.
 const WAKE: u16 = 100;
@@ -399,23 +404,6 @@ impl Relay<'_> {
         }
     }
 
-    /// Reads group `gi`'s socket a batch at a time; forwards each batch in one `sendmmsg`.
-    fn drain_group(&mut self, gi: usize) {
-        for _ in 0..BURST_BATCHES {
-            let Ok(n) = self.rxb.recv(&self.groups[gi].sock) else { return };
-            for k in 0..n {
-                let d = self.rxb.get(k);
-                if let Some(src) = d.from.and_then(v4) {
-                    self.local(gi, k, src, d.rx_ns);
-                }
-            }
-            self.flush_forward(gi);
-            if n < RX_BATCH {
-                return; // drained
-            }
-        }
-    }
-
     /// Reads the relay port a batch at a time; re-emits each batch at its end.
     fn drain_peers(&mut self) {
         for _ in 0..BURST_BATCHES {
@@ -432,111 +420,6 @@ impl Relay<'_> {
                 return;
             }
         }
-    }
-
-    /// Sends the forwarded batch of group `gi` to its peers (one `sendmmsg`) and counts
-    /// each copy.
-    fn flush_forward(&mut self, gi: usize) {
-        let m = std::mem::take(&mut self.fwd_n);
-        if m == 0 {
-            return;
-        }
-        let fwd = &self.fwd;
-        let lens = &self.fwd_len;
-        let bufs: [&[u8]; FAN_BATCH] = std::array::from_fn(|k| &fwd[k * MAX_UDP_LEN..k * MAX_UDP_LEN + lens[k].0]);
-        let g = &mut self.groups[gi];
-        g.fan.send_batch(&self.sock, &bufs[..m], SendWait { budget: SEND_WAIT, stop: self.stop.flag() });
-        for (k, &(_, n)) in lens[..m].iter().enumerate() {
-            for (i, &pi) in g.dest_peers.iter().enumerate() {
-                if g.fan.failed_at(k, i) {
-                    self.peers[pi].stats.drops.send_errors += 1;
-                    g.stats.drops.send_errors += 1;
-                } else {
-                    self.peers[pi].stats.sent.add(n);
-                    g.stats.forwarded.add(n);
-                }
-            }
-        }
-    }
-
-    /// Datagram `at` of the batch, heard on group `gi` from `src`, that entered this host's
-    /// stack at `kernel_rx` (wall clock ns; `None` when the kernel gave no timestamp).
-    fn local(&mut self, gi: usize, at: usize, src: SocketAddrV4, kernel_rx: Option<u64>) {
-        let now = self.clock.now_ns();
-        let data = self.rxb.get(at).data;
-        let n = data.len();
-        let mine = *src.ip() == self.cfg.interface;
-        if src == self.cfg.me {
-            return; // our own probe
-        }
-        if mine && self.own_ports.contains(&src.port()) {
-            self.groups[gi].stats.drops.looped += 1;
-            return;
-        }
-        if let Ok(r) = wire::decode(data) {
-            // A relay's probe: another relay hears this group on our segment. Relay
-            // datagrams are never forwarded.
-            let probe = (r.header.kind == RelayKind::Probe
-                && r.header.group == self.groups[gi].addr
-                && self.peer_idx.contains_key(&src)
-                && wire::verify(data, &r, self.cfg.key.as_ref()))
-            .then_some(r.header);
-            if let Some(p) = probe {
-                self.mate(gi, src, now);
-                let h = Header { kind: RelayKind::Seen, rx_wall_ns: 0, sender: src, origin: self.id, ..p };
-                if let Some(len) = wire::encode(&mut self.out, &h, &[], self.cfg.key.as_ref()) {
-                    let _ = self.sock.send_to(&self.out[..len], src);
-                }
-            }
-            return;
-        }
-        let g = &self.groups[gi];
-        if mine && self.guard.is_echo(digest(g.addr, src.port(), data), now) {
-            self.groups[gi].stats.drops.looped += 1;
-            return;
-        }
-        if !self.relaying {
-            return;
-        }
-        if !self.carries(g, now) {
-            self.groups[gi].stats.drops.passive += 1;
-            return;
-        }
-        let g = &mut self.groups[gi];
-        if n > MAX_PAYLOAD {
-            g.stats.drops.too_big += 1;
-            return;
-        }
-        if !g.rate.allow(now) {
-            g.stats.drops.rate_cap += 1;
-            return;
-        }
-        g.stats.local_in.add(n);
-        self.senders.add(src, gi, None, n);
-        if g.dests.is_empty() {
-            return;
-        }
-        let h = Header {
-            kind: RelayKind::Data,
-            origin: self.id,
-            seq: self.seq,
-            rx_wall_ns: kernel_rx.unwrap_or_else(wall_now_ns),
-            group: g.addr,
-            sender: src,
-        };
-        self.seq += 1;
-        if self.fwd_n == FAN_BATCH {
-            self.flush_forward(gi); // (a batch holds at most RX_BATCH == FAN_BATCH)
-        }
-        let j = self.fwd_n;
-        let data = self.rxb.get(at).data;
-        let slot = &mut self.fwd[j * MAX_UDP_LEN..(j + 1) * MAX_UDP_LEN];
-        let Some(len) = wire::encode(slot, &h, data, self.cfg.key.as_ref()) else {
-            self.groups[gi].stats.drops.too_big += 1;
-            return;
-        };
-        self.fwd_len[j] = (len, n);
-        self.fwd_n += 1;
     }
 
     fn mate(&mut self, gi: usize, peer: SocketAddrV4, now: u64) {
