@@ -397,5 +397,13 @@ mod tests {
         assert_eq!((sent, starts), (5, vec![0, 1, 2]));
         assert_eq!(failed, [false, true, false, false, false, false]);
         assert_eq!(stats, SendStats { calls: 3, waits: 0, full: 0 });
+        // The same batch meeting a full buffer right after the refused copy: the buffer is
+        // waited out, not charged to the next destination (the first version failed that
+        // copy too, and sent on from the one after it).
+        let (sent, starts, failed, stats) =
+            scripted(6, &[Ok(1), Err(Errno::EACCES), Err(Errno::EAGAIN), Ok(4)], wait());
+        assert_eq!((sent, starts), (5, vec![0, 1, 2, 2]));
+        assert_eq!(failed, [false, true, false, false, false, false]);
+        assert_eq!(stats, SendStats { calls: 4, waits: 1, full: 0 });
     }
 }

@@ -215,6 +215,14 @@ fn three_agents_fill_the_matrix_and_every_view_agrees() {
         (m1.window == m2.window && text.contains("wirebench_mesh_hiccup_seconds")).then_some((m1, text, m2))
     });
     assert_eq!(m1, m2);
+    // Each cell's histogram is plain V2 (cookie 0x1c849313), not V2 + DEFLATE (0x1c849314):
+    // a window's hundreds of sparse cells each paid a fresh compressor and saved nothing.
+    for c in &m1.cells {
+        use base64::Engine as _;
+        let b64 = c.histogram.as_deref().expect("an answered cell has a histogram");
+        let raw = base64::engine::general_purpose::STANDARD.decode(b64).unwrap();
+        assert_eq!(raw[..4], 0x1c84_9313u32.to_be_bytes(), "{} {}: plain V2", c.peer.addr, c.proto.name());
+    }
     for c in &m1.cells {
         let l = format!("peer=\"{}\",proto=\"{}\"", c.peer.addr, c.proto.name());
         assert!(text.contains(&format!("wirebench_mesh_peer_window_sent{{{l}}} {}.0", c.sent)), "{l}\n{text}");

@@ -1,8 +1,8 @@
 //! The relay's sends meeting a full send buffer, for real: a socket with the smallest
 //! `SO_SNDBUF` behind a slow `tbf` on its own veth (the queued datagrams stay charged to the
 //! socket, so `sendmmsg` meets `EAGAIN` after a handful). A batch must wait for room and
-//! resume where it stopped: every copy delivered once, in order, in about one call per wait
-//! (the first version stepped one message at a time and lost every copy after the first
+//! resume where it stopped: every copy delivered once, in order, every full-buffer call
+//! waited out (the first version stepped one message at a time and lost every copy after the first
 //! `EAGAIN`: up to 32 x peers calls and most of the batch gone).
 
 #![cfg(feature = "netns-tests")]
@@ -76,9 +76,11 @@ fn a_full_send_buffer_delays_a_batch_and_loses_nothing() {
     assert!((0..FAN_BATCH).all(|k| !fan.failed_at(k, 0) && !fan.failed_at(k, 1)));
     let st = fan.stats();
     assert!(st.waits > 0, "the buffer was full at least once (else this test shows nothing): {st:?}");
-    // Each wait is followed by one call that sends and, at most, one that meets the full
-    // buffer again; one to start.
-    assert!(st.calls <= 2 * st.waits + 1, "{st:?}");
+    // How many calls a wait takes depends on when the qdisc frees room (a partial send ends
+    // at the full buffer without an error, and a datagram may leave between two calls while
+    // this thread is descheduled: two sending calls for one wait), so the exact count is
+    // asserted against a scripted kernel
+    // (`fanout::tests::a_full_buffer_waits_and_resumes_at_the_message_that_did_not_go`).
     assert_eq!(st.full, 0);
     for (i, r) in rx.iter().enumerate() {
         expect_in_order(r, FAN_BATCH, &format!("fan-out to peer {i}"));
@@ -89,7 +91,7 @@ fn a_full_send_buffer_delays_a_batch_and_loses_nothing() {
     rx[0].set_nonblocking(false).unwrap();
     assert_eq!(burst.send(&tx, &all, dests[0], wait), FAN_BATCH, "{:?}", burst.stats());
     let st = burst.stats();
-    assert!(st.waits > 0 && st.calls <= 2 * st.waits + 1 && st.full == 0, "{st:?}");
+    assert!(st.waits > 0 && st.full == 0, "{st:?}");
     expect_in_order(&rx[0], FAN_BATCH, "burst");
 
     // A stop during a wait ends it at once: the rest of the batch fails as a whole (one
