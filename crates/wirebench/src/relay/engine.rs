@@ -62,7 +62,10 @@ const RELAY_TOKEN: u64 = u64::MAX;
 /// The longest one batch waits for room in a full send buffer (the relay port's fan-out, or
 /// an emitting socket) before the rest of it is dropped as `send_errors`: the loop reads
 /// nothing meanwhile, and the sockets' 16 MiB receive buffers hold what arrives.
-const SEND_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
+/// Shared by every send of the batch (one fan-out; a re-emission's runs, each on its own
+/// emitting socket, together).
+const SEND_WAIT: std::time::Duration = std::time::Duration::from_nanos(SEND_WAIT_NS);
+const SEND_WAIT_NS: u64 = 20_000_000;
 
 struct Group {
     addr: SocketAddrV4,

@@ -18,7 +18,7 @@ use wirebench_core::wire::relay::{self as wire, Header, RelayKind};
 use crate::lab::{BIN, Lab, sh};
 
 /// A wirebench process with its stdout drained on a thread; killed on drop.
-struct Proc {
+pub(crate) struct Proc {
     child: Child,
     rest: Option<mpsc::Receiver<String>>,
     head: String,
@@ -27,7 +27,7 @@ struct Proc {
 impl Proc {
     /// Starts `wirebench ARGS` in `ns` and reads its output until a line containing
     /// `ready` (or the end: the process died, and the test fails with what it said).
-    fn start(ns: &str, args: &[&str], ready: &str) -> Self {
+    pub(crate) fn start(ns: &str, args: &[&str], ready: &str) -> Self {
         let mut child = Command::new("ip")
             .args(["netns", "exec", ns, BIN])
             .args(args)
@@ -60,7 +60,7 @@ impl Proc {
     }
 
     /// SIGINT, then its whole output; it must exit 0 within 5 s.
-    fn stop(self) -> String {
+    pub(crate) fn stop(self) -> String {
         let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap());
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
         self.wait(Duration::from_secs(5))
@@ -92,7 +92,7 @@ fn report(path: &std::path::Path) -> Report {
     serde_json::from_value(v).unwrap()
 }
 
-fn relay_results(path: &std::path::Path) -> RelayResults {
+pub(crate) fn relay_results(path: &std::path::Path) -> RelayResults {
     let Results::Relay(r) = report(path).results else { panic!("a relay report") };
     r
 }
@@ -121,7 +121,7 @@ fn routed_nodes(lab: &mut Lab, n: usize, base: usize) -> Vec<(String, String)> {
 /// A peer address with no relay behind it (routed toward the router, which has no route).
 const DEAD_PEER: &str = "10.77.99.2:7880";
 
-fn relay_args<'a>(ip: &'a str, peers: &'a str, groups: &[&'a str], json: &'a str) -> Vec<&'a str> {
+pub(crate) fn relay_args<'a>(ip: &'a str, peers: &'a str, groups: &[&'a str], json: &'a str) -> Vec<&'a str> {
     let mut a = vec!["relay", "--interface", ip, "--peers", peers, "--json", json];
     for g in groups {
         a.extend(["--group", g]);

@@ -4,6 +4,7 @@
 //! one `sendmmsg` per run of datagrams that share an emitting socket and a group.
 
 use std::net::SocketAddrV4;
+use std::time::Duration;
 
 use wirebench_core::relay::digest;
 use wirebench_core::seq::Arrival;
@@ -13,7 +14,7 @@ use wirebench_net::clock::{Clock as _, wall_now_ns};
 use wirebench_net::fanout::SendWait;
 use wirebench_net::rxbatch::RX_BATCH;
 
-use super::{FLOW_IDLE_NS, Flow, Pending, Relay, SEND_WAIT, sender_socket};
+use super::{FLOW_IDLE_NS, Flow, Pending, Relay, SEND_WAIT_NS, sender_socket};
 
 impl Relay<'_> {
     /// Peer `pi`'s datagram for group `gi` (datagram `k` of the receive batch, with a
@@ -65,9 +66,12 @@ impl Relay<'_> {
     }
 
     /// Re-emits the queued datagrams, in order: one `sendmmsg` per run that shares an
-    /// emitting socket and a group; counts each.
+    /// emitting socket and a group; counts each. The runs share one wait for room of
+    /// [`super::SEND_WAIT`] (each is on its own socket, and a batch of 32 senders in turn
+    /// is 32 runs: a wait each would hold the loop for 32 times the budget).
     pub(super) fn flush_reemit(&mut self) {
         let m = std::mem::take(&mut self.pending_n);
+        let end_ns = self.clock.now_ns().saturating_add(SEND_WAIT_NS);
         let mut at = 0;
         while at < m {
             let first = self.pending[at];
@@ -85,7 +89,8 @@ impl Relay<'_> {
                 at += run;
                 continue;
             };
-            self.burst.send(&flow.sock, &bufs[..run], g.addr, SendWait { budget: SEND_WAIT, stop: self.stop.flag() });
+            let budget = Duration::from_nanos(end_ns.saturating_sub(now));
+            self.burst.send(&flow.sock, &bufs[..run], g.addr, SendWait { budget, stop: self.stop.flag() });
             let emitted = wall_now_ns();
             for (j, p) in pend.iter().enumerate() {
                 if self.burst.failed(j) {
