@@ -274,14 +274,18 @@ fn drive<I: ProbeIo>(
     engine::run(&mut io, clock, ecfg, shutdown.flag()).map_err(|e| match e {
         EngineError::NoResponder { refused } => {
             let addr = cfg.target.addr();
-            let how = if refused { "the port is closed" } else { "no reply" };
+            let what = if refused {
+                format!("{addr} refused the probes (port closed)")
+            } else {
+                format!("no reply from {addr} within {}", wirebench_core::units::Span(cfg.timeout))
+            };
             let hint = match cfg.target {
                 Target::Unicast(_) => {
                     format!("is `wirebench serve` running there? (start one with `wirebench serve --listen {addr}`)")
                 }
                 Target::Multicast(g) => format!("did a `wirebench serve --join {g}` join the group on this network?"),
             };
-            anyhow!("{how} from {addr} within {}: {hint}", wirebench_core::units::Span(cfg.timeout))
+            anyhow!("{what}: {hint}")
         }
         EngineError::Io(e) => anyhow!("{} {}: {e}", cfg.proto.name(), cfg.target.addr()),
     })

@@ -64,6 +64,8 @@ fn a_closed_udp_port_exits_1_and_names_the_address() {
     let r = wirebench(&["ping", &target, "--timeout", "300ms"]);
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.err.contains(&target) && r.err.contains("wirebench serve"), "{}", r.err);
+    // As docs/modes/ping.md shows it (it once read "the port is closed from ADDR within 300ms").
+    assert!(r.err.starts_with(&format!("error: {target} refused the probes (port closed): ")), "{}", r.err);
     assert_eq!(r.err.lines().count(), 1);
 }
 
