@@ -21,7 +21,8 @@ pub enum Head<'a> {
     /// A WebSocket upgrade: the room's path, the client's key, and how many bytes the head
     /// took (anything after it is WebSocket data).
     Upgrade {
-        /// The request path (the room's name).
+        /// The request path without its query (`/rooms/7?user=ann` is room `/rooms/7`): the
+        /// room's name, so per-client query values do not split a room.
         path: &'a str,
         /// `Sec-WebSocket-Key`, to derive the accept key from.
         key: &'a [u8],
@@ -107,7 +108,10 @@ pub fn classify(buf: &[u8]) -> Head<'_> {
         return Head::Refuse(Refusal::UpgradeRequired("WebSocket version 13 only"));
     }
     match header("sec-websocket-key").map(<[u8]>::trim_ascii) {
-        Some(key) if !key.is_empty() && key.len() <= 64 => Head::Upgrade { path, key, len },
+        Some(key) if !key.is_empty() && key.len() <= 64 => {
+            let path = path.split_once('?').map_or(path, |(p, _query)| p);
+            Head::Upgrade { path, key, len }
+        }
         _ => Head::Refuse(Refusal::BadRequest("no Sec-WebSocket-Key")),
     }
 }

@@ -25,6 +25,19 @@ fn a_websocket_upgrade_names_its_room() {
     assert!(matches!(classify(lower.as_bytes()), Head::Upgrade { .. }), "header names and tokens in any case");
 }
 
+/// `load --tokens` puts per-client values in the query (`/rooms/{room}?user={user}`): the
+/// members of one room path must share it whatever their query says.
+#[test]
+fn the_query_is_not_part_of_the_room() {
+    for (target, room) in [("/rooms/0?user=ann", "/rooms/0"), ("/rooms/0?", "/rooms/0"), ("/?a=b?c", "/")] {
+        let b = String::from_utf8_lossy(GOOD).replace("/rooms/demo-3", target);
+        match classify(b.as_bytes()) {
+            Head::Upgrade { path, .. } => assert_eq!(path, room, "{target}"),
+            other => panic!("{target}: {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn everything_else_is_refused_with_a_reason() {
     let sub = |from: &str, to: &str| String::from_utf8_lossy(GOOD).replace(from, to).into_bytes();
