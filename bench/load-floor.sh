@@ -10,13 +10,15 @@
 #
 #   bench/load-floor.sh                                # 1,000, 2,000, 10,000 clients, 10 s each
 #   SIZES=1000 DUR=8 bench/load-floor.sh
-#   WB=/tmp/wb-after BEFORE=/tmp/wb-before bench/load-floor.sh   # also an older build
+#   WB=/tmp/wb-after BEFORE=/tmp/wb-before bench/load-floor.sh   # also an older build, as
+#                                                      #   shipped and --no-hiccup ("/ before")
 #   PERF=1 bench/load-floor.sh                         # + system calls and context switches per
 #                                                      #   event (perf stat) for every generator
 #
 # Generators per point: floor, wb (wirebench load as shipped, with its stall meter),
 # wb-nohiccup (--no-hiccup: the stall meter's 1,000 wake-ups/s left out, like for like with
-# the floor), and before (with BEFORE=, as shipped).
+# the floor), and with BEFORE=: before (as shipped) and before-nohiccup; the "/ before"
+# column sets wb against before and wb-nohiccup against before-nohiccup, same point, same run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${DUR:-10}
@@ -74,7 +76,10 @@ for n in $SIZES; do
     run floor "$n" "$OUT/floor" 127.0.0.1 "$PORT" "/rooms/floor-$n" "$n" 2 "$DUR" "$ramp" 5 128
     wb wb "$WB"
     wb wb-nohiccup "$WB" --no-hiccup
-    if [ -n "$BEFORE" ]; then wb before "$BEFORE"; fi
+    if [ -n "$BEFORE" ]; then
+        wb before "$BEFORE"
+        wb before-nohiccup "$BEFORE" --no-hiccup
+    fi
 done
 trap - EXIT
 
@@ -85,7 +90,7 @@ def read(p):
     return open(p).read() if os.path.exists(p) else ""
 rows, cpu = [], {}
 for n in sizes:
-    for gen in ["floor", "wb", "wb-nohiccup", "before"]:
+    for gen in ["floor", "wb", "wb-nohiccup", "before", "before-nohiccup"]:
         name = f"{gen}-{n}"
         if not os.path.exists(f"{out}/{name}.time"):
             continue
@@ -125,18 +130,22 @@ for n in sizes:
                     f"{g('syscalls:sys_enter_recvfrom'):.2f} / {g('syscalls:sys_enter_sendto'):.2f} / "
                     f"{g('context-switches'):.2f}")
         ramp = max(n // 2000, 2)  # as above; client i sends from ramp * i / n to ramp + DUR
-        rows.append([gen, n, f"{us:.2f}", "", f"{sent} / {round(2 * n * (dur + ramp / 2))}", f"{sent} / {recv}", room, check,
+        rows.append([gen, n, f"{us:.2f}", "", "", f"{sent} / {round(2 * n * (dur + ramp / 2))}", f"{sent} / {recv}", room, check,
                      f"{p50:.3f}", f"{p99:.3f}", f"{rss_kb / n:.1f}", m.group(1) if m else "-", perf,
                      read(f"{out}/{name}.load").split()[0]])
+against = {"wb": "before", "wb-nohiccup": "before-nohiccup"}
 for r in rows:
     f = cpu.get(("floor", r[1]))
     if len(r) > 3 and f:
         r[3] = f"{float(r[2]) / f:.2f}"
+    b = cpu.get((against.get(r[0]), r[1]))
+    if len(r) > 4 and b:
+        r[4] = f"{float(r[2]) / b:.2f}"
 print(f"load-floor: {dur} s per point, rooms of 5, 2 msg/s per client, 128 B, the collab-ide mix")
-print("| generator | clients | CPU µs/event | / floor | sends (made / intended) | generator sent / received "
+print("| generator | clients | CPU µs/event | / floor | / before | sends (made / intended) | generator sent / received "
       "| room received / sent | counts agree | delay p50 ms | delay p99 ms | RSS KB/client | room CPU µs/event "
       "| syscalls / epoll_wait / recvfrom / sendto / context switches per event | load avg (1 min) |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     print("| " + " | ".join(str(x) for x in r) + " |")
 PY

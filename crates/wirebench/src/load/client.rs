@@ -2,22 +2,22 @@
 //! and records every message it receives; at the end it closes with the WebSocket close
 //! handshake and lets the server close TCP first (no TIME_WAIT left on this side). One task
 //! per client on its worker's runtime (`load/workers.rs`), one `Sleep` reset in place (the
-//! worker's timer wheel), a 1 KiB read chunk (`limits::READ_CHUNK`) and a send buffer reused
+//! worker's timer wheel), tungstenite's engine polled with the task's own waker
+//! (`client/ws.rs`), a 1 KiB read chunk (`limits::READ_CHUNK`) and a send buffer reused
 //! across sends. The connect phase (TCP, TLS and WebSocket handshakes, several KB of state)
 //! lives in its own allocation while it runs, so the task that stays for the whole run holds
 //! only the send and receive loop's state.
 
 mod recv;
+mod ws;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use futures_util::{SinkExt as _, StreamExt as _};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
-use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
@@ -30,6 +30,7 @@ use wirebench_core::rng::SplitMix64;
 use super::config::Config;
 use super::stats::Stats;
 use recv::{Down, Up, end_of};
+use ws::Ws;
 
 /// What every client shares.
 #[derive(Debug)]
@@ -63,9 +64,6 @@ impl Plan {
     }
 }
 
-/// A client's connection: ws:// or wss:// (see `crate::tls::Stream`).
-type Ws = WebSocketStream<crate::tls::Stream>;
-
 /// How long the close handshake may take before the socket is reset instead.
 const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
@@ -81,7 +79,7 @@ async fn connect(plan: &Plan, id: u64, room: u64, stats: &Stats) -> Result<Ws, (
     let _ = sock.set_nodelay(true);
     let stream = conn.secure(sock).await.map_err(&failed)?;
     let request = conn.request(id, room).map_err(&failed)?;
-    match tokio_tungstenite::client_async_with_config(request, stream, Some(super::limits::ws_config())).await {
+    match ws::handshake(request, stream, super::limits::ws_config()).await {
         Ok((ws, resp)) => {
             if !conn.subprotocols.is_empty() {
                 let chosen = resp.headers().get(tungstenite::http::header::SEC_WEBSOCKET_PROTOCOL);
@@ -159,13 +157,21 @@ async fn client(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<
     // How the connection ended early (`None`: it lasted to the end or a stop).
     let mut ended: Option<End> = None;
     // One registration with the stop signal for the whole run, not one per wake-up (all
-    // clients share it, and registering takes its lock).
-    let stopped = stop.changed();
+    // clients share it, and registering takes its lock). Once registered (its first poll,
+    // which the biased select makes before any other branch), polling it again would also
+    // take that lock, so after the first wake-up it is polled only when the signal's version
+    // moved (an atomic load); its registration wakes this task when that happens. Outside
+    // tokio's cooperative budget, so that first poll always registers.
+    let fired = stop.clone();
+    let stopped = tokio::task::unconstrained(stop.changed());
     tokio::pin!(stopped);
+    let mut registered = false;
     loop {
+        let poll_stop = !registered || fired.has_changed().unwrap_or(true);
+        registered = true;
         tokio::select! {
             biased;
-            _ = &mut stopped => break,
+            _ = &mut stopped, if poll_stop => break,
             m = ws.next() => match m {
                 Some(Ok(Message::Text(t))) => recv::on_message(id, t.as_bytes(), plan, stats, down.as_mut()),
                 Some(Ok(Message::Binary(b))) => recv::on_message(id, &b, plan, stats, down.as_mut()),
@@ -285,6 +291,6 @@ async fn close(ws: &mut Ws, stats: &Stats) {
     };
     if tokio::time::timeout(CLOSE_WAIT, handshake).await.is_err() {
         stats.with(|s| s.error(ErrorKind::CloseTimeout));
-        let _ = socket2::SockRef::from(ws.get_ref().tcp()).set_linger(Some(Duration::ZERO));
+        let _ = socket2::SockRef::from(ws.tcp()).set_linger(Some(Duration::ZERO));
     }
 }

@@ -223,6 +223,10 @@ fn ctrl_c_stops_with_a_partial_report() {
     let rep = read_json(&json);
     assert_eq!(rep["outcome"], "interrupted");
     assert!(ns(&rep["results"]["received"]) > 0);
+    // Every client saw the stop and closed with the handshake (a client that missed it
+    // would be dropped by its worker 3 s later: an abnormal close at the room).
+    let c = r.stop();
+    assert_eq!((c.closed_clean, c.closed_abnormal), (5, 0));
 }
 
 #[test]

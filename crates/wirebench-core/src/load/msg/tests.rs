@@ -156,7 +156,24 @@ fn json_value() -> impl Strategy<Value = Value> {
     })
 }
 
+#[test]
+fn numbers_are_written_in_decimal_at_the_edges() {
+    for v in [0, 1, 9, 10, 99, 100, 1_000_000, u64::from(u32::MAX), u64::MAX - 1, u64::MAX] {
+        let mut s = String::from("x");
+        super::write_u64(&mut s, v);
+        assert_eq!(s, format!("x{v}"));
+    }
+}
+
 proptest! {
+    /// The digit writer is `format!`'s decimal, appended.
+    #[test]
+    fn numbers_are_written_as_format_writes_them(v in any::<u64>(), pre in "[a-z{}\":,]{0,8}") {
+        let mut s = pre.clone();
+        super::write_u64(&mut s, v);
+        prop_assert_eq!(s, format!("{pre}{v}"));
+    }
+
     /// Frames from the server are untrusted: any bytes give a verdict, never a panic.
     #[test]
     fn any_bytes_scan_or_not_but_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..300)) {
