@@ -1,11 +1,13 @@
-//! The TCP accept loop `serve` and `proxy` share: accept until the stop signal (waking every
-//! poll interval to look at it), at most `max` connections open at once, one thread per
-//! connection, and every thread joined before returning.
+//! The TCP accept loop `serve` and `proxy` share: accept until the stop signal, at most `max`
+//! connections open at once, one thread per connection, and every thread joined before
+//! returning. Between connections the loop sleeps in one `ppoll` on the listener and the
+//! stop descriptor with no timeout (`Shutdown::wait_input`): an idle acceptor never wakes,
+//! and a stop ends the wait at once.
 //!
 //! When accept fails (EMFILE: out of file descriptors; ENFILE, ENOBUFS, ENOMEM), the pending
 //! connection stays in the backlog and the listener stays readable: retrying at once spins
-//! a core. The loop backs off for [`BACKOFF`] instead (watching the stop flag), as Go's
-//! net/http and Tokio's accept loops do.
+//! a core. The loop backs off for [`BACKOFF`] instead (on the stop descriptor, so a stop
+//! still ends it at once), as Go's net/http and Tokio's accept loops do.
 
 use std::io::ErrorKind;
 use std::net::{TcpListener, TcpStream};
@@ -13,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::shutdown::{POLL, Shutdown};
+use crate::shutdown::Shutdown;
 
 /// Pause after a failed accept.
 pub(crate) const BACKOFF: Duration = Duration::from_millis(50);
@@ -76,18 +78,50 @@ pub(crate) fn run_with<H, R, E, S>(
                 conns.retain(|h| !h.is_finished());
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                let _ = wirebench_net::wait_readable(listener, POLL);
+                let _ = shutdown.wait_input(listener, None);
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(_) => {
                 on_error();
                 conns.retain(|h| !h.is_finished());
-                std::thread::park_timeout(BACKOFF);
+                shutdown.sleep(BACKOFF);
             }
         }
     }
     on_stop();
     for h in conns {
         let _ = h.join();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    /// An idle acceptor sleeps in `ppoll` with no timeout (it woke every 100 ms before), and
+    /// a trigger from elsewhere still ends the loop and runs the stop hook.
+    #[test]
+    fn an_idle_acceptor_has_no_timed_wake_ups_and_stops_at_the_trigger() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let stop = Shutdown::new();
+        let (tid_tx, tid_rx) = mpsc::channel();
+        let (done_tx, done_rx) = mpsc::channel();
+        let acceptor = std::thread::spawn({
+            let stop = stop.clone();
+            move || {
+                tid_tx.send(wirebench_net::rusage::thread_id()).unwrap();
+                let mut stopped = false;
+                let handle = |_: TcpStream| -> Box<dyn FnOnce() + Send> { Box::new(|| {}) };
+                run_with(&l, &stop, "t", 1, drop, || {}, || stopped = true, handle);
+                done_tx.send(stopped).unwrap();
+            }
+        });
+        let tid = tid_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        let args = crate::shutdown::blocked::wait_in(tid, &[nix::libc::SYS_ppoll]);
+        assert_eq!(args[2], 0, "ppoll's timeout pointer is null: no timed wake-ups");
+        stop.trigger();
+        assert!(done_rx.recv_timeout(Duration::from_secs(10)).unwrap(), "ended, with the stop hook");
+        acceptor.join().unwrap();
     }
 }

@@ -8,9 +8,10 @@
 //! and the operator configured one, to the reply group. Anything else is counted and dropped.
 //!
 //! Threads: one per UDP socket (the main port and each group on another port), one TCP
-//! acceptor, one per TCP connection. Each blocks in the kernel (a connection's thread in one
-//! `ppoll` on its socket and a stop descriptor, so an idle connection never wakes:
-//! `serve/idle.rs`), or busy-polls with
+//! acceptor, one per TCP connection. Each blocks in the kernel with no timed wake-ups, so an
+//! idle serve never wakes: a UDP thread in its read (the stop shuts its socket for reading,
+//! which wakes it: `serve/udp.rs`), the acceptor and a connection's thread in one `ppoll` on
+//! their socket and the stop descriptor (`Shutdown::wait_input`); or busy-polls with
 //! `--spin`; a busy-polling thread that has been idle for 50 ms sleeps in `ppoll` until
 //! traffic returns (`serve/spin.rs`), so an idle `serve --spin` does not burn a core.
 //!
@@ -23,7 +24,6 @@
 
 mod config;
 mod counters;
-mod idle;
 mod session;
 mod spin;
 mod stream;
@@ -63,8 +63,9 @@ pub(crate) struct Shared {
     pub(crate) shutdown: Shutdown,
     pub(crate) ledger: Mutex<Ledger>,
     pub(crate) key: Option<Key>,
-    /// Readable once serve stops: what idle TCP connections sleep on (`serve/idle.rs`).
-    pub(crate) stop_fd: idle::StopFd,
+    /// Clones of the UDP probe sockets, which the acceptor shuts for reading once it sees
+    /// the stop (their threads block in reads with no timeout: `udp::wake_all`).
+    pub(crate) udp_sockets: Vec<UdpSocket>,
 }
 
 /// The connection cap that fits the open-file limit `nofile`: half of what is left after
@@ -80,7 +81,7 @@ pub struct Server {
     counters: Arc<Counters>,
     shutdown: Shutdown,
     threads: Vec<JoinHandle<()>>,
-    /// Shared with the TCP threads (its stop descriptor wakes them).
+    /// Shared with the TCP threads.
     shared: Arc<Shared>,
     /// Clones of the probe sockets, to read the kernel's drop count.
     probe_sockets: Vec<UdpSocket>,
@@ -134,7 +135,7 @@ impl Server {
             shutdown: shutdown.clone(),
             ledger: Mutex::new(Ledger::new(cfg.budget)),
             key: cfg.key(),
-            stop_fd: idle::StopFd::new().context("cannot make serve's stop descriptor")?,
+            udp_sockets: probe_sockets.iter().map(UdpSocket::try_clone).collect::<Result<_, _>>()?,
         });
         let acc = tcp::Acceptor { listener: tcp, shared: shared.clone(), max: max_connections };
         threads.push(std::thread::Builder::new().name("serve-tcp".into()).spawn(move || acc.run())?);
@@ -163,23 +164,23 @@ impl Server {
         c
     }
 
-    /// Stops every thread and returns the final counters. Every thread watches the stop
-    /// flag within [`crate::shutdown::POLL`] or sleeps on the stop descriptor signalled
-    /// here, so this returns within about that.
+    /// Stops every thread and returns the final counters. Every thread sleeps on the stop
+    /// descriptor the trigger signals, or in a read the stop wakes, or (a busy write to a
+    /// client that does not read) looks at the flag within [`crate::shutdown::POLL`], so
+    /// this returns within about that.
     pub fn stop(mut self) -> CounterSnapshot {
         self.shutdown.trigger();
-        self.shared.stop_fd.signal();
+        udp::wake_all(&self.shared.udp_sockets);
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
         self.counters()
     }
 
-    /// Waits until the shutdown signal is set elsewhere (Ctrl-C), then stops.
+    /// Waits until the shutdown signal is set elsewhere (Ctrl-C), then stops. Asleep on the
+    /// stop descriptor until then (no wake-ups).
     pub fn wait(self) -> CounterSnapshot {
-        while !self.shutdown.is_set() {
-            std::thread::park_timeout(crate::shutdown::POLL);
-        }
+        self.shutdown.wait();
         self.stop()
     }
 }
@@ -224,4 +225,25 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<CounterSnapshot> {
     let c = server.wait();
     writeln!(ctx.out, "wirebench serve: {c}")?;
     Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// A trigger alone (Ctrl-C, before anyone calls `stop`) ends every serve thread, the UDP
+    /// ones blocked in reads with no timeout included: the acceptor wakes them at the stop.
+    #[test]
+    fn a_trigger_alone_ends_every_serve_thread() {
+        let stop = Shutdown::new();
+        let server = Server::start(&Config::loopback(), stop.clone()).unwrap();
+        stop.trigger();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !server.threads.iter().all(JoinHandle::is_finished) {
+            assert!(Instant::now() < deadline, "a serve thread did not end at the trigger");
+            std::thread::park_timeout(Duration::from_millis(1));
+        }
+        server.stop();
+    }
 }

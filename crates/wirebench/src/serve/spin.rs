@@ -6,7 +6,7 @@
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use crate::shutdown::POLL;
+use crate::shutdown::{Input, Shutdown};
 
 /// Spinning this long without traffic makes the thread sleep until traffic returns.
 pub(super) const SPIN_IDLE: Duration = Duration::from_millis(50);
@@ -33,12 +33,12 @@ impl Spinner {
         self.seen = true;
     }
 
-    /// A poll found nothing: spin, or, once idle, sleep until `fd` is readable (waking every
-    /// shutdown poll interval).
+    /// A poll found nothing: spin, or, once idle, sleep until `fd` is readable or the stop
+    /// (no timed wake-ups).
     #[inline]
-    pub(super) fn on_empty(&mut self, fd: &impl AsFd) {
+    pub(super) fn on_empty(&mut self, fd: &impl AsFd, stop: &Shutdown) {
         if self.idle {
-            if wirebench_net::wait_readable(fd, POLL).unwrap_or(false) {
+            if stop.wait_input(fd, None) == Input::Ready {
                 self.idle = false;
                 self.since = Instant::now();
             }

@@ -2,7 +2,7 @@
 //! target by the session it carries, its tag checked, its round trip recorded.
 
 use std::io::ErrorKind;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::Ordering;
 
 use wirebench_core::mesh::api::Proto;
@@ -16,6 +16,10 @@ use wirebench_net::clock::Clock as _;
 use super::{DRAIN_BATCH, GROUP_ID, Prober};
 
 impl Prober {
+    /// Replies on the shared socket (peers past the per-peer sockets' descriptor share,
+    /// other addresses of a peer) or the group socket (every peer answers one group probe
+    /// at once): read until the kernel has no more, at most a batch per wake-up, since
+    /// several are usually queued.
     pub(super) fn drain_udp(&mut self, group: bool) {
         let mut buf = [0u8; 2048];
         // At most a batch per wake-up: a flood at this socket must not starve the schedule.
@@ -39,26 +43,24 @@ impl Prober {
         }
     }
 
-    /// Replies on UDP target `id`'s own (connected) socket: the kernel lets only its peer's
-    /// datagrams in.
+    /// A reply on UDP target `id`'s own (connected) socket: the kernel lets only its peer's
+    /// datagrams in. One read per wake-up: a target has a probe or two in flight, so a
+    /// second read would nearly always find nothing (one `EAGAIN` system call per probe, for
+    /// nothing); a datagram still queued keeps the socket in the level-triggered ready set,
+    /// so the next wait returns at once with it (test
+    /// `a_peer_socket_read_once_per_wait_leaves_nothing_unread`).
     pub(super) fn drain_peer(&mut self, id: u64) {
         let mut buf = [0u8; 2048];
-        for _ in 0..DRAIN_BATCH {
-            let Some(sock) = self.slots.get(&id).and_then(|s| s.udp.as_ref()) else { return };
-            let n = match sock.recv(&mut buf) {
-                Ok(n) => n,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                // Nothing more, or an ICMP error (the peer's port closed): the probe is lost.
-                Err(_) => return,
-            };
-            let now = self.clock.now_ns();
-            // Matched by the session it carries, as on the shared socket (a kernel that
-            // delivered it here wrongly loses nothing).
-            match self.udp_target(&buf[..n]) {
-                Some(t) => self.on_reply(t, &buf[..n], now),
-                None => {
-                    self.shared.replies_unmatched.fetch_add(1, Ordering::Relaxed);
-                }
+        let Some(sock) = self.slots.get(&id).and_then(|s| s.udp.as_ref()) else { return };
+        // Nothing, or an ICMP error (the peer's port closed): the probe is lost.
+        let Some(n) = recv_one(sock, &mut buf) else { return };
+        let now = self.clock.now_ns();
+        // Matched by the session it carries, as on the shared socket (a kernel that
+        // delivered it here wrongly loses nothing).
+        match self.udp_target(&buf[..n]) {
+            Some(t) => self.on_reply(t, &buf[..n], now),
+            None => {
+                self.shared.replies_unmatched.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
@@ -97,5 +99,49 @@ impl Prober {
                 self.shared.replies_unmatched.fetch_add(1, Ordering::Relaxed);
             }
         }
+    }
+}
+
+/// One datagram from `sock`, retrying a read a signal interrupted; `None`: nothing queued, or
+/// an error.
+fn recv_one(sock: &UdpSocket, buf: &mut [u8]) -> Option<usize> {
+    loop {
+        match sock.recv(buf) {
+            Ok(n) => return Some(n),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirebench_net::ready::ReadySet;
+
+    /// Two replies queued on a peer socket: the prober's wait reports the socket, it reads
+    /// one; the next wait reports it again at once for the other (a set that forgot it would
+    /// sleep out the 10 s and report nothing), and then nothing is left.
+    #[test]
+    fn a_peer_socket_read_once_per_wait_leaves_nothing_unread() {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+        a.connect(b.local_addr().unwrap()).unwrap();
+        b.connect(a.local_addr().unwrap()).unwrap();
+        a.set_nonblocking(true).unwrap();
+        let mut ready = ReadySet::new(8).unwrap();
+        ready.add(&a, 7).unwrap();
+        b.send(b"one").unwrap();
+        b.send(b"two").unwrap();
+        let (mut tokens, mut buf) = (Vec::new(), [0u8; 64]);
+        for want in [&b"one"[..], b"two"] {
+            ready.wait(10_000_000_000, &mut tokens).unwrap();
+            assert_eq!(tokens, [7]);
+            let n = recv_one(&a, &mut buf).unwrap();
+            assert_eq!(&buf[..n], want);
+        }
+        ready.wait(0, &mut tokens).unwrap();
+        assert!(tokens.is_empty(), "nothing left to read");
+        assert_eq!(recv_one(&a, &mut buf), None);
     }
 }
