@@ -39,6 +39,7 @@
 # binary, right before the same row with this one (a before/after comparison in one run: the
 # same minutes' machine load; the pingers are always this binary). Accuracy: PAIRS=N repeats
 # the (before and) after rows N times, PROTOS="udp" measures UDP only (default "udp tcp").
+# PINGERS=poisson runs only the Poisson ping beside the agents (no sockperf, no fixed-period pings).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-60}
