@@ -7,9 +7,18 @@
 //! read, which the mesh agent measured as about 10 µs of its UDP round trip, issue 11.)
 //! Kernels without `epoll_pwait2`, and seccomp filters that refuse it (`EPERM`), get that
 //! two-step wait.
+//!
+//! A set made with [`ReadySet::direct`] waits on its first few descriptors with one `ppoll` on
+//! them, not through epoll: a datagram then wakes the waiter from the socket's own wait queue
+//! (no epoll callback, no ready list to collect), as `ping`'s wait does. The mesh agent's
+//! UDP round trip read about 7 % longer than `ping --poisson`'s through epoll and about 3 %
+//! with `ppoll` (issue 11, `docs/benchmarks.md`). Past that many descriptors the set moves
+//! them all to epoll for good (a `ppoll` costs a wait-queue entry per descriptor per wait).
+//! A descriptor must leave a direct set ([`ReadySet::remove`]) before it is closed: `ppoll`
+//! would report a closed one as invalid, or a reused number as someone else's.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -22,41 +31,146 @@ use nix::sys::time::TimeSpec;
 pub struct ReadySet {
     epoll: Epoll,
     events: Vec<EpollEvent>,
+    /// Waited on with `ppoll` while at most `direct_max` (none once moved to epoll).
+    direct: Vec<libc::pollfd>,
+    /// The token of each entry of `direct`.
+    direct_tokens: Vec<u64>,
+    /// 0: every descriptor goes to epoll.
+    direct_max: usize,
 }
 
 impl ReadySet {
     /// An empty set that reports up to `batch` ready descriptors per wait.
     pub fn new(batch: usize) -> io::Result<Self> {
         let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
-        Ok(Self { epoll, events: vec![EpollEvent::empty(); batch.max(1)] })
+        Ok(Self {
+            epoll,
+            events: vec![EpollEvent::empty(); batch.max(1)],
+            direct: Vec::new(),
+            direct_tokens: Vec::new(),
+            direct_max: 0,
+        })
+    }
+
+    /// An empty set that waits on up to `max` descriptors directly (one `ppoll` on them; the
+    /// module's note) and moves them all to epoll when one more is added; `batch` as in
+    /// [`ReadySet::new`].
+    pub fn direct(batch: usize, max: usize) -> io::Result<Self> {
+        let mut s = Self::new(batch)?;
+        s.direct = Vec::with_capacity(max);
+        s.direct_tokens = Vec::with_capacity(max);
+        s.direct_max = max;
+        Ok(s)
+    }
+
+    /// Whether the set waits with `ppoll` (not moved to epoll).
+    pub fn is_direct(&self) -> bool {
+        self.direct_max > 0
     }
 
     /// Watches `fd` for readability under `token`.
-    pub fn add(&self, fd: &impl AsFd, token: u64) -> io::Result<()> {
-        Ok(self.epoll.add(fd.as_fd(), EpollEvent::new(EpollFlags::EPOLLIN, token))?)
+    pub fn add(&mut self, fd: &impl AsFd, token: u64) -> io::Result<()> {
+        self.insert(fd.as_fd().as_raw_fd(), EpollFlags::EPOLLIN, token)
     }
 
     /// Watches `fd` for writability under `token` (a connect in progress: ready when it
     /// finished, either way; errors and hang-ups are always reported).
-    pub fn add_writable(&self, fd: &impl AsFd, token: u64) -> io::Result<()> {
-        Ok(self.epoll.add(fd.as_fd(), EpollEvent::new(EpollFlags::EPOLLOUT, token))?)
+    pub fn add_writable(&mut self, fd: &impl AsFd, token: u64) -> io::Result<()> {
+        self.insert(fd.as_fd().as_raw_fd(), EpollFlags::EPOLLOUT, token)
     }
 
     /// Watches a descriptor already in the set for readability instead.
-    pub fn set_readable(&self, fd: &impl AsFd, token: u64) -> io::Result<()> {
+    pub fn set_readable(&mut self, fd: &impl AsFd, token: u64) -> io::Result<()> {
+        if self.is_direct() {
+            let i = self.position(fd.as_fd().as_raw_fd())?;
+            self.direct[i].events = libc::POLLIN;
+            self.direct_tokens[i] = token;
+            return Ok(());
+        }
         let mut ev = EpollEvent::new(EpollFlags::EPOLLIN, token);
         Ok(self.epoll.modify(fd.as_fd(), &mut ev)?)
     }
 
     /// Stops watching `fd`.
-    pub fn remove(&self, fd: &impl AsFd) -> io::Result<()> {
+    pub fn remove(&mut self, fd: &impl AsFd) -> io::Result<()> {
+        if self.is_direct() {
+            let i = self.position(fd.as_fd().as_raw_fd())?;
+            self.direct.swap_remove(i);
+            self.direct_tokens.swap_remove(i);
+            return Ok(());
+        }
         Ok(self.epoll.delete(fd.as_fd())?)
+    }
+
+    /// Where `fd` is in the direct list (`ENOENT`, as epoll says, when it is not).
+    fn position(&self, fd: RawFd) -> io::Result<usize> {
+        self.direct.iter().position(|p| p.fd == fd).ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))
+    }
+
+    fn insert(&mut self, fd: RawFd, flags: EpollFlags, token: u64) -> io::Result<()> {
+        if self.is_direct() {
+            if self.direct.iter().any(|p| p.fd == fd) {
+                return Err(io::Error::from_raw_os_error(libc::EEXIST));
+            }
+            if self.direct.len() < self.direct_max {
+                let events = if flags.contains(EpollFlags::EPOLLOUT) { libc::POLLOUT } else { libc::POLLIN };
+                self.direct.push(libc::pollfd { fd, events, revents: 0 });
+                self.direct_tokens.push(token);
+                return Ok(());
+            }
+            self.move_to_epoll()?;
+        }
+        #[expect(unsafe_code, reason = "a raw descriptor back to a borrowed one, within the caller's borrow")]
+        // SAFETY: `fd` was borrowed from a live descriptor by the caller, for this call.
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        Ok(self.epoll.add(fd, EpollEvent::new(flags, token))?)
+    }
+
+    /// Moves every direct entry to epoll, for good.
+    fn move_to_epoll(&mut self) -> io::Result<()> {
+        for (p, &token) in self.direct.iter().zip(&self.direct_tokens) {
+            let flags = if p.events == libc::POLLOUT { EpollFlags::EPOLLOUT } else { EpollFlags::EPOLLIN };
+            #[expect(unsafe_code, reason = "the direct list keeps raw descriptors")]
+            // SAFETY: every direct entry is a live descriptor (callers remove one before
+            // closing it: the module's note).
+            let fd = unsafe { BorrowedFd::borrow_raw(p.fd) };
+            self.epoll.add(fd, EpollEvent::new(flags, token))?;
+        }
+        self.direct = Vec::new();
+        self.direct_tokens = Vec::new();
+        self.direct_max = 0;
+        Ok(())
+    }
+
+    /// One `ppoll` on the direct entries; their tokens when anything is ready.
+    fn wait_direct(&mut self, timeout_ns: u64, ready: &mut Vec<u64>) -> io::Result<()> {
+        let ts = libc::timespec {
+            tv_sec: libc::time_t::try_from(timeout_ns / 1_000_000_000).unwrap_or(libc::time_t::MAX),
+            // < 1e9: fits every `c_long`.
+            tv_nsec: libc::c_long::try_from(timeout_ns % 1_000_000_000).unwrap_or(0),
+        };
+        let n = libc::nfds_t::try_from(self.direct.len()).unwrap_or(libc::nfds_t::MAX);
+        #[expect(unsafe_code, reason = "ppoll on raw pollfds (nix's takes borrowed descriptors)")]
+        // SAFETY: `direct` is a live buffer of `n` `pollfd`s the kernel reads and writes
+        // (`revents`); `ts` outlives the call; a null mask leaves the signal mask alone.
+        let rc = unsafe { libc::ppoll(self.direct.as_mut_ptr(), n, &raw const ts, std::ptr::null()) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::Interrupted { Ok(()) } else { Err(e) };
+        }
+        if rc > 0 {
+            ready.extend(self.direct.iter().zip(&self.direct_tokens).filter(|(p, _)| p.revents != 0).map(|(_, &t)| t));
+        }
+        Ok(())
     }
 
     /// Waits up to `timeout_ns` (0: only look) for any descriptor to be readable and puts
     /// the ready tokens in `ready` (cleared first; its capacity is reused).
     pub fn wait(&mut self, timeout_ns: u64, ready: &mut Vec<u64>) -> io::Result<()> {
         ready.clear();
+        if self.is_direct() {
+            return self.wait_direct(timeout_ns, ready);
+        }
         let n = if timeout_ns > 0 && !NO_PWAIT2.load(Ordering::Relaxed) {
             if let Some(n) = self.pwait2(timeout_ns) {
                 n?
@@ -239,5 +353,77 @@ mod tests {
         far.write_all(b"x").unwrap();
         set.wait(1_000_000_000, &mut ready).unwrap();
         assert_eq!(ready, [4]);
+    }
+
+    /// The descriptors registered in `set`'s epoll instance (its `/proc` fdinfo: one `tfd:`
+    /// line each).
+    fn in_epoll(set: &ReadySet) -> usize {
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", set.epoll.0.as_raw_fd())).unwrap();
+        info.lines().filter(|l| l.starts_with("tfd:")).count()
+    }
+
+    /// Issue 11: a direct set waits on its few sockets with `ppoll`, none of them in epoll
+    /// (a reply then wakes the waiter from its socket's own wait queue), and reports the
+    /// same tokens as the epoll set: readable, removed, a finished connect, then replies.
+    #[test]
+    fn a_direct_set_keeps_its_few_sockets_out_of_epoll_and_reports_the_same() {
+        use std::io::Write as _;
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut far, _) = l.accept().unwrap();
+        let mut set = ReadySet::direct(8, 4).unwrap();
+        let mut ready = Vec::new();
+        set.add(&a, 7).unwrap();
+        set.add(&b, 9).unwrap();
+        assert!(set.add(&b, 10).is_err(), "already in the set");
+        set.add_writable(&c, 3).unwrap();
+        assert!(set.is_direct());
+        assert_eq!(in_epoll(&set), 0, "waited on directly");
+        set.wait(1_000_000_000, &mut ready).unwrap();
+        assert_eq!(ready, [3], "writable: the connect finished");
+        set.set_readable(&c, 4).unwrap();
+        set.wait(0, &mut ready).unwrap();
+        assert!(ready.is_empty(), "nothing to read yet");
+        a.send_to(b"x", b.local_addr().unwrap()).unwrap();
+        far.write_all(b"x").unwrap();
+        // Level-triggered: both stay ready until read; the TCP byte may come a moment
+        // after the datagram, so wait (bounded) until both are reported together.
+        for _ in 0..100 {
+            set.wait(1_000_000_000, &mut ready).unwrap();
+            if ready.len() == 2 {
+                break;
+            }
+        }
+        ready.sort_unstable();
+        assert_eq!(ready, [4, 9]);
+        set.remove(&b).unwrap();
+        assert!(set.remove(&b).is_err(), "no longer in the set");
+        set.remove(&c).unwrap();
+        set.wait(0, &mut ready).unwrap();
+        assert!(ready.is_empty(), "the removed sockets are not reported");
+        assert!(set.is_direct());
+    }
+
+    /// Past its direct share, a set moves every descriptor to epoll, with its token and
+    /// interest, and keeps reporting them.
+    #[test]
+    fn a_direct_set_moves_to_epoll_past_its_share() {
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let socks: Vec<UdpSocket> = (0..3).map(|_| UdpSocket::bind("127.0.0.1:0").unwrap()).collect();
+        let mut set = ReadySet::direct(8, 2).unwrap();
+        set.add(&socks[0], 10).unwrap();
+        set.add(&socks[1], 11).unwrap();
+        assert_eq!(in_epoll(&set), 0);
+        set.add(&socks[2], 12).unwrap();
+        assert!(!set.is_direct());
+        assert_eq!(in_epoll(&set), 3, "all three in epoll");
+        tx.send_to(b"x", socks[0].local_addr().unwrap()).unwrap();
+        let mut ready = Vec::new();
+        set.wait(1_000_000_000, &mut ready).unwrap();
+        assert_eq!(ready, [10]);
+        set.remove(&socks[0]).unwrap();
+        assert_eq!(in_epoll(&set), 2);
     }
 }

@@ -52,6 +52,11 @@ const UDP_TOKEN: u64 = u64::MAX;
 const GROUP_TOKEN: u64 = u64::MAX - 1;
 /// The pacer's id for group sends.
 const GROUP_ID: u64 = u64::MAX - 2;
+/// Up to this many sockets (the shared and group ones, a UDP socket and a TCP connection per
+/// peer: seven peers with both transports), the loop waits on them with one `ppoll`, past it
+/// through epoll (`ReadySet::direct`): a reply then wakes the loop from its socket's own wait
+/// queue, as `ping`'s wait does, which the UDP round trip showed (issue 11).
+const DIRECT_FDS: usize = 16;
 /// Datagrams read per socket per wake-up.
 const DRAIN_BATCH: usize = 256;
 
@@ -178,7 +183,7 @@ pub fn spawn(
             Some(s)
         }
     };
-    let ready = ReadySet::new(256)?;
+    let mut ready = ReadySet::direct(256, DIRECT_FDS)?;
     ready.add(&udp, UDP_TOKEN)?;
     if let Some(s) = &group_sock {
         ready.add(s, GROUP_TOKEN)?;

@@ -96,7 +96,7 @@ impl Engine {
         shutdown: Shutdown,
     ) -> anyhow::Result<Self> {
         listen.set_nonblocking(true)?;
-        let ready = ReadySet::new(BATCH)?;
+        let mut ready = ReadySet::new(BATCH)?;
         ready.add(&listen, 0)?;
         let (up_seed, down_seed) = seeds(cfg.seed, 0);
         let dir = |spec, seed| Dir {

@@ -115,8 +115,8 @@ impl Prober {
     /// (counted) when any step fails, or when its descriptor would pass the prober's share
     /// of the open-file limit (`udp_fd_ceiling`): the target is then probed from the shared
     /// socket.
-    fn open_udp(&self, id: u64, to: SocketAddr) -> Option<UdpSocket> {
-        let open = || -> std::io::Result<UdpSocket> {
+    fn open_udp(&mut self, id: u64, to: SocketAddr) -> Option<UdpSocket> {
+        let mut open = || -> std::io::Result<UdpSocket> {
             let at = SocketAddr::new(self.cfg.bind.ip(), self.udp.local_addr()?.port());
             let s = super::peer_socket(at, self.udp_fd_ceiling)?;
             s.connect(to)?;
