@@ -335,16 +335,7 @@ mod tests {
         // list only p50), and the line once printed "p99 0.00 us" under a p50 of microseconds.
         let rtt = fixtures::view(20_000, 100);
         let mut stack = fixtures::view(10_000, 100);
-        let k = KernelResult {
-            tx: "software".into(),
-            rx: "software".into(),
-            replies: 100,
-            tx_stamps: 100,
-            rx_stamps: 100,
-            out_of_order: 0,
-            stack: Some(stack.clone()),
-            hosts: None,
-        };
+        let k = fixtures::kernel(Some(stack.clone()), None);
         // p99 of 10, 11, ... 109 us is the 99th sample, 108 us (108,031 ns: its highest
         // equivalent at 3 significant digits)
         let line = kernel_line(&k, &rtt);

@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use wirebench_core::latency::{Percentile, Summary, histogram, record};
 use wirebench_core::report::{
-    Host, IntervalRow, LatencyView, Meta, NetInterface, Outcome, PingResults, ReceiverResult, Report, ResponderResult,
-    Results, SearchResult, StreamResults, SweepRow, ThreadInfo, TrialRow, encode_histogram,
+    Host, IntervalRow, KernelResult, LatencyView, Meta, NetInterface, Outcome, PingResults, ReceiverResult, Report,
+    ResponderResult, Results, SearchResult, StreamResults, SweepRow, ThreadInfo, TrialRow, encode_histogram,
 };
 use wirebench_core::stream::StreamCounts;
 
@@ -28,6 +28,20 @@ pub(crate) fn meta() -> Meta {
             interfaces: vec![NetInterface { name: "lo".into(), mtu: Some(65536), role: "route to x".into() }],
         },
         git_commit: Some("a071b60d5d4e57".into()),
+    }
+}
+
+/// A ping's kernel split with software stamps on both sides for 100 of 100 replies.
+pub(crate) fn kernel(stack: Option<LatencyView>, hosts: Option<LatencyView>) -> KernelResult {
+    KernelResult {
+        tx: "software".into(),
+        rx: "software".into(),
+        replies: 100,
+        tx_stamps: 100,
+        rx_stamps: 100,
+        out_of_order: 0,
+        stack,
+        hosts,
     }
 }
 

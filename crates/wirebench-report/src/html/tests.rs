@@ -78,16 +78,7 @@ fn the_kernel_split_is_drawn_and_tabled_beside_the_round_trip() {
     stack.measures = "stack_rtt".into();
     let mut hosts = fixtures::view(48_000, 100);
     hosts.measures = "hosts_share".into();
-    ping.responders[0].kernel = Some(wirebench_core::report::KernelResult {
-        tx: "software".into(),
-        rx: "software".into(),
-        replies: 100,
-        tx_stamps: 100,
-        rx_stamps: 100,
-        out_of_order: 0,
-        stack: Some(stack),
-        hosts: Some(hosts),
-    });
+    ping.responders[0].kernel = Some(fixtures::kernel(Some(stack), Some(hosts)));
     let html = page(&[Run { name: "k", report: &p }], false);
     let c = charts(&html);
     assert_eq!(c[1].matches(DATA_LINE_MARK).count(), 3, "round trip, stack to stack, the hosts' share");
