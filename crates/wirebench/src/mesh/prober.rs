@@ -15,6 +15,7 @@
 
 mod plan;
 mod replies;
+mod stalls;
 mod tcp;
 mod tcp_probe;
 mod windows;
@@ -53,7 +54,8 @@ const GROUP_TOKEN: u64 = u64::MAX - 1;
 /// The pacer's id for group sends.
 const GROUP_ID: u64 = u64::MAX - 2;
 /// Up to this many sockets (the shared and group ones, a UDP socket and a TCP connection per
-/// peer: seven peers with both transports), the loop waits on them with one `ppoll`, past it
+/// peer: seven peers with both transports; one more with the slot timer of the stall
+/// samples, `stalls`), the loop waits on them with one `ppoll`, past it
 /// through epoll (`ReadySet::direct`): a reply then wakes the loop from its socket's own wait
 /// queue, as `ping`'s wait does, which the UDP round trip showed (issue 11).
 const DIRECT_FDS: usize = 16;
@@ -114,6 +116,8 @@ pub struct ProberConfig {
     pub bind: SocketAddr,
     /// RNG seed (phases, jitter).
     pub seed: u64,
+    /// Take the agent's stall samples from the loop's own slot wake-ups ([`stalls`]).
+    pub stalls: bool,
 }
 
 struct Slot {
@@ -153,6 +157,8 @@ struct Prober {
     udp_fd_ceiling: u64,
     /// Whole TCP replies of one read, back to back (kept, so reads do not allocate).
     frames: Vec<u8>,
+    /// The slot timer and the stall samples (`ProberConfig::stalls`).
+    stalls: Option<stalls::Stalls>,
 }
 
 /// Binds the prober's shared UDP socket on `bind`'s address (port 0: the kernel picks one
@@ -183,11 +189,12 @@ pub fn spawn(
             Some(s)
         }
     };
-    let mut ready = ReadySet::direct(256, DIRECT_FDS)?;
+    let mut ready = ReadySet::direct(256, DIRECT_FDS + usize::from(cfg.stalls))?;
     ready.add(&udp, UDP_TOKEN)?;
     if let Some(s) = &group_sock {
         ready.add(s, GROUP_TOKEN)?;
     }
+    let stalls = if cfg.stalls { Some(stalls::Stalls::new(&mut ready, 0)?) } else { None };
     let clock = MonoClock::default();
     let now = clock.now_ns();
     let mut rng = SplitMix64::new(cfg.seed);
@@ -228,6 +235,7 @@ pub fn spawn(
         probe,
         udp_fd_ceiling: udp_fd_ceiling(),
         frames: Vec::with_capacity(1024),
+        stalls,
     };
     Ok(std::thread::Builder::new().name("mesh-prober".into()).spawn(move || p.run())?)
 }
@@ -249,13 +257,22 @@ impl Prober {
             }
             let now = self.clock.now_ns();
             let wake = self.pacer.wake_at().unwrap_or(u64::MAX).min(next_tick);
-            if self.ready.wait(wake.saturating_sub(now).max(1), &mut tokens).is_err() {
+            let timeout = match &mut self.stalls {
+                Some(s) => s.before_wait(wake, now),
+                None => wake.saturating_sub(now).max(1),
+            };
+            if self.ready.wait(timeout, &mut tokens).is_err() {
                 continue;
+            }
+            if let Some(s) = &mut self.stalls {
+                let slot = if self.pacer.is_empty() { TICK_NS } else { self.pacer.slot_ns() };
+                s.after_wait(now, wake, self.clock.now_ns(), slot, &tokens);
             }
             for &t in &tokens {
                 match t {
                     UDP_TOKEN => self.drain_udp(false),
                     GROUP_TOKEN => self.drain_udp(true),
+                    stalls::TIMER_TOKEN => {}
                     id if self.slots.get(&id).is_some_and(|s| s.udp.is_some()) => self.drain_peer(id),
                     id => self.on_ready(id),
                 }
@@ -273,6 +290,9 @@ impl Prober {
         }
         self.expire_connects(now);
         self.close_windows(now);
+        if let Some(s) = &mut self.stalls {
+            s.publish(self.windows.index(now), &self.shared.hiccup);
+        }
     }
 
     fn send(&mut self, id: u64) {
