@@ -194,8 +194,8 @@ pub fn spawn(
     if let Some(s) = &group_sock {
         ready.add(s, GROUP_TOKEN)?;
     }
-    let stalls = if cfg.stalls { Some(stalls::Stalls::new(&mut ready, 0)?) } else { None };
     let clock = MonoClock::default();
+    let stalls = if cfg.stalls { Some(stalls::Stalls::new(&mut ready, 0, &clock)?) } else { None };
     let now = clock.now_ns();
     let mut rng = SplitMix64::new(cfg.seed);
     let session = rng.next_u64();

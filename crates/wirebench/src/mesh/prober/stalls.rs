@@ -18,8 +18,9 @@ use std::io;
 use std::sync::{Mutex, PoisonError};
 
 use wirebench_core::hiccup::waits::WaitStalls;
+use wirebench_net::clock::Clock;
 use wirebench_net::ready::ReadySet;
-use wirebench_net::timer::AbsTimer;
+use wirebench_net::timer::{AbsTimer, mono_now_ns};
 
 use crate::mesh::state::HiccupWindow;
 
@@ -33,6 +34,8 @@ const BACKSTOP_NS: u64 = 10_000_000;
 #[derive(Debug)]
 pub(super) struct Stalls {
     timer: AbsTimer,
+    /// `CLOCK_MONOTONIC` minus the prober's clock (which counts from an origin on it).
+    to_mono: u64,
     /// The time the timer is armed to (`None`: not armed, or it fired).
     armed: Option<u64>,
     rec: WaitStalls,
@@ -41,21 +44,21 @@ pub(super) struct Stalls {
 }
 
 impl Stalls {
-    /// A slot timer, added to `ready` under [`TIMER_TOKEN`]; samples from prober window
-    /// `window` on.
-    pub(super) fn new(ready: &mut ReadySet, window: u64) -> io::Result<Self> {
+    /// A slot timer, added to `ready` under [`TIMER_TOKEN`], for times on `clock` (the
+    /// prober's); samples from prober window `window` on.
+    pub(super) fn new(ready: &mut ReadySet, window: u64, clock: &impl Clock) -> io::Result<Self> {
         let timer = AbsTimer::new()?;
         ready.add(&timer, TIMER_TOKEN)?;
-        Ok(Self { timer, armed: None, rec: WaitStalls::new(), window })
+        Ok(Self { timer, to_mono: mono_minus(clock), armed: None, rec: WaitStalls::new(), window })
     }
 
-    /// Arms the timer to `wake` (a system call only when the time changed) and returns the
-    /// wait's timeout from `now`: the backstop past `wake`, or without a timer (it could not
-    /// be armed) `wake` itself, as before.
+    /// Arms the timer to `wake` on the prober's clock (a system call only when the time
+    /// changed) and returns the wait's timeout from `now`: the backstop past `wake`, or
+    /// without a timer (it could not be armed) `wake` itself, as before.
     pub(super) fn before_wait(&mut self, wake: u64, now: u64) -> u64 {
         let left = wake.saturating_sub(now);
         if self.armed != Some(wake) {
-            if self.timer.arm(wake).is_err() {
+            if self.timer.arm(wake.saturating_add(self.to_mono)).is_err() {
                 self.armed = None;
                 return left.max(1);
             }
@@ -93,24 +96,38 @@ impl Stalls {
     }
 }
 
+/// `CLOCK_MONOTONIC` minus `clock`'s time, both read back to back (`clock` counts from an
+/// origin on `CLOCK_MONOTONIC`, as `MonoClock` does from a `std::time::Instant`): the timer
+/// is armed on the kernel's clock, the lateness measured on the prober's; the two reads
+/// are tens of nanoseconds apart, which is this offset's error.
+fn mono_minus(clock: &impl Clock) -> u64 {
+    let before = clock.now_ns();
+    let mono = mono_now_ns();
+    let after = clock.now_ns();
+    mono.saturating_sub(before / 2 + after / 2)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::net::UdpSocket;
-    use wirebench_net::timer::mono_now_ns;
+    use wirebench_net::clock::MonoClock;
 
     const MS: u64 = 1_000_000;
 
-    /// The prober's wait with the slot timer, by hand: a wait that the timer ends is a
-    /// sample of its lateness past the slot (never before it); a wait that a reply ends
-    /// before the slot is none, and leaves the timer armed for the same slot.
+    /// The prober's wait with the slot timer, by hand, on the prober's own clock (which
+    /// counts from its origin, not from boot as the timer's does): a wait that the timer ends
+    /// comes no earlier than the slot and is a sample of its lateness; a wait that a reply
+    /// ends before the slot is none, and leaves the timer armed for the same slot.
     #[test]
     fn a_wait_the_slot_timer_ends_is_a_sample_and_one_a_reply_ends_early_is_not() {
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
         let mut ready = ReadySet::direct(8, 4).unwrap();
         ready.add(&rx, 1).unwrap();
-        let mut s = Stalls::new(&mut ready, 0).unwrap();
+        let clock = MonoClock::default();
+        let mono_now_ns = || clock.now_ns();
+        let mut s = Stalls::new(&mut ready, 0, &clock).unwrap();
         let mut tokens = Vec::new();
         // A reply is queued: the wait returns with it long before a slot an hour away.
         tx.send_to(b"reply", rx.local_addr().unwrap()).unwrap();
@@ -131,7 +148,7 @@ mod tests {
         ready.wait(timeout, &mut tokens).unwrap();
         let returned = mono_now_ns();
         assert_eq!(tokens, [TIMER_TOKEN], "the timer, not the backstop, ended it");
-        assert!(returned >= wake);
+        assert!(returned >= wake, "the timer fired {} ns before the slot", wake - returned);
         s.after_wait(entered, wake, returned, 50 * MS, &tokens);
         assert_eq!(s.armed, None, "fired: armed again next time");
         let shared = Mutex::new(None);
