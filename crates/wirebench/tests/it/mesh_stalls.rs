@@ -63,6 +63,38 @@ impl Drop for AgentProcess {
     }
 }
 
+impl AgentProcess {
+    /// A thread's voluntary context switches (`/proc/PID/task/TID/status`), by name.
+    fn voluntary_switches(&self, name: &str) -> u64 {
+        let task = format!("/proc/{}/task", self.0.id());
+        let dir = std::fs::read_dir(&task)
+            .unwrap()
+            .filter_map(Result::ok)
+            .find(|e| std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim_end() == name));
+        let status = std::fs::read_to_string(dir.expect("the thread").path().join("status")).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("a count")
+    }
+}
+
+/// The prober sleeps to its slot timer: each wait blocks (a voluntary switch) until the
+/// slot. A timer armed on the wrong clock (in the past) kept it readable, and the prober
+/// spun through its waits without ever blocking (48 to 91 % of a core, `bench/mesh.sh`).
+#[test]
+fn the_prober_blocks_in_its_waits_for_the_slot_timer() {
+    let agent = AgentProcess::start(&[]);
+    let names = agent.threads();
+    assert!(names.iter().any(|n| n == "mesh-prober"), "{names:?}");
+    let before = agent.voluntary_switches("mesh-prober");
+    // At least its 100 ms housekeeping ticks: 5 blocking waits within a bounded wait.
+    crate::mesh::wait_for(Duration::from_secs(10), "the prober blocking in its waits", || {
+        (agent.voluntary_switches("mesh-prober") >= before + 5).then_some(())
+    });
+}
+
 #[test]
 fn an_agent_by_default_has_no_stall_meter_thread_and_has_one_with_an_explicit_interval() {
     let names = AgentProcess::start(&[]).threads();
