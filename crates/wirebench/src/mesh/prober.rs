@@ -38,6 +38,7 @@ use wirebench_core::wire::mesh as wire_mesh;
 use wirebench_core::wire::probe;
 use wirebench_net::clock::{Clock as _, MonoClock, wall_minus_mono};
 use wirebench_net::ready::ReadySet;
+use wirebench_net::rxbatch::RxBatch;
 
 use self::tcp::Conn;
 use super::state::{Shared, Totals};
@@ -59,8 +60,6 @@ const GROUP_ID: u64 = u64::MAX - 2;
 /// through epoll (`ReadySet::direct`): a reply then wakes the loop from its socket's own wait
 /// queue, as `ping`'s wait does, which the UDP round trip showed (issue 11).
 const DIRECT_FDS: usize = 16;
-/// Datagrams read per socket per wake-up.
-const DRAIN_BATCH: usize = 256;
 
 /// The multicast part of the config.
 #[derive(Debug, Clone, Copy)]
@@ -159,6 +158,9 @@ struct Prober {
     frames: Vec<u8>,
     /// The slot timer and the stall samples (`ProberConfig::stalls`).
     stalls: Option<stalls::Stalls>,
+    /// Receive buffers for the shared and group sockets' batches (`None` only while one is
+    /// being read, `replies`).
+    rx: Option<Box<RxBatch>>,
 }
 
 /// Binds the prober's shared UDP socket on `bind`'s address (port 0: the kernel picks one
@@ -236,6 +238,7 @@ pub fn spawn(
         udp_fd_ceiling: udp_fd_ceiling(),
         frames: Vec::with_capacity(1024),
         stalls,
+        rx: Some(Box::new(RxBatch::new(replies::RX_SLOT))),
     };
     Ok(std::thread::Builder::new().name("mesh-prober".into()).spawn(move || p.run())?)
 }
