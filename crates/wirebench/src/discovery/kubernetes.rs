@@ -5,8 +5,9 @@
 //! against the cluster's CA. The RBAC it needs: `get`, `list`, `watch` on
 //! `discovery.k8s.io/endpointslices` (deploy/kubernetes/rbac.yaml).
 //!
-//! Bounds: a list at most 64 MiB, one watch line at most 4 MiB, a watch silent for more than
-//! 5 minutes is dropped (the server ends its own after 4), back-off from 1 s to 30 s.
+//! Bounds: a list at most 64 MiB, one watch line at most 4 MiB (split as it comes, each byte
+//! looked at once: core `mesh::lines`), a watch silent for more than 5 minutes is dropped (the
+//! server ends its own after 4), back-off from 1 s to 30 s.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -16,6 +17,7 @@ use anyhow::{Context as _, anyhow, bail};
 use http_body_util::BodyExt as _;
 use hyper::Uri;
 use wirebench_core::mesh::endpoints::{EndpointSlice, PortSel, SliceList, WatchEvent, peers_of};
+use wirebench_core::mesh::lines::Lines;
 use wirebench_core::mesh::peer::Peer;
 
 use super::{Board, Log, sleep_or_stop};
@@ -230,7 +232,7 @@ async fn watch(
         bail!("watch endpointslices: HTTP {}", resp.status());
     }
     let mut body = resp.into_body();
-    let mut line: Vec<u8> = Vec::new();
+    let mut lines = Lines::new(MAX_LINE_BYTES);
     let what = format!("k8s:{}/{}", spec.namespace, spec.service);
     loop {
         // Each frame restarts the silence deadline; the stop wakes the wait itself.
@@ -241,13 +243,12 @@ async fn watch(
         };
         let Some(frame) = frame else { return Ok(End::Closed) };
         let Ok(data) = frame.map_err(|e| anyhow!("watch: {e}"))?.into_data() else { continue };
-        line.extend_from_slice(&data);
-        while let Some(nl) = line.iter().position(|&b| b == b'\n') {
-            let one: Vec<u8> = line.drain(..=nl).collect();
+        lines.push(&data);
+        while let Some(one) = lines.next_line().map_err(|_| anyhow!("watch: an event longer than 4 MiB"))? {
             if one.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let ev: WatchEvent = serde_json::from_slice(&one).context("watch: bad event")?;
+            let ev: WatchEvent = serde_json::from_slice(one).context("watch: bad event")?;
             match ev.kind.as_str() {
                 "ADDED" | "MODIFIED" | "DELETED" => {
                     let s: EndpointSlice = serde_json::from_value(ev.object).context("watch: bad slice")?;
@@ -272,9 +273,6 @@ async fn watch(
                 }
                 other => bail!("watch: unknown event type {other}"),
             }
-        }
-        if line.len() > MAX_LINE_BYTES {
-            bail!("watch: an event longer than 4 MiB");
         }
     }
 }
