@@ -177,7 +177,7 @@ impl Collector for MeshCollector {
         counter(
             &mut e,
             "wirebench_mesh_tcp_not_probes",
-            "Probe connections closed for carrying what is not probe replies (a bad header, a frame past 4 KiB)",
+            "Probe connections closed for carrying what is not probe replies (a bad header, a frame past 4 KiB, more frames than probes sent)",
             &[(vec![], s.tcp_not_probes.load(Ordering::Relaxed))],
         )?;
         counter(

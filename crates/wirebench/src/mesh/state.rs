@@ -51,7 +51,7 @@ pub struct Shared {
     /// UDP targets whose own connected socket could not be opened (probed from the shared one).
     pub udp_socket_failures: AtomicU64,
     /// Probe connections closed for carrying what is not probe replies (a bad header, a
-    /// frame past 4 KiB).
+    /// frame past 4 KiB, more frames than probes sent on it).
     pub tcp_not_probes: AtomicU64,
     /// Window length, ns.
     pub window_ns: u64,

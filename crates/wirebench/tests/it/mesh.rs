@@ -215,6 +215,7 @@ fn three_agents_fill_the_matrix_and_every_view_agrees() {
         (m1.window == m2.window && text.contains("wirebench_mesh_hiccup_seconds")).then_some((m1, text, m2))
     });
     assert_eq!(m1, m2);
+    assert!(text.contains("wirebench_mesh_tcp_not_probes_total 0"), "no probe connection cut: {text}");
     // Each cell's histogram is plain V2 (cookie 0x1c849313), not V2 + DEFLATE (0x1c849314):
     // a window's hundreds of sparse cells each paid a fresh compressor and saved nothing.
     for c in &m1.cells {

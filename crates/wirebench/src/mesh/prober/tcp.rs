@@ -58,6 +58,9 @@ pub(super) enum Conn {
         stream: TcpStream,
         /// Bytes read, not yet a whole reply.
         rbuf: Vec<u8>,
+        /// Probes sent on this connection and not yet answered: a peer owes at most one
+        /// reply per probe, so a frame past them means it is not answering probes.
+        owed: u64,
     },
 }
 
