@@ -382,17 +382,17 @@ impl Relay<'_> {
             }
         }
         for &(slot, _) in &ch.added {
+            // A fresh histogram (zeroed pages from the allocator) costs less than clearing
+            // the old one's.
+            let fresh = Peer {
+                stats: PeerStats::default(),
+                window: PeerWindow::default(),
+                rate: RateCap::new(self.cfg.max_rate),
+            };
             if slot == self.peers.len() {
-                self.peers.push(Peer {
-                    stats: PeerStats::default(),
-                    window: PeerWindow::default(),
-                    rate: RateCap::new(self.cfg.max_rate),
-                });
+                self.peers.push(fresh);
             } else {
-                let p = &mut self.peers[slot];
-                p.stats.clear();
-                p.window = PeerWindow::default();
-                p.rate = RateCap::new(self.cfg.max_rate);
+                self.peers[slot] = fresh;
             }
         }
         if !ch.retired.is_empty() {

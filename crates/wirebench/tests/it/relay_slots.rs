@@ -42,13 +42,15 @@ fn peers_file(path: &std::path::Path, list: &[SocketAddrV4]) {
     std::fs::rename(&tmp, path).unwrap();
 }
 
-/// A relay data datagram of peer `tag` (re-emitted as the payload `tag`).
+/// A relay data datagram of peer `tag` (re-emitted as the payload `tag`), received by its
+/// origin now (one host, one clock: the added delay is real).
 fn datagram(seq: u64, tag: &str) -> Vec<u8> {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
     let h = Header {
         kind: RelayKind::Data,
         origin: 7,
         seq,
-        rx_wall_ns: 1,
+        rx_wall_ns: u64::try_from(now.as_nanos()).unwrap(),
         group: GROUP.parse().unwrap(),
         sender: "10.9.9.9:4000".parse().unwrap(),
     };
