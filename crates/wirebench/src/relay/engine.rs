@@ -56,6 +56,8 @@ const MATE_TTL_NS: u64 = 3 * PROBE_EVERY_NS + 500_000_000;
 const CHECK_PROBE_EVERY_NS: u64 = 250_000_000;
 /// Peers out of the list are checked for the expiry this often.
 const EXPIRE_EVERY_NS: u64 = 1_000_000_000;
+/// Retired peers' histograms added to the retired one per turn of the loop.
+const MERGE_PER_TURN: usize = 16;
 /// An emitting socket idle this long may be reused for a new sender.
 const FLOW_IDLE_NS: u64 = 30_000_000_000;
 /// Batches read from one socket before looking at the others (256 datagrams).
@@ -330,6 +332,8 @@ impl Relay<'_> {
                 self.set_peers(&list);
                 next_rebuild = 0;
             }
+            // Retired peers' histograms, a few a turn (nothing to do most turns).
+            self.retired.merge_some(MERGE_PER_TURN);
             if now >= next_expire {
                 let ch = self.table.expire(now);
                 if !ch.is_empty() {
@@ -375,24 +379,23 @@ impl Relay<'_> {
     /// Applies a change of the table: a retired peer's counters go to the retired total
     /// (and it is no longer a segment mate), a slot given to an address starts from zero.
     fn apply(&mut self, ch: &Changes) {
+        let fresh = |cfg: &Config| Peer {
+            stats: PeerStats::default(),
+            window: PeerWindow::default(),
+            rate: RateCap::new(cfg.max_rate),
+        };
+        // A retired slot gets fresh state at once (zeroed pages from the allocator cost less
+        // than clearing the old histogram), so a slot not held is always fresh.
         for &(slot, addr) in &ch.retired {
-            self.retired.fold(&self.peers[slot].stats);
+            let old = std::mem::replace(&mut self.peers[slot], fresh(self.cfg));
+            self.retired.fold(old.stats);
             for g in &mut self.groups {
                 g.native.remove(&addr);
             }
         }
         for &(slot, _) in &ch.added {
-            // A fresh histogram (zeroed pages from the allocator) costs less than clearing
-            // the old one's.
-            let fresh = Peer {
-                stats: PeerStats::default(),
-                window: PeerWindow::default(),
-                rate: RateCap::new(self.cfg.max_rate),
-            };
             if slot == self.peers.len() {
-                self.peers.push(fresh);
-            } else {
-                self.peers[slot] = fresh;
+                self.peers.push(fresh(self.cfg));
             }
         }
         if !ch.retired.is_empty() {
@@ -540,7 +543,8 @@ impl Relay<'_> {
         out.flush()
     }
 
-    fn results(&self) -> RelayResults {
+    fn results(&mut self) -> RelayResults {
+        self.retired.merge_all();
         let now = self.clock.now_ns();
         let groups: Vec<_> = self
             .groups

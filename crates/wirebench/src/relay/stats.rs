@@ -67,22 +67,39 @@ impl PeerStats {
 pub(crate) struct Retired {
     pub(crate) peers: u64,
     pub(crate) stats: PeerStats,
+    /// Retired peers' histograms not yet added to `stats.added`: adding one scans all its
+    /// 27,648 counts, so a whole table retired at once is merged a few at a time
+    /// ([`Retired::merge_some`]) instead of holding the loop up.
+    unmerged: Vec<Histogram<u64>>,
 }
 
 impl Retired {
-    /// Folds a retired peer's counters in.
-    pub(crate) fn fold(&mut self, p: &PeerStats) {
+    /// Folds a retired peer's counters in; its histogram waits for [`Retired::merge_some`].
+    pub(crate) fn fold(&mut self, p: PeerStats) {
         let PeerStats { received, sent, drops, added, clock_negative } = p;
         self.peers += 1;
-        self.stats.received.merge(*received);
-        self.stats.sent.merge(*sent);
-        self.stats.drops.merge(drops);
-        // Same bounds on both sides: cannot fail. (Only where there is something to add:
-        // a whole table may retire at once, and the loop waits meanwhile.)
-        if !added.is_empty() {
-            let _ = self.stats.added.add(added);
-        }
+        self.stats.received.merge(received);
+        self.stats.sent.merge(sent);
+        self.stats.drops.merge(&drops);
         self.stats.clock_negative += clock_negative;
+        if !added.is_empty() {
+            self.unmerged.push(added);
+        }
+    }
+
+    /// Adds up to `n` waiting histograms; whether any are left.
+    pub(crate) fn merge_some(&mut self, n: usize) -> bool {
+        let k = self.unmerged.len().saturating_sub(n);
+        for h in self.unmerged.drain(k..) {
+            // Same bounds on both sides: cannot fail.
+            let _ = self.stats.added.add(&h);
+        }
+        !self.unmerged.is_empty()
+    }
+
+    /// Adds every waiting histogram (for the report).
+    pub(crate) fn merge_all(&mut self) {
+        self.merge_some(usize::MAX);
     }
 }
 
@@ -346,8 +363,11 @@ mod tests {
             totals.add(p.received, p.sent, &p.drops, p.clock_negative);
         }
         let mut retired = Retired::default();
-        retired.fold(&all[0]);
-        retired.fold(&all[2]);
+        retired.fold(all[0].clone());
+        retired.fold(all[2].clone());
+        assert!(retired.merge_some(1), "one histogram left");
+        assert_eq!(retired.stats.added.len(), 1);
+        retired.merge_all();
         let live = [
             ("10.0.0.2:7880".parse().unwrap(), all[1].clone(), true),
             ("10.0.0.4:7880".parse().unwrap(), all[3].clone(), false),
