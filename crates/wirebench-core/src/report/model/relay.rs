@@ -209,3 +209,51 @@ pub struct RelaySender {
     /// Datagrams and bytes.
     pub count: RelayCount,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report written before the peer table's fields still reads: nothing retired, no
+    /// totals.
+    #[test]
+    fn a_relay_report_without_the_table_fields_reads() {
+        let old = r#"{"relay_id":"aa","listen":"10.0.0.1:7880","authenticated":false,"groups":[],"peers":[],
+            "senders":[],"senders_untracked":0,"not_a_peer":2,"malformed":0,"kernel_drops":0}"#;
+        let r: RelayResults = serde_json::from_str(old).unwrap();
+        assert_eq!((r.not_a_peer, r.retired.peers, r.peer_totals, r.peers_refused), (2, 0, None, 0));
+        let back: RelayResults = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+    }
+
+    #[test]
+    fn drops_merge_cause_by_cause() {
+        let a = RelayDrops {
+            bad_mac: 1,
+            duplicate: 2,
+            rate_cap: 3,
+            too_big: 4,
+            looped: 5,
+            passive: 6,
+            senders_full: 7,
+            not_relayed: 8,
+            send_errors: 9,
+        };
+        let mut t = a;
+        t.merge(&a);
+        assert_eq!(
+            t,
+            RelayDrops {
+                bad_mac: 2,
+                duplicate: 4,
+                rate_cap: 6,
+                too_big: 8,
+                looped: 10,
+                passive: 12,
+                senders_full: 14,
+                not_relayed: 16,
+                send_errors: 18
+            }
+        );
+    }
+}
