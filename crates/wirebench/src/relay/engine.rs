@@ -16,8 +16,9 @@
 //! thread instead of a wake-up.
 //!
 //! The two directions have their own files: `engine/forward.rs` (a local group to the peers)
-//! and `engine/emit.rs` (the peers to a local group); this one holds the state, the loop, the
-//! probes and the peer table (`relay::slots::PeerSlots`: a peer out of the list and unheard
+//! and `engine/emit.rs` (the peers to a local group), and so do the peer table's changes
+//! (`engine/table.rs`); this one holds the state, the loop, the probes and the fan-out lists
+//! over the peer table (`relay::slots::PeerSlots`: a peer out of the list and unheard
 //! for `--peer-expiry` is retired, its counters folded into the retired total, its slot
 //! reused).
 
@@ -28,9 +29,9 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use anyhow::Context as _;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use socket2::{Domain, Protocol, Socket, Type};
-use wirebench_core::relay::slots::{Changes, PeerSlots};
+use wirebench_core::relay::slots::PeerSlots;
 use wirebench_core::relay::{EmitGuard, Mates, PeerWindow, RateCap};
-use wirebench_core::report::{RelayDrops, RelayPeerTotals, RelayResults};
+use wirebench_core::report::{RelayPeerTotals, RelayResults};
 use wirebench_core::wire::relay::{self as wire, Header, MAX_UDP_LEN, RelayKind};
 use wirebench_net::clock::{Clock as _, MonoClock};
 use wirebench_net::drops::udp_drops;
@@ -46,6 +47,7 @@ use crate::shutdown::Shutdown;
 
 mod emit;
 mod forward;
+mod table;
 
 /// Longest wait in the kernel.
 const WAKE: u16 = 100;
@@ -367,59 +369,6 @@ impl Relay<'_> {
                 }
             }
         }
-    }
-
-    /// Takes a new list: new peers get a slot (or wait for one), peers out of it stay in
-    /// the table (inactive, not sent to) until the expiry.
-    fn set_peers(&mut self, list: &[SocketAddrV4]) {
-        let ch = self.table.set_list(list, self.clock.now_ns());
-        self.apply(&ch);
-    }
-
-    /// Applies a change of the table: a retired peer's counters go to the retired total
-    /// (and it is no longer a segment mate), a slot given to an address starts from zero.
-    fn apply(&mut self, ch: &Changes) {
-        let fresh = |cfg: &Config| Peer {
-            stats: PeerStats::default(),
-            window: PeerWindow::default(),
-            rate: RateCap::new(cfg.max_rate),
-        };
-        // A retired slot gets fresh state at once (zeroed pages from the allocator cost less
-        // than clearing the old histogram), so a slot not held is always fresh.
-        for &(slot, addr) in &ch.retired {
-            let old = std::mem::replace(&mut self.peers[slot], fresh(self.cfg));
-            self.retired.fold(old.stats);
-            for g in &mut self.groups {
-                g.native.remove(&addr);
-            }
-        }
-        for &(slot, _) in &ch.added {
-            if slot == self.peers.len() {
-                self.peers.push(fresh(self.cfg));
-            }
-        }
-        if !ch.retired.is_empty() {
-            eprintln!(
-                "wirebench relay: {} peers retired (out of the list and silent for {:?}); {} live",
-                ch.retired.len(),
-                self.cfg.peer_expiry,
-                self.table.len()
-            );
-        }
-        if !ch.refused.is_empty() {
-            eprintln!(
-                "wirebench relay: the peer table is full ({} live peers): {} new peers wait for a slot (first {})",
-                self.table.capacity(),
-                ch.refused.len(),
-                ch.refused[0]
-            );
-        }
-    }
-
-    /// Counts a datagram of peer `pi` dropped for `cause`, in its row and in the totals.
-    fn peer_drop(&mut self, pi: usize, cause: fn(&mut RelayDrops) -> &mut u64) {
-        *cause(&mut self.peers[pi].stats.drops) += 1;
-        *cause(&mut self.totals.drops) += 1;
     }
 
     /// Whether peer `pi` may get and give group `g`'s traffic: in the list, and not on our
