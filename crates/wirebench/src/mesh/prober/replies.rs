@@ -21,15 +21,16 @@ impl Prober {
     /// at once): read until the kernel has no more, at most a batch per wake-up, since
     /// several are usually queued.
     pub(super) fn drain_udp(&mut self, group: bool) {
-        let mut buf = [0u8; 2048];
+        // The kept buffer, out of `self` while replies are handled (a move, no allocation).
+        let mut buf = std::mem::take(&mut self.rbuf);
         // At most a batch per wake-up: a flood at this socket must not starve the schedule.
         for _ in 0..DRAIN_BATCH {
             let sock = if group { self.group_sock.as_ref() } else { Some(&self.udp) };
-            let Some(sock) = sock else { return };
+            let Some(sock) = sock else { break };
             let (n, from) = match sock.recv_from(&mut buf) {
                 Ok(r) => r,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(_) => return,
+                Err(_) => break,
             };
             let now = self.clock.now_ns();
             let id = if group { self.group_by_ip.get(&from.ip()).copied() } else { self.udp_target(&buf[..n]) };
@@ -41,6 +42,7 @@ impl Prober {
                 }
             }
         }
+        self.rbuf = buf;
     }
 
     /// A reply on UDP target `id`'s own (connected) socket: the kernel lets only its peer's
@@ -49,12 +51,14 @@ impl Prober {
     /// nothing); a datagram still queued keeps the socket in the level-triggered ready set,
     /// so the next wait returns at once with it (test
     /// `a_peer_socket_read_once_per_wait_leaves_nothing_unread`).
+    /// The read goes into the kept buffer: between the wake-up and the reply's read nothing
+    /// but the socket's lookup (a 2 KiB buffer on the stack was zeroed there before).
     pub(super) fn drain_peer(&mut self, id: u64) {
-        let mut buf = [0u8; 2048];
         let Some(sock) = self.slots.get(&id).and_then(|s| s.udp.as_ref()) else { return };
         // Nothing, or an ICMP error (the peer's port closed): the probe is lost.
-        let Some(n) = recv_one(sock, &mut buf) else { return };
+        let Some(n) = recv_one(sock, &mut self.rbuf) else { return };
         let now = self.clock.now_ns();
+        let buf = std::mem::take(&mut self.rbuf);
         // Matched by the session it carries, as on the shared socket (a kernel that
         // delivered it here wrongly loses nothing).
         match self.udp_target(&buf[..n]) {
@@ -63,6 +67,7 @@ impl Prober {
                 self.shared.replies_unmatched.fetch_add(1, Ordering::Relaxed);
             }
         }
+        self.rbuf = buf;
     }
 
     /// The UDP target a reply names by its session.
