@@ -60,6 +60,8 @@ const GROUP_ID: u64 = u64::MAX - 2;
 /// through epoll (`ReadySet::direct`): a reply then wakes the loop from its socket's own wait
 /// queue, as `ping`'s wait does, which the UDP round trip showed (issue 11).
 const DIRECT_FDS: usize = 16;
+/// A UDP reply's read buffer: larger than any probe (a longer datagram is not a reply).
+const RECV_LEN: usize = 2048;
 
 /// The multicast part of the config.
 #[derive(Debug, Clone, Copy)]
@@ -126,6 +128,9 @@ struct Slot {
     conn: Option<Conn>,
     /// A UDP target's own socket, connected to the peer (`None`: probed from the shared one).
     udp: Option<UdpSocket>,
+    /// A UDP target's probe, written whole when the target is made ([`udp_probe`]): a send
+    /// only stamps its sequence number and t1 (and its tag), as `ping`'s does.
+    probe: [u8; PROBE_LEN],
 }
 
 struct Prober {
@@ -161,6 +166,8 @@ struct Prober {
     /// Receive buffers for the shared and group sockets' batches (`None` only while one is
     /// being read, `replies`).
     rx: Option<Box<RxBatch>>,
+    /// A peer socket's UDP reply is read into this (kept: a reply's read does not first zero a buffer).
+    rbuf: Vec<u8>,
 }
 
 /// Binds the prober's shared UDP socket on `bind`'s address (port 0: the kernel picks one
@@ -239,6 +246,7 @@ pub fn spawn(
         frames: Vec::with_capacity(1024),
         stalls,
         rx: Some(Box::new(RxBatch::new(replies::RX_SLOT))),
+        rbuf: vec![0u8; RECV_LEN],
     };
     Ok(std::thread::Builder::new().name("mesh-prober".into()).spawn(move || p.run())?)
 }
@@ -307,12 +315,14 @@ impl Prober {
         let seq = slot.target.take_seq();
         match slot.proto {
             Proto::Udp => {
+                // Between t1 and the send only what `ping` does there too: two stores (and,
+                // with a token, the tag over them); the rest was written with the target.
                 let t1 = self.clock.now_ns();
-                stamp(&mut self.probe, self.cfg.key.as_ref(), self.session.wrapping_add(id), seq, t1);
+                restamp(&mut slot.probe, self.cfg.key.as_ref(), seq, t1);
                 // A send the kernel refuses is a probe that never arrives: lost, as it should.
                 let _ = match &slot.udp {
-                    Some(s) => s.send(&self.probe),
-                    None => self.udp.send_to(&self.probe, slot.peer.addr),
+                    Some(s) => s.send(&slot.probe),
+                    None => self.udp.send_to(&slot.probe, slot.peer.addr),
                 };
                 slot.target.on_send(seq, t1, &self.windows);
             }
@@ -388,8 +398,53 @@ fn stamp(buf: &mut [u8], key: Option<&Key>, session: u64, seq: u64, t1: u64) {
     if key.is_some() {
         wire_mesh::mark(buf);
     }
+    restamp(buf, key, seq, t1);
+}
+
+/// A UDP target's probe for `session`, everything but the sequence number, t1 and the tag
+/// ([`restamp`] writes those at each send).
+fn udp_probe(key: Option<&Key>, session: u64) -> [u8; PROBE_LEN] {
+    let mut buf = [0u8; PROBE_LEN];
+    probe::init(&mut buf, session, 0);
+    if key.is_some() {
+        wire_mesh::mark(&mut buf);
+    }
+    buf
+}
+
+/// Stamps a probe made by [`udp_probe`] (or `probe::init`) for one send: sequence number,
+/// send time and (with a key) the tag over them.
+fn restamp(buf: &mut [u8], key: Option<&Key>, seq: u64, t1: u64) {
     probe::stamp(buf, seq, t1);
     if let Some(k) = key {
         wire_mesh::sign_probe(k, buf);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirebench_core::wire::probe::Probe;
+
+    /// A UDP target's probe is written once and only restamped at each send (issue 11: as
+    /// `ping`'s, nothing but the sequence number and t1, and the tag over them, between t1 and
+    /// the send). On the wire it is byte for byte the probe written whole, with and without a
+    /// token, and a restamp leaves nothing of the previous send.
+    #[test]
+    fn a_restamped_target_probe_is_the_probe_written_whole() {
+        for key in [None, Some(Key::new(b"token"))] {
+            let mut kept = udp_probe(key.as_ref(), 42);
+            for (seq, t1) in [(0, 5), (7, 1_000_000), (u64::MAX, u64::MAX), (1, 2)] {
+                restamp(&mut kept, key.as_ref(), seq, t1);
+                let mut whole = [0xAA; PROBE_LEN];
+                stamp(&mut whole, key.as_ref(), 42, seq, t1);
+                assert_eq!(kept, whole, "seq {seq}, key {}", key.is_some());
+                let p = Probe::parse(&kept).unwrap();
+                assert_eq!((p.session(), p.seq(), p.t1()), (42, seq, t1));
+                if let Some(k) = &key {
+                    assert!(wire_mesh::verify_probe(k, &kept), "the tag covers this send's seq and t1");
+                }
+            }
+        }
     }
 }

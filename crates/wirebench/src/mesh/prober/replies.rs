@@ -61,12 +61,14 @@ impl Prober {
     /// nothing); a datagram still queued keeps the socket in the level-triggered ready set,
     /// so the next wait returns at once with it (test
     /// `a_peer_socket_read_once_per_wait_leaves_nothing_unread`).
+    /// The read goes into the kept buffer: between the wake-up and the reply's read nothing
+    /// but the socket's lookup (a 2 KiB buffer on the stack was zeroed there before).
     pub(super) fn drain_peer(&mut self, id: u64) {
-        let mut buf = [0u8; 2048];
         let Some(sock) = self.slots.get(&id).and_then(|s| s.udp.as_ref()) else { return };
         // Nothing, or an ICMP error (the peer's port closed): the probe is lost.
-        let Some(n) = recv_one(sock, &mut buf) else { return };
+        let Some(n) = recv_one(sock, &mut self.rbuf) else { return };
         let now = self.clock.now_ns();
+        let buf = std::mem::take(&mut self.rbuf);
         // Matched by the session it carries, as on the shared socket (a kernel that
         // delivered it here wrongly loses nothing).
         match self.udp_target(&buf[..n]) {
@@ -75,6 +77,7 @@ impl Prober {
                 self.shared.replies_unmatched.fetch_add(1, Ordering::Relaxed);
             }
         }
+        self.rbuf = buf;
     }
 
     /// The UDP target a reply names by its session.
