@@ -128,8 +128,8 @@ fn regex_lite_paths() -> impl Fn(&str) -> Vec<String> {
             .map(|s| s.split_whitespace().next().unwrap_or("").trim_end_matches([':', ',', ')']).to_owned())
             .filter(|s| ["docs/", "bench/", "crates/", "fuzz/", ".ci/"].iter().any(|p| s.starts_with(p)))
             .filter(|s| !s.contains(['*', '<', '{', '$']) && !s.ends_with('/'))
-            // made by runs, git-ignored
-            .filter(|s| !["fuzz/target", "fuzz/corpus", "fuzz/artifacts"].iter().any(|g| s.starts_with(g)))
+            // made by runs, git-ignored (benchmark run directories are named as the runs' record)
+            .filter(|s| !["fuzz/target", "fuzz/corpus", "fuzz/artifacts", "bench/out/"].iter().any(|g| s.starts_with(g)))
             .collect()
     }
 }
