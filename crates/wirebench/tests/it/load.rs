@@ -206,6 +206,24 @@ fn no_connection_names_the_url_tried_and_counts_in_words() {
     let r = wirebench(&["load", &url, "--clients", "3", "-d", "200ms", "-q", "--tokens", tokens]);
     assert_eq!(r.code, 1, "{}{}", r.out, r.err);
     assert!(r.err.contains("/rooms/0?user=ann&c=0 (client 0's URL; 3 attempts failed)"), "{}", r.err);
+    // a shard's first client is not client 0: its own URL, in its own room
+    let r = wirebench(&[
+        "load",
+        &url,
+        "--clients",
+        "4",
+        "--room-size",
+        "2",
+        "--shard",
+        "2/2",
+        "-d",
+        "200ms",
+        "-q",
+        "--tokens",
+        tokens,
+    ]);
+    assert_eq!(r.code, 1, "{}{}", r.out, r.err);
+    assert!(r.err.contains("/rooms/1?user=ann&c=2 (client 2's URL; 2 attempts failed)"), "{}", r.err);
 }
 
 /// The room goes away mid-run: exit 1, a partial report printed and saved.
