@@ -5,6 +5,7 @@
 //!
 //! - [`peer`]: `Peer`, list parsing, merging sources, diffs.
 //! - [`endpoints`]: peers from Kubernetes EndpointSlices.
+//! - [`lines`]: a watch stream split into its lines, each byte looked at once.
 //! - [`plan`]: pair selection and the cost arithmetic of a fleet.
 //! - [`pacer`]: due times with a random phase and jitter per target.
 //! - [`window`]: per-target accounting in fixed windows.
@@ -14,6 +15,7 @@
 
 pub mod api;
 pub mod endpoints;
+pub mod lines;
 pub mod matrix;
 pub mod pacer;
 pub mod peer;

@@ -7,6 +7,8 @@
 //! - [`Mates`]: the other relays that hear a group natively (same segment), and which one
 //!   of them carries it (the lowest address), so two relays on one segment do not double
 //!   traffic.
+//! - [`slots::PeerSlots`]: the peer table, a fixed number of slots; a peer out of the list
+//!   and unheard for the expiry is retired and its slot reused.
 //!
 //! The wire format is `wire::relay`; the report model is `report::RelayResults`.
 
@@ -15,6 +17,8 @@ use std::net::SocketAddrV4;
 
 use crate::impair::bucket::TokenBucket;
 use crate::seq::{Arrival, SeqWindow};
+
+pub mod slots;
 
 /// Sequence numbers a [`PeerWindow`] remembers per origin.
 pub const DEDUPE_WINDOW: usize = 4096;

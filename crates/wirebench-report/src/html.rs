@@ -217,5 +217,6 @@ mod tests;
 /// The overview line of a relay run: what it carried.
 fn relay_headline(r: &wirebench_core::report::RelayResults) -> String {
     let (fwd, re) = r.groups.iter().fold((0, 0), |(f, e), g| (f + g.forwarded.datagrams, e + g.reemitted.datagrams));
-    format!("{} groups, {} peers: {fwd} datagrams forwarded, {re} re-emitted", r.groups.len(), r.peers.len())
+    let retired = if r.retired.peers > 0 { format!(" ({} retired)", r.retired.peers) } else { String::new() };
+    format!("{} groups, {} peers{retired}: {fwd} datagrams forwarded, {re} re-emitted", r.groups.len(), r.peers.len())
 }

@@ -73,6 +73,10 @@ pub struct Args {
     /// Re-resolve the peers this often.
     #[arg(long, default_value = "10s")]
     pub resolve_every: Span,
+    /// A peer out of the list and silent this long leaves the peer table (its counters go
+    /// to the retired total, its slot to a new peer).
+    #[arg(long, default_value = "60s")]
+    pub peer_expiry: Span,
     /// How long to wait for peers' answers to the native check.
     #[arg(long, default_value = "1s")]
     pub check_wait: Span,
@@ -124,6 +128,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
             "check": cfg.check,
             "force": cfg.force,
             "busy_poll_ns": u64::try_from(cfg.busy_poll.as_nanos()).unwrap_or(u64::MAX),
+            "peer_expiry_ns": u64::try_from(cfg.peer_expiry.as_nanos()).unwrap_or(u64::MAX),
         }),
         outcome: if ctx.shutdown.is_set() { Outcome::Interrupted } else { Outcome::Completed },
         results: Results::Relay(results),

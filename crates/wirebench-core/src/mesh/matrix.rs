@@ -292,10 +292,12 @@ impl MatrixBuilder {
             });
         }
         cells.sort_by(|a, b| (a.src, a.dst, &a.proto).cmp(&(b.src, b.dst, &b.proto)));
-        let mut problems = describe("unicast", &unicast, &nodes);
+        let mut named = describe("unicast", &unicast, &nodes);
         if any_multicast {
-            problems.extend(describe("multicast", &multicast, &nodes));
+            named.extend(describe("multicast", &multicast, &nodes));
         }
+        let mut problems = no_rows(&self.source, &nodes, &named);
+        problems.extend(named);
         let combined = merged
             .into_iter()
             .map(|(p, h)| MeshCombined {
@@ -318,6 +320,44 @@ impl MatrixBuilder {
             combined,
         }
     }
+}
+
+/// The agents asked that gave no row (unless a verdict already names the node down), and,
+/// when no agent gave one, that there is no matrix: a status that heard from nobody must not
+/// read as healthy.
+fn no_rows(source: &str, nodes: &[MeshNode], named: &[MeshProblem]) -> Vec<MeshProblem> {
+    let mut out: Vec<MeshProblem> = nodes
+        .iter()
+        .enumerate()
+        .filter(|(i, n)| !n.reported && !named.iter().any(|p| p.down && p.nodes.contains(i)))
+        .filter_map(|(i, n)| {
+            let why = n.error.as_deref()?;
+            Some(MeshProblem {
+                scope: "agents".into(),
+                kind: "unreachable".into(),
+                nodes: vec![i],
+                zones: n.zone.iter().cloned().collect(),
+                down: false,
+                summary: format!("agent {} unreachable: {why}", n.label()),
+            })
+        })
+        .collect();
+    if !nodes.iter().any(|n| n.reported) {
+        let summary = if source == "prometheus" {
+            "Prometheus holds no current scrape of any agent: no matrix to judge"
+        } else {
+            "no agent gave its row: no matrix to judge"
+        };
+        out.push(MeshProblem {
+            scope: "agents".into(),
+            kind: "no_matrix".into(),
+            nodes: Vec::new(),
+            zones: Vec::new(),
+            down: false,
+            summary: summary.into(),
+        });
+    }
+    out
 }
 
 /// Names the problems of `grid`.
@@ -456,6 +496,55 @@ mod tests {
         }
         assert_eq!(all.at(50.0), Some(crate::latency::percentile::value_at_percentile(&h, 50.0)));
         assert_eq!(all.max_ns, h.max());
+    }
+
+    #[test]
+    fn no_agent_answering_is_no_matrix_not_no_problems() {
+        // The only agent asked did not answer (issue 11: "1 nodes, 0 reporting" read
+        // "verdict: no problems").
+        let mut b = MatrixBuilder::new("agents");
+        b.add_unreachable(Some("127.0.0.1".parse().unwrap()), "http://127.0.0.1:9/", "connection refused");
+        let r = b.finish(&Thresholds::default());
+        assert!(!r.has_rows());
+        let named: Vec<(&str, &str, &str)> =
+            r.problems.iter().map(|p| (p.scope.as_str(), p.kind.as_str(), p.summary.as_str())).collect();
+        assert_eq!(
+            named,
+            [
+                ("agents", "unreachable", "agent http://127.0.0.1:9/ unreachable: connection refused"),
+                ("agents", "no_matrix", "no agent gave its row: no matrix to judge"),
+            ]
+        );
+        assert_eq!(r.problems[0].nodes, [0]);
+        // Prometheus with no series of any agent: nothing asked, nothing to judge.
+        let r = MatrixBuilder::new("prometheus").finish(&Thresholds::default());
+        assert!(r.nodes.is_empty() && !r.has_rows());
+        assert_eq!(r.problems.len(), 1);
+        assert_eq!(r.problems[0].summary, "Prometheus holds no current scrape of any agent: no matrix to judge");
+    }
+
+    #[test]
+    fn an_unreachable_agent_whose_node_answers_is_named_and_a_dead_node_once() {
+        // n4's agent API is down, but n4 still answers every probe: no node problem, and the
+        // agent is still named (before: "no problems").
+        let mut b = MatrixBuilder::new("agents");
+        for me in 1..=3 {
+            let cells = (1..=4).filter(|&p| p != me).map(|p| cell(p, Proto::Udp, &[100; 10], 0)).collect();
+            b.add_report(&report(me, cells)).unwrap();
+        }
+        b.add_unreachable(Some("10.0.0.4".parse().unwrap()), "http://10.0.0.4:9878", "HTTP 503");
+        let r = b.finish(&Thresholds::default());
+        assert!(r.has_rows());
+        let named: Vec<&str> = r.problems.iter().map(|p| p.summary.as_str()).collect();
+        assert_eq!(named, ["agent n4 unreachable: HTTP 503"]);
+        // A dead node (nobody reaches it either) is named once, as the node down.
+        let r = fleet().finish(&Thresholds::default());
+        let named: Vec<&str> = r.problems.iter().map(|p| p.summary.as_str()).collect();
+        assert_eq!(named, ["unicast node n4: agent unreachable and column bad (3/3)"]);
+        // A node only known as a peer (its agent not asked) is not an unreachable agent.
+        let mut b = MatrixBuilder::new("agents");
+        b.add_report(&report(1, vec![cell(2, Proto::Udp, &[100; 10], 0)])).unwrap();
+        assert!(b.finish(&Thresholds::default()).problems.is_empty());
     }
 
     #[test]

@@ -248,6 +248,7 @@ fn views_mut(report: &mut Report) -> Vec<(String, &mut LatencyView)> {
                 let name = format!("relay peer {}", p.addr);
                 v.extend(p.added_delay.as_mut().map(|x| (name, x)));
             }
+            v.extend(r.retired.added_delay.as_mut().map(|x| ("relay retired peers".to_owned(), x)));
         }
     }
     if let Some(h) = report.attribution.as_mut().and_then(|a| a.hiccup.as_mut()) {

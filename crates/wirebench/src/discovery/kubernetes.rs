@@ -5,8 +5,10 @@
 //! against the cluster's CA. The RBAC it needs: `get`, `list`, `watch` on
 //! `discovery.k8s.io/endpointslices` (deploy/kubernetes/rbac.yaml).
 //!
-//! Bounds: a list at most 64 MiB, one watch line at most 4 MiB, a watch silent for more than
-//! 5 minutes is dropped (the server ends its own after 4), back-off from 1 s to 30 s.
+//! Bounds: a list at most 64 MiB a page, one watch line at most 4 MiB (split as it comes,
+//! each byte looked at once: core `mesh::lines`), at most 20,000 slices and 20,000 peers held
+//! whatever the pages or events (`within_bounds`), a watch silent for more than 5 minutes is dropped (the
+//! server ends its own after 4), back-off from 1 s to 30 s.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -16,7 +18,8 @@ use anyhow::{Context as _, anyhow, bail};
 use http_body_util::BodyExt as _;
 use hyper::Uri;
 use wirebench_core::mesh::endpoints::{EndpointSlice, PortSel, SliceList, WatchEvent, peers_of};
-use wirebench_core::mesh::peer::Peer;
+use wirebench_core::mesh::lines::Lines;
+use wirebench_core::mesh::peer::{MAX_PEERS, Peer};
 
 use super::{Board, Log, sleep_or_stop};
 use crate::error::UsageError;
@@ -163,6 +166,19 @@ fn url(a: &Access, spec: &Spec, query: &str) -> anyhow::Result<Uri> {
 
 type Slices = BTreeMap<String, Vec<Peer>>;
 
+/// A Service's slices and their peers are refused past [`MAX_PEERS`] each, as a list or a
+/// file is: however many pages a list has or slices a watch adds, what discovery holds stays
+/// bounded (the source then errs, keeps its last list, and lists again after a back-off).
+fn within_bounds(slices: &Slices) -> anyhow::Result<()> {
+    let peers: usize = slices.values().map(Vec::len).sum();
+    anyhow::ensure!(
+        slices.len() <= MAX_PEERS && peers <= MAX_PEERS,
+        "{} slices with {peers} peers: more than {MAX_PEERS}",
+        slices.len()
+    );
+    Ok(())
+}
+
 /// Lists every slice (paging by 500); returns them and the list's resource version.
 async fn list(
     client: &HttpClient,
@@ -185,6 +201,7 @@ async fn list(
         for s in &list.items {
             slices.insert(s.metadata.name.clone(), peers_of(s, &spec.port, port));
         }
+        within_bounds(&slices)?;
         match list.metadata.continue_token.filter(|t| !t.is_empty()) {
             Some(t) => cont = Some(t),
             None => return Ok((slices, list.metadata.resource_version)),
@@ -230,7 +247,7 @@ async fn watch(
         bail!("watch endpointslices: HTTP {}", resp.status());
     }
     let mut body = resp.into_body();
-    let mut line: Vec<u8> = Vec::new();
+    let mut lines = Lines::new(MAX_LINE_BYTES);
     let what = format!("k8s:{}/{}", spec.namespace, spec.service);
     loop {
         // Each frame restarts the silence deadline; the stop wakes the wait itself.
@@ -241,13 +258,12 @@ async fn watch(
         };
         let Some(frame) = frame else { return Ok(End::Closed) };
         let Ok(data) = frame.map_err(|e| anyhow!("watch: {e}"))?.into_data() else { continue };
-        line.extend_from_slice(&data);
-        while let Some(nl) = line.iter().position(|&b| b == b'\n') {
-            let one: Vec<u8> = line.drain(..=nl).collect();
+        lines.push(&data);
+        while let Some(one) = lines.next_line().map_err(|_| anyhow!("watch: an event longer than 4 MiB"))? {
             if one.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let ev: WatchEvent = serde_json::from_slice(&one).context("watch: bad event")?;
+            let ev: WatchEvent = serde_json::from_slice(one).context("watch: bad event")?;
             match ev.kind.as_str() {
                 "ADDED" | "MODIFIED" | "DELETED" => {
                     let s: EndpointSlice = serde_json::from_value(ev.object).context("watch: bad slice")?;
@@ -256,6 +272,7 @@ async fn watch(
                         slices.remove(&s.metadata.name);
                     } else {
                         slices.insert(s.metadata.name.clone(), peers_of(&s, &spec.port, port));
+                        within_bounds(slices)?;
                     }
                     publish(board, idx, slices, log, &what);
                 }
@@ -272,9 +289,6 @@ async fn watch(
                 }
                 other => bail!("watch: unknown event type {other}"),
             }
-        }
-        if line.len() > MAX_LINE_BYTES {
-            bail!("watch: an event longer than 4 MiB");
         }
     }
 }
@@ -347,6 +361,20 @@ mod tests {
         for bad in ["ab", "A/b", "a/-b", "a/b:0", "a/b:Bad_Name", "/b"] {
             assert!(Spec::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn slices_and_peers_are_bounded() {
+        let ip = |i: usize| std::net::Ipv4Addr::from(0x0a00_0000 + u32::try_from(i).unwrap());
+        let peer = |i: usize| Peer::at(std::net::SocketAddr::from((ip(i), 7878)));
+        let mut slices = Slices::new();
+        slices.insert("a".into(), (0..MAX_PEERS / 2).map(peer).collect());
+        slices.insert("b".into(), (0..MAX_PEERS / 2).map(peer).collect());
+        assert!(within_bounds(&slices).is_ok(), "20,000 peers: at the cap");
+        slices.insert("c".into(), vec![peer(1)]);
+        assert!(within_bounds(&slices).is_err(), "one more peer");
+        let empty: Slices = (0..=MAX_PEERS).map(|i| (format!("s{i}"), Vec::new())).collect();
+        assert!(within_bounds(&empty).is_err(), "20,001 empty slices");
     }
 
     #[test]

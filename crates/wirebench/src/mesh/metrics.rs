@@ -2,13 +2,13 @@
 //! `prometheus-client` crate from a snapshot at each scrape (a peer that is dropped is gone
 //! from the next scrape; nothing is kept per label set that ever existed).
 //!
-//! Per agent (57 series with UDP, TCP, one discovery source and the stall meter; the
+//! Per agent (58 series with UDP, TCP, one discovery source and the stall meter; the
 //! multicast histogram adds 19): `wirebench_mesh_agent_info{node,addr,zone}`, `wirebench_mesh_peers{state}`,
 //! `wirebench_mesh_probe_budget_per_second`, `wirebench_mesh_probe_rate_per_second`,
 //! `wirebench_mesh_window_seconds`, `wirebench_mesh_rtt_seconds` (histogram by `proto`),
 //! `wirebench_mesh_unauthenticated_total{direction}`, `wirebench_mesh_probes_answered_total
 //! {proto}`, `wirebench_mesh_replies_unmatched_total`, `wirebench_mesh_http_unauthorized_total`,
-//! `wirebench_mesh_udp_socket_failures_total`,
+//! `wirebench_mesh_udp_socket_failures_total`, `wirebench_mesh_tcp_not_probes_total`,
 //! `wirebench_mesh_discovery_errors_total{source}`, `process_cpu_seconds_total`,
 //! `process_resident_memory_bytes`; with the stall meter (unless `--no-hiccup`, 3 series),
 //! `wirebench_mesh_hiccup_seconds{quantile="0.99|1"}` and
@@ -173,6 +173,12 @@ impl Collector for MeshCollector {
             "wirebench_mesh_udp_socket_failures",
             "UDP targets whose own connected socket could not be opened (probed from the shared socket)",
             &[(vec![], s.udp_socket_failures.load(Ordering::Relaxed))],
+        )?;
+        counter(
+            &mut e,
+            "wirebench_mesh_tcp_not_probes",
+            "Probe connections closed for carrying what is not probe replies (a bad header, a frame past 4 KiB, more frames than probes sent)",
+            &[(vec![], s.tcp_not_probes.load(Ordering::Relaxed))],
         )?;
         counter(
             &mut e,

@@ -50,6 +50,9 @@ pub struct Shared {
     pub http_unauthorized: AtomicU64,
     /// UDP targets whose own connected socket could not be opened (probed from the shared one).
     pub udp_socket_failures: AtomicU64,
+    /// Probe connections closed for carrying what is not probe replies (a bad header, a
+    /// frame past 4 KiB, more frames than probes sent on it).
+    pub tcp_not_probes: AtomicU64,
     /// Window length, ns.
     pub window_ns: u64,
     /// The serve's counters (probes answered, unauthenticated probes).
@@ -118,6 +121,7 @@ impl Shared {
             replies_unmatched: AtomicU64::new(0),
             http_unauthorized: AtomicU64::new(0),
             udp_socket_failures: AtomicU64::new(0),
+            tcp_not_probes: AtomicU64::new(0),
             window_ns,
             serve,
             board,

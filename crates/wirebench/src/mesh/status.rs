@@ -3,8 +3,11 @@
 //! report (`--json`) that `wirebench report --html` draws.
 //!
 //! Agents are asked at once, each bounded by `--timeout`; one that does not answer, or
-//! answers something that does not add up, has no row and says why. Exit code 3 when the
-//! verdict names a problem (0 otherwise), so a script or an alert can act on it.
+//! answers something that does not add up, has no row, says why, and is named in the
+//! verdict. Exit codes, so a script or an alert can act on them: 1 when no agent gave its
+//! row (no matrix: every agent unreachable, or Prometheus unreachable or holding no agent's
+//! series), 3 when the verdict names a problem (an unreachable agent among them), else 0.
+//! The matrix is printed and saved before either.
 
 use std::io::IsTerminal as _;
 use std::time::SystemTime;
@@ -12,7 +15,7 @@ use std::time::SystemTime;
 use hyper::Uri;
 use wirebench_core::mesh::api::MatrixReport;
 use wirebench_core::mesh::matrix::MatrixBuilder;
-use wirebench_core::report::{Outcome, Report, Results, SCHEMA_VERSION};
+use wirebench_core::report::{MeshResults, Outcome, Report, Results, SCHEMA_VERSION};
 
 use super::config::{StatusArgs, StatusConfig};
 use crate::Ctx;
@@ -60,7 +63,7 @@ async fn from_agents(cfg: &StatusConfig) -> MatrixBuilder {
     b
 }
 
-/// `wirebench mesh status`; returns the exit code (3 when a problem is named).
+/// `wirebench mesh status`; returns the exit code ([`exit_code`]).
 pub fn run(args: &StatusArgs, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
     let cfg = StatusConfig::from_args(args)?;
     let started = SystemTime::now();
@@ -71,7 +74,7 @@ pub fn run(args: &StatusArgs, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
         None => rt.block_on(from_agents(&cfg)),
     };
     let results = builder.finish(&cfg.thresholds);
-    let problems = !results.problems.is_empty();
+    let code = exit_code(&results);
     let report = Report {
         schema_version: SCHEMA_VERSION,
         meta: crate::host::meta(&ctx.argv, started, u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX)),
@@ -91,5 +94,16 @@ pub fn run(args: &StatusArgs, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
     if let Some(path) = &cfg.json {
         crate::output::write_json(path, &report)?;
     }
-    Ok(if problems { 3 } else { 0 })
+    Ok(code)
+}
+
+/// 1 without a matrix, 3 when the verdict names a problem, else 0.
+fn exit_code(m: &MeshResults) -> u8 {
+    if !m.has_rows() {
+        1
+    } else if !m.problems.is_empty() {
+        3
+    } else {
+        0
+    }
 }

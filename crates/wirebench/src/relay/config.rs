@@ -40,6 +40,8 @@ pub struct Config {
     pub ttl: u32,
     /// Peer re-resolution interval.
     pub resolve_every: Duration,
+    /// A peer out of the list and silent this long is retired from the peer table.
+    pub peer_expiry: Duration,
     /// How long the native check waits for answers.
     pub check_wait: Duration,
     /// Check only.
@@ -144,6 +146,10 @@ impl Config {
         if resolve_every < Duration::from_secs(1) {
             return u("--resolve-every must be at least 1s".into());
         }
+        let peer_expiry = a.peer_expiry.0;
+        if peer_expiry < Duration::from_secs(1) || peer_expiry > Duration::from_secs(86_400) {
+            return u("--peer-expiry must be 1s..=24h".into());
+        }
         let busy_poll = a.busy_poll.map_or(Duration::ZERO, |s| s.0);
         if busy_poll > Duration::from_secs(1) {
             return u("--busy-poll must be at most 1s".into());
@@ -164,6 +170,7 @@ impl Config {
             max_senders: a.max_senders,
             ttl: a.ttl,
             resolve_every,
+            peer_expiry,
             check_wait,
             check: a.check,
             force: a.force,
@@ -200,6 +207,7 @@ mod tests {
         assert_eq!(c.me, SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), DEFAULT_PORT));
         assert!(c.key.is_none());
         assert_eq!(c.busy_poll, Duration::ZERO, "off by default");
+        assert_eq!(c.peer_expiry, Duration::from_secs(60));
         let c = cfg(&["--group", "239.1.1.1:5000", "--peers", "h", "--busy-poll", "200us"]).unwrap();
         assert_eq!(c.busy_poll, Duration::from_micros(200));
     }
@@ -222,6 +230,8 @@ mod tests {
             (&["--group", "239.1.1.1:5000", "--peers", "h", "--max-senders", "0"], "--max-senders"),
             (&["--group", "239.1.1.1:5000", "--peers", "h", "--resolve-every", "10ms"], "--resolve-every"),
             (&["--group", "239.1.1.1:5000", "--peers", "h", "--busy-poll", "2s"], "--busy-poll"),
+            (&["--group", "239.1.1.1:5000", "--peers", "h", "--peer-expiry", "500ms"], "--peer-expiry"),
+            (&["--group", "239.1.1.1:5000", "--peers", "h", "--peer-expiry", "25h"], "--peer-expiry"),
         ] {
             let e = cfg(args).unwrap_err().0;
             assert!(e.contains(what), "{args:?}: {e}");

@@ -16,8 +16,11 @@
 //! thread instead of a wake-up.
 //!
 //! The two directions have their own files: `engine/forward.rs` (a local group to the peers)
-//! and `engine/emit.rs` (the peers to a local group); this one holds the state, the loop, the
-//! probes and the peer list.
+//! and `engine/emit.rs` (the peers to a local group), and so do the peer table's changes
+//! (`engine/table.rs`); this one holds the state, the loop, the probes and the fan-out lists
+//! over the peer table (`relay::slots::PeerSlots`: a peer out of the list and unheard
+//! for `--peer-expiry` is retired, its counters folded into the retired total, its slot
+//! reused).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io;
@@ -26,8 +29,9 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use anyhow::Context as _;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use socket2::{Domain, Protocol, Socket, Type};
+use wirebench_core::relay::slots::PeerSlots;
 use wirebench_core::relay::{EmitGuard, Mates, PeerWindow, RateCap};
-use wirebench_core::report::RelayResults;
+use wirebench_core::report::{RelayPeerTotals, RelayResults};
 use wirebench_core::wire::relay::{self as wire, Header, MAX_UDP_LEN, RelayKind};
 use wirebench_net::clock::{Clock as _, MonoClock};
 use wirebench_net::drops::udp_drops;
@@ -36,13 +40,14 @@ use wirebench_net::rxbatch::{RX_BATCH, RxBatch};
 
 use super::config::Config;
 use super::peers;
-use super::stats::{self, GroupStats, PeerStats, Senders, Tally};
+use super::stats::{self, GroupStats, PeerStats, Retired, Senders, Tally};
 use crate::Ctx;
 use crate::error::UsageError;
 use crate::shutdown::Shutdown;
 
 mod emit;
 mod forward;
+mod table;
 
 /// Longest wait in the kernel.
 const WAKE: u16 = 100;
@@ -51,6 +56,10 @@ const PROBE_EVERY_NS: u64 = 2_000_000_000;
 const MATE_TTL_NS: u64 = 3 * PROBE_EVERY_NS + 500_000_000;
 /// Probes during the startup check.
 const CHECK_PROBE_EVERY_NS: u64 = 250_000_000;
+/// Peers out of the list are checked for the expiry this often.
+const EXPIRE_EVERY_NS: u64 = 1_000_000_000;
+/// Retired peers' histograms added to the retired one per turn of the loop.
+const MERGE_PER_TURN: usize = 16;
 /// An emitting socket idle this long may be reused for a new sender.
 const FLOW_IDLE_NS: u64 = 30_000_000_000;
 /// Batches read from one socket before looking at the others (256 datagrams).
@@ -79,12 +88,11 @@ struct Group {
     fan: FanOut,
 }
 
+/// The state of the peer in one slot of the table (index = slot).
 struct Peer {
-    addr: SocketAddrV4,
     stats: PeerStats,
     window: PeerWindow,
     rate: RateCap,
-    active: bool,
 }
 
 struct Flow {
@@ -121,8 +129,13 @@ struct Relay<'c> {
     id: u64,
     sock: UdpSocket,
     groups: Vec<Group>,
+    /// Who holds which slot; `peers[slot]` is that peer's state.
+    table: PeerSlots,
     peers: Vec<Peer>,
-    peer_idx: HashMap<SocketAddrV4, usize>,
+    /// Peers that left the table, together.
+    retired: Retired,
+    /// Every peer's counters, live and retired, counted as they happen.
+    totals: RelayPeerTotals,
     flows: HashMap<(u64, SocketAddrV4), Flow>,
     own_ports: HashSet<u16>,
     guard: EmitGuard,
@@ -216,8 +229,10 @@ pub(crate) fn run(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<RelayResult
         id: u64::from_be_bytes(crate::os_random()?),
         sock,
         groups,
+        table: PeerSlots::new(peers::MAX_PEERS, u64::try_from(cfg.peer_expiry.as_nanos()).unwrap_or(u64::MAX)),
         peers: Vec::new(),
-        peer_idx: HashMap::new(),
+        retired: Retired::default(),
+        totals: RelayPeerTotals::default(),
         flows: HashMap::new(),
         own_ports: HashSet::new(),
         guard: EmitGuard::new(GUARD_LEN, GUARD_HORIZON_NS),
@@ -248,7 +263,7 @@ pub(crate) fn run(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<RelayResult
         ctx.out,
         "relay {:016x}: checking native multicast to {} peers for {:?}",
         r.id,
-        r.peers.len(),
+        r.table.len(),
         cfg.check_wait
     )?;
     ctx.out.flush()?;
@@ -260,7 +275,7 @@ pub(crate) fn run(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<RelayResult
     }
     if !cfg.force {
         for g in &r.groups {
-            let active: Vec<SocketAddrV4> = r.peers.iter().filter(|p| p.active).map(|p| p.addr).collect();
+            let active: Vec<SocketAddrV4> = r.table.iter().filter(|(_, p)| p.listed).map(|(_, p)| p.addr).collect();
             if !active.is_empty() && active.iter().all(|p| g.native.contains(p)) {
                 return Err(UsageError(format!(
                     "group {} already reaches every peer natively: relaying it would deliver twice (--force relays anyway)",
@@ -278,7 +293,7 @@ pub(crate) fn run(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<RelayResult
         cfg.me,
         cfg.listen,
         r.groups.len(),
-        r.peers.iter().filter(|p| p.active).count(),
+        r.table.iter().filter(|(_, p)| p.listed).count(),
         if cfg.key.is_some() { ", MAC on" } else { "" }
     )?;
     ctx.out.flush()?;
@@ -301,6 +316,7 @@ impl Relay<'_> {
         let mut events = [EpollEvent::empty(); 72];
         let mut next_probe = 0;
         let mut next_rebuild = 0;
+        let mut next_expire = 0;
         let busy_ns = u64::try_from(self.cfg.busy_poll.as_nanos()).unwrap_or(u64::MAX);
         let mut last_work = 0;
         loop {
@@ -317,6 +333,16 @@ impl Relay<'_> {
             if let Some(list) = watch.changed() {
                 self.set_peers(&list);
                 next_rebuild = 0;
+            }
+            // Retired peers' histograms, a few a turn (nothing to do most turns).
+            self.retired.merge_some(MERGE_PER_TURN);
+            if now >= next_expire {
+                let ch = self.table.expire(now);
+                if !ch.is_empty() {
+                    self.apply(&ch);
+                    next_rebuild = 0;
+                }
+                next_expire = now + EXPIRE_EVERY_NS;
             }
             if self.relaying && now >= next_rebuild {
                 for g in &mut self.groups {
@@ -345,41 +371,23 @@ impl Relay<'_> {
         }
     }
 
-    /// Adds new peers, marks vanished ones inactive (their counters stay in the report).
-    fn set_peers(&mut self, list: &[SocketAddrV4]) {
-        for p in &mut self.peers {
-            p.active = list.contains(&p.addr);
-        }
-        for &a in list {
-            if !self.peer_idx.contains_key(&a) && self.peers.len() < peers::MAX_PEERS {
-                self.peer_idx.insert(a, self.peers.len());
-                self.peers.push(Peer {
-                    addr: a,
-                    stats: PeerStats::default(),
-                    window: PeerWindow::default(),
-                    rate: RateCap::new(self.cfg.max_rate),
-                    active: true,
-                });
-            }
-        }
-    }
-
-    /// Whether peer `pi` may get and give group `g`'s traffic: active, and not on our
+    /// Whether peer `pi` may get and give group `g`'s traffic: in the list, and not on our
     /// segment for that group (it hears the group natively).
     fn remote(&self, g: &Group, pi: usize, now: u64) -> bool {
-        let p = &self.peers[pi];
-        p.active && (self.cfg.force || !g.mates.is_mate(p.addr, now, MATE_TTL_NS))
+        self.table.get(pi).is_some_and(|p| p.listed && (self.cfg.force || !g.mates.is_mate(p.addr, now, MATE_TTL_NS)))
     }
 
-    /// Recomputes each group's fan-out (allocates only when it changed).
+    /// Recomputes each group's fan-out (allocates only when it changed: other slots, or a
+    /// slot given to another address).
     fn rebuild(&mut self) {
         let now = self.clock.now_ns();
         for gi in 0..self.groups.len() {
             let idx: Vec<usize> = (0..self.peers.len()).filter(|&pi| self.remote(&self.groups[gi], pi, now)).collect();
+            let dests: Vec<SocketAddrV4> = idx.iter().filter_map(|&pi| self.table.get(pi).map(|p| p.addr)).collect();
             let g = &mut self.groups[gi];
-            if idx != g.dest_peers {
-                g.dests = idx.iter().map(|&pi| self.peers[pi].addr).collect();
-                g.fan = FanOut::new(&g.dests);
+            if idx != g.dest_peers || dests != g.dests {
+                g.fan = FanOut::new(&dests);
+                g.dests = dests;
                 g.dest_peers = idx;
             }
         }
@@ -413,7 +421,7 @@ impl Relay<'_> {
             let Ok(n) = self.rxb.recv(&self.sock) else { return };
             for k in 0..n {
                 let from = self.rxb.get(k).from;
-                match from.and_then(v4).and_then(|a| self.peer_idx.get(&a).map(|&i| (a, i))) {
+                match from.and_then(v4).and_then(|a| self.table.slot(&a).map(|i| (a, i))) {
                     Some((src, pi)) => self.on_peer_datagram(pi, src, k),
                     None => self.not_a_peer += 1,
                 }
@@ -444,17 +452,19 @@ impl Relay<'_> {
             return;
         };
         if !wire::verify(data, &r, self.cfg.key.as_ref()) {
-            self.peers[pi].stats.drops.bad_mac += 1;
+            self.peer_drop(pi, |d| &mut d.bad_mac);
             return;
         }
+        // Heard from (with a token: authenticated): a peer out of the list stays in the table.
+        self.table.heard(pi, now);
         let h = r.header;
         let Some(gi) = self.groups.iter().position(|g| g.addr == h.group) else {
-            self.peers[pi].stats.drops.not_relayed += 1;
+            self.peer_drop(pi, |d| &mut d.not_relayed);
             return;
         };
         match h.kind {
             RelayKind::Seen if h.sender == self.cfg.me && h.seq <= self.probe_seq => self.mate(gi, src, now),
-            RelayKind::Seen | RelayKind::Probe => self.peers[pi].stats.drops.not_relayed += 1,
+            RelayKind::Seen | RelayKind::Probe => self.peer_drop(pi, |d| &mut d.not_relayed),
             RelayKind::Data => {
                 let len = r.payload.len();
                 self.reemit(pi, gi, src, &h, k, len, now);
@@ -467,10 +477,10 @@ impl Relay<'_> {
     fn print_check(&self, out: &mut dyn io::Write) -> io::Result<()> {
         for g in &self.groups {
             writeln!(out, "check {}:", g.addr)?;
-            if self.peers.is_empty() {
+            if self.table.is_empty() {
                 writeln!(out, "  no peers")?;
             }
-            for p in &self.peers {
+            for (_, p) in self.table.iter() {
                 let what = if g.native.contains(&p.addr) {
                     "native multicast works (not relayed)"
                 } else {
@@ -482,7 +492,8 @@ impl Relay<'_> {
         out.flush()
     }
 
-    fn results(&self) -> RelayResults {
+    fn results(&mut self) -> RelayResults {
+        self.retired.merge_all();
         let now = self.clock.now_ns();
         let groups: Vec<_> = self
             .groups
@@ -492,13 +503,22 @@ impl Relay<'_> {
                 (g.addr, g.stats.clone(), self.carries(g, now), g.native.iter().copied().collect(), kernel)
             })
             .collect();
-        let peers: Vec<_> = self.peers.iter().map(|p| (p.addr, p.stats.clone(), p.active)).collect();
+        let mut peers: Vec<_> =
+            self.table.iter().map(|(i, p)| (p.addr, self.peers[i].stats.clone(), p.listed)).collect();
+        peers.sort_unstable_by_key(|p| p.0);
         stats::results(&Tally {
             relay_id: self.id,
             listen: self.cfg.me,
             authenticated: self.cfg.key.is_some(),
             groups: &groups,
             peers: &peers,
+            retired: &self.retired,
+            totals: self.totals,
+            table: stats::Table {
+                max_peers: self.table.capacity(),
+                refused: self.table.refused(),
+                waiting: self.table.waiting(),
+            },
             senders: &self.senders,
             groups_list: &self.cfg.groups,
             not_a_peer: self.not_a_peer,

@@ -8,7 +8,8 @@ use std::net::SocketAddrV4;
 use hdrhistogram::Histogram;
 use wirebench_core::latency::Summary;
 use wirebench_core::report::{
-    LatencyView, RelayCount, RelayDrops, RelayGroup, RelayPeer, RelayResults, RelaySender, encode_histogram,
+    LatencyView, RelayCount, RelayDrops, RelayGroup, RelayPeer, RelayPeerTotals, RelayResults, RelayRetired,
+    RelaySender, encode_histogram,
 };
 use wirebench_core::units::humanize_ns;
 
@@ -48,13 +49,66 @@ impl Default for PeerStats {
 }
 
 impl PeerStats {
-    /// Records the delay from the origin relay's receive to this relay's re-emission.
-    pub(crate) fn added_delay(&mut self, origin_rx_wall_ns: u64, emitted_wall_ns: u64) {
-        match emitted_wall_ns.checked_sub(origin_rx_wall_ns) {
-            Some(d) => self.added.saturating_record(d.max(1)),
-            None => self.clock_negative += 1,
+    /// Records the delay from the origin relay's receive to this relay's re-emission; false
+    /// when it came out negative (counted in `clock_negative`, not recorded).
+    pub(crate) fn added_delay(&mut self, origin_rx_wall_ns: u64, emitted_wall_ns: u64) -> bool {
+        if let Some(d) = emitted_wall_ns.checked_sub(origin_rx_wall_ns) {
+            self.added.saturating_record(d.max(1));
+            true
+        } else {
+            self.clock_negative += 1;
+            false
         }
     }
+}
+
+/// The retired peers' counters together (one histogram for all of them).
+#[derive(Debug, Default)]
+pub(crate) struct Retired {
+    pub(crate) peers: u64,
+    pub(crate) stats: PeerStats,
+    /// Retired peers' histograms not yet added to `stats.added`: adding one scans all its
+    /// 27,648 counts, so a whole table retired at once is merged a few at a time
+    /// ([`Retired::merge_some`]) instead of holding the loop up.
+    unmerged: Vec<Histogram<u64>>,
+}
+
+impl Retired {
+    /// Folds a retired peer's counters in; its histogram waits for [`Retired::merge_some`].
+    pub(crate) fn fold(&mut self, p: PeerStats) {
+        let PeerStats { received, sent, drops, added, clock_negative } = p;
+        self.peers += 1;
+        self.stats.received.merge(received);
+        self.stats.sent.merge(sent);
+        self.stats.drops.merge(&drops);
+        self.stats.clock_negative += clock_negative;
+        if !added.is_empty() {
+            self.unmerged.push(added);
+        }
+    }
+
+    /// Adds up to `n` waiting histograms; whether any are left.
+    pub(crate) fn merge_some(&mut self, n: usize) -> bool {
+        let k = self.unmerged.len().saturating_sub(n);
+        for h in self.unmerged.drain(k..) {
+            // Same bounds on both sides: cannot fail.
+            let _ = self.stats.added.add(&h);
+        }
+        !self.unmerged.is_empty()
+    }
+
+    /// Adds every waiting histogram (for the report).
+    pub(crate) fn merge_all(&mut self) {
+        self.merge_some(usize::MAX);
+    }
+}
+
+/// The peer table at the end.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Table {
+    pub(crate) max_peers: usize,
+    pub(crate) refused: u64,
+    pub(crate) waiting: usize,
 }
 
 /// Original senders: (sender, group index, carried by peer or local) to counts, bounded.
@@ -88,6 +142,10 @@ pub(crate) struct Tally<'a> {
     pub(crate) authenticated: bool,
     pub(crate) groups: &'a [(SocketAddrV4, GroupStats, bool, Vec<SocketAddrV4>, u64)],
     pub(crate) peers: &'a [(SocketAddrV4, PeerStats, bool)],
+    pub(crate) retired: &'a Retired,
+    /// Every peer's counters, counted as they happened (not summed from the rows).
+    pub(crate) totals: RelayPeerTotals,
+    pub(crate) table: Table,
     pub(crate) senders: &'a Senders,
     pub(crate) groups_list: &'a [SocketAddrV4],
     pub(crate) not_a_peer: u64,
@@ -97,6 +155,14 @@ pub(crate) struct Tally<'a> {
 
 /// The report's results.
 pub(crate) fn results(t: &Tally<'_>) -> RelayResults {
+    let view = |h: &Histogram<u64>| {
+        (!h.is_empty()).then(|| LatencyView {
+            measures: "relay_added_delay".into(),
+            summary: Summary::of(h, &PERCENTILES),
+            histogram: encode_histogram(h),
+        })
+    };
+    let r = &t.retired.stats;
     let mut senders: Vec<RelaySender> = t
         .senders
         .map
@@ -136,11 +202,7 @@ pub(crate) fn results(t: &Tally<'_>) -> RelayResults {
                 received: s.received,
                 sent: s.sent,
                 drops: s.drops,
-                added_delay: (!s.added.is_empty()).then(|| LatencyView {
-                    measures: "relay_added_delay".into(),
-                    summary: Summary::of(&s.added, &PERCENTILES),
-                    histogram: encode_histogram(&s.added),
-                }),
+                added_delay: view(&s.added),
                 clock_negative: s.clock_negative,
             })
             .collect(),
@@ -149,6 +211,18 @@ pub(crate) fn results(t: &Tally<'_>) -> RelayResults {
         not_a_peer: t.not_a_peer,
         malformed: t.malformed,
         kernel_drops: t.kernel_drops,
+        retired: RelayRetired {
+            peers: t.retired.peers,
+            received: r.received,
+            sent: r.sent,
+            drops: r.drops,
+            added_delay: view(&r.added),
+            clock_negative: r.clock_negative,
+        },
+        peer_totals: Some(t.totals),
+        max_peers: t.table.max_peers as u64,
+        peers_refused: t.table.refused,
+        peers_waiting: t.table.waiting as u64,
     }
 }
 
@@ -169,6 +243,14 @@ fn drops(d: &RelayDrops) -> String {
     .map(|(w, n)| format!("{n} {w}"))
     .collect();
     if parts.is_empty() { "none".into() } else { parts.join(", ") }
+}
+
+/// "; added delay p50 .. p99 .. max .." (nothing without one).
+fn delay(v: Option<&LatencyView>) -> String {
+    v.map_or_else(String::new, |v| {
+        let at = |q: f64| v.summary.at(q).map_or_else(|| "-".into(), |ns| humanize_ns(u128::from(ns)));
+        format!("; added delay p50 {} p99 {} max {}", at(50.0), at(99.0), humanize_ns(u128::from(v.summary.max_ns)))
+    })
 }
 
 /// The text summary printed when the relay stops.
@@ -193,13 +275,10 @@ pub(crate) fn print(out: &mut dyn Write, r: &RelayResults) -> io::Result<()> {
         }
     }
     for p in &r.peers {
-        let delay = p.added_delay.as_ref().map_or_else(String::new, |v| {
-            let at = |q: f64| v.summary.at(q).map_or_else(|| "-".into(), |ns| humanize_ns(u128::from(ns)));
-            format!("; added delay p50 {} p99 {} max {}", at(50.0), at(99.0), humanize_ns(u128::from(v.summary.max_ns)))
-        });
+        let d = delay(p.added_delay.as_ref());
         writeln!(
             out,
-            "  peer {}{}: in {} ({} B), out {} ({} B); drops: {}{delay}",
+            "  peer {}{}: in {} ({} B), out {} ({} B); drops: {}{d}",
             p.addr,
             if p.active { "" } else { " (gone)" },
             p.received.datagrams,
@@ -207,6 +286,38 @@ pub(crate) fn print(out: &mut dyn Write, r: &RelayResults) -> io::Result<()> {
             p.sent.datagrams,
             p.sent.bytes,
             drops(&p.drops),
+        )?;
+    }
+    let rt = &r.retired;
+    if rt.peers > 0 {
+        let d = delay(rt.added_delay.as_ref());
+        writeln!(
+            out,
+            "  retired peers ({}, out of the list and silent): in {} ({} B), out {} ({} B); drops: {}{d}",
+            rt.peers,
+            rt.received.datagrams,
+            rt.received.bytes,
+            rt.sent.datagrams,
+            rt.sent.bytes,
+            drops(&rt.drops),
+        )?;
+    }
+    if let Some(t) = r.peer_totals.filter(|_| rt.peers > 0) {
+        writeln!(
+            out,
+            "  all peers: in {} ({} B), out {} ({} B); drops: {}",
+            t.received.datagrams,
+            t.received.bytes,
+            t.sent.datagrams,
+            t.sent.bytes,
+            drops(&t.drops),
+        )?;
+    }
+    if r.peers_refused > 0 {
+        writeln!(
+            out,
+            "  peer table full ({} live peers): {} listed peers waited for a slot, {} still waiting",
+            r.max_peers, r.peers_refused, r.peers_waiting
         )?;
     }
     for s in &r.senders {
@@ -218,4 +329,82 @@ pub(crate) fn print(out: &mut dyn Write, r: &RelayResults) -> io::Result<()> {
         r.not_a_peer, r.malformed, r.kernel_drops, r.senders_untracked
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A peer with every counter set, distinct per peer (`k`).
+    fn peer(k: u64) -> PeerStats {
+        let mut p = PeerStats::default();
+        for _ in 0..k {
+            p.received.add(100);
+        }
+        for _ in 0..2 * k {
+            p.sent.add(10);
+        }
+        let d = &mut p.drops;
+        (d.bad_mac, d.duplicate, d.rate_cap, d.too_big, d.looped) = (k, k + 1, k + 2, k + 3, k + 4);
+        (d.passive, d.senders_full, d.not_relayed, d.send_errors) = (k + 5, k + 6, k + 7, k + 8);
+        assert!(p.added_delay(1_000, 1_000 + 1_000 * k));
+        assert!(!p.added_delay(2_000, 1_000));
+        p
+    }
+
+    /// Folding keeps every counter: the rows plus the retired row equal the totals of all
+    /// peers, field by field (a field the fold forgot would break it), and the retired
+    /// histogram holds every retired peer's samples.
+    #[test]
+    fn rows_plus_retired_equal_the_totals_for_every_counter() {
+        let all: Vec<PeerStats> = (1..=4).map(peer).collect();
+        let mut totals = RelayPeerTotals::default();
+        for p in &all {
+            totals.add(p.received, p.sent, &p.drops, p.clock_negative);
+        }
+        let mut retired = Retired::default();
+        retired.fold(all[0].clone());
+        retired.fold(all[2].clone());
+        assert!(retired.merge_some(1), "one histogram left");
+        assert_eq!(retired.stats.added.len(), 1);
+        retired.merge_all();
+        let live = [
+            ("10.0.0.2:7880".parse().unwrap(), all[1].clone(), true),
+            ("10.0.0.4:7880".parse().unwrap(), all[3].clone(), false),
+        ];
+        let senders = Senders::default();
+        let r = results(&Tally {
+            relay_id: 1,
+            listen: "10.0.0.1:7880".parse().unwrap(),
+            authenticated: false,
+            groups: &[],
+            peers: &live,
+            retired: &retired,
+            totals,
+            table: Table { max_peers: 1024, refused: 3, waiting: 1 },
+            senders: &senders,
+            groups_list: &[],
+            not_a_peer: 0,
+            malformed: 0,
+            kernel_drops: 0,
+        });
+        assert_eq!(r.retired.peers, 2);
+        let mut sum = RelayPeerTotals::default();
+        sum.add(r.retired.received, r.retired.sent, &r.retired.drops, r.retired.clock_negative);
+        for p in &r.peers {
+            sum.add(p.received, p.sent, &p.drops, p.clock_negative);
+        }
+        assert_eq!(Some(sum), r.peer_totals);
+        assert_eq!(r.retired.received, RelayCount { datagrams: 4, bytes: 400 });
+        assert_eq!(r.retired.drops.send_errors, 9 + 11);
+        let v = r.retired.added_delay.as_ref().unwrap();
+        assert_eq!((v.summary.count, r.retired.clock_negative), (2, 2));
+        assert_eq!((r.max_peers, r.peers_refused, r.peers_waiting), (1024, 3, 1));
+        let mut text = Vec::new();
+        print(&mut text, &r).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(text.contains("retired peers (2, out of the list and silent): in 4 (400 B), out 8 (80 B)"), "{text}");
+        assert!(text.contains("all peers: in 10 (1000 B), out 20 (200 B)"), "{text}");
+        assert!(text.contains("3 listed peers waited for a slot, 1 still waiting"), "{text}");
+    }
 }

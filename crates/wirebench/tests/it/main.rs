@@ -20,6 +20,7 @@ mod load_shards; // load --shard/--start-at in namespaces, report --merge exact 
 mod load_tls; // load for real apps: wss:// to room --tls-*, wrong CA/name, --insecure, headers, cookies, subprotocols, tokens (issue 14)
 mod load_toml; // the scenario file's TLS and request keys: reach the server, flags override, bad values exit 2
 mod mesh; // mesh agents on loopback: the matrix, views agreeing, peers coming and going, tokens, HTTP bounds
+mod mesh_farend; // the prober against a peer flooding its TCP probe connection (16 KiB per wake-up, flat memory) and one answering garbage (dropped, counted)
 #[cfg(feature = "netns-tests")]
 mod mesh_k8s; // EndpointSlice discovery against a real kube-apiserver; the manifests pass server validation
 #[cfg(feature = "netns-tests")]
@@ -34,6 +35,8 @@ mod proxy; // impairment proxy accuracy, loss, TCP rate, active-time rate, delay
 mod relay; // a scripted WebSocket server for the load tests: echo, or a relay that loses on purpose
 #[cfg(feature = "netns-tests")]
 mod relay_sendbuf; // the relay's fan-out and re-emission meeting a full send buffer (tbf, tiny SO_SNDBUF): resumed in order, nothing lost; one wait per re-emitted batch
+#[cfg(feature = "netns-tests")]
+mod relay_slots; // the relay's peer table over its life: 1,024 peers leave the list and go quiet, 1,024 new ones wait and take their slots, one comes back fresh; rows + retired = totals
 mod report; // text, HTML and --compare of saved runs; environment capture; bad input exits 2
 mod report_merge; // report --merge of load shards: exit 3 on merged thresholds, missing shards, --partial, run windows
 mod room; // the room against hostile clients: requests, refusals, caps, slow members, slowloris, EMFILE

@@ -215,6 +215,7 @@ fn three_agents_fill_the_matrix_and_every_view_agrees() {
         (m1.window == m2.window && text.contains("wirebench_mesh_hiccup_seconds")).then_some((m1, text, m2))
     });
     assert_eq!(m1, m2);
+    assert!(text.contains("wirebench_mesh_tcp_not_probes_total 0"), "no probe connection cut: {text}");
     // Each cell's histogram is plain V2 (cookie 0x1c849313), not V2 + DEFLATE (0x1c849314):
     // a window's hundreds of sparse cells each paid a fresh compressor and saved nothing.
     for c in &m1.cells {
@@ -234,7 +235,7 @@ fn three_agents_fill_the_matrix_and_every_view_agrees() {
         let v: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
         assert!((v - p50).abs() < 1e-12, "{line} vs {p50}");
     }
-    // The series count the docs' arithmetic uses: 57 per agent (the stall meter's 3 among them), 1 + 8 x 2 per peer.
+    // The series count the docs' arithmetic uses: 58 per agent (the stall meter's 3 among them), 1 + 8 x 2 per peer.
     let series = text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).count() as u64;
     assert_eq!(series, SERIES_PER_AGENT + 2 * (SERIES_PER_PEER + 2 * SERIES_PER_PEER_TRANSPORT), "{text}");
     // The report renders as a heatmap page.
@@ -327,6 +328,62 @@ fn peers_come_and_go_and_a_stopped_agent_is_a_node_down() {
     }
 }
 
+/// `mesh status` asked only agents that do not answer (issue 11: it printed "1 nodes, 0
+/// reporting" and "verdict: no problems", exit 0): every view names the unreachable agent
+/// and says there is no matrix, and the exit code is 1.
+#[test]
+fn a_status_no_agent_answers_names_it_in_every_view_and_exits_1() {
+    // A port nobody listens on (bound, then closed): connection refused.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let url = format!("http://{dead}");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("m.json");
+    let r = wirebench(&["mesh", "status", &url, "--timeout", "2s", "--json", json.to_str().unwrap()]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.out.contains("mesh: 1 nodes, 0 reporting"), "{}", r.out);
+    assert!(r.out.contains(&format!("verdict: agent {url}/ unreachable: ")), "{}", r.out);
+    assert!(r.out.contains("verdict: no agent gave its row: no matrix to judge"), "{}", r.out);
+    assert!(!r.out.contains("no problems"), "{}", r.out);
+    let v = read_json(&json);
+    assert_valid_report(&v);
+    let report: Report = serde_json::from_value(v).unwrap();
+    let Results::Mesh(m) = &report.results else { panic!("a mesh report") };
+    let kinds: Vec<(&str, &str)> = m.problems.iter().map(|p| (p.scope.as_str(), p.kind.as_str())).collect();
+    assert_eq!(kinds, [("agents", "unreachable"), ("agents", "no_matrix")]);
+    // The saved report, as text and as HTML, says the same.
+    let text = wirebench(&["report", json.to_str().unwrap()]);
+    assert_eq!(text.code, 0, "{text:?}");
+    for p in &m.problems {
+        assert!(text.out.contains(&format!("verdict: {}", p.summary)), "{}", text.out);
+    }
+    assert!(!text.out.contains("no problems"), "{}", text.out);
+    let html = dir.path().join("m.html");
+    let page = wirebench(&["report", json.to_str().unwrap(), "--html", html.to_str().unwrap()]);
+    assert_eq!(page.code, 0, "{page:?}");
+    let page = std::fs::read_to_string(html).unwrap();
+    assert!(page.contains("no matrix to judge") && page.contains("unreachable"), "{page}");
+    assert!(!page.contains("no problems"), "{page}");
+}
+
+/// One agent of two answers, the other's API is not there: the matrix is made (exit 3,
+/// not 0), and the verdict names the agent that did not answer.
+#[test]
+fn a_status_with_an_unreachable_agent_names_it_and_exits_3() {
+    let fleet = Fleet::start(2, &[]);
+    fleet.wait_full(1);
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let mut urls = fleet.urls();
+    urls.push(format!("http://{dead}"));
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, report) = status(&urls, &dir.path().join("m.json"));
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains(&format!("verdict: agent http://{dead}/ unreachable: ")), "{out}");
+    assert!(!out.contains("no problems") && !out.contains("no matrix"), "{out}");
+    let Results::Mesh(m) = &report.results else { panic!("a mesh report") };
+    assert_eq!(m.problems.len(), 1, "{out}");
+    assert_eq!(m.nodes.iter().filter(|n| n.reported).count(), 2);
+}
+
 #[test]
 fn tokens_gate_probes_and_the_api() {
     let fleet = Fleet::start(2, &["--token", "s3cret"]);
@@ -353,6 +410,7 @@ fn tokens_gate_probes_and_the_api() {
     // mesh status needs the token too.
     let r = wirebench(&["mesh", "status", &format!("http://{}", a.http_addr())]);
     assert!(r.out.contains("wants a token"), "{r:?}");
+    assert_eq!(r.code, 1, "no row without the token: {r:?}");
     let r =
         wirebench(&["mesh", "status", &format!("http://{}", a.http_addr()), "--token", "s3cret", "--max-p99", "1s"]);
     assert_eq!(r.code, 0, "{r:?}");

@@ -337,3 +337,44 @@ fn six_agents_prometheus_and_the_verdicts() {
     });
     eprintln!("== h6 killed, from Prometheus ==\n{out}");
 }
+
+/// `mesh status --prometheus` against a real Prometheus that scrapes no agent (issue 11: it
+/// printed "0 nodes, 0 reporting" and "verdict: no problems", exit 0): no matrix, exit 1,
+/// and the saved report says the same.
+#[test]
+fn prometheus_holding_no_agent_is_no_matrix_and_exit_1() {
+    let mut lab = Lab::new("promnone");
+    let ns = lab.ns("p");
+    let dir = tempfile::tempdir().unwrap();
+    let path = |f: &str| dir.path().join(f).to_str().unwrap().to_owned();
+    std::fs::write(path("prometheus.yml"), "global:\n  scrape_interval: 15s\n").unwrap();
+    lab.spawn(
+        &ns,
+        "prometheus",
+        &[
+            &format!("--config.file={}", path("prometheus.yml")),
+            &format!("--storage.tsdb.path={}", path("data")),
+            "--web.listen-address=127.0.0.1:9090",
+        ],
+    );
+    // Until Prometheus answers, status cannot reach it: exit 1, one line on stderr, no text.
+    let (code, out) = wait_for(Duration::from_secs(60), "Prometheus answering", || {
+        let o = Lab::run(&ns, &["mesh", "status", "--prometheus", "http://127.0.0.1:9090", "--json", &path("s.json")]);
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        if !out.contains("mesh: ") {
+            assert_eq!(o.status.code(), Some(1), "{o:?}");
+            assert_eq!(String::from_utf8_lossy(&o.stderr).lines().count(), 1, "{o:?}");
+        }
+        out.contains("mesh: ").then_some((o.status.code(), out))
+    });
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("mesh: 0 nodes, 0 reporting (from prometheus)"), "{out}");
+    assert!(out.contains("verdict: Prometheus holds no current scrape of any agent: no matrix to judge"), "{out}");
+    assert!(!out.contains("no problems"), "{out}");
+    let v = crate::support::read_json(&dir.path().join("s.json"));
+    crate::support::assert_valid_report(&v);
+    let r: Report = serde_json::from_value(v).unwrap();
+    let Results::Mesh(m) = &r.results else { panic!("a mesh report") };
+    assert_eq!(problems(&r), ["Prometheus holds no current scrape of any agent: no matrix to judge"]);
+    assert!(m.nodes.is_empty());
+}

@@ -61,9 +61,15 @@ impl Proc {
 
     /// SIGINT, then its whole output; it must exit 0 within 5 s.
     pub(crate) fn stop(self) -> String {
+        self.stop_within(Duration::from_secs(5))
+    }
+
+    /// SIGINT, then its whole output; it must exit 0 within `within` (a report of many
+    /// peers takes a while to write in a debug build).
+    pub(crate) fn stop_within(self, within: Duration) -> String {
         let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap());
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
-        self.wait(Duration::from_secs(5))
+        self.wait(within)
     }
 
     /// Its whole output once it ends by itself (within 60 s); it must exit 0.

@@ -21,10 +21,18 @@ pub struct MeshResults {
     pub nodes: Vec<MeshNode>,
     /// Every measured cell.
     pub cells: Vec<MeshCell>,
-    /// Node, zone and path problems, unicast first, then multicast.
+    /// Agents that gave no row (scope `agents`: `unreachable` for each, `no_matrix` when
+    /// none gave one), then node, zone and path problems, unicast first, then multicast.
     pub problems: Vec<MeshProblem>,
     /// Per transport: every cell's histogram merged (agents only; percentiles after the merge).
     pub combined: Vec<MeshCombined>,
+}
+
+impl MeshResults {
+    /// Whether any agent gave its row: without one there is no matrix to judge.
+    pub fn has_rows(&self) -> bool {
+        self.nodes.iter().any(|n| n.reported)
+    }
 }
 
 /// Thresholds of a bad cell.
@@ -84,9 +92,11 @@ pub struct MeshCell {
 /// A named problem.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MeshProblem {
-    /// `unicast` (UDP and TCP, the worse of the two) or `multicast`.
+    /// `unicast` (UDP and TCP, the worse of the two), `multicast`, or `agents` (an agent
+    /// that gave no row).
     pub scope: String,
-    /// `node`, `zone` or `path`.
+    /// `node`, `zone` or `path`; for scope `agents`, `unreachable` (an agent asked gave no
+    /// row) or `no_matrix` (none did).
     pub kind: String,
     /// The nodes involved (indices).
     pub nodes: Vec<usize>,

@@ -15,7 +15,9 @@ pub struct RelayResults {
     pub authenticated: bool,
     /// One row per group.
     pub groups: Vec<RelayGroup>,
-    /// One row per peer relay (configured, resolved or discovered during the run).
+    /// One row per live peer relay (holding a slot of the peer table at the end: in the
+    /// list, or out of it for less than `--peer-expiry`), by address; retired ones are in
+    /// `retired`.
     pub peers: Vec<RelayPeer>,
     /// Original senders of relayed datagrams (the addresses re-emission hides), at most
     /// 256; `senders_untracked` counts datagrams of senders past that.
@@ -29,6 +31,65 @@ pub struct RelayResults {
     /// Datagrams the kernel dropped on the relay port's receive queue (full buffer), from
     /// `/proc/net/udp`.
     pub kernel_drops: u64,
+    /// The peers that left the table (out of the list and unheard for the expiry), their
+    /// counters together; `peers` holds the live ones. Reports before this field: nothing
+    /// was retired.
+    #[serde(default)]
+    pub retired: RelayRetired,
+    /// Every peer's counters over the run, counted apart from the rows: each is the sum of
+    /// the `peers` rows and `retired`. Absent in reports before it.
+    #[serde(default)]
+    pub peer_totals: Option<RelayPeerTotals>,
+    /// The peer table's size: live peers at most.
+    #[serde(default)]
+    pub max_peers: u64,
+    /// Times a listed peer found every slot held by a live peer and waited (once per stay in
+    /// the list); its datagrams meanwhile count in `not_a_peer`.
+    #[serde(default)]
+    pub peers_refused: u64,
+    /// Listed peers still waiting for a slot at the end.
+    #[serde(default)]
+    pub peers_waiting: u64,
+}
+
+/// Retired peers together.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RelayRetired {
+    /// Peers retired (an address retired twice counts twice).
+    pub peers: u64,
+    /// Accepted from them.
+    pub received: RelayCount,
+    /// Sent to them.
+    pub sent: RelayCount,
+    /// Dropped from them, by cause.
+    pub drops: RelayDrops,
+    /// Their added delay, all together (`relay_added_delay`).
+    pub added_delay: Option<LatencyView>,
+    /// Their datagrams whose added delay came out negative.
+    pub clock_negative: u64,
+}
+
+/// Counters over every peer, live and retired.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RelayPeerTotals {
+    /// Accepted from peers.
+    pub received: RelayCount,
+    /// Sent to peers.
+    pub sent: RelayCount,
+    /// Dropped from peers, by cause.
+    pub drops: RelayDrops,
+    /// Datagrams whose added delay came out negative.
+    pub clock_negative: u64,
+}
+
+impl RelayPeerTotals {
+    /// Adds one peer's counters.
+    pub fn add(&mut self, received: RelayCount, sent: RelayCount, drops: &RelayDrops, clock_negative: u64) {
+        self.received.merge(received);
+        self.sent.merge(sent);
+        self.drops.merge(drops);
+        self.clock_negative += clock_negative;
+    }
 }
 
 /// Datagrams and their bytes (the application payload, without the relay header).
@@ -45,6 +106,12 @@ impl RelayCount {
     pub fn add(&mut self, bytes: usize) {
         self.datagrams += 1;
         self.bytes += bytes as u64;
+    }
+
+    /// Adds another count.
+    pub fn merge(&mut self, o: Self) {
+        self.datagrams += o.datagrams;
+        self.bytes += o.bytes;
     }
 }
 
@@ -69,6 +136,23 @@ pub struct RelayDrops {
     pub not_relayed: u64,
     /// The kernel refused the send.
     pub send_errors: u64,
+}
+
+impl RelayDrops {
+    /// Adds another set of drops, cause by cause.
+    pub fn merge(&mut self, o: &Self) {
+        let Self { bad_mac, duplicate, rate_cap, too_big, looped, passive, senders_full, not_relayed, send_errors } =
+            *o;
+        self.bad_mac += bad_mac;
+        self.duplicate += duplicate;
+        self.rate_cap += rate_cap;
+        self.too_big += too_big;
+        self.looped += looped;
+        self.passive += passive;
+        self.senders_full += senders_full;
+        self.not_relayed += not_relayed;
+        self.send_errors += send_errors;
+    }
 }
 
 /// One group.
@@ -97,7 +181,8 @@ pub struct RelayGroup {
 pub struct RelayPeer {
     /// Its relay address.
     pub addr: String,
-    /// Whether it was still a peer at the end (a DNS name or file can drop it).
+    /// Whether it was in the peer list at the end (a DNS name or file can drop it; it is
+    /// retired after `--peer-expiry` out of the list and silent).
     pub active: bool,
     /// Accepted from it.
     pub received: RelayCount,
@@ -123,4 +208,52 @@ pub struct RelaySender {
     pub via: String,
     /// Datagrams and bytes.
     pub count: RelayCount,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report written before the peer table's fields still reads: nothing retired, no
+    /// totals.
+    #[test]
+    fn a_relay_report_without_the_table_fields_reads() {
+        let old = r#"{"relay_id":"aa","listen":"10.0.0.1:7880","authenticated":false,"groups":[],"peers":[],
+            "senders":[],"senders_untracked":0,"not_a_peer":2,"malformed":0,"kernel_drops":0}"#;
+        let r: RelayResults = serde_json::from_str(old).unwrap();
+        assert_eq!((r.not_a_peer, r.retired.peers, r.peer_totals, r.peers_refused), (2, 0, None, 0));
+        let back: RelayResults = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+    }
+
+    #[test]
+    fn drops_merge_cause_by_cause() {
+        let a = RelayDrops {
+            bad_mac: 1,
+            duplicate: 2,
+            rate_cap: 3,
+            too_big: 4,
+            looped: 5,
+            passive: 6,
+            senders_full: 7,
+            not_relayed: 8,
+            send_errors: 9,
+        };
+        let mut t = a;
+        t.merge(&a);
+        assert_eq!(
+            t,
+            RelayDrops {
+                bad_mac: 2,
+                duplicate: 4,
+                rate_cap: 6,
+                too_big: 8,
+                looped: 10,
+                passive: 12,
+                senders_full: 14,
+                not_relayed: 16,
+                send_errors: 18
+            }
+        );
+    }
 }

@@ -10,8 +10,30 @@ use std::net::{SocketAddr, TcpStream};
 use socket2::{Domain, Socket, Type};
 use wirebench_core::wire::probe;
 
-/// Largest read buffer (a few replies; anything longer is not a probe stream).
-const MAX_RBUF: usize = 4096;
+/// Longest reply frame taken on a probe connection (a probe is 64 bytes; a peer that
+/// declares more is not answering probes).
+pub(super) const MAX_FRAME: usize = 4096;
+/// Bytes read from one connection per wake-up: a peer streaming at line rate (hostile or
+/// broken) is read in turns with every other socket and the send schedule, not drained
+/// without end. The ready set is level-triggered, so what is left is reported again at once.
+pub(super) const READ_PER_WAKE: usize = 16 << 10;
+/// Bytes per read.
+const CHUNK: usize = 1024;
+/// The read buffer's capacity, which it never passes: a frame in progress (shorter than
+/// [`MAX_FRAME`]) and one chunk.
+pub(super) const RBUF_CAPACITY: usize = MAX_FRAME + CHUNK;
+
+/// What a drain of a connection found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Drain {
+    /// Still open (and may have more to read at the next wake-up).
+    Open,
+    /// Closed or reset by the peer.
+    Closed,
+    /// Not a stream of probe replies (a bad header, or a frame longer than [`MAX_FRAME`]):
+    /// dropped, and counted.
+    NotProbes,
+}
 
 /// Where a connection is.
 #[derive(Debug)]
@@ -36,6 +58,9 @@ pub(super) enum Conn {
         stream: TcpStream,
         /// Bytes read, not yet a whole reply.
         rbuf: Vec<u8>,
+        /// Probes sent on this connection and not yet answered: a peer owes at most one
+        /// reply per probe, so a frame past them means it is not answering probes.
+        owed: u64,
     },
 }
 
@@ -77,46 +102,43 @@ pub(super) fn send(stream: &mut TcpStream, buf: &[u8]) -> bool {
     true
 }
 
-/// Reads what is there and hands every whole frame to `on_frame`; false when the
-/// connection is finished (closed, reset, or not a probe stream). A read shorter than the
-/// buffer took everything queued, so it ends the drain without another read to see
-/// `WouldBlock` (one read per reply, not two; bytes that arrive later make the socket
-/// readable again in the level-triggered ready set).
-pub(super) fn read(stream: &mut impl Read, rbuf: &mut Vec<u8>, mut on_frame: impl FnMut(&[u8])) -> bool {
-    let mut chunk = [0u8; 1024];
-    loop {
-        match stream.read(&mut chunk) {
-            Ok(0) => return false,
-            Ok(n) => {
-                rbuf.extend_from_slice(&chunk[..n]);
-                loop {
-                    if rbuf.len() < 8 {
-                        break;
-                    }
-                    let mut h = [0u8; 8];
-                    h.copy_from_slice(&rbuf[..8]);
-                    let Ok(len) = probe::frame_len(&h) else { return false };
-                    if len > MAX_RBUF {
-                        return false;
-                    }
-                    if rbuf.len() < len {
-                        break;
-                    }
-                    on_frame(&rbuf[..len]);
-                    rbuf.drain(..len);
-                }
-                if rbuf.len() > MAX_RBUF {
-                    return false;
-                }
-                if n < chunk.len() {
-                    return true;
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
-            Err(_) => return false,
+/// Reads what is there, at most [`READ_PER_WAKE`] bytes, and hands every whole frame to
+/// `on_frame`. A read shorter than the chunk took everything queued, so it ends the drain
+/// without another read to see `WouldBlock` (one read per reply, not two; bytes that arrive
+/// later make the socket readable again in the level-triggered ready set). `rbuf` holds only
+/// a frame in progress: it stays within [`RBUF_CAPACITY`] (make it with that capacity and
+/// it never grows).
+pub(super) fn read(stream: &mut impl Read, rbuf: &mut Vec<u8>, mut on_frame: impl FnMut(&[u8])) -> Drain {
+    let mut chunk = [0u8; CHUNK];
+    let mut taken = 0;
+    while taken < READ_PER_WAKE {
+        let n = match stream.read(&mut chunk) {
+            Ok(0) => return Drain::Closed,
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Drain::Open,
+            Err(_) => return Drain::Closed,
+        };
+        taken += n;
+        rbuf.extend_from_slice(&chunk[..n]);
+        let mut at = 0;
+        while let Some(h) = rbuf.get(at..at + 8) {
+            let mut header = [0u8; 8];
+            header.copy_from_slice(h);
+            let len = match probe::frame_len(&header) {
+                Ok(len) if len <= MAX_FRAME => len,
+                _ => return Drain::NotProbes,
+            };
+            let Some(frame) = rbuf.get(at..at + len) else { break };
+            on_frame(frame);
+            at += len;
+        }
+        rbuf.drain(..at);
+        if n < CHUNK {
+            return Drain::Open;
         }
     }
+    Drain::Open
 }
 
 #[cfg(test)]
@@ -125,6 +147,8 @@ mod tests {
     use std::io::{self, Read};
 
     use wirebench_core::wire::probe;
+
+    use super::{Drain, MAX_FRAME, RBUF_CAPACITY, READ_PER_WAKE};
 
     /// A socket's reads, scripted: each call takes the next chunk (or `WouldBlock`), counted.
     struct Script {
@@ -160,10 +184,11 @@ mod tests {
         two.extend_from_slice(&f);
         let mut s = Script { chunks: VecDeque::from([Ok(two)]), calls: 0 };
         let (mut rbuf, mut frames) = (Vec::new(), 0);
-        assert!(super::read(&mut s, &mut rbuf, |got| {
+        let end = super::read(&mut s, &mut rbuf, |got| {
             assert_eq!(got, &f[..]);
             frames += 1;
-        }));
+        });
+        assert_eq!(end, Drain::Open);
         assert_eq!((frames, s.calls), (2, 1), "both replies from one read, and no read to see WouldBlock");
     }
 
@@ -179,17 +204,91 @@ mod tests {
             assert_eq!(got, &f[..]);
             frames += 1;
         };
-        assert!(super::read(&mut s, &mut rbuf, &mut count));
+        assert_eq!(super::read(&mut s, &mut rbuf, &mut count), Drain::Open);
         assert_eq!((s.calls, rbuf.len()), (2, 0));
         // Half a frame, then the rest, in two drains.
         let mut half = Script { chunks: VecDeque::from([Ok(f[..32].to_vec())]), calls: 0 };
-        assert!(super::read(&mut half, &mut rbuf, &mut count));
+        assert_eq!(super::read(&mut half, &mut rbuf, &mut count), Drain::Open);
         assert_eq!(rbuf.len(), 32);
         let mut rest = Script { chunks: VecDeque::from([Ok(f[32..].to_vec())]), calls: 0 };
-        assert!(super::read(&mut rest, &mut rbuf, &mut count));
+        assert_eq!(super::read(&mut rest, &mut rbuf, &mut count), Drain::Open);
         assert_eq!((frames, rbuf.len()), (18, 0));
         // A closed connection is finished.
         let mut closed = Script { chunks: VecDeque::from([Ok(Vec::new())]), calls: 0 };
-        assert!(!super::read(&mut closed, &mut rbuf, |_| {}));
+        assert_eq!(super::read(&mut closed, &mut rbuf, |_| {}), Drain::Closed);
+    }
+
+    /// A peer streaming replies without end: every read fills the buffer (a 1 MiB guard
+    /// fails the test instead of reading for ever).
+    struct Endless {
+        frame: Vec<u8>,
+        at: usize,
+        bytes: usize,
+        calls: usize,
+    }
+
+    impl Read for Endless {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            assert!(self.bytes < 1 << 20, "1 MiB read in one wake-up: the drain does not end");
+            for b in buf.iter_mut() {
+                *b = self.frame[self.at];
+                self.at = (self.at + 1) % self.frame.len();
+            }
+            self.bytes += buf.len();
+            self.calls += 1;
+            Ok(buf.len())
+        }
+    }
+
+    #[test]
+    fn a_peer_streaming_without_end_is_read_16_kib_per_wake_up_in_a_buffer_that_never_grows() {
+        let f = frame();
+        let mut peer = Endless { frame: f.clone(), at: 0, bytes: 0, calls: 0 };
+        let mut rbuf = Vec::with_capacity(RBUF_CAPACITY);
+        let mut frames = Vec::new();
+        for wake in 1..=3 {
+            frames.clear();
+            assert_eq!(super::read(&mut peer, &mut rbuf, |got| frames.extend_from_slice(got)), Drain::Open);
+            assert_eq!(peer.bytes, wake * READ_PER_WAKE, "16 KiB per wake-up, then the next wait");
+            assert_eq!(frames.len(), READ_PER_WAKE, "every byte read became a whole frame");
+            assert!(frames.chunks(f.len()).all(|c| c == &f[..]));
+            assert_eq!(rbuf.capacity(), RBUF_CAPACITY, "the read buffer never grows");
+        }
+        assert_eq!(peer.calls, 3 * READ_PER_WAKE / 1024);
+        // 100-byte frames: one in progress at the end of most reads, still within the buffer.
+        let mut odd = vec![0u8; 100];
+        probe::init(&mut odd, 7, 0);
+        let mut peer = Endless { frame: odd, at: 0, bytes: 0, calls: 0 };
+        rbuf.clear();
+        for _ in 0..3 {
+            assert_eq!(super::read(&mut peer, &mut rbuf, |_| {}), Drain::Open);
+            assert!(!rbuf.is_empty() && rbuf.len() < 100);
+            assert_eq!(rbuf.capacity(), RBUF_CAPACITY);
+        }
+    }
+
+    #[test]
+    fn garbage_or_an_oversized_frame_is_not_a_probe_stream() {
+        let mut rbuf = Vec::with_capacity(RBUF_CAPACITY);
+        let mut garbage = Script { chunks: VecDeque::from([Ok(vec![0x55; 1024])]), calls: 0 };
+        assert_eq!(super::read(&mut garbage, &mut rbuf, |_| panic!("no frame")), Drain::NotProbes);
+        // A well-formed header declaring 5,000 bytes: refused at its header, not buffered.
+        let mut big = frame();
+        big[4..6].copy_from_slice(&5000u16.to_be_bytes());
+        rbuf.clear();
+        let mut s = Script { chunks: VecDeque::from([Ok(big)]), calls: 0 };
+        assert_eq!(super::read(&mut s, &mut rbuf, |_| panic!("no frame")), Drain::NotProbes);
+        assert_eq!(rbuf.capacity(), RBUF_CAPACITY);
+        // The largest frame taken, 4,096 bytes a byte at a time: buffered, then whole.
+        let mut most = vec![0u8; MAX_FRAME];
+        probe::init(&mut most, 7, 0);
+        most[4..6].copy_from_slice(&u16::try_from(MAX_FRAME).unwrap().to_be_bytes());
+        rbuf.clear();
+        let mut got = 0;
+        for b in &most {
+            let mut s = Script { chunks: VecDeque::from([Ok(vec![*b])]), calls: 0 };
+            assert_eq!(super::read(&mut s, &mut rbuf, |fr| got += fr.len()), Drain::Open);
+        }
+        assert_eq!((got, rbuf.len(), rbuf.capacity()), (MAX_FRAME, 0, RBUF_CAPACITY));
     }
 }

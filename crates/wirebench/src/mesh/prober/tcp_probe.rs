@@ -1,10 +1,12 @@
 //! The prober's TCP targets: a probe due goes on the kept-open connection, or starts one (and
 //! waits for it), a finished connect sends the probe that waited, replies are read as they
-//! come, and connects that take longer than the probe timeout are given up at the tick.
+//! come (16 KiB per wake-up at most, `tcp::READ_PER_WAKE`), and connects that take longer than the probe timeout are given up at the tick.
+
+use std::sync::atomic::Ordering;
 
 use wirebench_net::clock::Clock as _;
 
-use super::tcp::{self, Conn};
+use super::tcp::{self, Conn, Drain};
 use super::{Prober, stamp};
 
 impl Prober {
@@ -38,10 +40,11 @@ impl Prober {
     /// take the probe).
     fn send_tcp(&mut self, id: u64, seq: u64) {
         let Some(slot) = self.slots.get_mut(&id) else { return };
-        let Some(Conn::Up { stream, .. }) = slot.conn.as_mut() else { return };
+        let Some(Conn::Up { stream, owed, .. }) = slot.conn.as_mut() else { return };
         let t1 = self.clock.now_ns();
         stamp(&mut self.probe, self.cfg.key.as_ref(), self.session.wrapping_add(id), seq, t1);
         let ok = tcp::send(stream, &self.probe);
+        *owed += u64::from(ok);
         slot.target.on_send(seq, t1, &self.windows);
         if !ok {
             let _ = self.ready.remove(&*stream);
@@ -72,7 +75,7 @@ impl Prober {
             slot.conn = Some(Conn::Down { retry_at: now + timeout });
             return;
         }
-        slot.conn = Some(Conn::Up { stream, rbuf: Vec::new() });
+        slot.conn = Some(Conn::Up { stream, rbuf: Vec::with_capacity(tcp::RBUF_CAPACITY), owed: 0 });
         if let Some(seq) = waiting {
             self.send_tcp(id, seq);
         }
@@ -94,17 +97,36 @@ impl Prober {
         }
     }
 
-    /// Replies on a TCP target's connection.
+    /// Replies on a TCP target's connection: at most [`tcp::READ_PER_WAKE`] bytes per
+    /// wake-up (so `frames` holds at most that much). A connection that is not a stream of
+    /// probe replies (bad framing, or more frames than probes sent on it: a peer streaming
+    /// without end is cut at once, not read for ever) is closed, counted, and opened again
+    /// for a probe after the timeout; its frames are dropped (its probes time out as lost).
     fn read_tcp(&mut self, id: u64) {
         let now = self.clock.now_ns();
         let Some(slot) = self.slots.get_mut(&id) else { return };
-        let Some(Conn::Up { stream, rbuf }) = slot.conn.as_mut() else { return };
+        let Some(Conn::Up { stream, rbuf, owed }) = slot.conn.as_mut() else { return };
         let frames = &mut self.frames;
         frames.clear();
-        let alive = tcp::read(stream, rbuf, |f| frames.extend_from_slice(f));
-        if !alive {
+        let mut got = 0u64;
+        let drain = tcp::read(stream, rbuf, |f| {
+            got += 1;
+            frames.extend_from_slice(f);
+        });
+        let drain = if got > *owed { Drain::NotProbes } else { drain };
+        *owed -= got.min(*owed);
+        let retry_at = match drain {
+            Drain::Open => None,
+            Drain::Closed => Some(now),
+            Drain::NotProbes => {
+                frames.clear();
+                self.shared.tcp_not_probes.fetch_add(1, Ordering::Relaxed);
+                Some(now + self.windows.timeout_ns)
+            }
+        };
+        if let Some(retry_at) = retry_at {
             let _ = self.ready.remove(&*stream);
-            slot.conn = Some(Conn::Down { retry_at: now });
+            slot.conn = Some(Conn::Down { retry_at });
         }
         let frames = std::mem::take(&mut self.frames);
         let mut at = 0;

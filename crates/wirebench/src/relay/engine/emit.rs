@@ -33,27 +33,27 @@ impl Relay<'_> {
         if !self.relaying || !self.remote(&self.groups[gi], pi, now) {
             // Not relaying yet, a peer gone from the list, or one that hears the group
             // natively (it is on our segment: re-emitting would double the group).
-            self.peers[pi].stats.drops.not_relayed += 1;
+            self.peer_drop(pi, |d| &mut d.not_relayed);
             return;
         }
         if !self.carries(&self.groups[gi], now) {
-            self.peers[pi].stats.drops.passive += 1;
+            self.peer_drop(pi, |d| &mut d.passive);
             self.groups[gi].stats.drops.passive += 1;
             return;
         }
         let peer = &mut self.peers[pi];
         if peer.window.judge(h.origin, h.seq) != Arrival::New {
-            peer.stats.drops.duplicate += 1;
+            self.peer_drop(pi, |d| &mut d.duplicate);
             self.groups[gi].stats.drops.duplicate += 1;
             return;
         }
         if !peer.rate.allow(now) {
-            peer.stats.drops.rate_cap += 1;
+            self.peer_drop(pi, |d| &mut d.rate_cap);
             self.groups[gi].stats.drops.rate_cap += 1;
             return;
         }
         if !self.open_flow(h.origin, h.sender, now) {
-            self.peers[pi].stats.drops.senders_full += 1;
+            self.peer_drop(pi, |d| &mut d.senders_full);
             self.groups[gi].stats.drops.senders_full += 1;
             return;
         }
@@ -101,7 +101,10 @@ impl Relay<'_> {
                 g.stats.reemitted.add(p.len);
                 let peer = &mut self.peers[p.pi];
                 peer.stats.received.add(p.len);
-                peer.stats.added_delay(p.rx_wall_ns, emitted);
+                self.totals.received.add(p.len);
+                if !peer.stats.added_delay(p.rx_wall_ns, emitted) {
+                    self.totals.clock_negative += 1;
+                }
                 self.senders.add(p.flow.1, p.gi, Some(p.src), p.len);
             }
             at += run;

@@ -48,9 +48,11 @@ impl Relay<'_> {
             for (i, &pi) in g.dest_peers.iter().enumerate() {
                 if g.fan.failed_at(k, i) {
                     self.peers[pi].stats.drops.send_errors += 1;
+                    self.totals.drops.send_errors += 1;
                     g.stats.drops.send_errors += 1;
                 } else {
                     self.peers[pi].stats.sent.add(n);
+                    self.totals.sent.add(n);
                     g.stats.forwarded.add(n);
                 }
             }
@@ -76,7 +78,7 @@ impl Relay<'_> {
             // datagrams are never forwarded.
             let probe = (r.header.kind == RelayKind::Probe
                 && r.header.group == self.groups[gi].addr
-                && self.peer_idx.contains_key(&src)
+                && self.table.slot(&src).is_some()
                 && wire::verify(data, &r, self.cfg.key.as_ref()))
             .then_some(r.header);
             if let Some(p) = probe {
