@@ -15,6 +15,8 @@
 //! [`verdict`] compares a run's latency with these stalls at one percentile; see there for
 //! the rule. Nothing here reads a clock: the caller passes due and wake-up times.
 
+pub mod waits;
+
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 

@@ -70,6 +70,12 @@ impl Pacer {
         self.origin = origin;
     }
 
+    /// The grid's spacing, ns (1 before a slot is set: no gathering).
+    #[must_use]
+    pub fn slot_ns(&self) -> u64 {
+        self.slot_ns
+    }
+
     /// Where the grid starts.
     #[must_use]
     pub fn origin(&self) -> u64 {

@@ -2,7 +2,9 @@
 //! probe key when a token is set) that also probes its peers ([`super::prober`]), finds them
 //! ([`crate::discovery`]), and answers HTTP ([`super::http`]).
 //!
-//! Threads: serve's own, the prober, the stall meter (unless `--no-hiccup`), and a one-worker tokio runtime for HTTP and discovery;
+//! Threads: serve's own, the prober, a one-worker tokio runtime for HTTP and discovery, and
+//! with `--hiccup-interval` a stall meter thread (by default the prober's own send-slot
+//! wake-ups are the stall samples, `prober::stalls`: no thread, no wake-ups of their own);
 //! the main thread sleeps in [`Agent::wait`] until the stop signal wakes it.
 //! SIGINT/SIGTERM set the stop flag: the prober stops sending, serve answers what is in
 //! flight and stops, HTTP connections close; the process exits 0 within a second.
@@ -16,7 +18,7 @@ use anyhow::Context as _;
 use wirebench_core::auth::Key;
 use wirebench_core::mesh::api::NodeRef;
 
-use super::config::{AgentArgs, AgentConfig};
+use super::config::{AgentArgs, AgentConfig, StallMeter};
 use super::http::{self, Api};
 use super::prober::{self, Group, ProberConfig, SelfMatch};
 use super::state::{HiccupWindow, Shared};
@@ -117,12 +119,13 @@ impl Agent {
             key,
             bind: SocketAddr::new(listen.ip(), 0),
             seed: crate::session_id(),
+            stalls: cfg.stall_meter == StallMeter::Prober,
         };
         let prober = prober::spawn(pcfg, probe_socket, shared.clone(), board, shutdown.clone())?;
-        let hiccup = cfg
-            .hiccup_interval_ns
-            .map(|interval| spawn_meter(interval, window_ns, shared.clone(), shutdown.clone()))
-            .transpose()?;
+        let hiccup = match cfg.stall_meter {
+            StallMeter::Thread(interval) => Some(spawn_meter(interval, window_ns, shared.clone(), shutdown.clone())?),
+            StallMeter::Off | StallMeter::Prober => None,
+        };
         let api = Api {
             shared: shared.clone(),
             registry: Arc::new(super::metrics::registry(shared.clone())),
@@ -194,7 +197,7 @@ impl Agent {
     }
 }
 
-/// The stall meter beside the probing: `crate::hiccup`'s loop, one recording per window,
+/// The stall meter thread beside the probing (`--hiccup-interval`): `crate::hiccup`'s loop, one recording per window,
 /// whose p99 and max replace the last window's in `shared` (for `/metrics`). Stops within
 /// one interval of the stop signal.
 fn spawn_meter(

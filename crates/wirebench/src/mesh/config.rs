@@ -93,15 +93,18 @@ pub struct AgentArgs {
     pub hiccup: AgentHiccupArgs,
 }
 
-/// The stall meter's flags for an agent: as every mode's, but 10 ms by default. An agent runs
-/// all the time on every node, and a timer wake-up every 1 ms costs about 1.4 % of a core by
-/// itself on a virtual machine (docs/benchmarks.md, the stall meter's own cost), more than the
-/// whole agent's budget of 1 %; a stall that matters to a fleet view is longer than 10 ms.
+/// The stall meter's flags for an agent. By default the agent has no meter thread: its
+/// samples are the lateness of the prober's own timed wake-ups (its send slots, about 20 a
+/// second; `mesh::prober::stalls`), which costs no wake-up of its own. An agent runs all the
+/// time on every node, and a meter thread's wake-ups were the largest part of its CPU
+/// (docs/benchmarks.md). `--hiccup-interval` starts the meter thread as before (every other
+/// mode's loop, one recording per window).
 #[derive(Debug, Clone, clap::Args)]
 pub struct AgentHiccupArgs {
-    /// The stall meter's sleep interval (10us to 1s, at most a tenth of --window).
-    #[arg(long, value_name = "SPAN", default_value = "10ms", help_heading = "Attribution")]
-    pub hiccup_interval: Span,
+    /// A stall meter thread sleeping this interval (10us to 1s, at most a tenth of
+    /// --window); without it the prober's own send-slot wake-ups are the samples.
+    #[arg(long, value_name = "SPAN", help_heading = "Attribution")]
+    pub hiccup_interval: Option<Span>,
     /// No stall meter beside the probing.
     #[arg(long, help_heading = "Attribution")]
     pub no_hiccup: bool,
@@ -144,8 +147,19 @@ pub struct AgentConfig {
     pub ttl: u32,
     /// Token.
     pub token: Option<String>,
-    /// The stall meter's interval, ns (`None`: `--no-hiccup`).
-    pub hiccup_interval_ns: Option<u64>,
+    /// Where the stall samples come from.
+    pub stall_meter: StallMeter,
+}
+
+/// Where an agent's stall samples come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StallMeter {
+    /// `--no-hiccup`: none.
+    Off,
+    /// The default: the prober's own send-slot wake-ups.
+    Prober,
+    /// `--hiccup-interval`: a meter thread sleeping this interval, ns.
+    Thread(u64),
 }
 
 /// Reads `--token` or `--token-file` (one of them).
@@ -229,15 +243,20 @@ impl AgentConfig {
             .map(wirebench_net::iface::ipv4_of)
             .transpose()
             .map_err(|e| UsageError(e.to_string()))?;
-        let hiccup_interval_ns = (!a.hiccup.no_hiccup)
-            .then(|| crate::hiccup::checked_interval("--hiccup-interval", a.hiccup.hiccup_interval))
-            .transpose()?;
-        // The meter records one window at a time: a window must hold its wake-ups.
-        if hiccup_interval_ns.is_some_and(|i| u128::from(i) * 10 > window.as_nanos()) {
-            return Err(UsageError("--hiccup-interval must be at most a tenth of --window".into()));
-        }
+        let stall_meter = match (a.hiccup.no_hiccup, a.hiccup.hiccup_interval) {
+            (true, _) => StallMeter::Off,
+            (false, None) => StallMeter::Prober,
+            (false, Some(span)) => {
+                let i = crate::hiccup::checked_interval("--hiccup-interval", span)?;
+                // The meter records one window at a time: a window must hold its wake-ups.
+                if u128::from(i) * 10 > window.as_nanos() {
+                    return Err(UsageError("--hiccup-interval must be at most a tenth of --window".into()));
+                }
+                StallMeter::Thread(i)
+            }
+        };
         Ok(Self {
-            hiccup_interval_ns,
+            stall_meter,
             listen,
             http,
             advertise,
@@ -382,12 +401,21 @@ mod tests {
         assert_eq!(c.plan, PlanConfig { rate: 2.0, budget: 100.0, transports: 2, full_mesh_max: 200, inter_zone: 3 });
         assert_eq!((c.window, c.timeout), (Duration::from_secs(60), Duration::from_secs(1)));
         assert_eq!(c.name, "n9");
-        // an always-on agent's stall meter wakes every 10 ms, not every 1 ms as a run's does
-        assert_eq!(c.hiccup_interval_ns, Some(10_000_000));
+        // an always-on agent's stall samples are its prober's own wake-ups (no meter thread)
+        assert_eq!(c.stall_meter, StallMeter::Prober);
         assert!(c.token.is_none() && c.kube.is_none());
         let c = agent(&["--peers", "a.example", "--proto", "tcp", "--advertise", "10.1.1.1"]).unwrap();
         assert_eq!((c.protos.as_slice(), c.plan.transports), ([Proto::Tcp].as_slice(), 1));
         assert_eq!(c.advertise, Some("10.1.1.1:7878".parse().unwrap()));
+    }
+
+    #[test]
+    fn an_explicit_hiccup_interval_keeps_the_meter_thread_and_no_hiccup_wins() {
+        let c = agent(&["--peers", "x", "--hiccup-interval", "10ms"]).unwrap();
+        assert_eq!(c.stall_meter, StallMeter::Thread(10_000_000));
+        let c = agent(&["--peers", "x", "--hiccup-interval", "2ms", "--no-hiccup"]).unwrap();
+        assert_eq!(c.stall_meter, StallMeter::Off);
+        assert!(agent(&["--peers", "x", "--hiccup-interval", "5us"]).is_err(), "below 10us");
     }
 
     #[test]

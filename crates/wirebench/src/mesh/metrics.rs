@@ -10,9 +10,10 @@
 //! {proto}`, `wirebench_mesh_replies_unmatched_total`, `wirebench_mesh_http_unauthorized_total`,
 //! `wirebench_mesh_udp_socket_failures_total`, `wirebench_mesh_tcp_not_probes_total`,
 //! `wirebench_mesh_discovery_errors_total{source}`, `process_cpu_seconds_total`,
-//! `process_resident_memory_bytes`; with the stall meter (unless `--no-hiccup`, 3 series),
+//! `process_resident_memory_bytes`; with the stall samples (unless `--no-hiccup`, 3 series:
+//! the prober's own send-slot wake-ups, or with `--hiccup-interval` a meter thread's),
 //! `wirebench_mesh_hiccup_seconds{quantile="0.99|1"}` and
-//! `wirebench_mesh_hiccup_window_wakeups` of its last window.
+//! `wirebench_mesh_hiccup_window_wakeups` of their last window.
 //!
 //! Per probed peer (`peer` is its probe address; 1 series, plus 8 per transport):
 //! `wirebench_mesh_peer_info{peer,node,zone}`, and by `peer,proto`:
@@ -201,7 +202,7 @@ impl Collector for MeshCollector {
             gauge(
                 &mut e,
                 "wirebench_mesh_hiccup_seconds",
-                "This host's own stalls in the last window: how late a thread sleeping hiccup_interval woke (p99, max)",
+                "This host's own stalls in the last window: how late the agent's timed wake-ups came (its prober's send slots, or with --hiccup-interval a meter thread's; p99, max)",
                 &[
                     (vec![("quantile", "0.99".into())], h.p99_ns as f64 / 1e9),
                     (vec![("quantile", "1".into())], h.max_ns as f64 / 1e9),
@@ -210,7 +211,7 @@ impl Collector for MeshCollector {
             gauge(
                 &mut e,
                 "wirebench_mesh_hiccup_window_wakeups",
-                "Stall meter wake-ups in the last window (with those a stall made it miss)",
+                "Timed wake-ups sampled for stalls in the last window (with those a stall made it miss)",
                 &[(vec![], (h.wakeups + h.corrected) as f64)],
             )?;
         }

@@ -15,6 +15,7 @@
 
 mod plan;
 mod replies;
+mod stalls;
 mod tcp;
 mod tcp_probe;
 mod windows;
@@ -37,6 +38,7 @@ use wirebench_core::wire::mesh as wire_mesh;
 use wirebench_core::wire::probe;
 use wirebench_net::clock::{Clock as _, MonoClock, wall_minus_mono};
 use wirebench_net::ready::ReadySet;
+use wirebench_net::rxbatch::RxBatch;
 
 use self::tcp::Conn;
 use super::state::{Shared, Totals};
@@ -53,12 +55,13 @@ const GROUP_TOKEN: u64 = u64::MAX - 1;
 /// The pacer's id for group sends.
 const GROUP_ID: u64 = u64::MAX - 2;
 /// Up to this many sockets (the shared and group ones, a UDP socket and a TCP connection per
-/// peer: seven peers with both transports), the loop waits on them with one `ppoll`, past it
+/// peer: seven peers with both transports; one more with the slot timer of the stall
+/// samples, `stalls`), the loop waits on them with one `ppoll`, past it
 /// through epoll (`ReadySet::direct`): a reply then wakes the loop from its socket's own wait
 /// queue, as `ping`'s wait does, which the UDP round trip showed (issue 11).
 const DIRECT_FDS: usize = 16;
-/// Datagrams read per socket per wake-up.
-const DRAIN_BATCH: usize = 256;
+/// A UDP reply's read buffer: larger than any probe (a longer datagram is not a reply).
+const RECV_LEN: usize = 2048;
 
 /// The multicast part of the config.
 #[derive(Debug, Clone, Copy)]
@@ -114,6 +117,8 @@ pub struct ProberConfig {
     pub bind: SocketAddr,
     /// RNG seed (phases, jitter).
     pub seed: u64,
+    /// Take the agent's stall samples from the loop's own slot wake-ups ([`stalls`]).
+    pub stalls: bool,
 }
 
 struct Slot {
@@ -123,6 +128,9 @@ struct Slot {
     conn: Option<Conn>,
     /// A UDP target's own socket, connected to the peer (`None`: probed from the shared one).
     udp: Option<UdpSocket>,
+    /// A UDP target's probe, written whole when the target is made ([`udp_probe`]): a send
+    /// only stamps its sequence number and t1 (and its tag), as `ping`'s does.
+    probe: [u8; PROBE_LEN],
 }
 
 struct Prober {
@@ -153,6 +161,13 @@ struct Prober {
     udp_fd_ceiling: u64,
     /// Whole TCP replies of one read, back to back (kept, so reads do not allocate).
     frames: Vec<u8>,
+    /// The slot timer and the stall samples (`ProberConfig::stalls`).
+    stalls: Option<stalls::Stalls>,
+    /// Receive buffers for the shared and group sockets' batches (`None` only while one is
+    /// being read, `replies`).
+    rx: Option<Box<RxBatch>>,
+    /// A peer socket's UDP reply is read into this (kept: a reply's read does not first zero a buffer).
+    rbuf: Vec<u8>,
 }
 
 /// Binds the prober's shared UDP socket on `bind`'s address (port 0: the kernel picks one
@@ -183,12 +198,13 @@ pub fn spawn(
             Some(s)
         }
     };
-    let mut ready = ReadySet::direct(256, DIRECT_FDS)?;
+    let mut ready = ReadySet::direct(256, DIRECT_FDS + usize::from(cfg.stalls))?;
     ready.add(&udp, UDP_TOKEN)?;
     if let Some(s) = &group_sock {
         ready.add(s, GROUP_TOKEN)?;
     }
     let clock = MonoClock::default();
+    let stalls = if cfg.stalls { Some(stalls::Stalls::new(&mut ready, 0, &clock)?) } else { None };
     let now = clock.now_ns();
     let mut rng = SplitMix64::new(cfg.seed);
     let session = rng.next_u64();
@@ -228,6 +244,9 @@ pub fn spawn(
         probe,
         udp_fd_ceiling: udp_fd_ceiling(),
         frames: Vec::with_capacity(1024),
+        stalls,
+        rx: Some(Box::new(RxBatch::new(replies::RX_SLOT))),
+        rbuf: vec![0u8; RECV_LEN],
     };
     Ok(std::thread::Builder::new().name("mesh-prober".into()).spawn(move || p.run())?)
 }
@@ -249,13 +268,22 @@ impl Prober {
             }
             let now = self.clock.now_ns();
             let wake = self.pacer.wake_at().unwrap_or(u64::MAX).min(next_tick);
-            if self.ready.wait(wake.saturating_sub(now).max(1), &mut tokens).is_err() {
+            let timeout = match &mut self.stalls {
+                Some(s) => s.before_wait(wake, now),
+                None => wake.saturating_sub(now).max(1),
+            };
+            if self.ready.wait(timeout, &mut tokens).is_err() {
                 continue;
+            }
+            if let Some(s) = &mut self.stalls {
+                let slot = if self.pacer.is_empty() { TICK_NS } else { self.pacer.slot_ns() };
+                s.after_wait(now, wake, self.clock.now_ns(), slot, &tokens);
             }
             for &t in &tokens {
                 match t {
                     UDP_TOKEN => self.drain_udp(false),
                     GROUP_TOKEN => self.drain_udp(true),
+                    stalls::TIMER_TOKEN => {}
                     id if self.slots.get(&id).is_some_and(|s| s.udp.is_some()) => self.drain_peer(id),
                     id => self.on_ready(id),
                 }
@@ -273,6 +301,9 @@ impl Prober {
         }
         self.expire_connects(now);
         self.close_windows(now);
+        if let Some(s) = &mut self.stalls {
+            s.publish(self.windows.index(now), &self.shared.hiccup);
+        }
     }
 
     fn send(&mut self, id: u64) {
@@ -284,12 +315,14 @@ impl Prober {
         let seq = slot.target.take_seq();
         match slot.proto {
             Proto::Udp => {
+                // Between t1 and the send only what `ping` does there too: two stores (and,
+                // with a token, the tag over them); the rest was written with the target.
                 let t1 = self.clock.now_ns();
-                stamp(&mut self.probe, self.cfg.key.as_ref(), self.session.wrapping_add(id), seq, t1);
+                restamp(&mut slot.probe, self.cfg.key.as_ref(), seq, t1);
                 // A send the kernel refuses is a probe that never arrives: lost, as it should.
                 let _ = match &slot.udp {
-                    Some(s) => s.send(&self.probe),
-                    None => self.udp.send_to(&self.probe, slot.peer.addr),
+                    Some(s) => s.send(&slot.probe),
+                    None => self.udp.send_to(&slot.probe, slot.peer.addr),
                 };
                 slot.target.on_send(seq, t1, &self.windows);
             }
@@ -365,8 +398,53 @@ fn stamp(buf: &mut [u8], key: Option<&Key>, session: u64, seq: u64, t1: u64) {
     if key.is_some() {
         wire_mesh::mark(buf);
     }
+    restamp(buf, key, seq, t1);
+}
+
+/// A UDP target's probe for `session`, everything but the sequence number, t1 and the tag
+/// ([`restamp`] writes those at each send).
+fn udp_probe(key: Option<&Key>, session: u64) -> [u8; PROBE_LEN] {
+    let mut buf = [0u8; PROBE_LEN];
+    probe::init(&mut buf, session, 0);
+    if key.is_some() {
+        wire_mesh::mark(&mut buf);
+    }
+    buf
+}
+
+/// Stamps a probe made by [`udp_probe`] (or `probe::init`) for one send: sequence number,
+/// send time and (with a key) the tag over them.
+fn restamp(buf: &mut [u8], key: Option<&Key>, seq: u64, t1: u64) {
     probe::stamp(buf, seq, t1);
     if let Some(k) = key {
         wire_mesh::sign_probe(k, buf);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirebench_core::wire::probe::Probe;
+
+    /// A UDP target's probe is written once and only restamped at each send (issue 11: as
+    /// `ping`'s, nothing but the sequence number and t1, and the tag over them, between t1 and
+    /// the send). On the wire it is byte for byte the probe written whole, with and without a
+    /// token, and a restamp leaves nothing of the previous send.
+    #[test]
+    fn a_restamped_target_probe_is_the_probe_written_whole() {
+        for key in [None, Some(Key::new(b"token"))] {
+            let mut kept = udp_probe(key.as_ref(), 42);
+            for (seq, t1) in [(0, 5), (7, 1_000_000), (u64::MAX, u64::MAX), (1, 2)] {
+                restamp(&mut kept, key.as_ref(), seq, t1);
+                let mut whole = [0xAA; PROBE_LEN];
+                stamp(&mut whole, key.as_ref(), 42, seq, t1);
+                assert_eq!(kept, whole, "seq {seq}, key {}", key.is_some());
+                let p = Probe::parse(&kept).unwrap();
+                assert_eq!((p.session(), p.seq(), p.t1()), (42, seq, t1));
+                if let Some(k) = &key {
+                    assert!(wire_mesh::verify_probe(k, &kept), "the tag covers this send's seq and t1");
+                }
+            }
+        }
     }
 }

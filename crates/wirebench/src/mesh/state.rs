@@ -65,18 +65,22 @@ pub struct Shared {
     pub http_key: Option<Key>,
     /// A multicast group is probed.
     pub multicast: bool,
-    /// The stall meter's last window (`None` before the first, or with `--no-hiccup`).
+    /// The stall samples' last window (`None` before the first, with `--no-hiccup`, or
+    /// after a prober window without a sample).
     pub hiccup: Mutex<Option<HiccupWindow>>,
 }
 
-/// What the stall meter beside the probing saw in its last window.
+/// What the stall samples beside the probing saw in their last window: the prober's own
+/// send-slot wake-ups (the default, `prober::stalls`) or the meter thread's
+/// (`--hiccup-interval`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HiccupWindow {
-    /// The sleep interval, ns.
+    /// The expected spacing of the wake-ups, ns: the prober's send slot, or the meter's
+    /// sleep interval.
     pub interval_ns: u64,
-    /// Wake-ups in the window.
+    /// Wake-ups sampled in the window.
     pub wakeups: u64,
-    /// Wake-ups a stall made it miss.
+    /// Wake-ups a stall made it miss (filled in at that spacing).
     pub corrected: u64,
     /// Lateness p99, ns.
     pub p99_ns: u64,

@@ -64,7 +64,9 @@ impl Prober {
                 self.next_id += 1;
                 let conn = (key.1 == Proto::Tcp).then_some(Conn::Down { retry_at: 0 });
                 let udp = if key.1 == Proto::Udp { self.open_udp(id, key.0) } else { None };
-                self.slots.insert(id, Slot { peer: peer.clone(), proto: key.1, target: Target::new(), conn, udp });
+                let probe = super::udp_probe(self.cfg.key.as_ref(), self.session.wrapping_add(id));
+                self.slots
+                    .insert(id, Slot { peer: peer.clone(), proto: key.1, target: Target::new(), conn, udp, probe });
                 self.by_key.insert(key, id);
                 if key.1 == Proto::Multicast {
                     self.group_by_ip.insert(key.0.ip(), id);
