@@ -22,7 +22,7 @@ pub enum NetError {
         source: io::Error,
     },
     /// A multicast socket option or join failed.
-    #[error("multicast {what} for {group}: {source}")]
+    #[error("multicast {what} for {group}: {source}{}", hint(what, source))]
     Multicast {
         /// Which option.
         what: &'static str,
@@ -42,4 +42,33 @@ pub enum NetError {
         /// Why.
         source: io::Error,
     },
+}
+
+/// What to do about a failed multicast `what`: a join with no interface for the group
+/// (`ENODEV`: no multicast route, and none named) says how to give it one.
+fn hint(what: &str, source: &io::Error) -> &'static str {
+    if what == "join" && source.raw_os_error() == Some(libc::ENODEV) {
+        " (no interface to join it on: name one with --interface, or add a multicast route: \
+         ip route add 224.0.0.0/4 dev IF)"
+    } else {
+        ""
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_join_with_no_interface_says_how_to_give_it_one() {
+        let group: SocketAddr = "239.1.2.3:5000".parse().unwrap();
+        let e = NetError::Multicast { what: "join", group, source: io::Error::from_raw_os_error(libc::ENODEV) };
+        assert_eq!(
+            e.to_string(),
+            "multicast join for 239.1.2.3:5000: No such device (os error 19) (no interface to join it on: name one \
+             with --interface, or add a multicast route: ip route add 224.0.0.0/4 dev IF)"
+        );
+        let e = NetError::Multicast { what: "TTL", group, source: io::Error::from_raw_os_error(libc::ENODEV) };
+        assert_eq!(e.to_string(), "multicast TTL for 239.1.2.3:5000: No such device (os error 19)");
+    }
 }

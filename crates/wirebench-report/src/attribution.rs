@@ -131,14 +131,9 @@ pub fn tcp_info_line(t: &TcpInfo) -> String {
     )
 }
 
-/// The value at `p` of a view: from its summary when the summary lists `p`, else from its
-/// histogram (a run's `--percentiles` may leave out the ones a line names; an absent one
-/// once printed as 0).
+/// The value at `p` of a view, listed or not (`crate::text::value_at`).
 fn at(v: &LatencyView, p: f64) -> u64 {
-    v.summary
-        .at(p)
-        .or_else(|| decode_histogram(&v.histogram).ok().map(|h| wirebench_core::latency::value_at_percentile(&h, p)))
-        .unwrap_or(0)
+    crate::text::value_at(v, p).unwrap_or(0)
 }
 
 /// `  kernel timestamps (software TX and RX): stack to stack p50 16.2 us ...; RTT p50

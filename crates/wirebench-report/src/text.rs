@@ -49,6 +49,16 @@ pub fn bits_words(bps: f64) -> String {
     }
 }
 
+/// The value at `p` of a view: from its summary when the summary lists `p`, else from its
+/// histogram, as the summary would have it (`ping --percentiles` may leave out the ones a
+/// line names: an absent p50 once printed as nothing, or as 0). `None` only when the
+/// histogram cannot be read.
+pub fn value_at(v: &LatencyView, p: f64) -> Option<u64> {
+    v.summary
+        .at(p)
+        .or_else(|| decode_histogram(&v.histogram).ok().map(|h| wirebench_core::latency::value_at_percentile(&h, p)))
+}
+
 /// `p99.99` for 99.99, `p50` for 50.0.
 pub fn pct_label(p: f64) -> String {
     let s = format!("{p}");
@@ -124,7 +134,7 @@ fn responder(out: &mut dyn Write, r: &ResponderResult, table: bool) -> io::Resul
             out,
             "  network (dwell subtracted): {} ; dwell p50 {} max {} us",
             summary_line(&n.summary),
-            d.summary.at(50.0).map_or_else(String::new, us_u),
+            value_at(d, 50.0).map_or_else(|| "-".into(), us_u),
             us_u(d.summary.max_ns)
         )?;
     }
@@ -139,7 +149,7 @@ fn responder(out: &mut dyn Write, r: &ResponderResult, table: bool) -> io::Resul
             out,
             "  warm-up (excluded): {} replies, p50 {} max {} us",
             r.warmup.summary.count,
-            r.warmup.summary.at(50.0).map_or_else(|| "-".into(), us_u),
+            value_at(&r.warmup, 50.0).map_or_else(|| "-".into(), us_u),
             us_u(r.warmup.summary.max_ns)
         )?;
     }
@@ -274,5 +284,33 @@ mod tests {
             percentiles: vec![Percentile { p: 50.0, ns: 5_500 }, Percentile { p: 96.0, ns: 8_000 }],
         };
         assert_eq!(summary_line(&s), "min 5.00 p50 5.50 p96 8.00 max 9.00 mean 6.00 sd 0.10 us");
+    }
+
+    #[test]
+    fn dwell_and_warm_up_read_a_p50_the_percentile_list_left_out() {
+        // `ping --percentiles 90,99`: no summary lists p50, and the network line once ended
+        // in "dwell p50  max 100 us" (and the warm-up line in "p50 -").
+        let mut r = crate::fixtures::ping(&[20_000]);
+        let Results::Ping(p) = &mut r.results else { unreachable!() };
+        let x = &mut p.responders[0];
+        x.network = Some(crate::fixtures::view(10_000, 100));
+        x.dwell = Some(crate::fixtures::view(1_000, 100));
+        let listed = vec![Percentile { p: 90.0, ns: 1 }, Percentile { p: 99.0, ns: 2 }];
+        for v in [&mut x.latency, &mut x.warmup, x.network.as_mut().unwrap(), x.dwell.as_mut().unwrap()] {
+            v.summary.percentiles.clone_from(&listed);
+        }
+        let mut out = Vec::new();
+        ping(&mut out, &r, false).unwrap();
+        let t = String::from_utf8(out).unwrap();
+        // dwell: 1, 2, .. 100 us, p50 the 50th (50,000 ns, whose highest equivalent at 3
+        // significant digits is 50,015); warm-up: 20 .. 29 us, p50 the 5th (24,000: 24,015)
+        assert!(t.contains("; dwell p50 50.0 max 100 us\n"), "{t}");
+        assert!(t.contains("warm-up (excluded): 10 replies, p50 24.0 max 29.0 us\n"), "{t}");
+        // a listed p50 is the summary's, as before
+        let Results::Ping(p) = &mut r.results else { unreachable!() };
+        p.responders[0].dwell.as_mut().unwrap().summary.percentiles = vec![Percentile { p: 50.0, ns: 7_000 }];
+        let mut out = Vec::new();
+        ping(&mut out, &r, false).unwrap();
+        assert!(String::from_utf8(out).unwrap().contains("; dwell p50 7.00 max 100 us\n"));
     }
 }

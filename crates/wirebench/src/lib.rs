@@ -133,7 +133,7 @@ pub fn main_with(argv: Vec<String>, shutdown: Shutdown, out: &mut dyn Write, err
         Ok(code) => code,
         Err(e) if is_broken_pipe(&e) => 0,
         Err(e) => {
-            let _ = writeln!(err, "error: {e:#}");
+            let _ = writeln!(err, "error: {}", error::one_line(&e));
             error::exit_code(&e)
         }
     }

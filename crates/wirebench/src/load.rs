@@ -330,7 +330,7 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
     if Stats::get(&stats.connected) == 0 && outcome != Outcome::Interrupted && refused != 0 {
         anyhow::bail!(
             "the server at {} refused every WebSocket handshake (last answer: HTTP {refused}{})",
-            cfg.room_url(0),
+            first_url(cfg).1,
             if refused == 503 { ", full: it is at its connection limit" } else { "" }
         );
     }
@@ -339,18 +339,32 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
         && outcome != Outcome::Interrupted
         && let Some((cause, n)) = stats.handshakes.failures().into_iter().next()
     {
-        anyhow::bail!("no client could connect to {} ({n} attempts): {cause}", cfg.room_url(0));
+        let (client, url) = first_url(cfg);
+        anyhow::bail!("no client could connect to {url} (client {client}'s URL; {}): {cause}", attempts(n));
     }
     if Stats::get(&stats.connected) == 0 && outcome != Outcome::Interrupted {
+        let (client, url) = first_url(cfg);
         anyhow::bail!(
-            "no client could connect to {} ({} attempts failed): is a WebSocket server running there? \
-             (start one with `wirebench room --listen {}`)",
-            cfg.room_url(0),
-            Stats::get(&stats.failed),
+            "no client could connect to {url} (client {client}'s URL; {} failed): is a WebSocket server running \
+             there? (start one with `wirebench room --listen {}`)",
+            attempts(Stats::get(&stats.failed)),
             cfg.addr
         );
     }
     Ok(frame.report(series, &seconds, outcome))
+}
+
+/// This process's first client and the URL it tried, every placeholder expanded, for the
+/// messages of a run that could not connect (the template itself, `{user}` and all, names
+/// no address anyone tried).
+fn first_url(cfg: &Config) -> (u64, String) {
+    let client = cfg.sharding.part.clients.start;
+    (client, cfg.connect.url(client, client / cfg.room_size.max(1)))
+}
+
+/// `1 attempt`, `20 attempts`.
+fn attempts(n: u64) -> String {
+    if n == 1 { "1 attempt".into() } else { format!("{n} attempts") }
 }
 
 /// Seconds between the partial reports a long run writes to `--json`.

@@ -104,30 +104,29 @@ impl Shutdown {
     /// wake-ups before it (every [`POLL`] without one).
     pub fn wait(&self) {
         while !self.is_set() {
-            match &self.0.fd {
-                Some(fd) => {
-                    let mut fds = [PollFd::new(fd.read.as_fd(), PollFlags::POLLIN)];
-                    // EINTR: look again. Any other failure (not expected: the descriptor is
-                    // ours and open) must not spin: look again after a pause.
-                    match nix::poll::ppoll(&mut fds, None, None) {
-                        Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-                        Err(_) => std::thread::park_timeout(POLL),
-                    }
-                }
-                None => std::thread::park_timeout(POLL),
+            // Interrupted: look again. Ready with the flag not set means `ppoll` itself
+            // failed (the trigger sets the flag before it makes the descriptor readable);
+            // not expected (the descriptor is ours and open), but it must not spin: look
+            // again after a pause.
+            if self.pause(None) == Input::Ready && !self.is_set() {
+                std::thread::park_timeout(POLL);
             }
         }
     }
 
     /// Sleeps for `d`, or less if the signal is set meanwhile (on the stop descriptor).
     pub(crate) fn sleep(&self, d: Duration) {
-        match &self.0.fd {
-            Some(fd) => {
-                let mut fds = [PollFd::new(fd.read.as_fd(), PollFlags::POLLIN)];
-                let _ = nix::poll::ppoll(&mut fds, Some(TimeSpec::from_duration(d)), None);
-            }
-            None => std::thread::park_timeout(d),
+        self.pause(Some(d));
+    }
+
+    /// One wait for the stop alone, up to `timeout` (`None`: none): a `ppoll` on the stop
+    /// descriptor, or, without it, a pause of `timeout` (at most [`POLL`] when none).
+    fn pause(&self, timeout: Option<Duration>) -> Input {
+        if let Some(stop) = &self.0.fd {
+            return self.ppoll(stop.read.as_fd(), None, timeout);
         }
+        std::thread::park_timeout(timeout.unwrap_or(POLL));
+        if self.is_set() { Input::Stop } else { Input::Quiet }
     }
 
     /// Sleeps until `fd` is readable, the signal is set, or `timeout` passes (`None`: no
@@ -234,6 +233,29 @@ mod tests {
             assert_eq!(done_rx.recv_timeout(Duration::from_secs(10)).unwrap(), Input::Stop);
             waiter.join().unwrap();
         }
+    }
+
+    /// `sleep` waits on the stop descriptor with its timeout, and the trigger from another
+    /// thread ends it early.
+    #[test]
+    fn a_sleep_ends_at_the_trigger() {
+        let s = Shutdown::new();
+        let (tid_tx, tid_rx) = mpsc::channel();
+        let (done_tx, done_rx) = mpsc::channel();
+        let sleeper = std::thread::spawn({
+            let s = s.clone();
+            move || {
+                tid_tx.send(wirebench_net::rusage::thread_id()).unwrap();
+                s.sleep(Duration::from_secs(3600));
+                done_tx.send(()).unwrap();
+            }
+        });
+        let tid = tid_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        let args = blocked::wait_in(tid, &[nix::libc::SYS_ppoll]);
+        assert_ne!(args[2], 0, "ppoll has the sleep's timeout");
+        s.trigger();
+        done_rx.recv_timeout(Duration::from_secs(10)).expect("the trigger ends the sleep");
+        sleeper.join().unwrap();
     }
 
     /// `stopped` completes for a waiter that registered before the trigger (woken, not

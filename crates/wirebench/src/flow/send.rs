@@ -72,6 +72,12 @@ pub fn span_of(sent: &[Sent]) -> u64 {
     first.zip(last).map_or(0, |(f, l)| l.saturating_sub(f))
 }
 
+/// When the last send of `sent` returned, in ns after `origin_ns` (a `MonoClock` reading):
+/// the end of the sending on the clock that reading started (0 when nothing was sent).
+pub fn end_after(sent: &[Sent], origin_ns: u64) -> u64 {
+    sent.iter().filter(|s| s.messages > 0).map(|s| s.last_ns).max().map_or(0, |l| l.saturating_sub(origin_ns))
+}
+
 /// Longest single sleep while waiting for a send: the stop flag is looked at this often.
 const SLEEP_MAX_NS: u64 = 50_000_000;
 

@@ -263,6 +263,11 @@ impl Connect {
         Ok(())
     }
 
+    /// The URL client `client` connects to in room `room`, every placeholder expanded.
+    pub fn url(&self, client: u64, room: u64) -> String {
+        self.url.expand(client, room, self.table.as_ref().map_or(&[][..], |t| t.row(client)))
+    }
+
     /// Client `client`'s handshake request for room `room`.
     pub fn request(&self, client: u64, room: u64) -> Result<Request, String> {
         let row = self.table.as_ref().map_or(&[][..], |t| t.row(client));
@@ -385,7 +390,10 @@ pub fn summary(conn: &Connect, h: &Handshakes, out: &mut dyn std::io::Write) -> 
         writeln!(out, "connect failures: {n} ({})", causes.join("; "))?;
     }
     if let Some(t) = &conn.table {
-        writeln!(out, "tokens: {} rows; client i used row i mod {}", t.len(), t.len())?;
+        match t.len() {
+            1 => writeln!(out, "tokens: 1 row; every client used it")?,
+            n => writeln!(out, "tokens: {n} rows; client i used row i mod {n}")?,
+        }
     }
     Ok(())
 }

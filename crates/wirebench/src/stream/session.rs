@@ -279,6 +279,22 @@ pub(super) fn intervals(snaps: &[(u64, StreamCounts)]) -> Vec<IntervalRow> {
         .collect()
 }
 
+/// Closes a receiver's rows with its final counts `total`, taken once the sending had
+/// ended at `end_ns` (on the rows' clock). The part after the last row is a row of its own,
+/// ending at `end_ns`. When the last row already ends at or after `end_ns` (serve's clock
+/// for its reports starts at its `ready`, before the sending, and a report goes when its
+/// control read next times out, so its last one can come after the sending ended), what
+/// was counted after it (datagrams in flight, or newer than the report's snapshot) joins
+/// that row, as it would join the row that ends the sending: a row of its own would end a
+/// nanosecond later, two rows at one time, the second at billions of messages a second.
+pub(super) fn close_rows(snaps: &mut Vec<(u64, StreamCounts)>, end_ns: u64, total: StreamCounts) {
+    match snaps.last_mut() {
+        Some(last) if last.1 == total => {}
+        Some(last) if last.0 >= end_ns => last.1 = total,
+        _ => snaps.push((end_ns.max(1), total)),
+    }
+}
+
 /// Nanoseconds from `t0` to `t` (0 if `t` is earlier).
 pub(super) fn ns_since(t0: Instant, t: Instant) -> u64 {
     u64::try_from(t.saturating_duration_since(t0).as_nanos()).unwrap_or(u64::MAX)
@@ -322,4 +338,47 @@ pub(super) fn collect_results(
         }
     }
     Ok(results.into_iter().map(Option::unwrap_or_default).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(received: u64) -> StreamCounts {
+        StreamCounts { received, expected: received, bytes: received * 200, ..StreamCounts::default() }
+    }
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn the_part_after_the_last_report_is_a_row_to_the_end_of_sending() {
+        let mut snaps = vec![(1_058 * MS, counts(21_081))];
+        close_rows(&mut snaps, 2_000 * MS, counts(40_000));
+        assert_eq!(snaps, [(1_058 * MS, counts(21_081)), (2_000 * MS, counts(40_000))]);
+        // nothing after the last report: no row
+        close_rows(&mut snaps, 2_100 * MS, counts(40_000));
+        assert_eq!(snaps.len(), 2);
+        // no report at all: one row, the whole run
+        let mut snaps = Vec::new();
+        close_rows(&mut snaps, 2_000 * MS, counts(7));
+        assert_eq!(snaps, [(2_000 * MS, counts(7))]);
+    }
+
+    /// Seen with two serves (docs/modes/stream.md): the second serve's last report came at
+    /// 2.025 s, after the sending ended, with 246 messages still to count; they became a row
+    /// ending at 2.025 s + 1 ns, at 246 billion messages a second.
+    #[test]
+    fn what_came_after_a_report_past_the_end_of_sending_joins_that_row() {
+        let mut snaps = vec![(1_058 * MS, counts(21_081)), (2_025 * MS, counts(39_510))];
+        close_rows(&mut snaps, 1_988 * MS, counts(39_756));
+        assert_eq!(snaps, [(1_058 * MS, counts(21_081)), (2_025 * MS, counts(39_756))]);
+        let rows = intervals(&snaps);
+        assert_eq!(rows.iter().map(|r| r.counts.received).sum::<u64>(), 39_756, "the rows add up");
+        let last = rows[1].counts.per_sec(rows[1].at_ns - rows[0].at_ns);
+        assert!((last - 18_675.0 / 0.967).abs() < 1.0, "the last row's rate: {last}");
+        // a report exactly at the end of sending, the same
+        let mut snaps = vec![(2_000 * MS, counts(10))];
+        close_rows(&mut snaps, 2_000 * MS, counts(12));
+        assert_eq!(snaps, [(2_000 * MS, counts(12))]);
+    }
 }

@@ -19,6 +19,7 @@ use wirebench_core::report::ReceiverResult;
 use wirebench_core::schedule::Stop;
 use wirebench_core::stream::StreamCounts;
 use wirebench_core::wire::control::{Control, Direction, PublisherCounts, StreamProto, StreamRequest};
+use wirebench_net::clock::{Clock as _, MonoClock};
 
 use super::config::Config;
 use super::session::{self, Event, Live, RunOut, RunSpec, ServeResult};
@@ -137,6 +138,7 @@ pub(super) fn run(
     }
     let (tx, events) = session::channel();
     let t0 = Instant::now();
+    let t0_mono = MonoClock::default().now_ns();
     let mut conns = Vec::new();
     for (k, (i, session, conn)) in started.into_iter().enumerate() {
         let (st, spec, tx) = (stop.clone(), *spec, tx.clone());
@@ -206,21 +208,18 @@ pub(super) fn run(
             })
             .collect();
         let total = session::total(&publishers);
-        let (sent, send_ns) = if reverse_run {
+        let (sent, send_ns, final_at) = if reverse_run {
             let results = || mine.iter().filter_map(|(_, _, _, r)| r.as_ref());
             // serve's own sending time; from an older serve, the run's time here.
             let ns = results().map(|r| r.send_ns).max().unwrap_or(0);
-            (results().map(|r| r.sent.iter().sum::<u64>()).sum(), if ns > 0 { ns } else { session::ns_since(t0, end) })
+            let here = session::ns_since(t0, end);
+            (results().map(|r| r.sent.iter().sum::<u64>()).sum(), if ns > 0 { ns } else { here }, here)
         } else {
             let s: Vec<Sent> = mine.iter().filter_map(|o| o.1.sent.clone()).collect();
-            (s.iter().map(|x| x.messages).sum(), send::span_of(&s))
+            (s.iter().map(|x| x.messages).sum(), send::span_of(&s), send::end_after(&s, t0_mono))
         };
         let mut snaps = rows_of(&mine.iter().map(|o| o.2.as_slice()).collect::<Vec<_>>());
-        let final_at = if reverse_run { session::ns_since(t0, end) } else { send_ns };
-        if snaps.last().is_none_or(|s| s.1 != total) {
-            let prev = snaps.last().map_or(0, |s| s.0);
-            snaps.push((final_at.max(prev + 1), total));
-        }
+        session::close_rows(&mut snaps, final_at, total);
         out.receivers.push(ReceiverResult {
             addr: if reverse_run { format!("local<-{target}") } else { target.to_string() },
             direction: if reverse_run { "reverse" } else { "forward" }.into(),

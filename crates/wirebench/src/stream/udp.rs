@@ -15,6 +15,7 @@ use wirebench_core::snmp::Snmp;
 use wirebench_core::stream::StreamCounts;
 use wirebench_core::wire::control::{Control, Direction, StreamProto, StreamRequest};
 use wirebench_net::batch::{UdpBatchReceiver, UdpBatchSender, size_buffers};
+use wirebench_net::clock::{Clock as _, MonoClock};
 use wirebench_net::multicast::{self, SenderOpts};
 
 use super::config::Config;
@@ -203,8 +204,9 @@ pub(super) fn run(
             .push(format!("polite: no data from serve within {:?}: this side sent nothing", spec.duration + HEAR_WAIT));
         dests.clear();
     }
-    // Sending begins: the origin of every interval time.
+    // Sending begins: the origin of every interval time (and the senders' clock then).
     let t0 = Instant::now();
+    let t0_mono = MonoClock::default().now_ns();
     let mut jobs: Vec<(usize, Vec<SendJob>)> = Vec::new();
     for (i, d) in dests {
         jobs.push((i, senders(cfg, spec, session, d, &stop, &mut out.warnings)?));
@@ -354,7 +356,7 @@ pub(super) fn run(
         });
         let end =
             r.and_then(|r| r.at).map_or_else(|| session::ns_since(t0, Instant::now()), |at| session::ns_since(t0, at));
-        push_final(&mut local_snaps, end, total);
+        session::close_rows(&mut local_snaps, end, total);
         let mut row = ReceiverResult {
             addr: format!("local<-{}", cfg.targets[k]),
             direction: "reverse".into(),
@@ -378,7 +380,9 @@ pub(super) fn run(
             let Some(r) = r else { continue };
             let total = session::total(&r.received);
             let send_ns = send::span_of(&sent_to[i]);
-            push_final(&mut snaps[i], send_ns, total);
+            // the end of this target's sending on the rows' clock (its senders started
+            // after t0, the later the more targets before it)
+            session::close_rows(&mut snaps[i], send::end_after(&sent_to[i], t0_mono), total);
             let mut row = ReceiverResult {
                 addr: cfg.targets[i].to_string(),
                 direction: "forward".into(),
@@ -414,21 +418,11 @@ fn sndbuf_since(before: Option<&Snmp>) -> Option<u64> {
 /// How long a polite side waits to hear the other beyond the run's duration.
 const HEAR_WAIT: Duration = Duration::from_secs(5);
 
-/// Appends the final lifetime counts as the last snapshot (the part of the run after the
-/// last interval report), at `at_ns` or just after the snapshot before it.
 /// Interval rows kept per serve at most: the run's own (one per interval) and some slack for
 /// the final partial row and timing, never more than about a million (bounded memory).
 fn rows_cap(duration: Duration, interval: Duration) -> usize {
     let rows = duration.as_nanos() / interval.as_nanos().max(1);
     usize::try_from(rows).unwrap_or(usize::MAX).saturating_add(64).min(1 << 20)
-}
-
-fn push_final(snaps: &mut Vec<(u64, StreamCounts)>, at_ns: u64, total: StreamCounts) {
-    let prev = snaps.last().map_or(0, |s| s.0);
-    if snaps.last().is_some_and(|s| s.1 == total) {
-        return;
-    }
-    snaps.push((at_ns.max(prev + 1), total));
 }
 
 /// Sums what every publisher sent; rates over the sending time of them all.

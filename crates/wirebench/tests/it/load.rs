@@ -182,6 +182,50 @@ fn bad_input_exits_2_and_no_server_exits_1() {
     assert!(r.err.contains("wirebench room"), "{}", r.err);
 }
 
+/// No connection at all: the message names the URL the first client tried, placeholders
+/// expanded (it once showed the template, `?user={user}`), and counts in words that fit
+/// ("1 attempt", "1 row"; once "1 attempts", "1 rows; client i used row i mod 1").
+#[test]
+fn no_connection_names_the_url_tried_and_counts_in_words() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, "token,user\nAbC1,ann\n").unwrap();
+    let url = format!("ws://{closed}/rooms/{{room}}?user={{user}}&c={{client}}");
+    let tokens = tokens.to_str().unwrap();
+    let r = wirebench(&["load", &url, "--clients", "1", "-d", "200ms", "-q", "--tokens", tokens]);
+    assert_eq!(r.code, 1, "{}{}", r.out, r.err);
+    assert_eq!(
+        r.err,
+        format!(
+            "error: no client could connect to ws://{closed}/rooms/0?user=ann&c=0 (client 0's URL; 1 attempt failed): \
+             is a WebSocket server running there? (start one with `wirebench room --listen {closed}`)\n"
+        )
+    );
+    assert!(r.out.contains("tokens: 1 row; every client used it\n"), "{}", r.out);
+    let r = wirebench(&["load", &url, "--clients", "3", "-d", "200ms", "-q", "--tokens", tokens]);
+    assert_eq!(r.code, 1, "{}{}", r.out, r.err);
+    assert!(r.err.contains("/rooms/0?user=ann&c=0 (client 0's URL; 3 attempts failed)"), "{}", r.err);
+    // a shard's first client is not client 0: its own URL, in its own room
+    let r = wirebench(&[
+        "load",
+        &url,
+        "--clients",
+        "4",
+        "--room-size",
+        "2",
+        "--shard",
+        "2/2",
+        "-d",
+        "200ms",
+        "-q",
+        "--tokens",
+        tokens,
+    ]);
+    assert_eq!(r.code, 1, "{}{}", r.out, r.err);
+    assert!(r.err.contains("/rooms/1?user=ann&c=2 (client 2's URL; 2 attempts failed)"), "{}", r.err);
+}
+
 /// The room goes away mid-run: exit 1, a partial report printed and saved.
 #[test]
 fn a_server_killed_mid_run_gives_exit_1_and_a_partial_report() {

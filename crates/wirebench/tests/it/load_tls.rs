@@ -118,7 +118,9 @@ fn a_wrong_ca_or_name_fails_every_client_with_one_clear_line() {
     assert_eq!(run.code, 1, "{}{}", run.out, run.err);
     assert_eq!(run.err.trim().lines().count(), 1, "{}", run.err);
     assert!(
-        run.err.contains("(10 attempts): TLS: the server's certificate is not trusted (unknown issuer)"),
+        run.err.contains(
+            "/rooms/t-0 (client 0's URL; 10 attempts): TLS: the server's certificate is not trusted (unknown issuer)"
+        ),
         "{}",
         run.err
     );

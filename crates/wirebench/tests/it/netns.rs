@@ -241,3 +241,27 @@ fn a_multicast_stream_gives_one_row_per_receiver() {
     let rows: Vec<(&str, u64, u64)> = s.receivers.iter().map(|r| (r.addr.as_str(), r.sent, r.total.received)).collect();
     assert_eq!(rows, [("10.77.5.2:7878", 2000, 2000), ("10.77.5.3:7878", 2000, 2000)]);
 }
+
+/// `serve --join` on a host with no multicast route (a namespace with loopback only): the
+/// join fails with one line that names the group, gives the kernel's reason once (it was
+/// printed twice) and says how to give the join an interface; exit 1. Both ways serve joins:
+/// the listen socket (the group's port is the listen port) and a socket of its own.
+#[test]
+fn serve_join_without_a_multicast_route_fails_in_one_line() {
+    let mut lab = Lab::new("sjoin");
+    let ns = lab.ns("a");
+    for listen in ["0.0.0.0:5078", "127.0.0.1:0"] {
+        // bounded: a serve that did start would run until stopped
+        let out = std::process::Command::new("timeout")
+            .args(["30", "ip", "netns", "exec", &ns, crate::lab::BIN, "serve", "--listen", listen])
+            .args(["--join", "239.1.2.3:5078"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{listen}: {err}");
+        assert_eq!(err.lines().count(), 1, "{listen}: {err}");
+        assert!(err.starts_with("error: multicast join for 239.1.2.3:5078: No such device (os error 19) "), "{err}");
+        assert_eq!(err.matches("No such device").count(), 1, "{err}");
+        assert!(err.contains("--interface") && err.contains("ip route add 224.0.0.0/4 dev IF"), "{err}");
+    }
+}

@@ -152,6 +152,32 @@ fn percentiles_flag_and_table() {
     assert!(run.out.contains("#[Max     ="));
 }
 
+/// `--percentiles` without 50: the dwell and warm-up lines still give a p50 (they printed
+/// "dwell p50  max" once), the one the saved histograms give.
+#[test]
+fn a_p50_the_list_leaves_out_is_the_histograms() {
+    let srv = serve();
+    let target = srv.local_addr().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("p.json");
+    let args = ["ping", &target, "--count", "300", "--size", "64", "--percentiles", "90,99"];
+    let run = wirebench(&[&args[..], &["--json", json.to_str().unwrap()]].concat());
+    assert_eq!(run.code, 0, "{run:?}");
+    let (_, r) = ping_results(&json);
+    let Results::Ping(p) = r.results else { panic!("a ping report") };
+    let x = &p.responders[0];
+    let p50 = |v: &wirebench_core::report::LatencyView| {
+        assert!(v.summary.at(50.0).is_none(), "the JSON summary lists what was asked");
+        let h = wirebench_core::report::decode_histogram(&v.histogram).unwrap();
+        wirebench_report::text::us(wirebench_core::latency::value_at_percentile(&h, 50.0) as f64)
+    };
+    let dwell = x.dwell.as_ref().expect("64-byte probes carry the dwell");
+    let line = format!("; dwell p50 {} max ", p50(dwell));
+    assert!(run.out.contains(&line), "{line}: {}", run.out);
+    let line = format!("warm-up (excluded): {} replies, p50 {} max ", x.warmup.summary.count, p50(&x.warmup));
+    assert!(run.out.contains(&line), "{line}: {}", run.out);
+}
+
 /// A multicast group and port of this test's own (other tests and test runs on this host use
 /// other ports: a socket bound to a group port hears every group joined on the host at that
 /// port), and two serves on 127.0.0.1 that joined it.

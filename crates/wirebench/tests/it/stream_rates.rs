@@ -100,6 +100,32 @@ fn a_polite_two_way_run_sends_both_ways() {
     assert!(s.warnings.is_empty(), "{:?}", s.warnings);
 }
 
+/// Two serves (docs/modes/stream.md): one set of rows per receiver, each covering its run
+/// with no row beyond twice the run's rate (a last row a nanosecond after serve's last
+/// report once held what came after it, at billions of messages a second; the exact case
+/// is `stream::session::tests`), and the last row ending where the sending to it ended.
+#[test]
+fn two_serves_each_get_rows_that_cover_the_run() {
+    let (a, b) = (serve(), serve());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("two.json");
+    let (ta, tb) = (a.local_addr().to_string(), b.local_addr().to_string());
+    let args = ["stream", &ta, &tb, "--rate", "4000/s", "--duration", "2500ms", "--size", "200", "-q"];
+    let r = wirebench(&[&args[..], &["--json", json.to_str().unwrap()]].concat());
+    assert_eq!(r.code, 0, "{r:?}");
+    a.stop();
+    b.stop();
+    let rep: Report = serde_json::from_value(read_json(&json)).unwrap();
+    let Results::Stream(s) = rep.results else { panic!("a stream report") };
+    let addrs: Vec<&str> = s.receivers.iter().map(|r| r.addr.as_str()).collect();
+    assert_eq!(addrs, [ta.as_str(), tb.as_str()]);
+    for r in &s.receivers {
+        check_rows(r, 3);
+        let last = r.intervals.last().unwrap().at_ns;
+        assert!(last >= r.send_ns, "{}: the last row ends after the sending ended, on the rows' clock", r.addr);
+    }
+}
+
 #[test]
 fn the_closing_summary_says_what_a_search_and_a_sweep_report() {
     let (_, out, _, _d) = run(&["--find-max-rate", "--trial", "200ms", "--rate", "5k/s", "--size", "256"]);
