@@ -129,7 +129,9 @@ fn regex_lite_paths() -> impl Fn(&str) -> Vec<String> {
             .filter(|s| ["docs/", "bench/", "crates/", "fuzz/", ".ci/"].iter().any(|p| s.starts_with(p)))
             .filter(|s| !s.contains(['*', '<', '{', '$']) && !s.ends_with('/'))
             // made by runs, git-ignored (benchmark run directories are named as the runs' record)
-            .filter(|s| !["fuzz/target", "fuzz/corpus", "fuzz/artifacts", "bench/out/"].iter().any(|g| s.starts_with(g)))
+            .filter(|s| {
+                !["fuzz/target", "fuzz/corpus", "fuzz/artifacts", "bench/out/"].iter().any(|g| s.starts_with(g))
+            })
             .collect()
     }
 }
