@@ -27,7 +27,7 @@
 #     bimodal (a wake-up on the same vCPU or the other one), and unpinned tools land in
 #     different modes, which is not a difference between them.
 #  Series: each cost run counts the agent's /metrics samples against the documented
-#     arithmetic (57 + 17 per probed peer with UDP and TCP; core mesh::plan).
+#     arithmetic (58 + 17 per probed peer with UDP and TCP; core mesh::plan).
 #
 #  Wake-ups: the agent's context switches (every thread's, /proc/PID/task/*/status) per second
 #     over the same seconds: the prober sleeps between sends and replies, so this is the count
@@ -109,7 +109,7 @@ dt = float(t1) - float(t0)
 cpu = lambda x, y: 100.0 * (float(y) - float(x)) / float(hz) / dt
 print(f"| {label} | {n.strip()} | {probed} | {planned} | {(float(p1) - float(p0)) / dt:.1f} | {cpu(a0, a1):.2f} | "
       f"{(float(c1) - float(c0)) / dt:.0f} | {int(rss) / 1024:.1f} | "
-      f"{float(mrss) / 2**20:.1f} | {cpu(s0, s1):.2f} | {series} ({57 + 17 * int(probed)}) |")
+      f"{float(mrss) / 2**20:.1f} | {cpu(s0, s1):.2f} | {series} ({58 + 17 * int(probed)}) |")
 EOF
 }
 run_cost 10
