@@ -525,17 +525,29 @@ fn bad_configuration_exits_2_with_one_line() {
     }
 }
 
-#[test]
-fn sigterm_stops_an_agent_within_a_second() {
+/// A `wirebench mesh agent` process on loopback (serve and HTTP on ports the kernel picks),
+/// with `args` after those, and its first line, printed once every thread of it is started.
+/// Its standard output stays open in the child (read on, or left).
+pub(crate) fn agent_process(args: &[&str]) -> (std::process::Child, String) {
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_wirebench"))
-        .args(["mesh", "agent", "--listen", "127.0.0.1:0", "--advertise", "127.0.0.1:1", "--http", "127.0.0.1:0"])
-        .args(["--peers", "127.0.0.1:1", "--window", "1s", "--timeout", "200ms"])
+        .args(["mesh", "agent", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+        .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    (child, line)
+}
+
+/// The flags of an agent probing one peer that never answers (127.0.0.1:1).
+pub(crate) const LONE_AGENT: [&str; 8] =
+    ["--advertise", "127.0.0.1:1", "--peers", "127.0.0.1:1", "--window", "1s", "--timeout", "200ms"];
+
+#[test]
+fn sigterm_stops_an_agent_within_a_second() {
+    let (mut child, line) = agent_process(&LONE_AGENT);
     assert!(line.contains("listening"), "{line}");
     let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
     let t = Instant::now();

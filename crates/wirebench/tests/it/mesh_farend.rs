@@ -4,7 +4,7 @@
 //! carries more frames than probes were sent on it, or garbage, is not a probe stream: it is
 //! cut at its first read (at most 16 KiB), counted, and opened again after the probe timeout.
 
-use std::io::{BufRead as _, BufReader, Write as _};
+use std::io::Write as _;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -128,15 +128,19 @@ impl Probed {
     fn start(peers: &str) -> Self {
         let file = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(file.path(), peers).unwrap();
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_wirebench"))
-            .args(["mesh", "agent", "--listen", "127.0.0.1:0", "--advertise", "127.0.0.1:2", "--http", "127.0.0.1:0"])
-            .args(["--peers", file.path().to_str().unwrap(), "--window", "1s", "--timeout", "400ms", "--rate", "20/s"])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+        let peers = file.path().to_str().unwrap();
+        let (mut child, line) = crate::mesh::agent_process(&[
+            "--advertise",
+            "127.0.0.1:2",
+            "--peers",
+            peers,
+            "--window",
+            "1s",
+            "--timeout",
+            "400ms",
+            "--rate",
+            "20/s",
+        ]);
         let http = line.split(", http ").nth(1).and_then(|r| r.split(';').next()).and_then(|a| a.parse().ok());
         let Some(http) = http else {
             let _ = child.kill();

@@ -3,8 +3,7 @@
 //! with `--hiccup-interval` (as before). The figures on `/metrics` from either source:
 //! `mesh::the_agents_stall_samples_are_on_metrics_per_window_and_off_with_no_hiccup`.
 
-use std::io::{BufRead as _, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 /// A `wirebench mesh agent` process, stopped by SIGTERM (or killed) when dropped.
@@ -14,18 +13,8 @@ impl AgentProcess {
     /// Starts one on loopback (a peer that never answers) and waits for its first line:
     /// every thread of the agent is started before it is printed.
     fn start(extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_wirebench"))
-            .args(["mesh", "agent", "--listen", "127.0.0.1:0", "--advertise", "127.0.0.1:1", "--http", "127.0.0.1:0"])
-            .args(["--peers", "127.0.0.1:1", "--window", "1s", "--timeout", "200ms"])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let out = child.stdout.take().unwrap();
+        let (child, line) = crate::mesh::agent_process(&[&crate::mesh::LONE_AGENT[..], extra].concat());
         let me = Self(child);
-        let mut line = String::new();
-        BufReader::new(out).read_line(&mut line).unwrap();
         assert!(line.contains("listening"), "{line}");
         me
     }
