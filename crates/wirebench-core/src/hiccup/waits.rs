@@ -78,9 +78,11 @@ impl WaitStalls {
         self.expected_ns = e;
         self.samples += 1;
         latency::record(&mut self.hist, late);
-        for (_, value) in super::missed(late, e) {
+        let mut k = 1u64;
+        while late >= e.saturating_mul(k + 1) {
             self.corrected += 1;
-            latency::record(&mut self.hist, value);
+            latency::record(&mut self.hist, late - e * k);
+            k += 1;
         }
         Some(late)
     }
