@@ -295,12 +295,14 @@ pub(super) fn clocksource(current: &str, available: &str) -> Check {
 /// container, `ip netns exec`) they are missing, which is said, not shown as `?`.
 pub(super) fn busy_poll(poll: Option<&str>, read: Option<&str>) -> Check {
     let detail = match (poll, read) {
-        (Some(p), Some(r)) => format!("net.core.busy_poll {p}, busy_read {r}"),
-        _ => "net.core.busy_poll and busy_read are not readable here (the kernel shows them only in the host's \
-              own network namespace, not in a container's)"
+        (Some(p), Some(r)) => {
+            format!("net.core.busy_poll {p}, busy_read {r} (wirebench --spin polls in user space and needs neither)")
+        }
+        _ => "net.core.busy_poll and busy_read are not readable in this network namespace (the kernel shows \
+              them only in the host's own); wirebench --spin polls in user space and needs neither"
             .to_owned(),
     };
-    check("busy poll", Verdict::Ok, format!("{detail} (wirebench --spin polls in user space and needs neither)"), None)
+    check("busy poll", Verdict::Ok, detail, None)
 }
 
 /// A stall-meter wake-up lateness at p99.9 above which doctor warns, ns.
@@ -358,7 +360,7 @@ mod tests {
             let ns = busy_poll(p, r);
             assert_eq!(ns.verdict, Verdict::Ok);
             assert!(!ns.detail.contains('?'), "{}", ns.detail);
-            assert!(ns.detail.contains("not readable here"), "{}", ns.detail);
+            assert!(ns.detail.contains("not readable in this network namespace"), "{}", ns.detail);
         }
     }
 
