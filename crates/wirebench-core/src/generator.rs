@@ -2,7 +2,7 @@
 //! by second, how much CPU its threads used, and a verdict when it missed the rate asked
 //! for: was it the generator (its threads were busy the whole time: CPU-bound) or the send
 //! path below it (its threads waited in `send`: the socket buffer, a qdisc, the path)? Pure:
-//! the sender records slips at the times it read, and the CPU times come from `getrusage`.
+//! the sender records slips at the times it read, and CPU times over the windows it read them.
 
 pub mod schedule;
 

@@ -1,17 +1,15 @@
-//! CPU time of the calling thread (`getrusage(RUSAGE_THREAD)`), for the generator's own
+//! CPU time of the calling thread (`CLOCK_THREAD_CPUTIME_ID`), for the generator's own
 //! health: how busy its sending threads were; and the scheduler's exact run time of any
 //! thread of this process (`/proc/self/task/TID/schedstat`), for threads another thread
 //! reads (the load runtime's workers, the stall meter).
 
-use nix::sys::resource::{UsageWho, getrusage};
-
-/// User plus system CPU time this thread has used, ns (`None` if the kernel refused).
+/// User plus system CPU time this thread has used, ns (`None` if the kernel refused): its
+/// `CLOCK_THREAD_CPUTIME_ID`, the scheduler's own count to the nanosecond, the running slice
+/// included (`getrusage` rounds to microseconds, which over a run of tens of microseconds
+/// read more CPU than time).
 pub fn thread_cpu_ns() -> Option<u64> {
-    let u = getrusage(UsageWho::RUSAGE_THREAD).ok()?;
-    let ns = |t: nix::sys::time::TimeVal| {
-        u64::try_from(t.tv_sec()).ok()?.checked_mul(1_000_000_000)?.checked_add(u64::try_from(t.tv_usec()).ok()? * 1000)
-    };
-    ns(u.user_time())?.checked_add(ns(u.system_time())?)
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).ok()?;
+    u64::try_from(t.tv_sec()).ok()?.checked_mul(1_000_000_000)?.checked_add(u64::try_from(t.tv_nsec()).ok()?)
 }
 
 /// The calling thread's kernel id, for [`task_sched`].

@@ -19,7 +19,7 @@ pub struct Source {
     pub threads: &'static str,
     /// The time their CPU is a share of, e.g. `the sending time`.
     pub over: &'static str,
-    /// How the CPU was read, e.g. `getrusage`.
+    /// How the CPU was read, e.g. `thread CPU clock`.
     pub how: &'static str,
     /// What to do when the generator is the limit.
     pub remedy: &'static str,
@@ -29,7 +29,7 @@ pub struct Source {
 pub const STREAM: Source = Source {
     threads: "sending thread(s)",
     over: "the sending time",
-    how: "getrusage",
+    how: "thread CPU clock",
     remedy: "add publishers with -P, larger messages, or a faster sender",
 };
 
@@ -56,7 +56,7 @@ pub fn line(g: &GeneratorHealth) -> String {
     line_of(g, &STREAM)
 }
 
-/// `generator: 1 sending thread(s) on a CPU 34% of the sending time (getrusage); schedule
+/// `generator: 1 sending thread(s) on a CPU 34% of the sending time (thread CPU clock); schedule
 /// slip: worst second 2 s in, max 1.2 ms, mean 40.0 us; ...the verdict`, with the busiest
 /// second's CPU when there is a CPU series, and the shards behind in a merged report.
 pub fn line_of(g: &GeneratorHealth, src: &Source) -> String {
@@ -143,14 +143,14 @@ mod tests {
     #[test]
     fn each_verdict_in_words() {
         let g = line(&health(GeneratorVerdict::GeneratorLimited, Some(1000.0)));
-        assert!(g.starts_with("generator: 2 sending thread(s) on a CPU 90% of the sending time (getrusage); schedule slip: worst second 1 s in, max 1.2 ms, mean 40.0 us; the GENERATOR missed the rate (500 msg/s of 1.0k msg/s asked)"), "{g}");
+        assert!(g.starts_with("generator: 2 sending thread(s) on a CPU 90% of the sending time (thread CPU clock); schedule slip: worst second 1 s in, max 1.2 ms, mean 40.0 us; the GENERATOR missed the rate (500 msg/s of 1.0k msg/s asked)"), "{g}");
         assert!(line(&health(GeneratorVerdict::SendPathLimited, Some(1000.0))).contains("waited in the send path"));
         assert!(line(&health(GeneratorVerdict::Kept, Some(500.0))).ends_with("it kept the rate asked for"));
         let mut flat = health(GeneratorVerdict::FlatOut, None);
         flat.slip_seconds.clear();
         assert_eq!(
             line(&flat),
-            "generator: 2 sending thread(s) on a CPU 90% of the sending time (getrusage); flat out: nothing to keep up with"
+            "generator: 2 sending thread(s) on a CPU 90% of the sending time (thread CPU clock); flat out: nothing to keep up with"
         );
     }
 

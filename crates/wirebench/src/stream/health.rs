@@ -12,7 +12,10 @@ pub(super) fn of(sent: &[Sent], rate: Option<f64>, total: &SenderResult) -> Gene
     #[expect(clippy::cast_precision_loss, reason = "a rate")]
     let asked_per_s = rate.map(|r| r * threads as f64);
     let cpu_ns = sent.iter().map(|s| s.cpu_ns).sum();
-    let share = cpu_share(cpu_ns, threads, total.send_ns);
+    // Each thread's CPU over the wall window it was read in (its send loop), not over the
+    // sending time of all: over a run of a few sends the loop's edges would read more CPU
+    // than time.
+    let share = cpu_share(cpu_ns, 1, sent.iter().map(|s| s.cpu_wall_ns).sum());
     let series: Vec<_> = sent.iter().map(|s| s.slip_seconds.clone()).collect();
     GeneratorHealth {
         threads,

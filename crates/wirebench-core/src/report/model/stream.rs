@@ -50,7 +50,7 @@ pub struct GeneratorHealth {
     pub asked_per_s: Option<f64>,
     /// Messages per second they achieved, over the sending time.
     pub achieved_per_s: f64,
-    /// CPU time the sending threads used, user and system (`getrusage(RUSAGE_THREAD)`), ns.
+    /// CPU time the sending threads used while sending, user and system (`CLOCK_THREAD_CPUTIME_ID`), ns.
     pub cpu_ns: u64,
     /// `cpu_ns` over threads x sending time: 1.0 is every thread busy all the time.
     pub cpu_share: f64,
