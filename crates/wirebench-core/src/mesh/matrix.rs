@@ -296,7 +296,8 @@ impl MatrixBuilder {
         if any_multicast {
             named.extend(describe("multicast", &multicast, &nodes));
         }
-        let mut problems = no_rows(&self.source, &nodes, &named);
+        let judged = cells.iter().any(|c| c.verdict != "unknown");
+        let mut problems = no_rows(&self.source, &nodes, &named, judged, t.min_probes);
         problems.extend(named);
         let combined = merged
             .into_iter()
@@ -323,9 +324,11 @@ impl MatrixBuilder {
 }
 
 /// The agents asked that gave no row (unless a verdict already names the node down), and,
-/// when no agent gave one, that there is no matrix: a status that heard from nobody must not
-/// read as healthy.
-fn no_rows(source: &str, nodes: &[MeshNode], named: &[MeshProblem]) -> Vec<MeshProblem> {
+/// when no agent gave one, that there is no matrix; when rows came but no cell in them is
+/// judged (none has `min_probes`: no window closed yet, or every cell too thin), that
+/// nothing is judged yet. A status that heard nothing judgeable must not read as
+/// healthy.
+fn no_rows(source: &str, nodes: &[MeshNode], named: &[MeshProblem], judged: bool, min_probes: u64) -> Vec<MeshProblem> {
     let mut out: Vec<MeshProblem> = nodes
         .iter()
         .enumerate()
@@ -355,6 +358,17 @@ fn no_rows(source: &str, nodes: &[MeshNode], named: &[MeshProblem]) -> Vec<MeshP
             zones: Vec::new(),
             down: false,
             summary: summary.into(),
+        });
+    } else if !judged {
+        out.push(MeshProblem {
+            scope: "agents".into(),
+            kind: "not_judged".into(),
+            nodes: Vec::new(),
+            zones: Vec::new(),
+            down: false,
+            summary: format!(
+                "no cell judged yet: no closed window holds {min_probes} probes of any cell (just started? wait one window)"
+            ),
         });
     }
     out
@@ -521,6 +535,40 @@ mod tests {
         assert!(r.nodes.is_empty() && !r.has_rows());
         assert_eq!(r.problems.len(), 1);
         assert_eq!(r.problems[0].summary, "Prometheus holds no current scrape of any agent: no matrix to judge");
+    }
+
+    #[test]
+    fn rows_with_no_judged_cell_are_not_judged_not_no_problems() {
+        // Agents that answer before their first window closed (no window, no cells), or
+        // whose cells all hold fewer than min_probes: before, "verdict: no problems".
+        let not_judged = |b: MatrixBuilder| {
+            let r = b.finish(&Thresholds::default());
+            assert!(r.has_rows() && !r.judged());
+            r.problems.iter().map(|p| (p.scope.clone(), p.kind.clone(), p.summary.clone())).collect::<Vec<_>>()
+        };
+        let want = [(
+            "agents".to_owned(),
+            "not_judged".to_owned(),
+            "no cell judged yet: no closed window holds 5 probes of any cell (just started? wait one window)"
+                .to_owned(),
+        )];
+        let mut b = MatrixBuilder::new("agents");
+        for me in 1..=2 {
+            b.add_report(&MatrixReport { window: None, ..report(me, Vec::new()) }).unwrap();
+        }
+        assert_eq!(not_judged(b), want);
+        let mut b = MatrixBuilder::new("agents");
+        b.add_report(&report(1, vec![cell(2, Proto::Udp, &[100; 4], 0)])).unwrap();
+        assert_eq!(not_judged(b), want);
+        let mut b = MatrixBuilder::new("prometheus");
+        b.add_cell(&node(1), &node(2), Proto::Udp, 0, 0, None);
+        assert_eq!(not_judged(b), want);
+        // One judged cell (here bad: nothing answered) is a verdict.
+        let mut b = MatrixBuilder::new("agents");
+        b.add_report(&report(1, vec![cell(2, Proto::Udp, &[100; 4], 0), cell(3, Proto::Tcp, &[], 5)])).unwrap();
+        let r = b.finish(&Thresholds::default());
+        assert!(r.judged());
+        assert_eq!(r.problems.iter().map(|p| p.kind.as_str()).collect::<Vec<_>>(), ["path"]);
     }
 
     #[test]

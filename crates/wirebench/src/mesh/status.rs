@@ -6,8 +6,10 @@
 //! answers something that does not add up, has no row, says why, and is named in the
 //! verdict. Exit codes, so a script or an alert can act on them: 1 when no agent gave its
 //! row (no matrix: every agent unreachable, or Prometheus unreachable or holding no agent's
-//! series), 3 when the verdict names a problem (an unreachable agent among them), else 0.
-//! The matrix is printed and saved before either.
+//! series) or when rows came but no cell in them is judged yet (no window closed since the
+//! agents started, or every cell below `--min-probes`: "not judged", never "no problems"),
+//! 3 when the verdict names a problem (an unreachable agent among them), else 0. The matrix
+//! is printed and saved before either.
 
 use std::io::IsTerminal as _;
 use std::time::SystemTime;
@@ -97,9 +99,10 @@ pub fn run(args: &StatusArgs, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
     Ok(code)
 }
 
-/// 1 without a matrix, 3 when the verdict names a problem, else 0.
+/// 1 without a matrix or without a judged cell in it (nothing to say about the fleet, even
+/// with an agent named unreachable), 3 when the verdict names a problem, else 0.
 fn exit_code(m: &MeshResults) -> u8 {
-    if !m.has_rows() {
+    if !m.has_rows() || !m.judged() {
         1
     } else if !m.problems.is_empty() {
         3
