@@ -5,6 +5,14 @@
 //! lost not equal to sent, percentiles out of order, a histogram that disagrees with its
 //! counts or is wider than a mesh histogram can be) is refused whole, and its row shows
 //! why.
+//!
+//! What the matrix holds is bounded ([`MatrixBuilder::with_budget`]): each cell costs
+//! [`CELL_BYTES`] plus its histogram's text (a histogram is decoded to check it and again,
+//! one at a time, to merge it in [`MatrixBuilder::finish`]; never kept decoded: a decoded
+//! mesh histogram is 64 KiB for microsecond round trips, up to about 200 KiB for one that
+//! claims the longest timeout, from a text of a hundred bytes), each node [`NODE_BYTES`]
+//! plus its labels. A report that would pass the budget is refused whole
+//! ([`Refused::Budget`]), checked cell by cell as it is read.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read as _;
@@ -27,13 +35,51 @@ use crate::report::{
 pub const MAX_CELLS: usize = 3 * super::peer::MAX_PEERS;
 /// Longest histogram text accepted in a cell.
 const MAX_HISTOGRAM_TEXT: usize = 64 << 10;
+/// What one cell costs the budget besides its histogram's text: the cell, its key and the
+/// map's share (rounded up), and the cell it becomes in the results.
+pub const CELL_BYTES: usize = 256;
+/// What one node costs the budget besides its address, name and zone (twice: the builder's
+/// and the index's copy of the address).
+pub const NODE_BYTES: usize = 256;
 
 #[derive(Debug, Clone)]
 struct Cell {
     sent: u64,
     lost: u64,
     rtt: Option<RttSummary>,
-    histogram: Option<(String, Histogram<u64>)>,
+    /// The histogram's text, checked (decoded again to merge).
+    histogram: Option<String>,
+}
+
+/// Why a report was not added.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// Its numbers do not add up, or it is another API version: why.
+    Invalid(String),
+    /// Keeping it would take the matrix past its budget.
+    Budget {
+        /// The budget, bytes.
+        budget: usize,
+        /// What the matrix held before it, bytes.
+        held: usize,
+    },
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Invalid(why) => f.write_str(why),
+            Self::Budget { budget, held } => {
+                write!(f, "the matrix holds {held} of its {budget} bytes: this row would pass them")
+            }
+        }
+    }
+}
+
+impl From<String> for Refused {
+    fn from(why: String) -> Self {
+        Self::Invalid(why)
+    }
 }
 
 /// Collects rows, then [`Self::finish`]es into [`MeshResults`].
@@ -45,6 +91,11 @@ pub struct MatrixBuilder {
     cells: BTreeMap<(usize, usize, Proto), Cell>,
     window_ns: Option<u64>,
     window_start: Option<u64>,
+    /// Bytes the matrix may hold, and holds.
+    budget: usize,
+    held: usize,
+    /// Agents not asked or not kept (by their node index): named `skipped`, not unreachable.
+    skipped: Vec<usize>,
 }
 
 fn check_node(r: &NodeRef) -> Result<(), String> {
@@ -93,12 +144,32 @@ impl MatrixBuilder {
             cells: BTreeMap::new(),
             window_ns: None,
             window_start: None,
+            budget: usize::MAX,
+            held: 0,
+            skipped: Vec::new(),
         }
+    }
+
+    /// The same, holding at most `bytes` (see the module's doc for what counts).
+    #[must_use]
+    pub fn with_budget(mut self, bytes: usize) -> Self {
+        self.budget = bytes;
+        self
+    }
+
+    /// Bytes held so far, as the budget counts them.
+    pub fn held(&self) -> usize {
+        self.held
+    }
+
+    fn node_bytes(r: &NodeRef) -> usize {
+        NODE_BYTES + 2 * r.addr.len() + r.name.as_ref().map_or(0, String::len) + r.zone.as_ref().map_or(0, String::len)
     }
 
     /// The index of node `r`, added if new; labels fill in as sources learn them.
     pub fn node(&mut self, r: &NodeRef) -> usize {
         let i = *self.index.entry(r.addr.clone()).or_insert_with(|| {
+            self.held = self.held.saturating_add(Self::node_bytes(r));
             self.nodes.push(MeshNode { addr: r.addr.clone(), name: None, zone: None, reported: false, error: None });
             self.nodes.len() - 1
         });
@@ -113,34 +184,42 @@ impl MatrixBuilder {
     }
 
     /// Adds one agent's `/v1/matrix`, or refuses it whole with the reason.
-    pub fn add_report(&mut self, rep: &MatrixReport) -> Result<(), String> {
+    pub fn add_report(&mut self, rep: &MatrixReport) -> Result<(), Refused> {
         if rep.api_version != API_VERSION {
-            return Err(format!("API version {} (this build reads {API_VERSION})", rep.api_version));
+            return Err(format!("API version {} (this build reads {API_VERSION})", rep.api_version).into());
         }
         check_node(&rep.agent)?;
         if rep.cells.len() > MAX_CELLS {
-            return Err(format!("{} cells (at most {MAX_CELLS})", rep.cells.len()));
+            return Err(format!("{} cells (at most {MAX_CELLS})", rep.cells.len()).into());
         }
-        let mut cells = Vec::with_capacity(rep.cells.len());
+        // What keeping it costs, counted as it is read (the nodes at most: some may be known).
+        let left = self.budget.saturating_sub(self.held);
+        let over = Refused::Budget { budget: self.budget, held: self.held };
+        let mut cost = Self::node_bytes(&rep.agent);
+        let mut cells = Vec::new();
         for c in &rep.cells {
+            cost += CELL_BYTES + Self::node_bytes(&c.peer) + c.histogram.as_ref().map_or(0, String::len);
+            if cost > left {
+                return Err(over);
+            }
             check_node(&c.peer)?;
             let bad = |why: &str| format!("cell to {} ({}): {why}", c.peer.addr, c.proto.name());
             if c.received.checked_add(c.lost) != Some(c.sent) {
-                return Err(bad("received + lost != sent"));
+                return Err(bad("received + lost != sent").into());
             }
             if let Some(r) = &c.rtt
                 && (r.count != c.received || !(r.min_ns <= r.p50_ns && r.p50_ns <= r.p99_ns && r.p99_ns <= r.max_ns))
             {
-                return Err(bad("round-trip summary disagrees with itself or the counts"));
+                return Err(bad("round-trip summary disagrees with itself or the counts").into());
             }
             let histogram = match &c.histogram {
                 None => None,
                 Some(text) => {
                     let h = decode_mesh_histogram(text).map_err(|e| bad(&e))?;
                     if h.len() != c.received || RttSummary::of(&h) != c.rtt {
-                        return Err(bad("histogram disagrees with the counts"));
+                        return Err(bad("histogram disagrees with the counts").into());
                     }
-                    Some((text.clone(), h))
+                    Some(text.clone())
                 }
             };
             cells.push((c, Cell { sent: c.sent, lost: c.lost, rtt: c.rtt, histogram }));
@@ -158,7 +237,11 @@ impl MatrixBuilder {
         for (c, cell) in cells {
             let dst = self.node(&c.peer);
             if dst != src {
-                self.cells.insert((src, dst, c.proto), cell);
+                let text = cell.histogram.as_ref().map_or(0, String::len);
+                if let Some(old) = self.cells.insert((src, dst, c.proto), cell) {
+                    self.held = self.held.saturating_sub(CELL_BYTES + old.histogram.map_or(0, |t| t.len()));
+                }
+                self.held = self.held.saturating_add(CELL_BYTES + text);
             }
         }
         if let Some(w) = rep.window {
@@ -172,6 +255,20 @@ impl MatrixBuilder {
     /// the one node at `ip` whose row is missing (several agents can share an address on
     /// one host), else listed under `label`. Call after every report is added.
     pub fn add_unreachable(&mut self, ip: Option<IpAddr>, label: &str, why: &str) {
+        self.missing(ip, label, why);
+    }
+
+    /// An agent whose row is missing because it was not asked or not kept (the budget was
+    /// spent, or the run was stopped): matched as [`Self::add_unreachable`] does, and named
+    /// `skipped`, not unreachable. Call after every report is added.
+    pub fn add_skipped(&mut self, ip: Option<IpAddr>, label: &str, why: &str) {
+        let i = self.missing(ip, label, why);
+        if !self.nodes[i].reported {
+            self.skipped.push(i);
+        }
+    }
+
+    fn missing(&mut self, ip: Option<IpAddr>, label: &str, why: &str) -> usize {
         let hits: Vec<usize> = self
             .nodes
             .iter()
@@ -188,6 +285,7 @@ impl MatrixBuilder {
         if !self.nodes[i].reported {
             self.nodes[i].error = Some(why.to_owned());
         }
+        i
     }
 
     /// A cell known only by its summary (Prometheus). Marks `src` as reported.
@@ -202,8 +300,10 @@ impl MatrixBuilder {
     ) {
         let (s, d) = (self.node(src), self.node(dst));
         self.nodes[s].reported = true;
-        if s != d {
-            self.cells.insert((s, d, proto), Cell { sent, lost: lost.min(sent), rtt, histogram: None });
+        if s != d
+            && self.cells.insert((s, d, proto), Cell { sent, lost: lost.min(sent), rtt, histogram: None }).is_none()
+        {
+            self.held = self.held.saturating_add(CELL_BYTES);
         }
     }
 
@@ -271,9 +371,10 @@ impl MatrixBuilder {
                 _ => CellVerdict::Unknown,
             };
             grid.set(src, dst, worse);
-            if let Some((_, h)) = &c.histogram {
+            // Checked when it was added: decoded again, one at a time.
+            if let Some(h) = c.histogram.as_deref().and_then(|t| decode_mesh_histogram(t).ok()) {
                 let m = merged.entry(proto).or_insert_with(crate::latency::histogram);
-                let _ = m.add(h);
+                let _ = m.add(&h);
             }
             cells.push(MeshCell {
                 src,
@@ -282,7 +383,7 @@ impl MatrixBuilder {
                 sent: c.sent,
                 lost: c.lost,
                 rtt: c.rtt,
-                histogram: c.histogram.as_ref().map(|(text, _)| text.clone()),
+                histogram: c.histogram.clone(),
                 verdict: match v {
                     CellVerdict::Good => "good",
                     CellVerdict::Bad => "bad",
@@ -297,7 +398,8 @@ impl MatrixBuilder {
             named.extend(describe("multicast", &multicast, &nodes));
         }
         let judged = cells.iter().any(|c| c.verdict != "unknown");
-        let mut problems = no_rows(&self.source, &nodes, &named, judged, t.min_probes);
+        let skipped: Vec<bool> = order.iter().map(|o| self.skipped.contains(o)).collect();
+        let mut problems = no_rows(&self.source, &nodes, &skipped, &named, judged, t.min_probes);
         problems.extend(named);
         let combined = merged
             .into_iter()
@@ -323,25 +425,34 @@ impl MatrixBuilder {
     }
 }
 
-/// The agents asked that gave no row (unless a verdict already names the node down), and,
+/// The agents asked that gave no row (unless a verdict already names the node down; those
+/// not asked or not kept are `skipped`), and,
 /// when no agent gave one, that there is no matrix; when rows came but no cell in them is
 /// judged (none has `min_probes`: no window closed yet, or every cell too thin), that
 /// nothing is judged yet. A status that heard nothing judgeable must not read as
 /// healthy.
-fn no_rows(source: &str, nodes: &[MeshNode], named: &[MeshProblem], judged: bool, min_probes: u64) -> Vec<MeshProblem> {
+fn no_rows(
+    source: &str,
+    nodes: &[MeshNode],
+    skipped: &[bool],
+    named: &[MeshProblem],
+    judged: bool,
+    min_probes: u64,
+) -> Vec<MeshProblem> {
     let mut out: Vec<MeshProblem> = nodes
         .iter()
         .enumerate()
         .filter(|(i, n)| !n.reported && !named.iter().any(|p| p.down && p.nodes.contains(i)))
         .filter_map(|(i, n)| {
             let why = n.error.as_deref()?;
+            let kind = if skipped[i] { "skipped" } else { "unreachable" };
             Some(MeshProblem {
                 scope: "agents".into(),
-                kind: "unreachable".into(),
+                kind: kind.into(),
                 nodes: vec![i],
                 zones: n.zone.iter().cloned().collect(),
                 down: false,
-                summary: format!("agent {} unreachable: {why}", n.label()),
+                summary: format!("agent {} {kind}: {why}", n.label()),
             })
         })
         .collect();

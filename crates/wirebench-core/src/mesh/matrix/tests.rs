@@ -193,15 +193,15 @@ fn reports_that_do_not_add_up_are_refused_whole() {
     let mut b = MatrixBuilder::new("agents");
     let mut c = cell(2, Proto::Tcp, &[5, 6, 7], 0);
     c.sent = 4;
-    assert!(b.add_report(&report(1, vec![c])).unwrap_err().contains("received + lost"));
+    assert!(b.add_report(&report(1, vec![c])).unwrap_err().to_string().contains("received + lost"));
     let mut c = cell(2, Proto::Tcp, &[5, 6, 7], 0);
     c.histogram = Some(encode_histogram(&histogram_of(&[5, 6])));
-    assert!(b.add_report(&report(1, vec![c])).unwrap_err().contains("histogram disagrees"));
+    assert!(b.add_report(&report(1, vec![c])).unwrap_err().to_string().contains("histogram disagrees"));
     let mut wide = Histogram::<u64>::new_with_bounds(1, u64::MAX / 4, 5).unwrap();
     wide.record(5).unwrap();
     let mut c = cell(2, Proto::Tcp, &[5], 0);
     c.histogram = Some(encode_histogram(&wide));
-    assert!(b.add_report(&report(1, vec![c])).unwrap_err().contains("wider or finer"));
+    assert!(b.add_report(&report(1, vec![c])).unwrap_err().to_string().contains("wider or finer"));
     let mut bad_peer = cell(2, Proto::Udp, &[5], 0);
     bad_peer.peer.addr = "not an address".into();
     assert!(b.add_report(&report(1, vec![bad_peer])).is_err());
@@ -239,4 +239,36 @@ fn a_slow_pair_is_a_path_and_multicast_is_judged_apart() {
             "multicast path n1 -> n2",
         ]
     );
+}
+
+#[test]
+fn the_budget_refuses_whole_rows_past_it_and_they_are_named_skipped() {
+    // Four rows of one shape: agent 10.0.0.i, one cell to its own peer 10.0.0.1i.
+    let row = |i: usize| report(i, vec![cell(10 + i, Proto::Udp, &[100; 10], 0)]);
+    let text = row(1).cells[0].histogram.as_ref().unwrap().len();
+    let one = (NODE_BYTES + 2 * "10.0.0.1:7878".len() + "n1".len())
+        + (NODE_BYTES + 2 * "10.0.0.11:7878".len() + "n11".len())
+        + CELL_BYTES
+        + text;
+    let mut b = MatrixBuilder::new("agents");
+    b.add_report(&row(1)).unwrap();
+    assert_eq!(b.held(), one, "the cost, by hand");
+    let mut b = MatrixBuilder::new("agents").with_budget(3 * one + one / 2);
+    for i in 1..=3 {
+        b.add_report(&row(i)).unwrap();
+    }
+    assert_eq!(b.held(), 3 * one);
+    let refused = b.add_report(&row(4)).unwrap_err();
+    assert_eq!(refused, Refused::Budget { budget: 3 * one + one / 2, held: 3 * one });
+    assert_eq!(b.held(), 3 * one, "a refused row holds nothing");
+    b.add_skipped(Some("10.0.0.4".parse().unwrap()), "http://10.0.0.4:9878", &format!("not kept: {refused}"));
+    let r = b.finish(&Thresholds::default());
+    let named: Vec<(&str, &str)> = r.problems.iter().map(|p| (p.kind.as_str(), p.summary.as_str())).collect();
+    let why = format!(
+        "agent http://10.0.0.4:9878 skipped: not kept: the matrix holds {} of its {} bytes: this row would pass them",
+        3 * one,
+        3 * one + one / 2
+    );
+    assert_eq!(named, [("skipped", why.as_str())]);
+    assert_eq!(r.nodes.iter().filter(|n| n.reported).count(), 3);
 }
