@@ -280,3 +280,20 @@ fn a_stop_while_an_agent_holds_its_answer_names_it_and_returns() {
     let m = mesh(&json);
     assert_eq!(m.problems.iter().map(|p| p.kind.as_str()).collect::<Vec<_>>(), ["skipped", "no_matrix"]);
 }
+
+/// The saved report's command line hides the token (before: `--token s3cret` as typed, in a
+/// file that is shared and committed); every report's `meta` goes through the same path.
+#[test]
+fn the_saved_command_line_hides_the_token() {
+    let dead = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("m.json");
+    let url = format!("http://{dead}");
+    let r = wirebench(&["mesh", "status", &url, "--token", "S3cr3tT0ken", "--json", json.to_str().unwrap()]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let text = std::fs::read_to_string(&json).unwrap();
+    assert!(!text.contains("S3cr3tT0ken"), "{text}");
+    let v = read_json(&json);
+    let saved: Vec<&str> = v["meta"]["command_line"].as_array().unwrap().iter().filter_map(|a| a.as_str()).collect();
+    assert_eq!(saved[1..], ["mesh", "status", &url, "--token", "***", "--json", json.to_str().unwrap()]);
+}
