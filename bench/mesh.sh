@@ -39,7 +39,14 @@
 # binary, right before the same row with this one (a before/after comparison in one run: the
 # same minutes' machine load; the pingers are always this binary). Accuracy: PAIRS=N repeats
 # the (before and) after rows N times, PROTOS="udp" measures UDP only (default "udp tcp").
-# PINGERS=poisson runs only the Poisson ping beside the agents (no sockperf, no fixed-period pings).
+# PINGERS=poisson runs only the Poisson ping beside the agents (no sockperf, no fixed-period pings),
+# and a second, identical Poisson ping beside it: the two pingers' ratio is the window's noise
+# floor. The accuracy window is SECONDS too (WIN=S sets it apart): at 20 s a pinger has 400
+# round trips, and a round trip here is bimodal, so a 20 s window's p50 moved by up to 6.5 %
+# between two identical pingers on a quiet machine; at 60 s (1,200) by at most 2 %.
+# Each row also gives the matrix's and the Poisson ping's p50 with its 95 % interval, read from
+# their HdrHistograms by bench/hdr_median.py (independently of wirebench; the p50 it finds is
+# asserted equal to the stated one): distribution-free, the ranks n/2 -/+ 1.96 sqrt(n)/2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-60}
@@ -133,10 +140,10 @@ accuracy_with() {
 local label=$1 bin=$2 tag
 ROW=$((ROW + 1)); tag="$label-$ROW"
 ip netns exec wbmeshB taskset -c 1 $bin mesh agent --listen 10.77.68.2:7878 --http 10.77.68.2:9878 --peers 10.77.68.1:7878 \
-  --window 20s --rate 20/s >"$OUT/agentB-$tag.log" 2>&1 &
+  --window "${WIN}s" --rate 20/s >"$OUT/agentB-$tag.log" 2>&1 &
 local agent_b=$!; pids+=($agent_b)
 ip netns exec wbmeshA taskset -c 0 $bin mesh agent --listen 10.77.68.1:7878 --http 10.77.68.1:9878 --peers 10.77.68.2:7878 \
-  --window 20s --rate 20/s >"$OUT/agentA-$tag.log" 2>&1 &
+  --window "${WIN}s" --rate 20/s >"$OUT/agentA-$tag.log" 2>&1 &
 local agent_a=$!; pids+=($agent_a)
 for _ in $(seq 300); do ip netns exec wbmeshA curl -sf http://10.77.68.1:9878/readyz >/dev/null 2>&1 && break; sleep 0.1; done
 # The agent's latest closed window: "index start_unix_ns" (index -1 before the first closes).
@@ -173,12 +180,21 @@ for proto in ${PROTOS:-udp tcp}; do
   ip netns exec wbmeshA taskset -c 0 $WB ping 10.77.68.2:7878 --proto "$proto" --size 64 --rate 20/s --poisson \
     --count $((WIN * 20)) -q --no-timestamps --json "$OUT/ping-poisson-$proto-$tag.json" >/dev/null &
   PPO=$!; pids+=("$PPO")
+  # PINGERS=poisson: a second Poisson ping, the same in every way, beside the first: how far
+  # the two read apart is this window's noise floor for the matrix / ping ratio.
+  PP2=
+  if [ "$ALL" = 0 ]; then
+    ip netns exec wbmeshA taskset -c 0 $WB ping 10.77.68.2:7878 --proto "$proto" --size 64 --rate 20/s --poisson \
+      --count $((WIN * 20)) -q --no-timestamps --json "$OUT/ping-poisson2-$proto-$tag.json" >/dev/null &
+    PP2=$!; pids+=("$PP2")
+  fi
   if [ "$ALL" = 1 ]; then
     ip netns exec wbmeshA taskset -c 0 $WB ping 10.77.68.2:7878 --proto "$proto" --size 64 --rate 20/s --count $((WIN * 20)) -q \
       --no-timestamps --json "$OUT/ping-$proto-$tag.json" >/dev/null
     [ "$proto" = udp ] && wait "$PST"
   fi
   wait "$PPO"
+  [ -n "$PP2" ] && wait "$PP2"
   if [ "$ALL" = 1 ]; then
     wait "$SPC"
     kill -TERM "$SP"; wait "$SP" 2>/dev/null || true
@@ -187,20 +203,32 @@ for proto in ${PROTOS:-udp tcp}; do
   ip netns exec wbmeshA curl -s http://10.77.68.1:9878/v1/matrix >"$OUT/matrix-$proto-$tag.json"
   [ "$k" -eq "$target" ] || echo "warning: read window $k, not $target" >&2
   python3 - "$proto" "$OUT/ping-$proto-$tag.json" "$OUT/matrix-$proto-$tag.json" "$OUT/sockperf-$proto-$tag.txt" "$label" "$l0 to $(cut -d' ' -f1 /proc/loadavg)" <<'EOF' | tee -a "$OUT/accuracy.md"
-import json, re, sys
+import json, os, re, sys
+sys.path.insert(0, os.path.dirname(os.path.abspath("bench/hdr_median.py")))
+import hdr_median
 proto, ping, matrix, sockperf, label, load = sys.argv[1:]
-def ping_p50(path):
+def ping_view(path):
     r = json.load(open(path))["results"]["responders"][0]
-    view = r["uncorrected"] or r["latency"]
-    return [q["ns"] for q in view["summary"]["percentiles"] if q["p"] == 50.0][0]
+    return r["uncorrected"] or r["latency"]
+def ping_p50(path):
+    return [q["ns"] for q in ping_view(path)["summary"]["percentiles"] if q["p"] == 50.0][0]
+def interval(b64, p50):
+    # the p50 read again from the histogram (independently of wirebench) and its 95 % interval
+    n, again, lo, hi = hdr_median.median_interval(b64)
+    assert again == p50, f"the histogram's p50 {again} is not the stated {p50}"
+    return f"{lo / 1000:.1f} to {hi / 1000:.1f}"
 import os
 have = lambda path: os.path.exists(path)
 p50 = ping_p50(ping) if have(ping) else None
 stamped_path = ping.replace("ping-", "ping-stamped-")
 stamped = ping_p50(stamped_path) if proto == "udp" and have(stamped_path) else None
 poisson = ping_p50(ping.replace("ping-", "ping-poisson-"))
+poisson_ci = interval(ping_view(ping.replace("ping-", "ping-poisson-"))["histogram"], poisson)
+poisson2_path = ping.replace("ping-", "ping-poisson2-")
+poisson2 = ping_p50(poisson2_path) if have(poisson2_path) else None
 cell = [c for c in json.load(open(matrix))["cells"] if c["proto"] == proto][0]
 m = cell["rtt"]["p50_ns"]
+m_ci = interval(cell["histogram"], m)
 sp = None
 if have(sockperf):
     t = re.sub(r"\x1b\[[0-9;]*m", "", open(sockperf).read())
@@ -209,19 +237,20 @@ us = lambda x: f"{x / 1000:.1f}" if x else "-"
 ratio = lambda x: f"{m / x:.3f}" if x else "-"
 within = lambda x: ("yes" if abs(m / x - 1) <= 0.05 else "NO") if x else "-"
 print(f"| {label} | {load} | {proto} | {us(m)} | {us(p50)} | {us(sp)} | {ratio(p50)} | {within(p50)} | {ratio(sp)} | "
-      f"{us(stamped)} | {ratio(stamped)} | {us(poisson)} | {ratio(poisson)} | {within(poisson)} |")
+      f"{us(stamped)} | {ratio(stamped)} | {us(poisson)} | {ratio(poisson)} | {within(poisson)} | "
+      f"{f'{poisson2 / poisson:.3f}' if poisson2 else '-'} | {m_ci} | {poisson_ci} |")
 EOF
 done
 kill -TERM "$agent_a" "$agent_b"; wait "$agent_a" "$agent_b" 2>/dev/null || true
 }
-WIN=20
+WIN=${WIN:-$SECS}
 # PINGERS=poisson: only the Poisson `ping` beside the agents (no sockperf, no fixed-period
 # pings): every other pinger on CPU 0 is a process that the agent's and that ping's replies
 # can find running, which need not delay both alike.
 ALL=1; [ "${PINGERS:-all}" = poisson ] && ALL=0
 echo | tee -a "$OUT/accuracy.md"
-echo "| binary | load (1 min) | transport | matrix p50 (us) | ping p50 (us) | sockperf p50 (us) | matrix / ping | within 5 % | matrix / sockperf | ping with kernel timestamps p50 (us) | matrix / it | ping --poisson p50 (us) | matrix / poisson ping | within 5 % |" | tee -a "$OUT/accuracy.md"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" | tee -a "$OUT/accuracy.md"
+echo "| binary | load (1 min) | transport | matrix p50 (us) | ping p50 (us) | sockperf p50 (us) | matrix / ping | within 5 % | matrix / sockperf | ping with kernel timestamps p50 (us) | matrix / it | ping --poisson p50 (us) | matrix / poisson ping | within 5 % | second poisson ping / first (noise floor) | matrix p50 95 % interval (us) | poisson ping p50 95 % interval (us) |" | tee -a "$OUT/accuracy.md"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|" | tee -a "$OUT/accuracy.md"
 for _ in $(seq "${PAIRS:-1}"); do
   if [ -n "$BEFORE" ]; then accuracy_with before "$BEFORE"; fi
   accuracy_with "$([ -n "$BEFORE" ] && echo after || echo this)" "$WB"

@@ -32,6 +32,15 @@ pub const MAX_INTERVAL_NS: u64 = 1_000_000_000;
 pub const RESERVED_SECONDS: usize = 3_600;
 const SECOND_NS: u64 = 1_000_000_000;
 
+/// The wake-ups a wake-up `late_ns` late missed at interval `interval_ns` (at least 1 ns), as
+/// HdrHistogram's `record_correct` fills them in: the k-th (from 1) with value
+/// `late_ns - k * interval_ns`, while that is at least the interval.
+pub fn missed(late_ns: u64, interval_ns: u64) -> impl Iterator<Item = (u64, u64)> {
+    (1u64..)
+        .take_while(move |&k| late_ns >= interval_ns.saturating_mul(k + 1))
+        .map(move |k| (k, late_ns - interval_ns * k))
+}
+
 /// One second of the series.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HiccupSecond {
@@ -93,12 +102,9 @@ impl HiccupRecorder {
         let late = now_ns.saturating_sub(due_ns);
         self.wakeups += 1;
         self.put(due_ns, late);
-        // HdrHistogram's record_correct: L - I, L - 2I, ... while at least I.
-        let mut k = 1u64;
-        while late >= i.saturating_mul(k + 1) {
+        for (k, value) in missed(late, i) {
             self.corrected += 1;
-            self.put(due_ns + i * k, late - i * k);
-            k += 1;
+            self.put(due_ns + i * k, value);
         }
         due_ns + i * (late / i + 1)
     }

@@ -166,14 +166,20 @@ impl RateSearch {
 
     /// Records a trial whose sender asked for `requested` but managed only `achieved`. When
     /// it fell short by more than 3 %, the trial counts at the achieved rate, never the
-    /// requested one; and if it passed, the search ends there: the path carried all the
-    /// sender could send, and no higher rate can be tried.
+    /// requested one; and if it passed, the search ends there (the path carried all the
+    /// sender could send, and no higher rate can be tried) unless a faster trial failed and
+    /// this pass raised the highest one: every failure counts at a rate the sender reached,
+    /// so a paced trial that fell a little short on a busy host says nothing about the rates
+    /// in between, and the bisection goes on. A short pass that gets no higher than the
+    /// highest pass so far (within the resolution) ends it: the sender cannot get closer.
     pub fn on_result_achieved(&mut self, requested: f64, achieved: f64, loss: f64) -> Trial {
         if achieved >= 0.97 * requested {
             return self.on_result(requested, loss);
         }
+        let before = self.pass;
         let t = self.on_result(achieved, loss);
-        if t.passed {
+        let no_higher = before.is_some_and(|p| achieved <= p * (1.0 + self.steps.resolution));
+        if t.passed && (self.fail.is_none() || no_higher) {
             self.sender_limited = true;
         }
         t
@@ -257,6 +263,33 @@ mod tests {
         // The link carries 2 * 10^6: the trials that fail count at what was sent.
         let (end, _, r, _) = search(2e6, Some(1e8), 0.0);
         assert!(matches!(end, Ending::Found(_)) && (2e6 / 1.02..=2e6).contains(&r), "{end:?} {r}");
+    }
+
+    /// Flat out the sender reached 4 M/s and lost 65 % behind a link of 1.5 M/s; a paced
+    /// sender on a busy host falls 4 % short of every rate asked. The first paced pass used
+    /// to end the search at 1.21 M/s as "all the sender could send", though the flat-out
+    /// trial had sent 4 M/s: it now bisects on, and ends nearer the link, still saying the
+    /// sender fell short once it cannot get closer.
+    #[test]
+    fn a_short_paced_pass_below_a_faster_failure_bisects_on() {
+        let (capacity, flat_out) = (1.5e6, 4e6);
+        let mut s = RateSearch::new(flat_out, 0.0, SearchSteps::default());
+        let mut passes = Vec::new();
+        while let Some(r) = s.next_rate() {
+            let achieved = if r >= flat_out { flat_out } else { 0.96 * r };
+            let loss = if achieved > capacity { (achieved - capacity) / achieved } else { 0.0 };
+            if s.on_result_achieved(r, achieved, loss).passed {
+                passes.push(achieved);
+            }
+            assert!(passes.len() < s.max_trials(), "bounded");
+        }
+        assert!(passes.len() >= 2, "the first short pass did not end it: {passes:?}");
+        let Ending::SenderLimited(r) = s.ending() else { panic!("{:?}", s.ending()) };
+        assert!(r > 0.9 * capacity && r <= capacity, "{r} against a {capacity} link");
+        // Without a faster failure, a short pass still ends the search at once.
+        let mut t = RateSearch::new(1e8, 0.0, SearchSteps::default());
+        t.on_result_achieved(1e8, 1e7, 0.0);
+        assert_eq!(t.ending(), Ending::SenderLimited(1e7));
     }
 
     #[test]

@@ -178,7 +178,11 @@ pub fn text(out: &mut dyn Write, report: &Report) -> io::Result<()> {
         writeln!(out, "{}", counters_line(d))?;
     }
     if let Some(s) = a.loss.as_ref().filter(|s| s.missing > 0) {
-        let what = if matches!(report.results, Results::Ping(_)) { "probes lost" } else { "missing" };
+        let what = match report.results {
+            Results::Ping(_) if s.missing == 1 => "probe lost",
+            Results::Ping(_) => "probes lost",
+            _ => "missing",
+        };
         writeln!(out, "{}", loss_line(what, s))?;
     }
     if let Some(t) = &a.tcp_info {
@@ -318,6 +322,10 @@ mod tests {
             loss_line("missing", &over).ends_with("(counters are host-wide; they rose 1 beyond what this run lost)")
         );
         assert!(t.contains("note: TX timestamps unavailable"), "{t}");
+        // one lost probe is one probe, not "1 probes"
+        r.attribution.as_mut().unwrap().loss = Some(before.delta(&before).split_loss(1));
+        let one = text_of(&r);
+        assert!(one.contains("\nof 1 probe lost: 0 never left this host"), "{one}");
         assert!(
             t.contains("TCP_INFO (the probe connection at the end of the run): kernel srtt 48 us (rttvar 12 us), 2 retransmits, 1 lost, reordering 3"),
             "{t}"

@@ -70,12 +70,14 @@ pub fn requested_lines(out: &mut dyn Write, up: &ProxyRequested, down: &ProxyReq
 }
 
 fn side(s: &ProxyIntervalSide) -> String {
+    // An interval that delivered nothing has no delay to show (its fields are 0), not 0 ns.
+    let delay = |v: u64| if s.packets_out == 0 { "-".to_owned() } else { ns(v) };
     format!(
         "{} in {} out, delay p50 {} p99 {}, loss {}, drops {}, reorder {}, dup {}, {}",
         s.packets_in,
         s.packets_out,
-        ns(s.delay_p50_ns),
-        ns(s.delay_p99_ns),
+        delay(s.delay_p50_ns),
+        delay(s.delay_p99_ns),
         pct(s.loss_pct),
         pct(s.drop_pct),
         pct(s.reorder_pct),
@@ -155,8 +157,13 @@ pub fn summary(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     let Results::Proxy(p) = &report.results else { return Ok(()) };
     writeln!(
         out,
-        "proxy {} {} -> {}: {} flows ({} refused or unreachable)",
-        p.proto, p.listen, p.upstream, p.flows, p.flows_failed
+        "proxy {} {} -> {}: {} {} ({} refused or unreachable)",
+        p.proto,
+        p.listen,
+        p.upstream,
+        p.flows,
+        if p.flows == 1 { "flow" } else { "flows" },
+        p.flows_failed
     )?;
     direction(out, "up (client -> upstream)", &p.up)?;
     direction(out, "down (upstream -> client)", &p.down)?;
@@ -169,6 +176,47 @@ pub fn summary(out: &mut dyn Write, report: &Report) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn side_of(packets_in: u64, packets_out: u64, p50: u64) -> ProxyIntervalSide {
+        ProxyIntervalSide {
+            packets_in,
+            packets_out,
+            loss_pct: 0.0,
+            drop_pct: 0.0,
+            reorder_pct: 0.0,
+            duplicates: 0,
+            rate_bps: 0.0,
+            delay_p50_ns: p50,
+            delay_p99_ns: p50,
+        }
+    }
+
+    /// An interval that delivered nothing shows no delay (it has none), never "0ns", which
+    /// reads as a measured zero; one that delivered shows its percentiles.
+    #[test]
+    fn an_idle_interval_has_no_delay() {
+        assert!(side(&side_of(0, 0, 0)).starts_with("0 in 0 out, delay p50 - p99 -,"), "{}", side(&side_of(0, 0, 0)));
+        assert!(side(&side_of(5, 0, 0)).starts_with("5 in 0 out, delay p50 - p99 -,"));
+        assert!(side(&side_of(5, 5, 10_011_000)).starts_with("5 in 5 out, delay p50 10.011ms p99 10.011ms,"));
+    }
+
+    /// A proxy that served one flow says `1 flow`, not `1 flows`.
+    #[test]
+    fn the_summary_counts_flows_in_english() {
+        let mut r: Report = serde_json::from_str(include_str!("../../../fuzz/seeds/report_html/report-proxy.json"))
+            .expect("the proxy report seed reads");
+        let Results::Proxy(p) = &mut r.results else { panic!("a proxy report") };
+        p.flows = 1;
+        let mut one = Vec::new();
+        summary(&mut one, &r).unwrap();
+        let one = String::from_utf8(one).unwrap();
+        assert!(one.lines().next().unwrap().ends_with(": 1 flow (0 refused or unreachable)"), "{one}");
+        let Results::Proxy(p) = &mut r.results else { panic!("a proxy report") };
+        p.flows = 2;
+        let mut two = Vec::new();
+        summary(&mut two, &r).unwrap();
+        assert!(String::from_utf8(two).unwrap().contains(": 2 flows (0 refused"));
+    }
 
     #[test]
     fn units() {

@@ -321,12 +321,13 @@ fn print(cfg: &Config, report: &Report, ctx: &mut Ctx<'_>) -> anyhow::Result<()>
         for r in &p.responders {
             writeln!(
                 ctx.out,
-                "{}: {} | count {} lost {} late {}",
+                "{}: {} | count {} lost {} late {} dup {}",
                 r.addr,
                 wirebench_report::text::summary_line(&r.latency.summary),
                 r.latency.summary.count,
                 r.lost,
-                r.late
+                r.late,
+                r.duplicates
             )?;
         }
     } else {

@@ -78,11 +78,9 @@ impl WaitStalls {
         self.expected_ns = e;
         self.samples += 1;
         latency::record(&mut self.hist, late);
-        let mut k = 1u64;
-        while late >= e.saturating_mul(k + 1) {
+        for (_, value) in super::missed(late, e) {
             self.corrected += 1;
-            latency::record(&mut self.hist, late - e * k);
-            k += 1;
+            latency::record(&mut self.hist, value);
         }
         Some(late)
     }

@@ -291,14 +291,18 @@ pub(super) fn clocksource(current: &str, available: &str) -> Check {
 
 /// Kernel busy polling (`busy_poll`, `busy_read`): informational, wirebench's --spin polls
 /// in user space and needs neither.
+/// The kernel shows both sysctls only in the host's first network namespace: elsewhere (a
+/// container, `ip netns exec`) they are missing, which is said, not shown as `?`.
 pub(super) fn busy_poll(poll: Option<&str>, read: Option<&str>) -> Check {
-    let (p, r) = (poll.unwrap_or("?"), read.unwrap_or("?"));
-    check(
-        "busy poll",
-        Verdict::Ok,
-        format!("net.core.busy_poll {p}, busy_read {r} (wirebench --spin polls in user space and needs neither)"),
-        None,
-    )
+    let detail = match (poll, read) {
+        (Some(p), Some(r)) => {
+            format!("net.core.busy_poll {p}, busy_read {r} (wirebench --spin polls in user space and needs neither)")
+        }
+        _ => "net.core.busy_poll and busy_read are not readable in this network namespace (the kernel shows \
+              them only in the host's own); wirebench --spin polls in user space and needs neither"
+            .to_owned(),
+    };
+    check("busy poll", Verdict::Ok, detail, None)
 }
 
 /// A stall-meter wake-up lateness at p99.9 above which doctor warns, ns.
@@ -344,6 +348,21 @@ pub(super) fn stalls(s: &super::Stalls) -> Check {
 mod tests {
     use super::*;
     use crate::host::net::parse_routes;
+
+    /// In a network namespace of its own the two sysctls do not exist: the line says why,
+    /// with no `?` standing for a value.
+    #[test]
+    fn busy_poll_says_why_it_has_no_values() {
+        let here = busy_poll(Some("0"), Some("50"));
+        assert_eq!(here.verdict, Verdict::Ok);
+        assert!(here.detail.starts_with("net.core.busy_poll 0, busy_read 50 (wirebench --spin"), "{}", here.detail);
+        for (p, r) in [(None, None), (Some("0"), None)] {
+            let ns = busy_poll(p, r);
+            assert_eq!(ns.verdict, Verdict::Ok);
+            assert!(!ns.detail.contains('?'), "{}", ns.detail);
+            assert!(ns.detail.contains("not readable in this network namespace"), "{}", ns.detail);
+        }
+    }
 
     #[test]
     fn stalls_warn_above_the_thresholds() {

@@ -122,7 +122,10 @@ pub(super) fn report(ps: &[f64], report: &Report, w: &mut dyn Write) -> io::Resu
     let mut rows: Vec<Vec<String>> = l.types.iter().filter(|t| !t.request).map(|t| row(t, &t.delay)).collect();
     let mut all = l.overall.clone();
     (all.expected, all.arrived, all.missing) = (l.deliveries.expected, l.deliveries.arrived, l.deliveries.missing);
-    rows.push(row(&all, &l.overall.delay));
+    let mut all_row = row(&all, &l.overall.delay);
+    // the types' sizes differ: the row of them all has none (its `size` field is 0)
+    all_row[2] = "-".into();
+    rows.push(all_row);
     table(w, &head, &rows)?;
     let req: Vec<Vec<String>> = l
         .types
@@ -263,4 +266,55 @@ pub(super) fn thresholds(l: &LoadResults, w: &mut dyn Write) -> io::Result<()> {
         writeln!(w, "threshold {}: {v} {}", t.expr, if t.passed { "ok" } else { "FAILED" })?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use wirebench_core::load::Mix;
+    use wirebench_core::load::delivery::Account;
+    use wirebench_core::load::record::{Arrival, Recording};
+    use wirebench_core::load::results::{Counts, Shape, build};
+    use wirebench_core::report::{Report, Results, read_report};
+
+    /// The `all` row of the delivery table shows no size (`-`): its types' sizes differ,
+    /// and the 0 in its `size` field read as "0 bytes".
+    #[test]
+    fn the_all_row_has_no_size() {
+        let mix = Mix::parse("cursor=3,save=1", &["save"]).unwrap();
+        let mut rec = Recording::new(2);
+        for i in 0..100 {
+            rec.on_send(0, 0, 4);
+            rec.on_delivery(0, 1_000_000 + i, None, Arrival::Expected);
+            rec.on_send(1, 0, 1);
+            rec.on_reply(1, 2_000_000 + i, Arrival::Expected);
+        }
+        let shape = Shape {
+            url: "ws://h:1/r-0".into(),
+            clients: 5,
+            room_size: 5,
+            rate_per_client: 2.0,
+            arrivals: "fixed",
+            mix: &mix,
+            percentiles: &[50.0, 99.0],
+            thresholds: &[],
+            link_up: None,
+            link_down: None,
+            end_ns: 10_000_000_000,
+            ramp_ns: 0,
+        };
+        let d = Account { expected: 400, arrived: 100, missing: 300, late: 300, ..Account::default() };
+        let counts = Counts { connected: 5, ..Counts::default() };
+        let l = build(&shape, &rec, (&d, &Account::default()), counts, Vec::new(), 10_000_000_000, (1, 1), 1, false);
+        let seed = include_str!("../../../../fuzz/seeds/report_html/report-ping-full.json");
+        let mut r: Report = read_report(|| Ok(seed.as_bytes())).expect("the ping report seed reads");
+        r.results = Results::Load(l);
+        let mut out = Vec::new();
+        super::report(&[50.0, 99.0], &r, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let all = text.lines().find(|l| l.trim_start().starts_with("all ")).expect("an all row");
+        let cells: Vec<&str> = all.split_whitespace().collect();
+        assert_eq!(&cells[..3], &["all", "100.0", "-"], "{text}");
+        let cursor = text.lines().find(|l| l.trim_start().starts_with("cursor ")).expect("a cursor row");
+        assert_eq!(cursor.split_whitespace().nth(2), Some("128"), "{text}");
+    }
 }

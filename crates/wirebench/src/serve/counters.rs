@@ -88,36 +88,76 @@ impl Counters {
     }
 }
 
+/// `1 stream`, `2 streams`, `0 streams`: the stop line reads as English at every count.
+fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 impl std::fmt::Display for CounterSnapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "answered {} udp + {} tcp probes on {} tcp connections; dropped {} malformed, {} foreign, {} other-version, {} not-a-probe; {} send errors; {} streams, {} control errors",
+            "answered {} udp + {} tcp probes on {}; dropped {} malformed, {} foreign, {} other-version, {} not-a-probe; {}; {}, {}",
             self.udp_probes,
             self.tcp_probes,
-            self.tcp_connections,
+            counted(self.tcp_connections, "tcp connection", "tcp connections"),
             self.malformed,
             self.foreign,
             self.bad_version,
             self.unexpected_kind,
-            self.send_errors,
-            self.streams,
-            self.control_errors
+            counted(self.send_errors, "send error", "send errors"),
+            counted(self.streams, "stream", "streams"),
+            counted(self.control_errors, "control error", "control errors"),
         )?;
         let refusals = [
-            (self.refused_connections, "connections refused at the cap"),
-            (self.timed_out, "connections timed out"),
-            (self.refused_sessions, "sessions refused"),
-            (self.auth_failures, "token failures"),
-            (self.old_clients, "old clients"),
-            (self.bad_knocks, "bad knocks"),
-            (self.accept_errors, "accept errors"),
-            (self.unauthenticated, "unauthenticated probes"),
-            (self.kernel_drops, "datagrams dropped by the kernel (receive buffer full)"),
+            (self.refused_connections, "connection refused at the cap", "connections refused at the cap"),
+            (self.timed_out, "connection timed out", "connections timed out"),
+            (self.refused_sessions, "session refused", "sessions refused"),
+            (self.auth_failures, "token failure", "token failures"),
+            (self.old_clients, "old client", "old clients"),
+            (self.bad_knocks, "bad knock", "bad knocks"),
+            (self.accept_errors, "accept error", "accept errors"),
+            (self.unauthenticated, "unauthenticated probe", "unauthenticated probes"),
+            (
+                self.kernel_drops,
+                "datagram dropped by the kernel (receive buffer full)",
+                "datagrams dropped by the kernel (receive buffer full)",
+            ),
         ];
-        for (n, what) in refusals.iter().filter(|(n, _)| *n > 0) {
-            write!(f, "; {n} {what}")?;
+        for (n, one, many) in refusals.iter().filter(|(n, ..)| *n > 0) {
+            write!(f, "; {}", counted(*n, one, many))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CounterSnapshot;
+
+    /// One of a thing is singular in the stop line, every other count plural (a serve that
+    /// refused one token printed "1 token failures").
+    #[test]
+    fn the_stop_line_counts_in_english() {
+        let one = CounterSnapshot {
+            tcp_connections: 1,
+            send_errors: 1,
+            streams: 1,
+            control_errors: 1,
+            refused_sessions: 1,
+            auth_failures: 1,
+            ..CounterSnapshot::default()
+        };
+        assert_eq!(
+            one.to_string(),
+            "answered 0 udp + 0 tcp probes on 1 tcp connection; dropped 0 malformed, 0 foreign, 0 other-version, \
+             0 not-a-probe; 1 send error; 1 stream, 1 control error; 1 session refused; 1 token failure"
+        );
+        let two = CounterSnapshot { tcp_connections: 2, streams: 2, auth_failures: 2, ..CounterSnapshot::default() };
+        assert_eq!(
+            two.to_string(),
+            "answered 0 udp + 0 tcp probes on 2 tcp connections; dropped 0 malformed, 0 foreign, 0 other-version, \
+             0 not-a-probe; 0 send errors; 2 streams, 0 control errors; 2 token failures"
+        );
     }
 }

@@ -117,7 +117,14 @@ impl Drop for Held<'_> {
 }
 
 /// Reads one frame of at most 4 KiB that must arrive within the first-frame timeout.
-fn first_frame(conn: &mut TcpStream, prefix: &[u8], shared: &Shared) -> Result<Control, Refused> {
+/// The next frame of the handshake; a client that closed (or reset) instead is counted in
+/// `gone`.
+fn first_frame(
+    conn: &mut TcpStream,
+    prefix: &[u8],
+    shared: &Shared,
+    gone: fn(&Counters) -> &AtomicU64,
+) -> Result<Control, Refused> {
     let within = shared.cfg.first_frame_timeout;
     let b = Bounds { max_body: control::MAX_FIRST_BODY, within, stop: Some(shared.shutdown.flag()) };
     let since = Instant::now();
@@ -129,7 +136,7 @@ fn first_frame(conn: &mut TcpStream, prefix: &[u8], shared: &Shared) -> Result<C
             Err(e) if e.kind() == io::ErrorKind::InvalidData => {
                 return Err(Refused(control_errors, Some(format!("bad control frame: {e}"))));
             }
-            Err(_) => return Err(Refused(control_errors, None)),
+            Err(_) => return Err(Refused(gone, None)),
         }
     }
 }
@@ -140,7 +147,7 @@ fn send(conn: &mut TcpStream, m: &Control, shared: &Shared) -> Result<(), Refuse
 
 /// `hello`, `challenge`, `start`: the request, checked against the token and serve's rules.
 fn handshake(conn: &mut TcpStream, prefix: &[u8], shared: &Shared) -> Result<Admitted, Refused> {
-    let Control::Hello { nonce: nc } = first_frame(conn, prefix, shared)? else {
+    let Control::Hello { nonce: nc } = first_frame(conn, prefix, shared, control_errors)? else {
         return Err(Refused(control_errors, Some("expected hello first".into())));
     };
     let cfg = &shared.cfg;
@@ -153,8 +160,11 @@ fn handshake(conn: &mut TcpStream, prefix: &[u8], shared: &Shared) -> Result<Adm
     let ns = handshake::hex(&ns);
     let proof = shared.key.as_ref().map(|k| handshake::serve_proof(k, &nc, &ns));
     send(conn, &Control::Challenge { nonce: ns.clone(), auth: shared.key.is_some(), proof }, shared)?;
-    let (tag, next) = match first_frame(conn, &[], shared)? {
-        Control::Auth { tag } => (Some(tag), first_frame(conn, &[], shared)?),
+    // A wirebench client asked for the token leaves here when it has none, or another (it
+    // checks serve's proof before it answers): a token failure, not a control error.
+    let gone = if shared.key.is_some() { auth_failures } else { control_errors };
+    let (tag, next) = match first_frame(conn, &[], shared, gone)? {
+        Control::Auth { tag } => (Some(tag), first_frame(conn, &[], shared, control_errors)?),
         other => (None, other),
     };
     let Control::Start(req) = next else {

@@ -179,6 +179,33 @@ fn the_token_is_a_challenge_response() {
     assert_eq!(srv.stop().auth_failures, 2);
 }
 
+/// A `wirebench stream` without the token, or with another, leaves after serve's challenge
+/// (it never sends a tag serve could reject): serve counts both as token failures, not as
+/// control errors, so its stop line says what happened. A client that leaves there when
+/// serve has no token is still a control error.
+#[test]
+fn clients_without_the_token_count_as_token_failures() {
+    let srv = serve_with(|c| c.token = Some("s3cret".into()));
+    let target = srv.local_addr().to_string();
+    let r = wirebench(&["stream", &target, "--count", "10", "-q", "--no-hiccup"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.err.contains("needs a token"), "{}", r.err);
+    let r = wirebench(&["stream", &target, "--count", "10", "-q", "--no-hiccup", "--token", "wrong"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.err.contains("could not prove it knows the token"), "{}", r.err);
+    until("both clients counted", 10 * SECOND, || srv.counters().auth_failures == 2);
+    let c = srv.stop();
+    assert_eq!((c.auth_failures, c.control_errors), (2, 0));
+    assert!(c.to_string().contains("; 2 token failures"), "{c}");
+
+    let open = serve_with(|_| {});
+    let (conn, m) = hello(open.local_addr());
+    assert!(matches!(m, Control::Challenge { auth: false, .. }), "{m:?}");
+    drop(conn);
+    until("the early close counted", 10 * SECOND, || open.counters().control_errors == 1);
+    assert_eq!(open.stop().auth_failures, 0);
+}
+
 /// An old (control version 1) client is told to upgrade, in the framing it reads.
 #[test]
 fn an_old_client_is_told_to_upgrade() {

@@ -12,6 +12,25 @@ fn ping_results(path: &std::path::Path) -> (serde_json::Value, Report) {
     (v, r)
 }
 
+/// `--quiet` prints each responder's line with the same counts as the full output, the
+/// duplicates included (it used to stop at `late N`).
+#[test]
+fn quiet_prints_the_counts_of_the_full_line() {
+    let srv = serve();
+    let target = srv.local_addr().to_string();
+    let args = ["ping", &target, "--count", "200", "--warmup", "10", "--no-hiccup"];
+    let quiet = wirebench(&[&args[..], &["-q"]].concat());
+    assert_eq!(quiet.code, 0, "{quiet:?}");
+    let line = quiet.out.lines().find(|l| l.starts_with(&format!("{target}: "))).expect("a responder line");
+    assert!(line.ends_with("| count 200 lost 0 late 0 dup 0"), "{line}");
+    let full = wirebench(&args);
+    assert_eq!(full.code, 0, "{full:?}");
+    let counts = |l: &str| l.rsplit_once(" | ").map(|(_, c)| c.to_owned());
+    let full_line = full.out.lines().find(|l| l.starts_with(&format!("{target}: "))).expect("a responder line");
+    assert_eq!(counts(line), counts(full_line), "{line}\n{full_line}");
+    assert!(srv.stop().udp_probes >= 2 * 210, "both runs' probes and warm-ups were answered");
+}
+
 #[test]
 fn udp_closed_loop_counts_add_up() {
     let srv = serve();
