@@ -84,12 +84,47 @@ pub fn interfaces_towards(peers: &[SocketAddr], interface: Option<&str>) -> Vec<
     out
 }
 
+/// The command line as a report saves it (reports are shared and committed): the values of
+/// `--token`, the values of `--header`/`-H` (`Name: ***`) and `--cookie` (`NAME=***`)
+/// hidden, a URL's password shown as `***`.
+pub fn command_line(argv: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(argv.len());
+    let mut hide: Option<&str> = None;
+    for a in argv {
+        if let Some(flag) = hide.take() {
+            out.push(hidden(flag, a));
+            continue;
+        }
+        let secret = |f: &str| ["--token", "--header", "-H", "--cookie"].contains(&f);
+        let shown = match a.split_once('=') {
+            Some((f, v)) if f.starts_with("--") && secret(f) => format!("{f}={}", hidden(f, v)),
+            _ if secret(a) => {
+                hide = Some(a);
+                a.clone()
+            }
+            _ if a.starts_with("-H") && a.len() > 2 => format!("-H{}", hidden("-H", &a[2..])),
+            _ => wirebench_core::load::vars::mask_password(a),
+        };
+        out.push(shown);
+    }
+    out
+}
+
+/// A secret flag's value as saved: a header keeps its name, a cookie its name.
+fn hidden(flag: &str, v: &str) -> String {
+    match flag {
+        "--header" | "-H" => v.split_once(':').map_or_else(|| "***".to_owned(), |(n, _)| format!("{n}: ***")),
+        "--cookie" => v.split_once('=').map_or_else(|| "***".to_owned(), |(n, _)| format!("{n}=***")),
+        _ => "***".to_owned(),
+    }
+}
+
 /// The report's `meta` for a run that started at `started` and took `duration_ns`.
 pub fn meta(argv: &[String], started: SystemTime, duration_ns: u64) -> Meta {
     Meta {
         tool: "wirebench".into(),
         version: env!("CARGO_PKG_VERSION").into(),
-        command_line: argv.to_vec(),
+        command_line: command_line(argv),
         started_at: humantime::format_rfc3339_micros(started).to_string(),
         duration_ns,
         host: capture(),
@@ -117,4 +152,51 @@ pub fn meta_towards(argv: &[String], started: SystemTime, duration_ns: u64, peer
     let mut m = meta(argv, started, duration_ns);
     m.host.interfaces = interfaces_towards(peers, None);
     m
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_saved_command_line_hides_tokens_headers_cookies_and_passwords() {
+        let argv: Vec<String> = [
+            "wirebench",
+            "ping",
+            "h:1",
+            "--token",
+            "s3cret",
+            "--token=s3cret",
+            "-H",
+            "Authorization: Bearer s3cret",
+            "-HX-Key: s3cret",
+            "--header=X: s3cret",
+            "--cookie",
+            "session=s3cret",
+            "--json",
+            "--token.json",
+            "ws://ann:s3cret@h/r",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let saved = super::command_line(&argv);
+        assert_eq!(
+            saved,
+            [
+                "wirebench",
+                "ping",
+                "h:1",
+                "--token",
+                "***",
+                "--token=***",
+                "-H",
+                "Authorization: ***",
+                "-HX-Key: ***",
+                "--header=X: ***",
+                "--cookie",
+                "session=***",
+                "--json",
+                "--token.json",
+                "ws://ann:***@h/r",
+            ]
+        );
+    }
 }

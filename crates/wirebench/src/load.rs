@@ -232,7 +232,7 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
             cfg.arrivals.name(),
             Span(cfg.duration),
             if cfg.ramp.is_zero() { "with no ramp".to_owned() } else { format!("after a {} ramp", Span(cfg.ramp)) },
-            cfg.url
+            wirebench_core::load::vars::mask_password(&cfg.url)
         )?;
         if let Some(s) = cfg.sharding.shard {
             let p = &cfg.sharding.part;
@@ -354,12 +354,13 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
     Ok(frame.report(series, &seconds, outcome))
 }
 
-/// This process's first client and the URL it tried, every placeholder expanded, for the
-/// messages of a run that could not connect (the template itself, `{user}` and all, names
-/// no address anyone tried).
+/// This process's first client and the URL it tried, for the messages of a run that could
+/// not connect: `{client}` and `{room}` expanded (the template alone names no address anyone
+/// tried), the `--tokens` columns left as `{name}` and a password masked (they may be
+/// secrets: this line reaches terminals and CI logs).
 fn first_url(cfg: &Config) -> (u64, String) {
     let client = cfg.sharding.part.clients.start;
-    (client, cfg.connect.url(client, client / cfg.room_size.max(1)))
+    (client, cfg.connect.shown_url(client, client / cfg.room_size.max(1)))
 }
 
 /// `1 attempt`, `20 attempts`.

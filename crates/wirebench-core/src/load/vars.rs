@@ -266,6 +266,34 @@ impl Pattern {
         self.expand_into(client, room, row, &mut s);
         s
     }
+
+    /// The pattern for `client` in `room` as messages show it: `{client}` and `{room}`
+    /// expanded, each column left as `{name}` (`names`: the table's), since any column may
+    /// be a secret (a token) that must not reach a terminal or a CI log.
+    pub fn shown(&self, client: u64, room: u64, names: &[String]) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        for p in &self.parts {
+            let _ = match p {
+                Part::Text(t) => write!(out, "{t}"),
+                Part::Client => write!(out, "{client}"),
+                Part::Room => write!(out, "{room}"),
+                Part::Column(i) => write!(out, "{{{}}}", names.get(*i).map_or("column", String::as_str)),
+            };
+        }
+        out
+    }
+}
+
+/// `url` with the password of its userinfo (`ws://user:password@host/`) shown as `***`.
+pub fn mask_password(url: &str) -> String {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let end = url[start..].find(['/', '?', '#']).map_or(url.len(), |i| start + i);
+    let Some(at) = url[start..end].rfind('@').map(|i| start + i) else { return url.to_owned() };
+    match url[start..at].find(':') {
+        Some(colon) => format!("{}:***{}", &url[..start + colon], &url[at..]),
+        None => url.to_owned(),
+    }
 }
 
 #[cfg(test)]
@@ -284,6 +312,19 @@ mod tests {
         let plain = Pattern::parse("Bearer x", &[], false).unwrap();
         assert!(plain.is_constant());
         assert_eq!(plain.expand(3, 0, &[]), "Bearer x");
+    }
+
+    #[test]
+    fn messages_show_columns_as_placeholders_and_mask_passwords() {
+        let names = cols(&["token", "user"]);
+        let p = Pattern::parse("ws://h:1/rooms/{room}?user={user}&t={token}&c={client}", &names, true).unwrap();
+        assert_eq!(p.expand(7, 1, &cols(&["s3cret", "ann"])), "ws://h:1/rooms/1?user=ann&t=s3cret&c=7");
+        assert_eq!(p.shown(7, 1, &names), "ws://h:1/rooms/1?user={user}&t={token}&c=7");
+        assert_eq!(mask_password("wss://ann:s3cret@h:1/r?x=a:b@c"), "wss://ann:***@h:1/r?x=a:b@c");
+        assert_eq!(mask_password("wss://a:b:c@d@h/"), "wss://a:***@h/", "the last @ ends the userinfo");
+        assert_eq!(mask_password("ws://ann@h/p"), "ws://ann@h/p", "no password");
+        assert_eq!(mask_password("ws://h:1/p?u=a:b@c"), "ws://h:1/p?u=a:b@c", "an @ past the authority");
+        assert_eq!(mask_password("not a url"), "not a url");
     }
 
     #[test]

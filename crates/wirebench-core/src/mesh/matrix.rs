@@ -5,6 +5,14 @@
 //! lost not equal to sent, percentiles out of order, a histogram that disagrees with its
 //! counts or is wider than a mesh histogram can be) is refused whole, and its row shows
 //! why.
+//!
+//! What the matrix holds is bounded ([`MatrixBuilder::with_budget`]): each cell costs
+//! [`CELL_BYTES`] plus its histogram's text (a histogram is decoded to check it and again,
+//! one at a time, to merge it in [`MatrixBuilder::finish`]; never kept decoded: a decoded
+//! mesh histogram is 64 KiB for microsecond round trips, up to about 200 KiB for one that
+//! claims the longest timeout, from a text of a hundred bytes), each node [`NODE_BYTES`]
+//! plus its labels. A report that would pass the budget is refused whole
+//! ([`Refused::Budget`]), checked cell by cell as it is read.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read as _;
@@ -27,13 +35,51 @@ use crate::report::{
 pub const MAX_CELLS: usize = 3 * super::peer::MAX_PEERS;
 /// Longest histogram text accepted in a cell.
 const MAX_HISTOGRAM_TEXT: usize = 64 << 10;
+/// What one cell costs the budget besides its histogram's text: the cell, its key and the
+/// map's share (rounded up), and the cell it becomes in the results.
+pub const CELL_BYTES: usize = 256;
+/// What one node costs the budget besides its address, name and zone (twice: the builder's
+/// and the index's copy of the address).
+pub const NODE_BYTES: usize = 256;
 
 #[derive(Debug, Clone)]
 struct Cell {
     sent: u64,
     lost: u64,
     rtt: Option<RttSummary>,
-    histogram: Option<(String, Histogram<u64>)>,
+    /// The histogram's text, checked (decoded again to merge).
+    histogram: Option<String>,
+}
+
+/// Why a report was not added.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// Its numbers do not add up, or it is another API version: why.
+    Invalid(String),
+    /// Keeping it would take the matrix past its budget.
+    Budget {
+        /// The budget, bytes.
+        budget: usize,
+        /// What the matrix held before it, bytes.
+        held: usize,
+    },
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Invalid(why) => f.write_str(why),
+            Self::Budget { budget, held } => {
+                write!(f, "the matrix holds {held} of its {budget} bytes: this row would pass them")
+            }
+        }
+    }
+}
+
+impl From<String> for Refused {
+    fn from(why: String) -> Self {
+        Self::Invalid(why)
+    }
 }
 
 /// Collects rows, then [`Self::finish`]es into [`MeshResults`].
@@ -45,6 +91,11 @@ pub struct MatrixBuilder {
     cells: BTreeMap<(usize, usize, Proto), Cell>,
     window_ns: Option<u64>,
     window_start: Option<u64>,
+    /// Bytes the matrix may hold, and holds.
+    budget: usize,
+    held: usize,
+    /// Agents not asked or not kept (by their node index): named `skipped`, not unreachable.
+    skipped: Vec<usize>,
 }
 
 fn check_node(r: &NodeRef) -> Result<(), String> {
@@ -93,12 +144,32 @@ impl MatrixBuilder {
             cells: BTreeMap::new(),
             window_ns: None,
             window_start: None,
+            budget: usize::MAX,
+            held: 0,
+            skipped: Vec::new(),
         }
+    }
+
+    /// The same, holding at most `bytes` (see the module's doc for what counts).
+    #[must_use]
+    pub fn with_budget(mut self, bytes: usize) -> Self {
+        self.budget = bytes;
+        self
+    }
+
+    /// Bytes held so far, as the budget counts them.
+    pub fn held(&self) -> usize {
+        self.held
+    }
+
+    fn node_bytes(r: &NodeRef) -> usize {
+        NODE_BYTES + 2 * r.addr.len() + r.name.as_ref().map_or(0, String::len) + r.zone.as_ref().map_or(0, String::len)
     }
 
     /// The index of node `r`, added if new; labels fill in as sources learn them.
     pub fn node(&mut self, r: &NodeRef) -> usize {
         let i = *self.index.entry(r.addr.clone()).or_insert_with(|| {
+            self.held = self.held.saturating_add(Self::node_bytes(r));
             self.nodes.push(MeshNode { addr: r.addr.clone(), name: None, zone: None, reported: false, error: None });
             self.nodes.len() - 1
         });
@@ -113,34 +184,42 @@ impl MatrixBuilder {
     }
 
     /// Adds one agent's `/v1/matrix`, or refuses it whole with the reason.
-    pub fn add_report(&mut self, rep: &MatrixReport) -> Result<(), String> {
+    pub fn add_report(&mut self, rep: &MatrixReport) -> Result<(), Refused> {
         if rep.api_version != API_VERSION {
-            return Err(format!("API version {} (this build reads {API_VERSION})", rep.api_version));
+            return Err(format!("API version {} (this build reads {API_VERSION})", rep.api_version).into());
         }
         check_node(&rep.agent)?;
         if rep.cells.len() > MAX_CELLS {
-            return Err(format!("{} cells (at most {MAX_CELLS})", rep.cells.len()));
+            return Err(format!("{} cells (at most {MAX_CELLS})", rep.cells.len()).into());
         }
-        let mut cells = Vec::with_capacity(rep.cells.len());
+        // What keeping it costs, counted as it is read (the nodes at most: some may be known).
+        let left = self.budget.saturating_sub(self.held);
+        let over = Refused::Budget { budget: self.budget, held: self.held };
+        let mut cost = Self::node_bytes(&rep.agent);
+        let mut cells = Vec::new();
         for c in &rep.cells {
+            cost += CELL_BYTES + Self::node_bytes(&c.peer) + c.histogram.as_ref().map_or(0, String::len);
+            if cost > left {
+                return Err(over);
+            }
             check_node(&c.peer)?;
             let bad = |why: &str| format!("cell to {} ({}): {why}", c.peer.addr, c.proto.name());
             if c.received.checked_add(c.lost) != Some(c.sent) {
-                return Err(bad("received + lost != sent"));
+                return Err(bad("received + lost != sent").into());
             }
             if let Some(r) = &c.rtt
                 && (r.count != c.received || !(r.min_ns <= r.p50_ns && r.p50_ns <= r.p99_ns && r.p99_ns <= r.max_ns))
             {
-                return Err(bad("round-trip summary disagrees with itself or the counts"));
+                return Err(bad("round-trip summary disagrees with itself or the counts").into());
             }
             let histogram = match &c.histogram {
                 None => None,
                 Some(text) => {
                     let h = decode_mesh_histogram(text).map_err(|e| bad(&e))?;
                     if h.len() != c.received || RttSummary::of(&h) != c.rtt {
-                        return Err(bad("histogram disagrees with the counts"));
+                        return Err(bad("histogram disagrees with the counts").into());
                     }
-                    Some((text.clone(), h))
+                    Some(text.clone())
                 }
             };
             cells.push((c, Cell { sent: c.sent, lost: c.lost, rtt: c.rtt, histogram }));
@@ -158,7 +237,11 @@ impl MatrixBuilder {
         for (c, cell) in cells {
             let dst = self.node(&c.peer);
             if dst != src {
-                self.cells.insert((src, dst, c.proto), cell);
+                let text = cell.histogram.as_ref().map_or(0, String::len);
+                if let Some(old) = self.cells.insert((src, dst, c.proto), cell) {
+                    self.held = self.held.saturating_sub(CELL_BYTES + old.histogram.map_or(0, |t| t.len()));
+                }
+                self.held = self.held.saturating_add(CELL_BYTES + text);
             }
         }
         if let Some(w) = rep.window {
@@ -172,6 +255,20 @@ impl MatrixBuilder {
     /// the one node at `ip` whose row is missing (several agents can share an address on
     /// one host), else listed under `label`. Call after every report is added.
     pub fn add_unreachable(&mut self, ip: Option<IpAddr>, label: &str, why: &str) {
+        self.missing(ip, label, why);
+    }
+
+    /// An agent whose row is missing because it was not asked or not kept (the budget was
+    /// spent, or the run was stopped): matched as [`Self::add_unreachable`] does, and named
+    /// `skipped`, not unreachable. Call after every report is added.
+    pub fn add_skipped(&mut self, ip: Option<IpAddr>, label: &str, why: &str) {
+        let i = self.missing(ip, label, why);
+        if !self.nodes[i].reported {
+            self.skipped.push(i);
+        }
+    }
+
+    fn missing(&mut self, ip: Option<IpAddr>, label: &str, why: &str) -> usize {
         let hits: Vec<usize> = self
             .nodes
             .iter()
@@ -188,6 +285,7 @@ impl MatrixBuilder {
         if !self.nodes[i].reported {
             self.nodes[i].error = Some(why.to_owned());
         }
+        i
     }
 
     /// A cell known only by its summary (Prometheus). Marks `src` as reported.
@@ -202,8 +300,10 @@ impl MatrixBuilder {
     ) {
         let (s, d) = (self.node(src), self.node(dst));
         self.nodes[s].reported = true;
-        if s != d {
-            self.cells.insert((s, d, proto), Cell { sent, lost: lost.min(sent), rtt, histogram: None });
+        if s != d
+            && self.cells.insert((s, d, proto), Cell { sent, lost: lost.min(sent), rtt, histogram: None }).is_none()
+        {
+            self.held = self.held.saturating_add(CELL_BYTES);
         }
     }
 
@@ -271,9 +371,10 @@ impl MatrixBuilder {
                 _ => CellVerdict::Unknown,
             };
             grid.set(src, dst, worse);
-            if let Some((_, h)) = &c.histogram {
+            // Checked when it was added: decoded again, one at a time.
+            if let Some(h) = c.histogram.as_deref().and_then(|t| decode_mesh_histogram(t).ok()) {
                 let m = merged.entry(proto).or_insert_with(crate::latency::histogram);
-                let _ = m.add(h);
+                let _ = m.add(&h);
             }
             cells.push(MeshCell {
                 src,
@@ -282,7 +383,7 @@ impl MatrixBuilder {
                 sent: c.sent,
                 lost: c.lost,
                 rtt: c.rtt,
-                histogram: c.histogram.as_ref().map(|(text, _)| text.clone()),
+                histogram: c.histogram.clone(),
                 verdict: match v {
                     CellVerdict::Good => "good",
                     CellVerdict::Bad => "bad",
@@ -296,7 +397,9 @@ impl MatrixBuilder {
         if any_multicast {
             named.extend(describe("multicast", &multicast, &nodes));
         }
-        let mut problems = no_rows(&self.source, &nodes, &named);
+        let judged = cells.iter().any(|c| c.verdict != "unknown");
+        let skipped: Vec<bool> = order.iter().map(|o| self.skipped.contains(o)).collect();
+        let mut problems = no_rows(&self.source, &nodes, &skipped, &named, judged, t.min_probes);
         problems.extend(named);
         let combined = merged
             .into_iter()
@@ -322,23 +425,34 @@ impl MatrixBuilder {
     }
 }
 
-/// The agents asked that gave no row (unless a verdict already names the node down), and,
-/// when no agent gave one, that there is no matrix: a status that heard from nobody must not
-/// read as healthy.
-fn no_rows(source: &str, nodes: &[MeshNode], named: &[MeshProblem]) -> Vec<MeshProblem> {
+/// The agents asked that gave no row (unless a verdict already names the node down; those
+/// not asked or not kept are `skipped`), and,
+/// when no agent gave one, that there is no matrix; when rows came but no cell in them is
+/// judged (none has `min_probes`: no window closed yet, or every cell too thin), that
+/// nothing is judged yet. A status that heard nothing judgeable must not read as
+/// healthy.
+fn no_rows(
+    source: &str,
+    nodes: &[MeshNode],
+    skipped: &[bool],
+    named: &[MeshProblem],
+    judged: bool,
+    min_probes: u64,
+) -> Vec<MeshProblem> {
     let mut out: Vec<MeshProblem> = nodes
         .iter()
         .enumerate()
         .filter(|(i, n)| !n.reported && !named.iter().any(|p| p.down && p.nodes.contains(i)))
         .filter_map(|(i, n)| {
             let why = n.error.as_deref()?;
+            let kind = if skipped[i] { "skipped" } else { "unreachable" };
             Some(MeshProblem {
                 scope: "agents".into(),
-                kind: "unreachable".into(),
+                kind: kind.into(),
                 nodes: vec![i],
                 zones: n.zone.iter().cloned().collect(),
                 down: false,
-                summary: format!("agent {} unreachable: {why}", n.label()),
+                summary: format!("agent {} {kind}: {why}", n.label()),
             })
         })
         .collect();
@@ -355,6 +469,17 @@ fn no_rows(source: &str, nodes: &[MeshNode], named: &[MeshProblem]) -> Vec<MeshP
             zones: Vec::new(),
             down: false,
             summary: summary.into(),
+        });
+    } else if !judged {
+        out.push(MeshProblem {
+            scope: "agents".into(),
+            kind: "not_judged".into(),
+            nodes: Vec::new(),
+            zones: Vec::new(),
+            down: false,
+            summary: format!(
+                "no cell judged yet: no closed window holds {min_probes} probes of any cell (just started? wait one window)"
+            ),
         });
     }
     out
@@ -424,211 +549,4 @@ fn describe(scope: &str, grid: &Grid, nodes: &[MeshNode]) -> Vec<MeshProblem> {
 }
 
 #[cfg(test)]
-#[allow(clippy::cast_possible_truncation)]
-mod tests {
-    use super::*;
-    use crate::mesh::api::{CellReport, WindowRef};
-    use crate::mesh::window::histogram_of;
-
-    fn node(i: usize) -> NodeRef {
-        NodeRef { addr: format!("10.0.0.{i}:7878"), name: Some(format!("n{i}")), zone: None }
-    }
-
-    fn cell(peer: usize, proto: Proto, samples: &[u32], lost: u64) -> CellReport {
-        let h = histogram_of(samples);
-        let received = samples.len() as u64;
-        CellReport {
-            peer: node(peer),
-            proto,
-            sent: received + lost,
-            received,
-            lost,
-            late: 0,
-            duplicates: 0,
-            rtt: RttSummary::of(&h),
-            histogram: (received > 0).then(|| encode_histogram(&h)),
-        }
-    }
-
-    fn report(me: usize, cells: Vec<CellReport>) -> MatrixReport {
-        MatrixReport {
-            api_version: API_VERSION,
-            agent: node(me),
-            window: Some(WindowRef { index: 3, len_ns: 10_000_000_000, start_unix_ns: 1_000 + me as u64 }),
-            cells,
-        }
-    }
-
-    /// Four agents; node 4's agent is down and nobody reaches it.
-    fn fleet() -> MatrixBuilder {
-        let mut b = MatrixBuilder::new("agents");
-        for me in 1..=3 {
-            let mut cells = Vec::new();
-            for peer in (1..=4).filter(|&p| p != me) {
-                let (samples, lost): (Vec<u32>, u64) =
-                    if peer == 4 { (vec![], 10) } else { ((1..=10).map(|i| me as u32 * 1000 + i).collect(), 0) };
-                cells.push(cell(peer, Proto::Udp, &samples, lost));
-            }
-            b.add_report(&report(me, cells)).unwrap();
-        }
-        b.add_unreachable(Some("10.0.0.4".parse().unwrap()), "http://10.0.0.4:9878", "connection refused");
-        b
-    }
-
-    #[test]
-    fn merges_rows_and_names_a_dead_node() {
-        let r = fleet().finish(&Thresholds::default());
-        assert_eq!(r.nodes.iter().map(MeshNode::label).collect::<Vec<_>>(), ["n1", "n2", "n3", "n4"]);
-        assert!(!r.nodes[3].reported && r.nodes[3].error.as_deref() == Some("connection refused"));
-        assert_eq!(r.cells.len(), 9);
-        assert_eq!(r.window_start_unix_ns, Some(1_003));
-        assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
-        assert_eq!((r.problems[0].kind.as_str(), r.problems[0].down), ("node", true));
-        assert_eq!(r.problems[0].summary, "unicast node n4: agent unreachable and column bad (3/3)");
-        // Exact merge: 60 samples, 1001..1010, 2001..2010, 3001..3010 twice each.
-        let all = &r.combined[0].latency.summary;
-        assert_eq!(all.count, 60);
-        let mut h = crate::latency::histogram();
-        for me in 1..=3u64 {
-            for i in 1..=10 {
-                h.record_n(me * 1000 + i, 2).unwrap();
-            }
-        }
-        assert_eq!(all.at(50.0), Some(crate::latency::percentile::value_at_percentile(&h, 50.0)));
-        assert_eq!(all.max_ns, h.max());
-    }
-
-    #[test]
-    fn no_agent_answering_is_no_matrix_not_no_problems() {
-        // The only agent asked did not answer (issue 11: "1 nodes, 0 reporting" read
-        // "verdict: no problems").
-        let mut b = MatrixBuilder::new("agents");
-        b.add_unreachable(Some("127.0.0.1".parse().unwrap()), "http://127.0.0.1:9/", "connection refused");
-        let r = b.finish(&Thresholds::default());
-        assert!(!r.has_rows());
-        let named: Vec<(&str, &str, &str)> =
-            r.problems.iter().map(|p| (p.scope.as_str(), p.kind.as_str(), p.summary.as_str())).collect();
-        assert_eq!(
-            named,
-            [
-                ("agents", "unreachable", "agent http://127.0.0.1:9/ unreachable: connection refused"),
-                ("agents", "no_matrix", "no agent gave its row: no matrix to judge"),
-            ]
-        );
-        assert_eq!(r.problems[0].nodes, [0]);
-        // Prometheus with no series of any agent: nothing asked, nothing to judge.
-        let r = MatrixBuilder::new("prometheus").finish(&Thresholds::default());
-        assert!(r.nodes.is_empty() && !r.has_rows());
-        assert_eq!(r.problems.len(), 1);
-        assert_eq!(r.problems[0].summary, "Prometheus holds no current scrape of any agent: no matrix to judge");
-    }
-
-    #[test]
-    fn an_unreachable_agent_whose_node_answers_is_named_and_a_dead_node_once() {
-        // n4's agent API is down, but n4 still answers every probe: no node problem, and the
-        // agent is still named (before: "no problems").
-        let mut b = MatrixBuilder::new("agents");
-        for me in 1..=3 {
-            let cells = (1..=4).filter(|&p| p != me).map(|p| cell(p, Proto::Udp, &[100; 10], 0)).collect();
-            b.add_report(&report(me, cells)).unwrap();
-        }
-        b.add_unreachable(Some("10.0.0.4".parse().unwrap()), "http://10.0.0.4:9878", "HTTP 503");
-        let r = b.finish(&Thresholds::default());
-        assert!(r.has_rows());
-        let named: Vec<&str> = r.problems.iter().map(|p| p.summary.as_str()).collect();
-        assert_eq!(named, ["agent n4 unreachable: HTTP 503"]);
-        // A dead node (nobody reaches it either) is named once, as the node down.
-        let r = fleet().finish(&Thresholds::default());
-        let named: Vec<&str> = r.problems.iter().map(|p| p.summary.as_str()).collect();
-        assert_eq!(named, ["unicast node n4: agent unreachable and column bad (3/3)"]);
-        // A node only known as a peer (its agent not asked) is not an unreachable agent.
-        let mut b = MatrixBuilder::new("agents");
-        b.add_report(&report(1, vec![cell(2, Proto::Udp, &[100; 10], 0)])).unwrap();
-        assert!(b.finish(&Thresholds::default()).problems.is_empty());
-    }
-
-    #[test]
-    fn an_unreachable_agent_sharing_an_address_is_the_one_without_a_row() {
-        // Three agents on one host: 127.0.0.1:1, :2 and :3; the one on :3 is down.
-        let at = |p: u16| NodeRef { addr: format!("127.0.0.1:{p}"), name: None, zone: None };
-        let mut b = MatrixBuilder::new("agents");
-        for me in [1u16, 2] {
-            let cells = [1u16, 2, 3]
-                .into_iter()
-                .filter(|&p| p != me)
-                .map(|p| CellReport { peer: at(p), ..cell(0, Proto::Udp, &[100], 0) })
-                .collect();
-            b.add_report(&MatrixReport { agent: at(me), ..report(0, cells) }).unwrap();
-        }
-        b.add_unreachable(Some("127.0.0.1".parse().unwrap()), "http://127.0.0.1:9003", "refused");
-        let r = b.finish(&Thresholds::default());
-        assert_eq!(r.nodes.len(), 3);
-        assert_eq!((r.nodes[2].addr.as_str(), r.nodes[2].error.as_deref()), ("127.0.0.1:3", Some("refused")));
-    }
-
-    #[test]
-    fn nodes_sharing_a_name_are_shown_by_address() {
-        let mut b = MatrixBuilder::new("agents");
-        let same = |p: u16| NodeRef { addr: format!("127.0.0.1:{p}"), name: Some("vm".into()), zone: None };
-        b.add_report(&MatrixReport {
-            agent: same(1),
-            ..report(0, vec![CellReport { peer: same(2), ..cell(0, Proto::Udp, &[9], 0) }])
-        })
-        .unwrap();
-        let r = b.finish(&Thresholds::default());
-        assert_eq!(r.nodes.iter().map(MeshNode::label).collect::<Vec<_>>(), ["127.0.0.1:1", "127.0.0.1:2"]);
-    }
-
-    #[test]
-    fn reports_that_do_not_add_up_are_refused_whole() {
-        let mut b = MatrixBuilder::new("agents");
-        let mut c = cell(2, Proto::Tcp, &[5, 6, 7], 0);
-        c.sent = 4;
-        assert!(b.add_report(&report(1, vec![c])).unwrap_err().contains("received + lost"));
-        let mut c = cell(2, Proto::Tcp, &[5, 6, 7], 0);
-        c.histogram = Some(encode_histogram(&histogram_of(&[5, 6])));
-        assert!(b.add_report(&report(1, vec![c])).unwrap_err().contains("histogram disagrees"));
-        let mut wide = Histogram::<u64>::new_with_bounds(1, u64::MAX / 4, 5).unwrap();
-        wide.record(5).unwrap();
-        let mut c = cell(2, Proto::Tcp, &[5], 0);
-        c.histogram = Some(encode_histogram(&wide));
-        assert!(b.add_report(&report(1, vec![c])).unwrap_err().contains("wider or finer"));
-        let mut bad_peer = cell(2, Proto::Udp, &[5], 0);
-        bad_peer.peer.addr = "not an address".into();
-        assert!(b.add_report(&report(1, vec![bad_peer])).is_err());
-        let mut r = report(1, vec![]);
-        r.api_version = 9;
-        assert!(b.add_report(&r).is_err());
-        assert!(b.finish(&Thresholds::default()).nodes.is_empty(), "nothing of the refused reports kept");
-    }
-
-    #[test]
-    fn a_slow_pair_is_a_path_and_multicast_is_judged_apart() {
-        let mut b = MatrixBuilder::new("agents");
-        for me in 1..=3 {
-            let mut cells = Vec::new();
-            for peer in (1..=3).filter(|&p| p != me) {
-                let slow = me == 1 && peer == 2;
-                let samples: Vec<u32> = (0..10).map(|_| if slow { 50_000_000 } else { 20_000 }).collect();
-                cells.push(cell(peer, Proto::Udp, &samples, 0));
-                // n3 neither hears the group nor is heard on it.
-                if me == 3 || peer == 3 {
-                    cells.push(cell(peer, Proto::Multicast, &[], 10));
-                } else {
-                    cells.push(cell(peer, Proto::Multicast, &samples, 0));
-                }
-            }
-            b.add_report(&report(me, cells)).unwrap();
-        }
-        let r = b.finish(&Thresholds::default());
-        let summaries: Vec<&str> = r.problems.iter().map(|p| p.summary.as_str()).collect();
-        assert_eq!(
-            summaries,
-            [
-                "unicast path n1 -> n2",
-                "multicast node n3: row and column bad (row 2/2, column 2/2)",
-                "multicast path n1 -> n2",
-            ]
-        );
-    }
-}
+mod tests;

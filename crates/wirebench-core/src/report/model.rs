@@ -75,7 +75,7 @@ pub struct Meta {
     pub tool: String,
     /// Crate version.
     pub version: String,
-    /// The full command line.
+    /// The full command line, secrets hidden (`--token`, `--header`, `--cookie` values; URL passwords).
     pub command_line: Vec<String>,
     /// Start time, RFC 3339, UTC.
     pub started_at: String,

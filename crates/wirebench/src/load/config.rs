@@ -371,15 +371,20 @@ impl Config {
 
 /// Checks a `ws://HOST:PORT/PATH` URL and resolves its host once.
 pub fn resolve(url: &str) -> Result<SocketAddr, UsageError> {
-    let bad = |why: &str| usage(format!("URL '{url}' {why} (expected ws://HOST:PORT/PATH or wss://...)"));
+    // Shown with a password masked: this line reaches terminals and CI logs.
+    let shown = wirebench_core::load::vars::mask_password(url);
+    let bad = |why: &str| usage(format!("URL '{shown}' {why} (expected ws://HOST:PORT/PATH or wss://...)"));
     let (rest, default_port) = match (url.strip_prefix("ws://"), url.strip_prefix("wss://")) {
         (Some(r), _) => (r, 80),
         (None, Some(r)) => (r, 443),
         (None, None) => return Err(bad("is not a ws:// or wss:// URL")),
     };
     let authority = rest.split(['/', '?']).next().unwrap_or("");
-    if authority.is_empty() || authority.contains('@') {
+    if authority.is_empty() {
         return Err(bad("has no host"));
+    }
+    if authority.contains('@') {
+        return Err(bad("has a user or password before its host (give credentials with --header or --cookie)"));
     }
     let with_port = if authority.rsplit_once(':').is_some_and(|(_, p)| p.bytes().all(|b| b.is_ascii_digit())) {
         authority.to_owned()

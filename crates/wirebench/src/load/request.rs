@@ -21,7 +21,7 @@ use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 use tokio_tungstenite::tungstenite::handshake::client::Request;
 use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue, header};
-use wirebench_core::load::vars::{Pattern, Table};
+use wirebench_core::load::vars::{Pattern, Table, mask_password};
 
 use super::Args;
 use crate::error::UsageError;
@@ -268,6 +268,14 @@ impl Connect {
         self.url.expand(client, room, self.table.as_ref().map_or(&[][..], |t| t.row(client)))
     }
 
+    /// The same URL as messages show it: `{client}` and `{room}` expanded, the `--tokens`
+    /// columns left as `{name}` and a userinfo password as `***` (they may be secrets, and
+    /// messages reach terminals and CI logs).
+    pub fn shown_url(&self, client: u64, room: u64) -> String {
+        let names = self.table.as_ref().map_or(&[][..], |t| t.names());
+        mask_password(&self.url.shown(client, room, names))
+    }
+
     /// Client `client`'s handshake request for room `room`.
     pub fn request(&self, client: u64, room: u64) -> Result<Request, String> {
         let row = self.table.as_ref().map_or(&[][..], |t| t.row(client));
@@ -276,12 +284,16 @@ impl Connect {
 
     fn request_with(&self, client: u64, room: u64, row: &[String]) -> Result<Request, String> {
         let url = self.url.expand(client, room, row);
-        let mut req = url.as_str().into_client_request().map_err(|e| format!("URL '{url}' is not valid: {e}"))?;
+        let mut req = url
+            .as_str()
+            .into_client_request()
+            .map_err(|e| format!("URL '{}' is not valid: {e}", self.shown_url(client, room)))?;
+        let names = self.table.as_ref().map_or(&[][..], |t| t.names());
         let mut seen: Vec<&HeaderName> = Vec::with_capacity(self.headers.len());
         for (name, p) in &self.headers {
             let text = p.expand(client, room, row);
-            let value =
-                HeaderValue::from_str(&text).map_err(|_| format!("header {name}: '{text}' is not a valid value"))?;
+            let value = HeaderValue::from_str(&text)
+                .map_err(|_| format!("header {name}: '{}' is not a valid value", p.shown(client, room, names)))?;
             if seen.contains(&name) {
                 req.headers_mut().append(name.clone(), value);
             } else {

@@ -10,7 +10,7 @@ use wirebench_core::mesh::peer::check_label;
 use wirebench_core::mesh::plan::PlanConfig;
 use wirebench_core::mesh::verdict::Thresholds;
 use wirebench_core::mesh::window::MAX_TIMEOUT_NS;
-use wirebench_core::units::{MsgRate, Span};
+use wirebench_core::units::{ByteSize, MsgRate, Span};
 
 use crate::discovery::{self, KubeAccess, Source};
 use crate::error::UsageError;
@@ -318,6 +318,10 @@ pub struct StatusArgs {
     /// Longest wait for each agent (or Prometheus).
     #[arg(long, default_value = "5s")]
     pub timeout: Span,
+    /// Most the merged matrix may hold (each cell's histogram text and its bookkeeping);
+    /// agents past it are named skipped.
+    #[arg(long, default_value = "1GiB", value_name = "SIZE")]
+    pub max_matrix: ByteSize,
 }
 
 /// A validated status configuration.
@@ -337,6 +341,8 @@ pub struct StatusConfig {
     pub color: Option<bool>,
     /// Per-request timeout.
     pub timeout: Duration,
+    /// Bytes the merged matrix may hold.
+    pub max_matrix: usize,
 }
 
 fn base_url(s: &str) -> Result<hyper::Uri, UsageError> {
@@ -369,6 +375,10 @@ impl StatusConfig {
         if a.timeout.0 < Duration::from_millis(1) || a.timeout.0 > Duration::from_secs(300) {
             return Err(UsageError("--timeout must be between 1ms and 5m".into()));
         }
+        let max_matrix = usize::try_from(a.max_matrix.0).unwrap_or(usize::MAX);
+        if max_matrix < 1024 {
+            return Err(UsageError("--max-matrix must be at least 1KiB".into()));
+        }
         Ok(Self {
             agents: a.agents.iter().map(|s| base_url(s)).collect::<Result<_, _>>()?,
             prometheus: a.prometheus.as_deref().map(base_url).transpose()?,
@@ -381,6 +391,7 @@ impl StatusConfig {
             json: a.json.clone(),
             color,
             timeout: a.timeout.0,
+            max_matrix,
         })
     }
 }

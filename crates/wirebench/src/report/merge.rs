@@ -22,7 +22,7 @@ pub(super) struct Merged {
 pub(super) fn merged(loaded: &[Loaded], argv: &[String], partial: bool) -> Result<Merged, UsageError> {
     let inputs: Vec<Input<'_>> = loaded.iter().map(|l| Input { name: &l.name, report: &l.report }).collect();
     let mut m = merge_with(&inputs, Options { partial }).map_err(|e| UsageError(e.to_string()))?;
-    m.report.meta.command_line = argv.to_vec();
+    m.report.meta.command_line = crate::host::command_line(argv);
     Ok(Merged { loaded: Loaded { name: "merged".into(), report: m.report }, warnings: m.warnings })
 }
 

@@ -182,9 +182,10 @@ fn bad_input_exits_2_and_no_server_exits_1() {
     assert!(r.err.contains("wirebench room"), "{}", r.err);
 }
 
-/// No connection at all: the message names the URL the first client tried, placeholders
-/// expanded (it once showed the template, `?user={user}`), and counts in words that fit
-/// ("1 attempt", "1 row"; once "1 attempts", "1 rows; client i used row i mod 1").
+/// No connection at all: the message names the URL the first client tried, `{client}` and
+/// `{room}` expanded (it once showed the template, naming no address anyone tried), the
+/// `--tokens` columns left as placeholders (they may be secrets), and counts in words that
+/// fit ("1 attempt", "1 row"; once "1 attempts", "1 rows; client i used row i mod 1").
 #[test]
 fn no_connection_names_the_url_tried_and_counts_in_words() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
@@ -198,14 +199,14 @@ fn no_connection_names_the_url_tried_and_counts_in_words() {
     assert_eq!(
         r.err,
         format!(
-            "error: no client could connect to ws://{closed}/rooms/0?user=ann&c=0 (client 0's URL; 1 attempt failed): \
+            "error: no client could connect to ws://{closed}/rooms/0?user={{user}}&c=0 (client 0's URL; 1 attempt failed): \
              is a WebSocket server running there? (start one with `wirebench room --listen {closed}`)\n"
         )
     );
     assert!(r.out.contains("tokens: 1 row; every client used it\n"), "{}", r.out);
     let r = wirebench(&["load", &url, "--clients", "3", "-d", "200ms", "-q", "--tokens", tokens]);
     assert_eq!(r.code, 1, "{}{}", r.out, r.err);
-    assert!(r.err.contains("/rooms/0?user=ann&c=0 (client 0's URL; 3 attempts failed)"), "{}", r.err);
+    assert!(r.err.contains("/rooms/0?user={user}&c=0 (client 0's URL; 3 attempts failed)"), "{}", r.err);
     // a shard's first client is not client 0: its own URL, in its own room
     let r = wirebench(&[
         "load",
@@ -223,7 +224,60 @@ fn no_connection_names_the_url_tried_and_counts_in_words() {
         tokens,
     ]);
     assert_eq!(r.code, 1, "{}{}", r.out, r.err);
-    assert!(r.err.contains("/rooms/1?user=ann&c=2 (client 2's URL; 2 attempts failed)"), "{}", r.err);
+    assert!(r.err.contains("/rooms/1?user={user}&c=2 (client 2's URL; 2 attempts failed)"), "{}", r.err);
+}
+
+/// A secret from the --tokens file (or a URL password) never reaches the terminal: not in
+/// the line of a run nobody could connect to (before: client 0's URL with every placeholder
+/// expanded), not in the line of a URL a token makes invalid (before: `URL '...' is not
+/// valid` with the token in it), not in the header line.
+#[test]
+fn no_connection_and_invalid_url_errors_do_not_print_secrets() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, "token,user\nS3cr3tT0ken,ann\n").unwrap();
+    let tokens = tokens.to_str().unwrap();
+    let url = format!("ws://{closed}/rooms/{{room}}?t={{token}}&c={{client}}");
+    let r = wirebench(&["load", &url, "--clients", "1", "-d", "200ms", "--tokens", tokens]);
+    assert_eq!(r.code, 1, "{}{}", r.out, r.err);
+    assert!(
+        r.err.contains(&format!("no client could connect to ws://{closed}/rooms/0?t={{token}}&c=0 (client 0's URL;")),
+        "{}",
+        r.err
+    );
+    for text in [&r.out, &r.err] {
+        assert!(!text.contains("S3cr3tT0ken"), "{text}");
+    }
+    // A password in the URL is refused (credentials go in a header), and not printed.
+    let r = wirebench(&["load", &format!("ws://ann:Pa55word@{closed}/r"), "-d", "200ms"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.err.starts_with(&format!("error: URL 'ws://ann:***@{closed}/r' has a user or password")), "{}", r.err);
+    assert!(!r.err.contains("Pa55word") && !r.out.contains("Pa55word"), "{r:?}");
+    // A token that cannot go in a URL (a space) is refused before the run: exit 2, its row
+    // named, the token not printed; the same for a header value.
+    std::fs::write(dir.path().join("bad.csv"), "token\nok\nS3cr3t T0ken\n").unwrap();
+    let bad = dir.path().join("bad.csv");
+    let r = wirebench(&["load", &format!("ws://{closed}/r/{{room}}?t={{token}}"), "--tokens", bad.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.err.starts_with(&format!("error: URL 'ws://{closed}/r/0?t={{token}}' is not valid: ")), "{}", r.err);
+    assert!(r.err.trim_end().ends_with("(--tokens row 2)") && !r.err.contains("S3cr3t"), "{}", r.err);
+    std::fs::write(&bad, "token\nok\nS3cr3t\u{7}T0ken\n").unwrap();
+    let r = wirebench(&[
+        "load",
+        &format!("ws://{closed}/r"),
+        "-H",
+        "Authorization: Bearer {token}",
+        "--tokens",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.err.contains("header authorization: 'Bearer {token}' is not a valid value (--tokens row 2)"),
+        "{}",
+        r.err
+    );
+    assert!(!r.err.contains("S3cr3t"), "{}", r.err);
 }
 
 /// The room goes away mid-run: exit 1, a partial report printed and saved.

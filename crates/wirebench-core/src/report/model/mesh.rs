@@ -22,7 +22,7 @@ pub struct MeshResults {
     /// Every measured cell.
     pub cells: Vec<MeshCell>,
     /// Agents that gave no row (scope `agents`: `unreachable` for each, `no_matrix` when
-    /// none gave one), then node, zone and path problems, unicast first, then multicast.
+    /// none gave one, `not_judged` when rows came but no cell in them is judged), then node, zone and path problems, unicast first, then multicast.
     pub problems: Vec<MeshProblem>,
     /// Per transport: every cell's histogram merged (agents only; percentiles after the merge).
     pub combined: Vec<MeshCombined>,
@@ -32,6 +32,12 @@ impl MeshResults {
     /// Whether any agent gave its row: without one there is no matrix to judge.
     pub fn has_rows(&self) -> bool {
         self.nodes.iter().any(|n| n.reported)
+    }
+
+    /// Whether any cell is judged (good or bad): without one (no window closed yet, or every
+    /// cell below `min_probes`) the verdict says nothing about the fleet.
+    pub fn judged(&self) -> bool {
+        self.cells.iter().any(|c| c.verdict != "unknown")
     }
 }
 
@@ -96,7 +102,7 @@ pub struct MeshProblem {
     /// that gave no row).
     pub scope: String,
     /// `node`, `zone` or `path`; for scope `agents`, `unreachable` (an agent asked gave no
-    /// row) or `no_matrix` (none did).
+    /// row), `no_matrix` (none did) or `not_judged` (rows came, no cell in them is judged).
     pub kind: String,
     /// The nodes involved (indices).
     pub nodes: Vec<usize>,

@@ -1,0 +1,274 @@
+//! Tests of the fleet matrix: merging, refusing, the verdicts on it.
+
+#![allow(clippy::cast_possible_truncation)]
+
+use super::*;
+use crate::mesh::api::{CellReport, WindowRef};
+use crate::mesh::window::histogram_of;
+
+fn node(i: usize) -> NodeRef {
+    NodeRef { addr: format!("10.0.0.{i}:7878"), name: Some(format!("n{i}")), zone: None }
+}
+
+fn cell(peer: usize, proto: Proto, samples: &[u32], lost: u64) -> CellReport {
+    let h = histogram_of(samples);
+    let received = samples.len() as u64;
+    CellReport {
+        peer: node(peer),
+        proto,
+        sent: received + lost,
+        received,
+        lost,
+        late: 0,
+        duplicates: 0,
+        rtt: RttSummary::of(&h),
+        histogram: (received > 0).then(|| encode_histogram(&h)),
+    }
+}
+
+fn report(me: usize, cells: Vec<CellReport>) -> MatrixReport {
+    MatrixReport {
+        api_version: API_VERSION,
+        agent: node(me),
+        window: Some(WindowRef { index: 3, len_ns: 10_000_000_000, start_unix_ns: 1_000 + me as u64 }),
+        cells,
+    }
+}
+
+/// Four agents; node 4's agent is down and nobody reaches it.
+fn fleet() -> MatrixBuilder {
+    let mut b = MatrixBuilder::new("agents");
+    for me in 1..=3 {
+        let mut cells = Vec::new();
+        for peer in (1..=4).filter(|&p| p != me) {
+            let (samples, lost): (Vec<u32>, u64) =
+                if peer == 4 { (vec![], 10) } else { ((1..=10).map(|i| me as u32 * 1000 + i).collect(), 0) };
+            cells.push(cell(peer, Proto::Udp, &samples, lost));
+        }
+        b.add_report(&report(me, cells)).unwrap();
+    }
+    b.add_unreachable(Some("10.0.0.4".parse().unwrap()), "http://10.0.0.4:9878", "connection refused");
+    b
+}
+
+#[test]
+fn merges_rows_and_names_a_dead_node() {
+    let r = fleet().finish(&Thresholds::default());
+    assert_eq!(r.nodes.iter().map(MeshNode::label).collect::<Vec<_>>(), ["n1", "n2", "n3", "n4"]);
+    assert!(!r.nodes[3].reported && r.nodes[3].error.as_deref() == Some("connection refused"));
+    assert_eq!(r.cells.len(), 9);
+    assert_eq!(r.window_start_unix_ns, Some(1_003));
+    assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+    assert_eq!((r.problems[0].kind.as_str(), r.problems[0].down), ("node", true));
+    assert_eq!(r.problems[0].summary, "unicast node n4: agent unreachable and column bad (3/3)");
+    // Exact merge: 60 samples, 1001..1010, 2001..2010, 3001..3010 twice each.
+    let all = &r.combined[0].latency.summary;
+    assert_eq!(all.count, 60);
+    let mut h = crate::latency::histogram();
+    for me in 1..=3u64 {
+        for i in 1..=10 {
+            h.record_n(me * 1000 + i, 2).unwrap();
+        }
+    }
+    assert_eq!(all.at(50.0), Some(crate::latency::percentile::value_at_percentile(&h, 50.0)));
+    assert_eq!(all.max_ns, h.max());
+}
+
+#[test]
+fn no_agent_answering_is_no_matrix_not_no_problems() {
+    // The only agent asked did not answer (issue 11: "1 nodes, 0 reporting" read
+    // "verdict: no problems").
+    let mut b = MatrixBuilder::new("agents");
+    b.add_unreachable(Some("127.0.0.1".parse().unwrap()), "http://127.0.0.1:9/", "connection refused");
+    let r = b.finish(&Thresholds::default());
+    assert!(!r.has_rows());
+    let named: Vec<(&str, &str, &str)> =
+        r.problems.iter().map(|p| (p.scope.as_str(), p.kind.as_str(), p.summary.as_str())).collect();
+    assert_eq!(
+        named,
+        [
+            ("agents", "unreachable", "agent http://127.0.0.1:9/ unreachable: connection refused"),
+            ("agents", "no_matrix", "no agent gave its row: no matrix to judge"),
+        ]
+    );
+    assert_eq!(r.problems[0].nodes, [0]);
+    // Prometheus with no series of any agent: nothing asked, nothing to judge.
+    let r = MatrixBuilder::new("prometheus").finish(&Thresholds::default());
+    assert!(r.nodes.is_empty() && !r.has_rows());
+    assert_eq!(r.problems.len(), 1);
+    assert_eq!(r.problems[0].summary, "Prometheus holds no current scrape of any agent: no matrix to judge");
+}
+
+#[test]
+fn rows_with_no_judged_cell_are_not_judged_not_no_problems() {
+    // Agents that answer before their first window closed (no window, no cells), or
+    // whose cells all hold fewer than min_probes: before, "verdict: no problems".
+    let not_judged = |b: MatrixBuilder| {
+        let r = b.finish(&Thresholds::default());
+        assert!(r.has_rows() && !r.judged());
+        r.problems.iter().map(|p| (p.scope.clone(), p.kind.clone(), p.summary.clone())).collect::<Vec<_>>()
+    };
+    let want = [(
+        "agents".to_owned(),
+        "not_judged".to_owned(),
+        "no cell judged yet: no closed window holds 5 probes of any cell (just started? wait one window)".to_owned(),
+    )];
+    let mut b = MatrixBuilder::new("agents");
+    for me in 1..=2 {
+        b.add_report(&MatrixReport { window: None, ..report(me, Vec::new()) }).unwrap();
+    }
+    assert_eq!(not_judged(b), want);
+    let mut b = MatrixBuilder::new("agents");
+    b.add_report(&report(1, vec![cell(2, Proto::Udp, &[100; 4], 0)])).unwrap();
+    assert_eq!(not_judged(b), want);
+    let mut b = MatrixBuilder::new("prometheus");
+    b.add_cell(&node(1), &node(2), Proto::Udp, 0, 0, None);
+    assert_eq!(not_judged(b), want);
+    // One judged cell (here bad: nothing answered) is a verdict.
+    let mut b = MatrixBuilder::new("agents");
+    b.add_report(&report(1, vec![cell(2, Proto::Udp, &[100; 4], 0), cell(3, Proto::Tcp, &[], 5)])).unwrap();
+    let r = b.finish(&Thresholds::default());
+    assert!(r.judged());
+    assert_eq!(r.problems.iter().map(|p| p.kind.as_str()).collect::<Vec<_>>(), ["path"]);
+}
+
+#[test]
+fn an_unreachable_agent_whose_node_answers_is_named_and_a_dead_node_once() {
+    // n4's agent API is down, but n4 still answers every probe: no node problem, and the
+    // agent is still named (before: "no problems").
+    let mut b = MatrixBuilder::new("agents");
+    for me in 1..=3 {
+        let cells = (1..=4).filter(|&p| p != me).map(|p| cell(p, Proto::Udp, &[100; 10], 0)).collect();
+        b.add_report(&report(me, cells)).unwrap();
+    }
+    b.add_unreachable(Some("10.0.0.4".parse().unwrap()), "http://10.0.0.4:9878", "HTTP 503");
+    let r = b.finish(&Thresholds::default());
+    assert!(r.has_rows());
+    let named: Vec<&str> = r.problems.iter().map(|p| p.summary.as_str()).collect();
+    assert_eq!(named, ["agent n4 unreachable: HTTP 503"]);
+    // A dead node (nobody reaches it either) is named once, as the node down.
+    let r = fleet().finish(&Thresholds::default());
+    let named: Vec<&str> = r.problems.iter().map(|p| p.summary.as_str()).collect();
+    assert_eq!(named, ["unicast node n4: agent unreachable and column bad (3/3)"]);
+    // A node only known as a peer (its agent not asked) is not an unreachable agent.
+    let mut b = MatrixBuilder::new("agents");
+    b.add_report(&report(1, vec![cell(2, Proto::Udp, &[100; 10], 0)])).unwrap();
+    assert!(b.finish(&Thresholds::default()).problems.is_empty());
+}
+
+#[test]
+fn an_unreachable_agent_sharing_an_address_is_the_one_without_a_row() {
+    // Three agents on one host: 127.0.0.1:1, :2 and :3; the one on :3 is down.
+    let at = |p: u16| NodeRef { addr: format!("127.0.0.1:{p}"), name: None, zone: None };
+    let mut b = MatrixBuilder::new("agents");
+    for me in [1u16, 2] {
+        let cells = [1u16, 2, 3]
+            .into_iter()
+            .filter(|&p| p != me)
+            .map(|p| CellReport { peer: at(p), ..cell(0, Proto::Udp, &[100], 0) })
+            .collect();
+        b.add_report(&MatrixReport { agent: at(me), ..report(0, cells) }).unwrap();
+    }
+    b.add_unreachable(Some("127.0.0.1".parse().unwrap()), "http://127.0.0.1:9003", "refused");
+    let r = b.finish(&Thresholds::default());
+    assert_eq!(r.nodes.len(), 3);
+    assert_eq!((r.nodes[2].addr.as_str(), r.nodes[2].error.as_deref()), ("127.0.0.1:3", Some("refused")));
+}
+
+#[test]
+fn nodes_sharing_a_name_are_shown_by_address() {
+    let mut b = MatrixBuilder::new("agents");
+    let same = |p: u16| NodeRef { addr: format!("127.0.0.1:{p}"), name: Some("vm".into()), zone: None };
+    b.add_report(&MatrixReport {
+        agent: same(1),
+        ..report(0, vec![CellReport { peer: same(2), ..cell(0, Proto::Udp, &[9], 0) }])
+    })
+    .unwrap();
+    let r = b.finish(&Thresholds::default());
+    assert_eq!(r.nodes.iter().map(MeshNode::label).collect::<Vec<_>>(), ["127.0.0.1:1", "127.0.0.1:2"]);
+}
+
+#[test]
+fn reports_that_do_not_add_up_are_refused_whole() {
+    let mut b = MatrixBuilder::new("agents");
+    let mut c = cell(2, Proto::Tcp, &[5, 6, 7], 0);
+    c.sent = 4;
+    assert!(b.add_report(&report(1, vec![c])).unwrap_err().to_string().contains("received + lost"));
+    let mut c = cell(2, Proto::Tcp, &[5, 6, 7], 0);
+    c.histogram = Some(encode_histogram(&histogram_of(&[5, 6])));
+    assert!(b.add_report(&report(1, vec![c])).unwrap_err().to_string().contains("histogram disagrees"));
+    let mut wide = Histogram::<u64>::new_with_bounds(1, u64::MAX / 4, 5).unwrap();
+    wide.record(5).unwrap();
+    let mut c = cell(2, Proto::Tcp, &[5], 0);
+    c.histogram = Some(encode_histogram(&wide));
+    assert!(b.add_report(&report(1, vec![c])).unwrap_err().to_string().contains("wider or finer"));
+    let mut bad_peer = cell(2, Proto::Udp, &[5], 0);
+    bad_peer.peer.addr = "not an address".into();
+    assert!(b.add_report(&report(1, vec![bad_peer])).is_err());
+    let mut r = report(1, vec![]);
+    r.api_version = 9;
+    assert!(b.add_report(&r).is_err());
+    assert!(b.finish(&Thresholds::default()).nodes.is_empty(), "nothing of the refused reports kept");
+}
+
+#[test]
+fn a_slow_pair_is_a_path_and_multicast_is_judged_apart() {
+    let mut b = MatrixBuilder::new("agents");
+    for me in 1..=3 {
+        let mut cells = Vec::new();
+        for peer in (1..=3).filter(|&p| p != me) {
+            let slow = me == 1 && peer == 2;
+            let samples: Vec<u32> = (0..10).map(|_| if slow { 50_000_000 } else { 20_000 }).collect();
+            cells.push(cell(peer, Proto::Udp, &samples, 0));
+            // n3 neither hears the group nor is heard on it.
+            if me == 3 || peer == 3 {
+                cells.push(cell(peer, Proto::Multicast, &[], 10));
+            } else {
+                cells.push(cell(peer, Proto::Multicast, &samples, 0));
+            }
+        }
+        b.add_report(&report(me, cells)).unwrap();
+    }
+    let r = b.finish(&Thresholds::default());
+    let summaries: Vec<&str> = r.problems.iter().map(|p| p.summary.as_str()).collect();
+    assert_eq!(
+        summaries,
+        [
+            "unicast path n1 -> n2",
+            "multicast node n3: row and column bad (row 2/2, column 2/2)",
+            "multicast path n1 -> n2",
+        ]
+    );
+}
+
+#[test]
+fn the_budget_refuses_whole_rows_past_it_and_they_are_named_skipped() {
+    // Four rows of one shape: agent 10.0.0.i, one cell to its own peer 10.0.0.1i.
+    let row = |i: usize| report(i, vec![cell(10 + i, Proto::Udp, &[100; 10], 0)]);
+    let text = row(1).cells[0].histogram.as_ref().unwrap().len();
+    let one = (NODE_BYTES + 2 * "10.0.0.1:7878".len() + "n1".len())
+        + (NODE_BYTES + 2 * "10.0.0.11:7878".len() + "n11".len())
+        + CELL_BYTES
+        + text;
+    let mut b = MatrixBuilder::new("agents");
+    b.add_report(&row(1)).unwrap();
+    assert_eq!(b.held(), one, "the cost, by hand");
+    let mut b = MatrixBuilder::new("agents").with_budget(3 * one + one / 2);
+    for i in 1..=3 {
+        b.add_report(&row(i)).unwrap();
+    }
+    assert_eq!(b.held(), 3 * one);
+    let refused = b.add_report(&row(4)).unwrap_err();
+    assert_eq!(refused, Refused::Budget { budget: 3 * one + one / 2, held: 3 * one });
+    assert_eq!(b.held(), 3 * one, "a refused row holds nothing");
+    b.add_skipped(Some("10.0.0.4".parse().unwrap()), "http://10.0.0.4:9878", &format!("not kept: {refused}"));
+    let r = b.finish(&Thresholds::default());
+    let named: Vec<(&str, &str)> = r.problems.iter().map(|p| (p.kind.as_str(), p.summary.as_str())).collect();
+    let why = format!(
+        "agent http://10.0.0.4:9878 skipped: not kept: the matrix holds {} of its {} bytes: this row would pass them",
+        3 * one,
+        3 * one + one / 2
+    );
+    assert_eq!(named, [("skipped", why.as_str())]);
+    assert_eq!(r.nodes.iter().filter(|n| n.reported).count(), 3);
+}
