@@ -168,10 +168,15 @@ pub fn mesh(out: &mut dyn Write, report: &Report, colour: bool) -> io::Result<()
     let Results::Mesh(m) = &report.results else { return Ok(()) };
     let window = m.window_ns.map_or_else(String::new, |w| format!(", window {}", humanize(w)));
     let reported = m.nodes.iter().filter(|n| n.reported).count();
-    writeln!(out, "mesh: {} nodes, {reported} reporting (from {}{window})", m.nodes.len(), m.source)?;
+    let nodes = if m.nodes.len() == 1 { "node" } else { "nodes" };
+    writeln!(out, "mesh: {} {nodes}, {reported} reporting (from {}{window})", m.nodes.len(), m.source)?;
     for n in m.nodes.iter().filter(|n| !n.reported) {
         let why = n.error.as_deref().unwrap_or("no agent asked");
-        writeln!(out, "  no row from {} ({}): {why}", n.label(), n.addr)?;
+        // an agent known only by its URL is named once
+        match &n.name {
+            Some(name) if *name != n.addr => writeln!(out, "  no row from {name} ({}): {why}", n.addr)?,
+            _ => writeln!(out, "  no row from {}: {why}", n.addr)?,
+        }
     }
     for proto in protos(m) {
         for metric in Metric::ALL {

@@ -464,8 +464,8 @@ pub fn render_text(report: &Report, w: &mut dyn std::io::Write) -> std::io::Resu
         let names: Vec<&str> = from.iter().filter_map(|v| v.as_str()).collect();
         writeln!(
             w,
-            "merged from {} reports ({}): histograms added, counts summed; peak rss is the largest one's",
-            names.len(),
+            "merged from {} ({}): histograms added, counts summed; peak rss is the largest one's",
+            if names.len() == 1 { "1 report".to_owned() } else { format!("{} reports", names.len()) },
             names.join(", ")
         )?;
     }

@@ -340,7 +340,10 @@ fn a_status_no_agent_answers_names_it_in_every_view_and_exits_1() {
     let json = dir.path().join("m.json");
     let r = wirebench(&["mesh", "status", &url, "--timeout", "2s", "--json", json.to_str().unwrap()]);
     assert_eq!(r.code, 1, "{r:?}");
-    assert!(r.out.contains("mesh: 1 nodes, 0 reporting"), "{}", r.out);
+    assert!(r.out.contains("mesh: 1 node, 0 reporting"), "{}", r.out);
+    // an agent known only by its URL is named once
+    let line = r.out.lines().find(|l| l.starts_with("  no row from ")).expect("the unreachable agent's line");
+    assert_eq!(line.matches("http://").count(), 2, "its URL once, and the cause's: {line}");
     assert!(r.out.contains(&format!("verdict: agent {url}/ unreachable: ")), "{}", r.out);
     assert!(r.out.contains("verdict: no agent gave its row: no matrix to judge"), "{}", r.out);
     assert!(!r.out.contains("no problems"), "{}", r.out);

@@ -45,7 +45,7 @@ fn agents_with_no_closed_window_are_not_judged_in_every_view_and_exit_1() {
     let want =
         "verdict: no cell judged yet: no closed window holds 5 probes of any cell (just started? wait one window)";
     assert_eq!(r.code, 1, "{r:?}");
-    assert!(r.out.contains("mesh: 1 nodes, 1 reporting (from agents)"), "{}", r.out);
+    assert!(r.out.contains("mesh: 1 node, 1 reporting (from agents)"), "{}", r.out);
     assert!(r.out.contains(want), "{}", r.out);
     assert!(!r.out.contains("no problems"), "{}", r.out);
     let v = read_json(&json);

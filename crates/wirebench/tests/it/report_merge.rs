@@ -111,6 +111,7 @@ fn merged_thresholds_set_the_exit_code_and_missing_shards_are_refused_unless_par
     let partial = "PARTIAL: shard 1/2 missing (report --merge --partial): the counts and percentiles are those of \
                    the shards present";
     assert!(r.out.contains(partial), "{}", r.out);
+    assert!(r.out.contains("merged from 1 report ("), "one shard, counted in words: {}", r.out);
     let m = read_json(&all_json);
     assert_valid_report(&m);
     assert_eq!(m["results"]["partial"], serde_json::json!({"count": 2, "missing": [1]}));
