@@ -14,7 +14,7 @@ use wirebench::mesh::agent::Agent;
 use wirebench::mesh::{AgentArgs, AgentConfig};
 use wirebench_core::mesh::api::{MatrixReport, PeersReport, Proto};
 use wirebench_core::mesh::plan::{SERIES_PER_AGENT, SERIES_PER_PEER, SERIES_PER_PEER_TRANSPORT};
-use wirebench_core::report::{Report, Results};
+use wirebench_core::report::{MeshResults, Report, Results};
 
 use crate::support::{assert_valid_report, read_json, wirebench};
 
@@ -347,12 +347,8 @@ fn a_status_no_agent_answers_names_it_in_every_view_and_exits_1() {
     assert!(r.out.contains(&format!("verdict: agent {url}/ unreachable: ")), "{}", r.out);
     assert!(r.out.contains("verdict: no agent gave its row: no matrix to judge"), "{}", r.out);
     assert!(!r.out.contains("no problems"), "{}", r.out);
-    let v = read_json(&json);
-    assert_valid_report(&v);
-    let report: Report = serde_json::from_value(v).unwrap();
-    let Results::Mesh(m) = &report.results else { panic!("a mesh report") };
-    let kinds: Vec<(&str, &str)> = m.problems.iter().map(|p| (p.scope.as_str(), p.kind.as_str())).collect();
-    assert_eq!(kinds, [("agents", "unreachable"), ("agents", "no_matrix")]);
+    let m = saved_mesh(&json);
+    assert_eq!(problem_kinds(&m), [("agents", "unreachable"), ("agents", "no_matrix")]);
     // The saved report, as text and as HTML, says the same.
     let text = wirebench(&["report", json.to_str().unwrap()]);
     assert_eq!(text.code, 0, "{text:?}");
@@ -531,6 +527,20 @@ fn bad_configuration_exits_2_with_one_line() {
 /// A `wirebench mesh agent` process on loopback (serve and HTTP on ports the kernel picks),
 /// with `args` after those, and its first line, printed once every thread of it is started.
 /// Its standard output stays open in the child (read on, or left).
+/// The mesh report saved at `json` (checked against the schema).
+pub(crate) fn saved_mesh(json: &Path) -> MeshResults {
+    let v = read_json(json);
+    assert_valid_report(&v);
+    let report: Report = serde_json::from_value(v).unwrap();
+    let Results::Mesh(m) = report.results else { panic!("a mesh report") };
+    m
+}
+
+/// A mesh report's problems as `(scope, kind)`.
+pub(crate) fn problem_kinds(m: &MeshResults) -> Vec<(&str, &str)> {
+    m.problems.iter().map(|p| (p.scope.as_str(), p.kind.as_str())).collect()
+}
+
 pub(crate) fn agent_process(args: &[&str]) -> (std::process::Child, String) {
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_wirebench"))
         .args(["mesh", "agent", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"])

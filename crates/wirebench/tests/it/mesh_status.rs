@@ -19,6 +19,7 @@ use wirebench_core::mesh::matrix::MatrixBuilder;
 use wirebench_core::mesh::window::RttSummary;
 use wirebench_core::report::{MeshResults, Report, Results};
 
+use crate::mesh::{problem_kinds, saved_mesh};
 use crate::support::{assert_valid_report, read_json, wirebench};
 
 /// An agent probing a peer that never answers, whose first window (1 h) will not close
@@ -48,12 +49,8 @@ fn agents_with_no_closed_window_are_not_judged_in_every_view_and_exit_1() {
     assert!(r.out.contains("mesh: 1 node, 1 reporting (from agents)"), "{}", r.out);
     assert!(r.out.contains(want), "{}", r.out);
     assert!(!r.out.contains("no problems"), "{}", r.out);
-    let v = read_json(&json);
-    assert_valid_report(&v);
-    let report: Report = serde_json::from_value(v).unwrap();
-    let Results::Mesh(m) = &report.results else { panic!("a mesh report") };
-    let kinds: Vec<(&str, &str)> = m.problems.iter().map(|p| (p.scope.as_str(), p.kind.as_str())).collect();
-    assert_eq!(kinds, [("agents", "not_judged")]);
+    let m = saved_mesh(&json);
+    assert_eq!(problem_kinds(&m), [("agents", "not_judged")]);
     assert!(m.has_rows() && !m.judged());
     let text = wirebench(&["report", json.to_str().unwrap()]);
     assert_eq!(text.code, 0, "{text:?}");
