@@ -168,8 +168,8 @@ pub fn mesh(out: &mut dyn Write, report: &Report, colour: bool) -> io::Result<()
     let Results::Mesh(m) = &report.results else { return Ok(()) };
     let window = m.window_ns.map_or_else(String::new, |w| format!(", window {}", humanize(w)));
     let reported = m.nodes.iter().filter(|n| n.reported).count();
-    let nodes = if m.nodes.len() == 1 { "node" } else { "nodes" };
-    writeln!(out, "mesh: {} {nodes}, {reported} reporting (from {}{window})", m.nodes.len(), m.source)?;
+    let nodes = crate::text::counted(m.nodes.len() as u64, "node", "nodes");
+    writeln!(out, "mesh: {nodes}, {reported} reporting (from {}{window})", m.source)?;
     for n in m.nodes.iter().filter(|n| !n.reported) {
         let why = n.error.as_deref().unwrap_or("no agent asked");
         // an agent known only by its URL is named once

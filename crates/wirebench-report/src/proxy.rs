@@ -157,12 +157,11 @@ pub fn summary(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     let Results::Proxy(p) = &report.results else { return Ok(()) };
     writeln!(
         out,
-        "proxy {} {} -> {}: {} {} ({} refused or unreachable)",
+        "proxy {} {} -> {}: {} ({} refused or unreachable)",
         p.proto,
         p.listen,
         p.upstream,
-        p.flows,
-        if p.flows == 1 { "flow" } else { "flows" },
+        crate::text::counted(p.flows, "flow", "flows"),
         p.flows_failed
     )?;
     direction(out, "up (client -> upstream)", &p.up)?;

@@ -10,6 +10,11 @@ use wirebench_core::report::{
 
 use crate::distribution;
 
+/// `1 flow`, `2 flows`, `0 flows`: a count that reads as English at every value.
+pub fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// Microseconds with about three significant digits: `5.62`, `31.4`, `1250`.
 pub fn us(ns: f64) -> String {
     let v = ns / 1000.0;

@@ -365,7 +365,7 @@ fn first_url(cfg: &Config) -> (u64, String) {
 
 /// `1 attempt`, `20 attempts`.
 fn attempts(n: u64) -> String {
-    if n == 1 { "1 attempt".into() } else { format!("{n} attempts") }
+    wirebench_report::text::counted(n, "attempt", "attempts")
 }
 
 /// Seconds between the partial reports a long run writes to `--json`.
@@ -465,7 +465,7 @@ pub fn render_text(report: &Report, w: &mut dyn std::io::Write) -> std::io::Resu
         writeln!(
             w,
             "merged from {} ({}): histograms added, counts summed; peak rss is the largest one's",
-            if names.len() == 1 { "1 report".to_owned() } else { format!("{} reports", names.len()) },
+            wirebench_report::text::counted(names.len() as u64, "report", "reports"),
             names.join(", ")
         )?;
     }

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
 use wirebench_core::wire::DecodeError;
+use wirebench_report::text::counted;
 
 macro_rules! counters {
     ($($(#[$doc:meta])* $name:ident,)*) => {
@@ -86,11 +87,6 @@ impl Counters {
     pub(super) fn bump(c: &AtomicU64) {
         c.fetch_add(1, Ordering::Relaxed);
     }
-}
-
-/// `1 stream`, `2 streams`, `0 streams`: the stop line reads as English at every count.
-fn counted(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 impl std::fmt::Display for CounterSnapshot {
