@@ -246,9 +246,16 @@ pub async fn matrix(
             Err(Failed::Error(e)) => return Err(e),
         }
     }
-    let [known, up, peer_info, sent, lost, rtt, window] =
-        <[Vec<Row>; 7]>::try_from(rows).map_err(|_| anyhow!("query count"))?;
-    let mut b = MatrixBuilder::new("prometheus").with_budget(budget.saturating_sub(held));
+    let answers = <[Vec<Row>; 7]>::try_from(rows).map_err(|_| anyhow!("query count"))?;
+    Ok((join(answers, MatrixBuilder::new("prometheus").with_budget(budget.saturating_sub(held))), false))
+}
+
+/// The matrix from the answers to [`QUERIES`], in their order: each agent whose last scrape
+/// worked is one report to [`MatrixBuilder::add_report`] (refused whole past `b`'s budget:
+/// named skipped; refused as wrong: unreachable), each agent seen whose scrape failed is
+/// named unreachable.
+fn join(answers: [Vec<Row>; 7], mut b: MatrixBuilder) -> MatrixBuilder {
+    let [known, up, peer_info, sent, lost, rtt, window] = answers;
     if let Some(w) = window.first().and_then(|r| whole(r.value * 1e9)) {
         b.set_window(w);
     }
@@ -341,5 +348,69 @@ pub async fn matrix(
             b.add_unreachable(None, &n.addr, &format!("Prometheus has no current scrape of {inst}"));
         }
     }
-    Ok((b, false))
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use wirebench_core::mesh::verdict::Thresholds;
+
+    use super::*;
+
+    fn row(labels: &[(&str, &str)], value: f64) -> Row {
+        let mut l = Labels::default();
+        for &(k, v) in labels {
+            let slot = match k {
+                "instance" => &mut l.instance,
+                "addr" => &mut l.addr,
+                "peer" => &mut l.peer,
+                "proto" => &mut l.proto,
+                "quantile" => &mut l.quantile,
+                _ => unreachable!("{k}"),
+            };
+            *slot = Some(v.to_owned());
+        }
+        Row { labels: l, value }
+    }
+
+    /// The answers for agents 127.0.0.2:(20000 + i), i in `agents`, each up and probing its
+    /// own peer 127.0.0.3:(20000 + i) over UDP: 10 sent, none lost, 1 ms round trips.
+    fn answers(agents: &[usize]) -> [Vec<Row>; 7] {
+        let mut a: [Vec<Row>; 7] = Default::default();
+        for i in agents {
+            let (me, peer) = (format!("127.0.0.2:{}", 20_000 + i), format!("127.0.0.3:{}", 20_000 + i));
+            let cell = [("instance", me.as_str()), ("peer", peer.as_str()), ("proto", "udp")];
+            a[0].push(row(&[("instance", &me), ("addr", &me)], 1.0));
+            a[1].push(row(&[("instance", &me), ("addr", &me)], 1.0));
+            a[2].push(row(&[("instance", &me), ("peer", &peer)], 1.0));
+            a[3].push(row(&cell, 10.0));
+            a[4].push(row(&cell, 0.0));
+            for q in ["0", "0.5", "0.99", "1"] {
+                a[5].push(row(&[cell[0], cell[1], cell[2], ("quantile", q)], 0.001));
+            }
+        }
+        a[6].push(row(&[], 10.0));
+        a
+    }
+
+    /// An agent's row past what the answers leave of the budget is refused whole and named
+    /// skipped (not dropped, not unreachable); the row that fits is kept and judged.
+    #[test]
+    fn an_agent_row_past_the_budget_is_named_skipped() {
+        let one = join(answers(&[0]), MatrixBuilder::new("prometheus")).held();
+        let m = join(answers(&[0, 1]), MatrixBuilder::new("prometheus").with_budget(one + 100))
+            .finish(&Thresholds::default());
+        let reported: Vec<&str> = m.nodes.iter().filter(|n| n.reported).map(|n| n.addr.as_str()).collect();
+        assert_eq!(reported, ["127.0.0.2:20000"]);
+        let named: Vec<(&str, &str)> = m.problems.iter().map(|p| (p.kind.as_str(), p.summary.as_str())).collect();
+        assert_eq!(named.len(), 1, "{named:?}");
+        assert_eq!(named[0].0, "skipped");
+        let want =
+            format!("agent 127.0.0.2:20001 skipped: not kept: the matrix holds {one} of its {} bytes", one + 100);
+        assert!(named[0].1.starts_with(&want), "{named:?}");
+        assert_eq!(m.cells.iter().filter(|c| c.verdict == "good").count(), 1, "{:?}", m.cells);
+        // With room for both, both rows are kept.
+        let both = join(answers(&[0, 1]), MatrixBuilder::new("prometheus")).finish(&Thresholds::default());
+        assert_eq!((both.nodes.iter().filter(|n| n.reported).count(), both.problems.len()), (2, 0));
+    }
 }
