@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
 use bytes::Bytes;
-use http_body_util::{BodyExt as _, Empty, Limited};
+use http_body_util::{BodyExt as _, Empty, LengthLimitError, Limited};
 use hyper::body::Incoming;
 use hyper::{Request, Response, Uri};
 use hyper_util::rt::TokioIo;
@@ -18,6 +18,24 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls::pki_types::pem::PemObject as _;
 use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
 use tokio_rustls::rustls::{ClientConfig, RootCertStore};
+
+/// A body past the cap [`HttpClient::get`] was given (its own type, so a caller can tell
+/// an answer too long for its budget from one that failed).
+#[derive(Debug)]
+pub struct TooLong {
+    /// What was asked.
+    pub url: String,
+    /// The cap, bytes.
+    pub limit: usize,
+}
+
+impl std::fmt::Display for TooLong {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: body: length limit exceeded (limit {} bytes)", self.url, self.limit)
+    }
+}
+
+impl std::error::Error for TooLong {}
 
 /// A client for `http://` URLs, and for `https://` ones when it has a CA.
 #[derive(Clone)]
@@ -105,7 +123,13 @@ impl HttpClient {
             let body = Limited::new(resp.into_body(), limit)
                 .collect()
                 .await
-                .map_err(|e| anyhow!("{url}: body: {e} (limit {limit} bytes)"))?
+                .map_err(|e| {
+                    if e.is::<LengthLimitError>() {
+                        anyhow::Error::new(TooLong { url: url.to_string(), limit })
+                    } else {
+                        anyhow!("{url}: body: {e} (limit {limit} bytes)")
+                    }
+                })?
                 .to_bytes();
             Ok((status, body))
         };

@@ -19,7 +19,6 @@ pub mod results;
 use std::net::SocketAddrV4;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::time::{Instant, SystemTime};
 
 use anyhow::{Context as _, anyhow};
@@ -34,7 +33,7 @@ use wirebench_net::multicast::SenderOpts;
 use wirebench_net::tcp::TcpProbeIo;
 use wirebench_net::udp::{UdpProbeIo, Wait};
 
-use self::engine::{EngineConfig, EngineError, EngineOutput};
+use self::engine::{EngineConfig, EngineError, EngineOutput, Shown};
 use crate::Ctx;
 
 /// `wirebench ping` flags.
@@ -163,12 +162,12 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
     let shutdown = ctx.shutdown.clone();
     let ifaces = counted_interfaces(cfg);
     let before = wirebench_net::counters::snapshot(&ifaces);
-    let sent = Arc::new(AtomicU64::new(0));
-    let progress = progress_total(cfg).map(|total| {
+    let shown = Arc::new(Shown::default());
+    let progress = progress_total(cfg, &shown).map(|total| {
         let label = crate::progress::label("ping", cfg.target.addr());
-        crate::progress::Progress::start(label, total, Arc::clone(&sent), cfg.quiet)
+        crate::progress::Progress::start(label, total, Arc::clone(&shown.sent), cfg.quiet)
     });
-    let sent = &*sent;
+    let shown = &*shown;
     let out = std::thread::scope(|s| {
         s.spawn(|| {
             if let Some(c) = cfg.cpu {
@@ -179,14 +178,14 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
                 (Proto::Udp, Target::Unicast(a)) => {
                     let mut io = UdpProbeIo::unicast(a, wait, cfg.timeout)?;
                     let note = timestamps_on(&mut io, cfg);
-                    drive(&mut io, &clock, &ecfg, &shutdown, cfg, sent).map(|o| (o, note, None))
+                    drive(&mut io, &clock, &ecfg, &shutdown, cfg, shown).map(|o| (o, note, None))
                 }
                 (Proto::Udp, Target::Multicast(g)) => {
                     let interface = cfg.interface.as_deref().map(wirebench_net::iface::ipv4_of).transpose()?;
                     let opts = SenderOpts { interface, ttl: cfg.ttl, loopback: cfg.multicast_loop };
                     let mut io = UdpProbeIo::multicast(g, &opts, cfg.reply_group, wait, cfg.timeout)?;
                     let note = timestamps_on(&mut io, cfg);
-                    drive(&mut io, &clock, &ecfg, &shutdown, cfg, sent).map(|o| (o, note, None))
+                    drive(&mut io, &clock, &ecfg, &shutdown, cfg, shown).map(|o| (o, note, None))
                 }
                 (Proto::Tcp, Target::Unicast(a)) => {
                     let mut io = TcpProbeIo::connect(a, wait, cfg.timeout).map_err(|e| {
@@ -196,7 +195,7 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
                     })?;
                     let note =
                         (!cfg.no_timestamps).then(|| "kernel timestamps: TCP probes have none (UDP only)".into());
-                    let o = drive(&mut io, &clock, &ecfg, &shutdown, cfg, sent)?;
+                    let o = drive(&mut io, &clock, &ecfg, &shutdown, cfg, shown)?;
                     // the kernel's own view of the connection, read before it closes
                     Ok((o, note, io.tcp_stats().map(tcp_info)))
                 }
@@ -268,10 +267,9 @@ fn drive<I: ProbeIo>(
     ecfg: &EngineConfig,
     shutdown: &crate::shutdown::Shutdown,
     cfg: &Config,
-    sent: &AtomicU64,
+    shown: &Shown,
 ) -> anyhow::Result<EngineOutput> {
-    let mut io = crate::progress::Counted::new(io, sent);
-    engine::run(&mut io, clock, ecfg, shutdown.flag()).map_err(|e| match e {
+    engine::run_shown(io, clock, ecfg, shutdown.flag(), shown).map_err(|e| match e {
         EngineError::NoResponder { refused } => {
             let addr = cfg.target.addr();
             let what = if refused {
@@ -292,12 +290,14 @@ fn drive<I: ProbeIo>(
 }
 
 /// What the progress display counts toward: probes (warm-up included) when the run stops
-/// at a count, else time (the warm-up's too, when it can be known: its deadline, or its count
-/// at the rate).
-fn progress_total(cfg: &Config) -> Option<crate::progress::Total> {
+/// at a count, else time (the warm-up's too). Until the warm-up ends the total counts its
+/// bound (its count, or its deadline, or its count at the rate); then what it took, as the
+/// engine shows it (a warm-up with a count and a deadline ends by whichever comes first).
+fn progress_total(cfg: &Config, shown: &Arc<Shown>) -> Option<crate::progress::Total> {
     use crate::progress::Total;
+    let shown = Arc::clone(shown);
     match (cfg.stop.max_count, cfg.stop.deadline) {
-        (Some(n), _) => Some(Total::Count(n.saturating_add(cfg.warmup.max_count.unwrap_or(0)))),
+        (Some(n), _) => Some(Total::ProbesAfterWarmup { n, bound: cfg.warmup.max_count.unwrap_or(0), shown }),
         (None, Some(d)) => {
             #[expect(clippy::cast_precision_loss, reason = "an estimate for display")]
             let at_rate = match (cfg.warmup.max_count, cfg.pacing.rate()) {
@@ -305,11 +305,11 @@ fn progress_total(cfg: &Config) -> Option<crate::progress::Total> {
                 (Some(_), None) => Some(std::time::Duration::ZERO),
                 (None, _) => None,
             };
-            let warmup = match (at_rate, cfg.warmup.deadline) {
+            let guess = match (at_rate, cfg.warmup.deadline) {
                 (Some(a), Some(w)) => a.min(w),
                 (a, w) => a.or(w).unwrap_or_default(),
             };
-            Some(Total::Time(d + warmup))
+            Some(Total::TimeAfterWarmup { d, guess, shown })
         }
         (None, None) => None,
     }
@@ -358,4 +358,75 @@ pub fn save(cfg: &Config, m: &Measured) -> anyhow::Result<()> {
         crate::output::write_atomic(path, |w| wirebench_report::hlog::write(&m.intervals, started, &comment, w))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use wirebench_core::report::Outcome;
+    use wirebench_net::fake::{FakeClock, FakeLink, FakeResponder};
+
+    use super::*;
+
+    /// `ping` with `flags` over a fake 20 ms round trip (virtual clock): the probes its
+    /// warm-up took, and the progress's status at the end of the run, 3 s in.
+    fn progress_at_the_end(flags: &[&str]) -> (u64, (u64, u64, String)) {
+        let args = [&["127.0.0.1:7878"], flags].concat();
+        let a: Args = crate::cli::parse_mode("ping", &args).expect("flags parse");
+        let cfg = Config::from_args(&a).expect("a valid config");
+        let clock = FakeClock::default();
+        clock.advance_to(1_000_000);
+        let peer = FakeResponder {
+            addr: "10.0.0.1:7878".parse().unwrap(),
+            forward_ns: 10_000_000,
+            reverse_ns: 10_000_000,
+            dwell_ns: 0,
+            clock_offset_ns: 0,
+        };
+        let mut link = FakeLink::new(clock.clone(), 0, vec![peer], 1);
+        let ecfg = EngineConfig {
+            size: cfg.size,
+            flags: 0,
+            session: 1,
+            pacing: cfg.pacing,
+            warmup: cfg.warmup,
+            stop: cfg.stop,
+            timeout_ns: u64::try_from(cfg.timeout.as_nanos()).unwrap(),
+            multicast: false,
+            expect_responders: None,
+            wall_minus_mono: 0,
+            silence_ns: u64::MAX,
+            intervals: false,
+            cpu_probe: || None,
+        };
+        let shown = Arc::new(Shown::default());
+        let total = progress_total(&cfg, &shown).expect("a bounded run shows progress");
+        let out = engine::run_shown(&mut link, &clock, &ecfg, &AtomicBool::new(false), &shown).expect("the run starts");
+        assert_eq!(out.outcome, Outcome::Completed);
+        let sent = shown.sent.load(Ordering::Relaxed);
+        assert_eq!(sent, out.warmup_sent + out.sent, "the probes shown are those sent after discovery");
+        (out.warmup_sent, crate::progress::status(&total, sent, Duration::from_secs(3)))
+    }
+
+    /// The progress total counts the warm-up the run took (before: its whole count, so a
+    /// warm-up ended by its deadline left the last line short, "150/1100 probes"), whether it
+    /// ends by its deadline, by its count, or is off; a completed run reaches its total.
+    #[test]
+    fn the_progress_total_counts_the_warmup_the_run_took() {
+        // The default warm-up (1,000 probes or 1 s, whichever first) ends by its deadline:
+        // 50 round trips of 20 ms.
+        let (w, s) = progress_at_the_end(&["--count", "100"]);
+        assert!((45..=55).contains(&w), "{w}");
+        assert_eq!(s, (100 + w, 100 + w, format!("{0}/{0} probes, 3.0 s", 100 + w)));
+        let (w, s) = progress_at_the_end(&["--count", "100", "--warmup", "10"]);
+        assert_eq!((w, s), (10, (110, 110, "110/110 probes, 3.0 s".into())));
+        let (w, s) = progress_at_the_end(&["--count", "100", "--warmup", "0"]);
+        assert_eq!((w, s), (0, (100, 100, "100/100 probes, 3.0 s".into())));
+        // By time: a closed loop's warm-up by count was guessed to take no time; it took 1 s.
+        let (w, s) = progress_at_the_end(&["--duration", "2s"]);
+        assert!((45..=55).contains(&w), "{w}");
+        assert_eq!(s, (3000, 3000, "3.0/3.0 s".into()));
+    }
 }

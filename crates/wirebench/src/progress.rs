@@ -3,7 +3,7 @@
 //! terminal, or a plain line every [`PLAIN_EVERY`] when it is not (a CI log). `--quiet`
 //! turns it off. A thread of its own draws it, so the measuring thread only bumps a counter.
 
-use std::io::{IsTerminal as _, Write as _};
+use std::io::{IsTerminal as _, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -12,7 +12,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use wirebench_net::io::{ProbeIo, Received};
+
+use crate::ping::engine::Shown;
 
 /// Runs shorter than this show no progress at all.
 pub const DELAY: Duration = Duration::from_secs(2);
@@ -21,7 +22,7 @@ pub const PLAIN_EVERY: Duration = Duration::from_secs(5);
 const BAR_EVERY: Duration = Duration::from_millis(200);
 
 /// What "done" is measured against.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Total {
     /// This many items (probes), counted by the run.
     Count(u64),
@@ -29,6 +30,11 @@ pub enum Total {
     CountOf(u64, &'static str),
     /// This much time.
     Time(Duration),
+    /// `n` probes after a warm-up of at most `bound` (0: only a deadline bounds it) that
+    /// the run shows it took once it ends.
+    ProbesAfterWarmup { n: u64, bound: u64, shown: Arc<Shown> },
+    /// `d` after a warm-up guessed at `guess` until the run shows how long it took.
+    TimeAfterWarmup { d: Duration, guess: Duration, shown: Arc<Shown> },
 }
 
 /// A progress display; stops (and clears its bar) when dropped.
@@ -57,17 +63,11 @@ impl Progress {
                 if !matches!(rx.recv_timeout(DELAY), Err(RecvTimeoutError::Timeout)) {
                     return;
                 }
-                let status = || status(total, done.load(Ordering::Relaxed), t0.elapsed());
+                let status = || status(&total, done.load(Ordering::Relaxed), t0.elapsed());
                 if std::io::stderr().is_terminal() {
                     bar(&label, &rx, status, &drawn);
                 } else {
-                    loop {
-                        let (_, _, words) = status();
-                        let _ = writeln!(std::io::stderr(), "{label}: {words}");
-                        if !matches!(rx.recv_timeout(PLAIN_EVERY), Err(RecvTimeoutError::Timeout)) {
-                            return;
-                        }
-                    }
+                    plain(&label, &rx, status, &mut std::io::stderr());
                 }
             })
             .ok();
@@ -83,6 +83,20 @@ impl Progress {
             None => f(),
         }
     }
+}
+
+/// Plain lines: one every [`PLAIN_EVERY`], and one when the run ends, so a log's last line
+/// says where the run ended (a completed run: its total).
+fn plain(label: &str, rx: &mpsc::Receiver<()>, status: impl Fn() -> (u64, u64, String), out: &mut impl Write) {
+    loop {
+        let (_, _, words) = status();
+        let _ = writeln!(out, "{label}: {words}");
+        if !matches!(rx.recv_timeout(PLAIN_EVERY), Err(RecvTimeoutError::Timeout)) {
+            break;
+        }
+    }
+    let (_, _, words) = status();
+    let _ = writeln!(out, "{label}: {words}");
 }
 
 fn bar(
@@ -120,14 +134,25 @@ fn bar(
 }
 
 /// Position, length and words: `41200/102000 probes, 2.1 s` or `4.1/10.0 s`.
-pub fn status(total: Total, done: u64, elapsed: Duration) -> (u64, u64, String) {
+pub fn status(total: &Total, done: u64, elapsed: Duration) -> (u64, u64, String) {
     let secs = elapsed.as_secs_f64();
+    let ended = |v: &AtomicU64| Some(v.load(Ordering::Relaxed)).filter(|&v| v != u64::MAX);
     match total {
-        Total::Count(n) => (done.min(n), n, format!("{done}/{n} probes, {secs:.1} s")),
-        Total::CountOf(n, what) => (done.min(n), n, format!("{done}/{n} {what}, {secs:.1} s")),
-        Total::Time(d) => {
+        &Total::Count(n) => (done.min(n), n, format!("{done}/{n} probes, {secs:.1} s")),
+        &Total::CountOf(n, what) => (done.min(n), n, format!("{done}/{n} {what}, {secs:.1} s")),
+        &Total::Time(d) => {
             let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
             (ms(elapsed).min(ms(d)), ms(d), format!("{secs:.1}/{:.1} s", d.as_secs_f64()))
+        }
+        Total::ProbesAfterWarmup { n, bound, shown } => {
+            // While it runs, the warm-up may take its whole count (or, with only a
+            // deadline, it has taken what was sent).
+            let warmup = ended(&shown.warmup_probes).unwrap_or_else(|| (*bound).max(done));
+            status(&Total::Count(n.saturating_add(warmup)), done, elapsed)
+        }
+        Total::TimeAfterWarmup { d, guess, shown } => {
+            let warmup = ended(&shown.warmup_ns).map_or(*guess, Duration::from_nanos);
+            status(&Total::Time(*d + warmup), done, elapsed)
         }
     }
 }
@@ -138,39 +163,6 @@ impl Drop for Progress {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-    }
-}
-
-/// A `ProbeIo` that counts what it sends, for the progress of a ping.
-#[derive(Debug)]
-pub struct Counted<'a, I> {
-    inner: &'a mut I,
-    sent: &'a AtomicU64,
-}
-
-impl<'a, I: ProbeIo> Counted<'a, I> {
-    /// Counts `inner`'s sends in `sent`.
-    pub fn new(inner: &'a mut I, sent: &'a AtomicU64) -> Self {
-        Self { inner, sent }
-    }
-}
-
-impl<I: ProbeIo> ProbeIo for Counted<'_, I> {
-    fn send(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        self.sent.fetch_add(1, Ordering::Relaxed);
-        self.inner.send(buf)
-    }
-
-    fn recv_until(&mut self, buf: &mut [u8], deadline_ns: u64) -> std::io::Result<Option<Received>> {
-        self.inner.recv_until(buf, deadline_ns)
-    }
-
-    fn tx_stamp(&mut self, seq: u64) -> Option<wirebench_net::io::Stamp> {
-        self.inner.tx_stamp(seq)
-    }
-
-    fn timestamps(&self) -> wirebench_net::io::Support {
-        self.inner.timestamps()
     }
 }
 
@@ -185,13 +177,27 @@ mod tests {
 
     #[test]
     fn status_words() {
-        let s = status(Total::Count(1000), 250, Duration::from_millis(2100));
+        let s = status(&Total::Count(1000), 250, Duration::from_millis(2100));
         assert_eq!(s, (250, 1000, "250/1000 probes, 2.1 s".into()));
-        let s = status(Total::Time(Duration::from_secs(10)), 0, Duration::from_millis(4100));
+        let s = status(&Total::Time(Duration::from_secs(10)), 0, Duration::from_millis(4100));
         assert_eq!(s, (4100, 10_000, "4.1/10.0 s".into()));
-        assert_eq!(status(Total::Count(10), 12, Duration::ZERO).0, 10, "never past the end");
-        let s = status(Total::CountOf(17, "trials"), 3, Duration::from_millis(6200));
+        assert_eq!(status(&Total::Count(10), 12, Duration::ZERO).0, 10, "never past the end");
+        let s = status(&Total::CountOf(17, "trials"), 3, Duration::from_millis(6200));
         assert_eq!(s, (3, 17, "3/17 trials, 6.2 s".into()));
+    }
+
+    /// The last plain line is written when the run ends (before: up to PLAIN_EVERY before
+    /// it, short of the total).
+    #[test]
+    fn the_last_plain_line_is_where_the_run_ended() {
+        let (tx, rx) = mpsc::channel();
+        let done = AtomicU64::new(400);
+        let status = || status(&Total::Count(1000), done.fetch_add(600, Ordering::Relaxed), Duration::from_secs(3));
+        drop(tx);
+        let mut out = Vec::new();
+        plain("ping 127.0.0.1:7878", &rx, status, &mut out);
+        let out = String::from_utf8(out).unwrap();
+        assert_eq!(out, "ping 127.0.0.1:7878: 400/1000 probes, 3.0 s\nping 127.0.0.1:7878: 1000/1000 probes, 3.0 s\n");
     }
 
     #[test]

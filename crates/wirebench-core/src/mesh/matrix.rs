@@ -446,18 +446,23 @@ fn no_rows(
         .filter_map(|(i, n)| {
             let why = n.error.as_deref()?;
             let kind = if skipped[i] { "skipped" } else { "unreachable" };
+            // From Prometheus, a row named by a URL is Prometheus itself (stopped, or an
+            // answer past the budget): no agent's row could be read.
+            let who = if source == "prometheus" && n.addr.contains("://") { "Prometheus" } else { "agent" };
             Some(MeshProblem {
                 scope: "agents".into(),
                 kind: kind.into(),
                 nodes: vec![i],
                 zones: n.zone.iter().cloned().collect(),
                 down: false,
-                summary: format!("agent {} {kind}: {why}", n.label()),
+                summary: format!("{who} {} {kind}: {why}", n.label()),
             })
         })
         .collect();
     if !nodes.iter().any(|n| n.reported) {
-        let summary = if source == "prometheus" {
+        let summary = if source == "prometheus" && skipped.contains(&true) {
+            "no agent's row read from Prometheus: no matrix to judge"
+        } else if source == "prometheus" {
             "Prometheus holds no current scrape of any agent: no matrix to judge"
         } else {
             "no agent gave its row: no matrix to judge"

@@ -92,10 +92,7 @@ async fn from_agents(cfg: &StatusConfig, stop: &Shutdown) -> (MatrixBuilder, boo
     let mut b = MatrixBuilder::new("agents").with_budget(cfg.max_matrix);
     let mut failed: Vec<Option<(String, bool)>> = vec![None; cfg.agents.len()];
     let mut done = vec![false; cfg.agents.len()];
-    let budget = format!(
-        "the matrix budget (--max-matrix {}) is spent",
-        ByteSize(u64::try_from(cfg.max_matrix).unwrap_or(u64::MAX))
-    );
+    let budget = format!("{} is spent", budget_words(cfg.max_matrix));
     let mut stopped = false;
     loop {
         let next = tokio::select! {
@@ -136,6 +133,11 @@ async fn from_agents(cfg: &StatusConfig, stop: &Shutdown) -> (MatrixBuilder, boo
     (b, stopped)
 }
 
+/// `the matrix budget (--max-matrix 1GiB)`.
+pub(super) fn budget_words(max_matrix: usize) -> String {
+    format!("the matrix budget (--max-matrix {})", ByteSize(u64::try_from(max_matrix).unwrap_or(u64::MAX)))
+}
+
 /// `wirebench mesh status`; returns the exit code ([`exit_code`]).
 pub fn run(args: &StatusArgs, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
     let cfg = StatusConfig::from_args(args)?;
@@ -143,9 +145,14 @@ pub fn run(args: &StatusArgs, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
     let t0 = std::time::Instant::now();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let (builder, stopped) = match &cfg.prometheus {
-        Some(p) => {
-            (rt.block_on(super::promql::matrix(&HttpClient::plain(), p, cfg.token.as_deref(), cfg.timeout))?, false)
-        }
+        Some(p) => rt.block_on(super::promql::matrix(
+            &HttpClient::plain(),
+            p,
+            cfg.token.as_deref(),
+            cfg.timeout,
+            cfg.max_matrix,
+            &ctx.shutdown,
+        ))?,
         None => rt.block_on(from_agents(&cfg, &ctx.shutdown)),
     };
     let results = builder.finish(&cfg.thresholds);

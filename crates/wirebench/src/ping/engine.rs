@@ -17,7 +17,8 @@ mod replies;
 
 use std::io::{self, ErrorKind};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
@@ -147,6 +148,32 @@ struct Loop<'a, I, C> {
     patience: Patience,
     /// One past the last probe sent.
     next_seq: u64,
+    /// What a progress display on another thread reads.
+    shown: &'a Shown,
+}
+
+/// What the engine shows while it runs, for a progress display on another thread: probes
+/// sent (warm-up and measured, not discovery), and where the warm-up ended once it did (its
+/// probes and its time: a warm-up with a count and a deadline ends by whichever comes
+/// first, so only the run knows).
+#[derive(Debug)]
+pub struct Shown {
+    /// Probes sent so far (an `Arc`: what a progress display counts).
+    pub sent: Arc<AtomicU64>,
+    /// Probes the warm-up took; `u64::MAX` while it runs.
+    pub warmup_probes: AtomicU64,
+    /// Time the warm-up took, ns; `u64::MAX` while it runs.
+    pub warmup_ns: AtomicU64,
+}
+
+impl Default for Shown {
+    fn default() -> Self {
+        Self {
+            sent: Arc::new(AtomicU64::new(0)),
+            warmup_probes: AtomicU64::new(u64::MAX),
+            warmup_ns: AtomicU64::new(u64::MAX),
+        }
+    }
 }
 
 /// Runs discovery, warm-up and measurement. Returns what was measured, also when stopped
@@ -156,6 +183,17 @@ pub fn run<I: ProbeIo, C: Clock>(
     clock: &C,
     cfg: &EngineConfig,
     stop_flag: &AtomicBool,
+) -> Result<EngineOutput, EngineError> {
+    run_shown(io, clock, cfg, stop_flag, &Shown::default())
+}
+
+/// [`run`], showing its progress in `shown`.
+pub fn run_shown<I: ProbeIo, C: Clock>(
+    io: &mut I,
+    clock: &C,
+    cfg: &EngineConfig,
+    stop_flag: &AtomicBool,
+    shown: &Shown,
 ) -> Result<EngineOutput, EngineError> {
     let mut lp = Loop {
         io,
@@ -187,6 +225,7 @@ pub fn run<I: ProbeIo, C: Clock>(
         interval: None,
         patience: Patience::new(cfg.timeout_ns),
         next_seq: 0,
+        shown,
     };
     probe::init(&mut lp.send_buf, cfg.session, cfg.flags);
     lp.discover()?;
@@ -312,6 +351,8 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
         self.measure_start_ns = now;
         self.out.measure_start_seq = seq;
         self.out.warmup_sent = seq;
+        self.shown.warmup_probes.store(seq, Ordering::Relaxed);
+        self.shown.warmup_ns.store(now.saturating_sub(self.out.start_ns), Ordering::Relaxed);
         for r in &mut self.out.responders {
             r.stats.begin_measure(seq);
         }
@@ -335,6 +376,7 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
         probe::stamp(&mut self.send_buf, seq, t1);
         self.io.send(&self.send_buf)?;
         self.next_seq = seq + 1;
+        self.shown.sent.store(self.next_seq, Ordering::Relaxed);
         Ok(())
     }
 

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use wirebench::Shutdown;
 use wirebench::mesh::agent::Agent;
+use wirebench::mesh::promql::QUERIES;
 use wirebench::mesh::status::IN_FLIGHT;
 use wirebench::mesh::{AgentArgs, AgentConfig};
 use wirebench_core::mesh::api::{API_VERSION, CellReport, MatrixReport, NodeRef, Proto, WindowRef};
@@ -293,4 +294,174 @@ fn the_saved_command_line_hides_the_token() {
     let v = read_json(&json);
     let saved: Vec<&str> = v["meta"]["command_line"].as_array().unwrap().iter().filter_map(|a| a.as_str()).collect();
     assert_eq!(saved[1..], ["mesh", "status", &url, "--token", "***", "--json", json.to_str().unwrap()]);
+}
+
+/// A fake Prometheus: takes its connections one at a time and answers each query with what
+/// `answer` gives for the query's text (`None`: the request is held until the client leaves,
+/// at most 30 s), until `stop` is set (then a connection ends it). Each query asked is sent
+/// on the receiver.
+fn fake_prometheus(
+    answer: fn(&str) -> Option<String>,
+    stop: Arc<AtomicBool>,
+) -> (SocketAddr, mpsc::Receiver<String>, JoinHandle<bool>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, asked) = mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return false };
+            if stop.load(Ordering::Relaxed) {
+                return true;
+            }
+            conn.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            conn.set_write_timeout(Some(Duration::from_secs(30))).unwrap();
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.ends_with(b"\r\n\r\n") && head.len() < 8192 {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let head = String::from_utf8_lossy(&head);
+            let target = head.split_whitespace().nth(1).unwrap_or("");
+            let q = percent_decode(target.split_once("query=").map_or("", |(_, q)| q));
+            let _ = tx.send(q.clone());
+            let Some(body) = answer(&q) else {
+                let _ = conn.read(&mut buf);
+                continue;
+            };
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+        false
+    });
+    (addr, asked, thread)
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && let Some(v) = s.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A Prometheus instant-query answer: a vector of these samples (labels, value).
+fn vector(samples: &[(Vec<(&str, String)>, f64)]) -> String {
+    let result: Vec<serde_json::Value> = samples
+        .iter()
+        .map(|(labels, v)| {
+            let metric: serde_json::Map<String, serde_json::Value> =
+                labels.iter().map(|(k, v)| ((*k).to_owned(), serde_json::Value::from(v.as_str()))).collect();
+            serde_json::json!({ "metric": metric, "value": [1.0, v.to_string()] })
+        })
+        .collect();
+    serde_json::json!({ "status": "success", "data": { "resultType": "vector", "result": result } }).to_string()
+}
+
+/// Ends a fake Prometheus; whether it ended on the stop (not on an error).
+fn finish_prometheus(addr: SocketAddr, thread: JoinHandle<bool>, stop: &AtomicBool) -> bool {
+    stop.store(true, Ordering::Relaxed);
+    let _ = TcpStream::connect(addr);
+    thread.join().unwrap()
+}
+
+/// A stop (Ctrl-C) while Prometheus holds its answer to the third query: the status returns
+/// at once (before: after --timeout), names Prometheus skipped (what did not answer),
+/// prints and saves the report as interrupted, and exits as a stop with no row does from
+/// the agents (1).
+#[test]
+fn a_stop_while_prometheus_holds_its_answer_names_it_and_returns() {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (addr, asked, thread) =
+        fake_prometheus(|q| (q != "wirebench_mesh_peer_info").then(|| vector(&[])), stop.clone());
+    let url = format!("http://{addr}");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("m.json");
+    let shutdown = Shutdown::new();
+    let (tx, rx) = mpsc::channel();
+    let (args, sd) = (
+        ["mesh", "status", "--prometheus", &url, "--timeout", "60s", "--json", json.to_str().unwrap()]
+            .map(str::to_owned),
+        shutdown.clone(),
+    );
+    let run = std::thread::spawn(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let _ = tx.send(crate::support::wirebench_with(&args, sd));
+    });
+    let first: Vec<String> =
+        (0..3).map(|_| asked.recv_timeout(Duration::from_secs(30)).expect("the status asks")).collect();
+    assert_eq!(first, [QUERIES[0], QUERIES[1], "wirebench_mesh_peer_info"]);
+    shutdown.trigger();
+    let r = rx.recv_timeout(Duration::from_secs(10)).expect("the status returns on the stop, not after --timeout");
+    run.join().unwrap();
+    assert!(finish_prometheus(addr, thread, &stop));
+    assert_eq!(r.code, 1, "no row: {r:?}");
+    let want = format!("verdict: Prometheus {url}/ skipped: stopped before it answered (2 of 7 queries answered)");
+    assert!(r.out.contains(&want), "{}", r.out);
+    assert!(r.out.contains("no agent's row read from Prometheus: no matrix to judge"), "{}", r.out);
+    let v = read_json(&json);
+    assert_eq!(v["outcome"], "interrupted");
+    let m = mesh(&json);
+    assert_eq!(m.source, "prometheus");
+    assert_eq!(m.problems.iter().map(|p| p.kind.as_str()).collect::<Vec<_>>(), ["skipped", "no_matrix"]);
+}
+
+/// Prometheus's first answer (20 agents) is longer than a 1 KiB --max-matrix: it is refused
+/// whole and Prometheus named skipped with the query, the other queries are not sent, and
+/// the run exits as the agents' path does with no row kept (1), its report saved.
+#[test]
+fn a_prometheus_answer_past_the_matrix_budget_is_named_and_the_rest_not_asked() {
+    fn answer(q: &str) -> String {
+        let agent = |i: usize| {
+            let at = format!("127.0.0.2:{}", 20_000 + i);
+            let labels = vec![
+                ("__name__", "wirebench_mesh_agent_info".to_owned()),
+                ("instance", at.clone()),
+                ("addr", at),
+                ("job", "wirebench-mesh".to_owned()),
+            ];
+            (labels, 1.0)
+        };
+        let known: Vec<_> = (0..20).map(agent).collect();
+        if q.starts_with("last_over_time") { vector(&known) } else { vector(&[]) }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let (addr, asked, thread) = fake_prometheus(|q| Some(answer(q)), stop.clone());
+    let url = format!("http://{addr}");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("m.json");
+    let r =
+        wirebench(&["mesh", "status", "--prometheus", &url, "--max-matrix", "1KiB", "--json", json.to_str().unwrap()]);
+    assert!(finish_prometheus(addr, thread, &stop));
+    let queries: Vec<String> = asked.try_iter().collect();
+    assert_eq!(queries, ["last_over_time(wirebench_mesh_agent_info[1h])"], "the rest are not asked");
+    assert_eq!(r.code, 1, "{r:?}");
+    let want = format!(
+        "verdict: Prometheus {url}/ skipped: not kept: its answer to last_over_time(wirebench_mesh_agent_info[1h]) passes what is left of the budget"
+    );
+    assert!(r.out.contains(&want), "{}", r.out);
+    assert!(
+        r.out.contains("the matrix budget (--max-matrix 1KiB); no matrix from part of the answers (6 of 7 not asked)"),
+        "{}",
+        r.out
+    );
+    let v = read_json(&json);
+    assert_eq!(v["outcome"], "completed");
+    let m = mesh(&json);
+    assert_eq!(m.problems.iter().map(|p| p.kind.as_str()).collect::<Vec<_>>(), ["skipped", "no_matrix"]);
 }
