@@ -16,6 +16,7 @@ mod lab; // the namespace harness: namespaces, veths and processes removed on dr
 mod listen; // listen: DatagramTest's gap lines, the publisher budget
 mod load; // WebSocket load against an in-process room: delay, thresholds, dead server (issue 4)
 mod load_health; // the load generator's own health: kept, missed, the same words everywhere, merged shards
+mod load_rows; // the all row of a relayed and a request type: the sum of the event rows in the JSON, the terminal, report and the HTML
 mod load_shards; // load --shard/--start-at in namespaces, report --merge exact and refusing, the k8s Job's flags
 mod load_tls; // load for real apps: wss:// to room --tls-*, wrong CA/name, --insecure, headers, cookies, subprotocols, tokens (issue 14)
 mod load_toml; // the scenario file's TLS and request keys: reach the server, flags override, bad values exit 2
