@@ -15,15 +15,21 @@
 //!   column 3): a host too busy to take packets off the NIC.
 //! - `/sys/class/net/IF/statistics/`: the interface's `rx_dropped`, `rx_errors`,
 //!   `rx_missed_errors`, `tx_dropped`, `tx_errors`.
+//! - netlink `RTM_GETQDISC` (streams' sending hosts): the root qdiscs' drops on the
+//!   interfaces that carry the stream ([`qdisc`]).
 
 use serde::{Deserialize, Serialize};
 
 use crate::snmp::Snmp;
 
 mod interval_loss;
+pub mod qdisc;
 mod stream_loss;
 pub use interval_loss::{Reading, split_rows};
-pub use stream_loss::{NIC, ReceiveDrops, SOFTNET, add_below_socket_tables, reading, split_stream, whole};
+pub use stream_loss::{
+    NIC, QDISC, ReceiveDrops, SOFTNET, add_below_socket_tables, add_qdisc_table, reading, sender_drops, split_stream,
+    whole,
+};
 
 /// The UDP counters of one protocol family.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -237,7 +243,9 @@ impl Snapshot {
 pub struct LossSplit {
     /// Packets the run counts as missing.
     pub missing: u64,
-    /// Never left: sends found the send buffer full (`SndbufErrors`).
+    /// Never left: dropped by the sending host after the application sent them (streams:
+    /// `SndbufErrors` or its egress qdiscs' drops, the larger, `counters::sender_drops`;
+    /// elsewhere `SndbufErrors`).
     pub send_buffer: u64,
     /// Refused by a receiving socket on this host (`InErrors`, which includes
     /// `RcvbufErrors`).

@@ -44,21 +44,25 @@ pub fn snapshot(interfaces: &[String]) -> Snapshot {
 pub struct Receiving {
     snmp: Option<Snmp>,
     below: Snapshot,
+    /// The root qdiscs' drops on the interfaces (a sending end's share: [`crate::qdisc`]).
+    qdisc: Option<u64>,
 }
 
 impl Receiving {
-    /// The counters now, for a receiver on `interfaces`.
+    /// The counters now, for a stream end on `interfaces` (the receiver's drops below the
+    /// sockets, the sender's egress qdiscs' drops).
     pub fn read(interfaces: &[String]) -> Self {
-        Self { snmp: crate::snmp::read(), below: snapshot(interfaces) }
+        Self { snmp: crate::snmp::read(), below: snapshot(interfaces), qdisc: crate::qdisc::drops(interfaces) }
     }
 
-    /// What rose from `self` to `after`: the `Udp` and `Tcp` tables of `/proc/net/snmp`
-    /// and the `Softnet` and `Nic` tables (`wirebench_core::counters::add_below_socket_tables`);
-    /// `None` without `/proc/net/snmp`.
+    /// What rose from `self` to `after`: the `Udp` and `Tcp` tables of `/proc/net/snmp`,
+    /// the `Softnet` and `Nic` tables (`wirebench_core::counters::add_below_socket_tables`)
+    /// and the `Qdisc` table (`add_qdisc_table`); `None` without `/proc/net/snmp`.
     pub fn since(&self, after: &Self) -> Option<Snmp> {
         let (a, b) = (self.snmp.as_ref()?, after.snmp.as_ref()?);
         let mut k = b.since(a, &["Udp", "Tcp"]);
         counters::add_below_socket_tables(&mut k, &self.below.delta(&after.below));
+        counters::add_qdisc_table(&mut k, self.qdisc, after.qdisc);
         Some(k)
     }
 }

@@ -16,7 +16,8 @@
 //!   (`ethtool -T`) and whether that is on.
 //! - [`timer`]: absolute sleeps on `CLOCK_MONOTONIC` and timer slack, for the stall meter.
 //! - [`priority`]: the calling thread's nice value (a stream receiver outranks its sender).
-//! - [`snmp`]: the kernel's protocol counters (`/proc/net/snmp`), for loss attribution.
+//! - [`snmp`]: the kernel's protocol counters (`/proc/net/snmp`), for loss attribution;
+//!   [`qdisc`]: the egress qdiscs' drops (netlink), for a stream sender's share of it.
 //! - [`ready`]: readiness of many sockets (epoll) with nanosecond sleeps, and writability.
 //! - `fake` (feature `fake`): an in-memory echo link on a virtual clock for the engines' tests,
 //!   and `alloc_count`, a counting allocator for no-allocation tests.
@@ -41,6 +42,7 @@ pub mod multicast;
 pub mod pin;
 pub mod pmtu;
 pub mod priority;
+pub mod qdisc;
 pub mod ready;
 pub mod rusage;
 pub mod rxbatch;

@@ -152,7 +152,7 @@ pub fn format_value(row: &str, v: f64) -> String {
         | "reply p99" => format!("{} us", us(v)),
         "throughput" => bits_words(v),
         "received" | "loss-free rate" | "sent/s" | "delivered/s" => rate_words(v),
-        "loss" | "missing" => format!("{v:.3}%"),
+        "loss" | "deliveries missing" | "replies missing" => format!("{v:.3}%"),
         "cpu/event" => format!("{:.2} us", v / 1e3),
         _ => format!("{v:.0}"),
     }

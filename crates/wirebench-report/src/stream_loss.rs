@@ -3,7 +3,7 @@
 //! the text, the HTML page and the JSON show the same numbers).
 
 use wirebench_core::counters::{NIC, ReceiveDrops, SOFTNET};
-use wirebench_core::report::ReceiverResult;
+use wirebench_core::report::{ReceiverResult, SenderResult};
 
 /// `12,345`.
 pub fn grouped(n: u64) -> String {
@@ -18,10 +18,25 @@ pub fn grouped(n: u64) -> String {
     out
 }
 
+/// The sending host's figures behind its share, `(SndbufErrors +3, egress qdisc drops
+/// +6,876: the larger, they overlap)`, as far as the report has them (this client's own
+/// sending: `sender`; serve's: not kept).
+fn sender_source(sender: Option<&SenderResult>) -> String {
+    match sender.map(|s| (s.sndbuf_errors, s.qdisc_drops)) {
+        Some((Some(b), Some(q))) => {
+            format!("SndbufErrors +{}, egress qdisc drops +{}: the larger, they overlap", grouped(b), grouped(q))
+        }
+        Some((Some(b), None)) => format!("SndbufErrors +{}", grouped(b)),
+        Some((None, Some(q))) => format!("egress qdisc drops +{}", grouped(q)),
+        _ => "SndbufErrors or egress qdisc drops".into(),
+    }
+}
+
 /// The split line of receiver `r` and its caveats (nothing without a split or with nothing
-/// missing and nothing counted). `sender_gso`: the sender batched with UDP GSO (`None`:
-/// unknown, e.g. serve sent).
-pub fn lines(r: &ReceiverResult, sender_gso: Option<bool>) -> Vec<String> {
+/// missing and nothing counted). `sender`: this client's sending, when it sent to `r`
+/// (its batching with UDP GSO and its counters; `None`: unknown, e.g. serve sent).
+pub fn lines(r: &ReceiverResult, sender: Option<&SenderResult>) -> Vec<String> {
+    let sender_gso = sender.map(|s| s.gso);
     let (Some(s), Some(k)) = (r.loss_split.as_ref(), r.kernel.as_ref()) else { return Vec::new() };
     if s.missing == 0 && s.excess == 0 {
         return Vec::new();
@@ -42,7 +57,7 @@ pub fn lines(r: &ReceiverResult, sender_gso: Option<bool>) -> Vec<String> {
     let who = if r.direction == "reverse" { "this host's" } else { "the receiving host's" };
     let mut out = vec![format!(
         "{}: of {} missing, {} dropped by {who} socket buffers (Udp InErrors +{}, RcvbufErrors +{}{fix}), {} by its NIC ({nic_source}), \
-         {} by the sending host after the send (SndbufErrors), {} elsewhere on the path",
+         {} by the sending host after the send ({}), {} elsewhere on the path",
         r.addr,
         grouped(s.missing),
         grouped(s.socket),
@@ -50,6 +65,7 @@ pub fn lines(r: &ReceiverResult, sender_gso: Option<bool>) -> Vec<String> {
         drops.rcvbuf,
         grouped(s.nic),
         grouped(s.send_buffer),
+        sender_source(sender),
         grouped(s.elsewhere),
     )];
     let excess = if s.excess > 0 {
@@ -83,7 +99,7 @@ pub fn interval_lines(r: &ReceiverResult) -> Vec<String> {
             (s.missing > 0).then(|| {
                 let excess = if s.excess > 0 { format!(" (counters +{} beyond)", grouped(s.excess)) } else { String::new() };
                 format!(
-                    "{}:   interval to {:.3} s: of {} missing, {} socket buffers, {} NIC, {} send buffer, {} elsewhere{excess}",
+                    "{}:   interval to {:.3} s: of {} missing, {} socket buffers, {} NIC, {} sending host, {} elsewhere{excess}",
                     r.addr,
                     row.at_ns as f64 / 1e9,
                     grouped(s.missing),
@@ -131,6 +147,42 @@ mod tests {
         row
     }
 
+    fn sender(gso: bool, sndbuf: Option<u64>, qdisc: Option<u64>) -> SenderResult {
+        SenderResult {
+            messages: 100_000,
+            bytes: 0,
+            per_s: 0.0,
+            bits_per_s: 0.0,
+            send_ns: 0,
+            slip_mean_ns: 0,
+            slip_max_ns: 0,
+            gso,
+            retransmits: None,
+            sndbuf_errors: sndbuf,
+            qdisc_drops: qdisc,
+        }
+    }
+
+    /// A sender whose egress qdisc dropped what its socket counters did not see (a GSO batch
+    /// split and dropped in part): the line names the qdisc's drops beside SndbufErrors.
+    #[test]
+    fn the_sending_hosts_qdisc_drops_are_named() {
+        let mut r = receiver(6_876, 0, true);
+        let snd = sender(true, Some(62), Some(6_876));
+        r.attribute(Some(6_876), &[]);
+        let l = lines(&r, Some(&snd));
+        assert!(
+            l[0].ends_with(
+                "6,876 by the sending host after the send (SndbufErrors +62, egress qdisc drops +6,876: the larger, \
+                 they overlap), 0 elsewhere on the path"
+            ),
+            "{}",
+            l[0]
+        );
+        // serve sent (reverse): its figures are not kept, the line says what they are
+        assert!(lines(&r, None)[0].contains("(SndbufErrors or egress qdisc drops)"), "{:?}", lines(&r, None));
+    }
+
     #[test]
     fn the_issues_example_in_words() {
         let r = receiver(12_345, 12_001, true);
@@ -138,27 +190,27 @@ mod tests {
             r.loss_split,
             Some(LossSplit { missing: 12_345, send_buffer: 0, socket: 12_001, nic: 0, elsewhere: 344, excess: 0 })
         );
-        let l = lines(&r, Some(false));
+        let l = lines(&r, Some(&sender(false, Some(0), None)));
         assert_eq!(l.len(), 2, "{l:?}");
         assert!(
             l[0].ends_with(
                 ": of 12,345 missing, 12,001 dropped by the receiving host's socket buffers (Udp InErrors +12001, \
                  RcvbufErrors +12001: raise the receive buffer, sysctl -w net.core.rmem_max=16777216), 0 by its NIC \
                  (interface rx_dropped +0 rx_errors +0, softnet drops +0, squeezes +0), 0 by the sending host after \
-                 the send (SndbufErrors), 344 elsewhere on the path"
+                 the send (SndbufErrors +0), 344 elsewhere on the path"
             ),
             "{}",
             l[0]
         );
         assert!(l[1].contains("counters are host-wide"), "{}", l[1]);
         // a GSO sender: the caveat on whole batches
-        assert_eq!(lines(&r, Some(true)).len(), 3);
+        assert_eq!(lines(&r, Some(&sender(true, Some(0), None))).len(), 3);
     }
 
     #[test]
     fn excess_and_what_a_receiver_did_not_report() {
         let r = receiver(10, 25, false);
-        let l = lines(&r, Some(false));
+        let l = lines(&r, Some(&sender(false, Some(0), None)));
         assert!(l[0].contains("of 10 missing, 10 dropped"), "{}", l[0]);
         assert!(l[0].contains("0 by its NIC (not reported by that receiver)"), "{}", l[0]);
         assert!(l[1].contains("they rose 15 beyond what this run lost"), "{}", l[1]);
@@ -185,7 +237,7 @@ mod tests {
         assert_eq!(l.len(), 1, "only the row that lost: {l:?}");
         assert!(
             l[0].ends_with(
-                ":   interval to 1.000 s: of 30 missing, 30 socket buffers, 0 NIC, 0 send buffer, 0 elsewhere"
+                ":   interval to 1.000 s: of 30 missing, 30 socket buffers, 0 NIC, 0 sending host, 0 elsewhere"
             ),
             "{}",
             l[0]

@@ -4,7 +4,8 @@
 use std::io::{self, Write};
 
 use wirebench_core::report::{
-    IntervalRow, Outcome, ReceiverResult, Report, Results, SearchResult, StreamResults, SweepRow, TrialRow,
+    IntervalRow, Outcome, ReceiverResult, Report, Results, SearchResult, SenderResult, StreamResults, SweepRow,
+    TrialRow,
 };
 
 use crate::text::{bits_words, rate_words};
@@ -119,9 +120,9 @@ pub fn summary(out: &mut dyn Write, report: &Report) -> io::Result<()> {
         writeln!(out, "{}", crate::generator::line(g))?;
     }
     for r in &s.receivers {
-        // the sender's batching is known for this client's own sending (forward)
-        let gso = if r.direction == "forward" { s.sender.map(|x| x.gso) } else { None };
-        receiver_lines(out, r, gso)?;
+        // the sender's batching and counters are known for this client's own sending (forward)
+        let sender = if r.direction == "forward" { s.sender.as_ref() } else { None };
+        receiver_lines(out, r, sender)?;
     }
     if let Some(w) = s.listen.and_then(|l| l.wake) {
         writeln!(out, "{}", crate::stream_wake::words("listen", &w))?;
@@ -154,7 +155,7 @@ pub fn summary(out: &mut dyn Write, report: &Report) -> io::Result<()> {
 }
 
 /// A receiver's line, and what its host's kernel and its socket say about the loss.
-fn receiver_lines(out: &mut dyn Write, r: &ReceiverResult, sender_gso: Option<bool>) -> io::Result<()> {
+fn receiver_lines(out: &mut dyn Write, r: &ReceiverResult, sender: Option<&SenderResult>) -> io::Result<()> {
     let c = &r.total;
     let over = if r.send_ns > 0 { format!(" over {}", secs(r.send_ns)) } else { String::new() };
     writeln!(
@@ -175,7 +176,7 @@ fn receiver_lines(out: &mut dyn Write, r: &ReceiverResult, sender_gso: Option<bo
         c.mean_gap_ns() / 1e6,
         c.jitter_ns / 1000.0
     )?;
-    for line in crate::stream_loss::lines(r, sender_gso).into_iter().chain(crate::stream_loss::interval_lines(r)) {
+    for line in crate::stream_loss::lines(r, sender).into_iter().chain(crate::stream_loss::interval_lines(r)) {
         writeln!(out, "{line}")?;
     }
     if let Some(line) = crate::stream_wake::line(r) {

@@ -1,5 +1,6 @@
 //! A stream's missing datagrams split by the kernel counters of both ends: the sending
-//! host's `SndbufErrors` (sent by the application, dropped before the wire), the receiving
+//! host's drops after the send (`SndbufErrors` and its egress qdiscs' drops, the larger:
+//! [`sender_drops`]; sent by the application, dropped before the wire), the receiving
 //! host's socket refusals (`Udp InErrors`, of which `RcvbufErrors` are full receive
 //! buffers) and its drops below the sockets (the receiving interface's `rx_dropped`,
 //! `rx_errors`, `rx_missed_errors` and the softnet backlog); the rest happened elsewhere on
@@ -21,6 +22,32 @@ use crate::snmp::Snmp;
 pub const SOFTNET: &str = "Softnet";
 /// Table of the receiving interfaces' counters: `RxDropped`, `RxErrors`, `RxMissedErrors`.
 pub const NIC: &str = "Nic";
+/// Table of the egress qdiscs' counters on the interfaces that carry the stream:
+/// `Dropped` (the root qdiscs' drops, what `tc -s qdisc` prints; [`super::qdisc`]).
+pub const QDISC: &str = "Qdisc";
+
+/// Adds the egress qdiscs' drops (`before`, `after`: the root qdiscs' drop counts, summed
+/// over the interfaces) to `kernel` as the [`QDISC`] table, when read both times.
+pub fn add_qdisc_table(kernel: &mut Snmp, before: Option<u64>, after: Option<u64>) {
+    if let (Some(a), Some(b)) = (before, after) {
+        kernel.0.entry(QDISC.to_owned()).or_default().insert("Dropped".into(), to_i64(b.saturating_sub(a)));
+    }
+}
+
+/// What a sending host's counters say it dropped after the application sent: its `Udp
+/// SndbufErrors` (a send the kernel refused with `ENOBUFS`, a full qdisc among the causes:
+/// one count per send, a GSO batch whole) and its egress qdiscs' drops (per packet, a GSO
+/// batch the qdisc split and dropped in part included, which no socket counter sees). The
+/// two overlap (a packet the qdisc refused whole counts in both), so the host's share is
+/// the larger: a lower bound, never a double count. `None` when neither was read.
+pub fn sender_drops(k: &Snmp) -> Option<u64> {
+    let sndbuf = count(k, "Udp", "SndbufErrors");
+    let qdisc = count(k, QDISC, "Dropped");
+    match (sndbuf, qdisc) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0).max(b.unwrap_or(0))),
+    }
+}
 
 fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
@@ -130,6 +157,24 @@ mod tests {
         t.insert("InErrors".into(), in_errors);
         t.insert("RcvbufErrors".into(), rcvbuf);
         k
+    }
+
+    /// The sending host's share: SndbufErrors and the qdisc's drops overlap, so the larger;
+    /// either alone when only it was read; nothing when neither was.
+    #[test]
+    fn a_senders_drops_are_the_larger_of_sndbuf_errors_and_its_qdiscs() {
+        let mut k = Snmp::default();
+        assert_eq!(sender_drops(&k), None);
+        k.0.entry("Udp".into()).or_default().insert("SndbufErrors".into(), 62);
+        assert_eq!(sender_drops(&k), Some(62));
+        add_qdisc_table(&mut k, Some(100), Some(100 + 6_876));
+        assert_eq!(k.get(QDISC, "Dropped"), Some(6_876));
+        assert_eq!(sender_drops(&k), Some(6_876));
+        add_qdisc_table(&mut k, Some(5), None);
+        assert_eq!(k.get(QDISC, "Dropped"), Some(6_876), "read once: no table change");
+        let mut q = Snmp::default();
+        add_qdisc_table(&mut q, Some(9), Some(3));
+        assert_eq!(sender_drops(&q), Some(0), "a counter that went back (a new qdisc) is 0");
     }
 
     #[test]

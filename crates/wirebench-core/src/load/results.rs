@@ -86,6 +86,17 @@ fn row(r: &TypeRec, name: &str, share_pct: f64, request: bool, size: u64, ps: &[
     }
 }
 
+/// The `all` row: every count the sum of the type rows' (a relayed type's expected and
+/// arrived are its deliveries to other members, a request type's its replies, so the row's
+/// are both), its histograms the merge of theirs. Each type's `arrived` is capped at its
+/// `expected` (duplicates beyond it are not arrivals), so the row adds the capped values.
+fn overall(all: &TypeRec, types: &[LoadTypeResult], request: bool, ps: &[f64]) -> LoadTypeResult {
+    let mut r = row(all, "all", 100.0, request, 0, ps);
+    r.arrived = types.iter().map(|t| t.arrived).sum();
+    r.missing = types.iter().map(|t| t.missing).sum();
+    r
+}
+
 /// The report's form of an [`Account`].
 pub fn account(a: &Account) -> LoadAccount {
     LoadAccount {
@@ -188,7 +199,7 @@ pub fn build(
         },
         slip_max_ns: rec.slip_max,
         generator: None,
-        overall: row(&all, "all", 100.0, replies > 0 || shape.mix.types().iter().any(|t| t.request), 0, ps),
+        overall: overall(&all, &types, replies > 0 || shape.mix.types().iter().any(|t| t.request), ps),
         types,
         link_up: link(shape.link_up, "socket", "shaper_hold", counts.up_bps_max, counts.up_frames, &rec.up_hold),
         link_down: link(

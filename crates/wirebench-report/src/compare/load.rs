@@ -1,16 +1,17 @@
-//! Load runs side by side: rates, the share of expected deliveries that went missing,
+//! Load runs side by side: rates, the shares of expected deliveries and replies that went missing,
 //! delay and reply percentiles from the merged histograms, and the generator's CPU per
 //! message event.
 
 use hdrhistogram::Histogram;
 use wirebench_core::latency::value_at_percentile;
-use wirebench_core::report::{LatencyView, Report, Results, decode_histogram};
+use wirebench_core::report::{LatencyView, LoadAccount, Report, Results, decode_histogram};
 
 /// The figures of a load comparison, in order.
-pub(super) const ROWS: [&str; 10] = [
+pub(super) const ROWS: [&str; 11] = [
     "sent/s",
     "delivered/s",
-    "missing",
+    "deliveries missing",
+    "replies missing",
     "delay p50",
     "delay p99",
     "delay p99.9",
@@ -32,11 +33,13 @@ pub(super) fn values(r: &Report) -> Vec<Option<f64>> {
     let q = |h: &Option<Histogram<u64>>, p: f64| h.as_ref().map(|h| value_at_percentile(h, p) as f64);
     let delay = histogram(&l.overall.delay);
     let reply = l.overall.reply.as_ref().and_then(histogram);
-    let d = &l.deliveries;
+    // the `deliveries` and `replies` lines' shares, by name: the `all` row's missing is both
+    let missing = |a: &LoadAccount| (a.expected > 0).then(|| 100.0 * a.missing as f64 / a.expected as f64);
     vec![
         Some(l.achieved_send_per_s),
         Some(l.received_per_s),
-        (d.expected > 0).then(|| 100.0 * d.missing as f64 / d.expected as f64),
+        missing(&l.deliveries),
+        missing(&l.replies),
         q(&delay, 50.0),
         q(&delay, 99.0),
         q(&delay, 99.9),

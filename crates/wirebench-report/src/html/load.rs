@@ -86,12 +86,14 @@ pub(super) fn section(out: &mut dyn Write, r: &Run<'_>) -> io::Result<()> {
         writeln!(out, "<p>{}</p>", super::escape(&line))?;
     }
     let mut rows = Vec::new();
-    let mut all = l.overall.clone();
-    (all.expected, all.arrived, all.missing) = (l.deliveries.expected, l.deliveries.arrived, l.deliveries.missing);
-    for t in std::iter::once(&all).chain(l.types.iter()) {
+    // the `all` row as the JSON and the terminal have it: the sum of the type rows (a
+    // relayed type's expected and arrived are deliveries, a request type's its replies)
+    let kinds = l.types.iter().map(|t| (t, if t.request { "request" } else { "relayed" }));
+    for (t, kind) in std::iter::once((&l.overall, "-")).chain(kinds) {
         rows.push(vec![
             t.name.clone(),
             format!("{:.1}%", t.share_pct),
+            kind.into(),
             t.sent.to_string(),
             t.expected.to_string(),
             t.arrived.to_string(),
@@ -108,6 +110,7 @@ pub(super) fn section(out: &mut dyn Write, r: &Run<'_>) -> io::Result<()> {
         &[
             "event",
             "share",
+            "kind",
             "sent",
             "expected",
             "arrived",

@@ -99,48 +99,34 @@ pub(super) fn report(ps: &[f64], report: &Report, w: &mut dyn Write) -> io::Resu
     if let Some(line) = subprotocol_words(report) {
         writeln!(w, "{line}")?;
     }
-    let mut head: Vec<String> = ["type", "share%", "bytes", "sent", "expected", "arrived", "missing", "avg ms"]
-        .iter()
-        .map(|s| (*s).into())
-        .collect();
+    counts(l, w)?;
+    let mut head: Vec<String> = ["type", "count", "avg ms"].iter().map(|s| (*s).into()).collect();
     head.extend(ps.iter().map(|p| format!("p{p}")));
     head.push("max".into());
-    let row = |t: &LoadTypeResult, v: &LatencyView| {
-        let mut r = vec![
-            t.name.clone(),
-            format!("{:.1}", t.share_pct),
-            t.size.to_string(),
-            t.sent.to_string(),
-            t.expected.to_string(),
-            t.arrived.to_string(),
-            share(t.missing, t.expected),
-        ];
+    let row = |name: String, v: &LatencyView| {
+        let mut r = vec![name, v.summary.count.to_string()];
         r.extend(cells(v, ps));
         r
     };
     writeln!(w, "\ndelay from departure to arrival at every other member (ms):")?;
-    let mut rows: Vec<Vec<String>> = l.types.iter().filter(|t| !t.request).map(|t| row(t, &t.delay)).collect();
-    let mut all = l.overall.clone();
-    (all.expected, all.arrived, all.missing) = (l.deliveries.expected, l.deliveries.arrived, l.deliveries.missing);
-    let mut all_row = row(&all, &l.overall.delay);
-    // the types' sizes differ: the row of them all has none (its `size` field is 0)
-    all_row[2] = "-".into();
-    rows.push(all_row);
+    // a request type has a row here only when the server relayed it to others (unexpected)
+    let mut rows: Vec<Vec<String>> =
+        l.types.iter().filter(|t| !t.request || t.received > 0).map(|t| row(t.name.clone(), &t.delay)).collect();
+    rows.push(row(l.overall.name.clone(), &l.overall.delay));
     table(w, &head, &rows)?;
-    let req: Vec<Vec<String>> = l
+    let mut req: Vec<Vec<String>> = l
         .types
         .iter()
         .filter_map(|t| {
-            let mut r = row(t, t.reply.as_ref()?);
-            if !t.request {
-                // a relayed type that came back to its sender: no reply was expected
-                r[0] = format!("{} (echo)", t.name);
-                r[4..7].fill_with(|| "-".into());
-            }
-            Some(r)
+            // a relayed type that came back to its sender: no reply was expected
+            let name = if t.request { t.name.clone() } else { format!("{} (echo)", t.name) };
+            Some(row(name, t.reply.as_ref()?))
         })
         .collect();
     if !req.is_empty() {
+        if let Some(v) = &l.overall.reply {
+            req.push(row(l.overall.name.clone(), v));
+        }
         writeln!(w, "\nrequest to reply (ms):")?;
         table(w, &head, &req)?;
     }
@@ -178,6 +164,38 @@ pub(super) fn report(ps: &[f64], report: &Report, w: &mut dyn Write) -> io::Resu
         writeln!(w, "no measurement: {why}")?;
     }
     Ok(())
+}
+
+/// Sent, expected, arrived and missing per event type, and the `all` row: the sum of the
+/// rows above it, column by column (a relayed type's expected and arrived are deliveries to
+/// the other members, a request type's its replies; the `deliveries` and `replies` lines
+/// split the row's). The same figures as the JSON's `types` and `overall`.
+fn counts(l: &LoadResults, w: &mut dyn Write) -> io::Result<()> {
+    let head: Vec<String> = ["type", "share%", "bytes", "kind", "sent", "expected", "arrived", "missing"]
+        .iter()
+        .map(|s| (*s).into())
+        .collect();
+    let row = |t: &LoadTypeResult, kind: &str, bytes: String| {
+        vec![
+            t.name.clone(),
+            format!("{:.1}", t.share_pct),
+            bytes,
+            kind.into(),
+            t.sent.to_string(),
+            t.expected.to_string(),
+            t.arrived.to_string(),
+            share(t.missing, t.expected),
+        ]
+    };
+    let mut rows: Vec<Vec<String>> =
+        l.types.iter().map(|t| row(t, if t.request { "request" } else { "relayed" }, t.size.to_string())).collect();
+    // the types' sizes differ: the row of them all has none (its `size` field is 0)
+    rows.push(row(&l.overall, "-", "-".into()));
+    writeln!(
+        w,
+        "\nevents sent and their arrivals (relayed: deliveries to every other member; request: replies; all: the sum):"
+    )?;
+    table(w, &head, &rows)
 }
 
 fn links(w: &mut dyn Write, name: &str, k: &LoadLink, p: &dyn Fn(&LatencyView, f64) -> String) -> io::Result<()> {
@@ -276,10 +294,12 @@ mod tests {
     use wirebench_core::load::results::{Counts, Shape, build};
     use wirebench_core::report::{Report, Results, read_report};
 
-    /// The `all` row of the delivery table shows no size (`-`): its types' sizes differ,
-    /// and the 0 in its `size` field read as "0 bytes".
+    /// The counts table: one row per event type (a request's expected and arrived are its
+    /// replies) and the `all` row, the sum of the rows above it column by column, with no
+    /// size (`-`: its types' sizes differ, and the 0 in its `size` field read as "0 bytes").
+    /// The delay and reply tables count what they time.
     #[test]
-    fn the_all_row_has_no_size() {
+    fn the_all_row_is_the_sum_of_the_rows_and_has_no_size() {
         let mix = Mix::parse("cursor=3,save=1", &["save"]).unwrap();
         let mut rec = Recording::new(2);
         for i in 0..100 {
@@ -311,10 +331,22 @@ mod tests {
         let mut out = Vec::new();
         super::report(&[50.0, 99.0], &r, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
-        let all = text.lines().find(|l| l.trim_start().starts_with("all ")).expect("an all row");
-        let cells: Vec<&str> = all.split_whitespace().collect();
-        assert_eq!(&cells[..3], &["all", "100.0", "-"], "{text}");
-        let cursor = text.lines().find(|l| l.trim_start().starts_with("cursor ")).expect("a cursor row");
-        assert_eq!(cursor.split_whitespace().nth(2), Some("128"), "{text}");
+        let counts: Vec<Vec<&str>> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("events sent and their arrivals"))
+            .skip(2)
+            .take_while(|l| !l.is_empty())
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(counts[0], ["cursor", "75.0", "128", "relayed", "100", "400", "100", "75.00%"], "{text}");
+        assert_eq!(counts[1], ["save", "25.0", "128", "request", "100", "100", "100", "0.00%"], "{text}");
+        // the sum of the rows: 200 events sent, 400 deliveries and 100 replies expected
+        assert_eq!(counts[2], ["all", "100.0", "-", "-", "200", "500", "200", "60.00%"], "{text}");
+        let count_of = |table: &str| {
+            let row = text.lines().skip_while(|l| !l.starts_with(table)).find(|l| l.trim_start().starts_with("all "));
+            row.and_then(|r| r.split_whitespace().nth(1)).map(str::to_owned)
+        };
+        assert_eq!(count_of("delay from departure").as_deref(), Some("100"), "{text}");
+        assert_eq!(count_of("request to reply").as_deref(), Some("100"), "{text}");
     }
 }

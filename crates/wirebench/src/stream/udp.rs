@@ -11,7 +11,6 @@ use anyhow::Context as _;
 use wirebench_core::counters::{self, Reading};
 use wirebench_core::report::{ReceiverResult, SenderResult};
 use wirebench_core::schedule::Stop;
-use wirebench_core::snmp::Snmp;
 use wirebench_core::stream::StreamCounts;
 use wirebench_core::wire::control::{Control, Direction, StreamProto, StreamRequest};
 use wirebench_net::batch::{UdpBatchReceiver, UdpBatchSender, size_buffers};
@@ -148,11 +147,17 @@ pub(super) fn run(
     let mut ready_at: Vec<Instant> = Vec::new();
     // This host's counters across the run: its receivers' drops (reverse) and its
     // senders' SndbufErrors (forward), with the interface toward the first target.
-    let ifaces = wirebench_net::iface::toward(cfg.group.map_or(cfg.targets[0], SocketAddr::V4));
+    // A group's interface is the one `--interface` names (a group may have no route).
+    let ifaces = match (cfg.group, interface(cfg)?) {
+        (Some(_), Some(ip)) => wirebench_net::iface::receiving(ip.into()),
+        _ => wirebench_net::iface::toward(cfg.group.map_or(cfg.targets[0], SocketAddr::V4)),
+    };
     let kernel_before = wirebench_net::counters::Receiving::read(&ifaces);
-    // and its SndbufErrors at each of serve's intervals
-    let snmp_before = wirebench_net::snmp::read();
-    let sndbuf_now = || sndbuf_since(snmp_before.as_ref());
+    // and its drops after the send (SndbufErrors, its egress qdiscs') at each of serve's intervals
+    let sender_now = || {
+        let k = kernel_before.since(&wirebench_net::counters::Receiving::read(&ifaces))?;
+        counters::sender_drops(&k)
+    };
     for (i, &target) in cfg.targets.iter().enumerate() {
         let mut knock_from = None;
         if reverse {
@@ -238,7 +243,7 @@ pub(super) fn run(
         if let Ok((i, at, m)) = events.recv_timeout(Duration::from_millis(20)) {
             match m {
                 Control::Interval { publishers, kernel } if snaps[i].len() < cap => {
-                    reads[i].push(counters::reading(sndbuf_now(), kernel.as_ref()));
+                    reads[i].push(counters::reading(sender_now(), kernel.as_ref()));
                     snaps[i].push((session::ns_since(t0, at), session::total(&session::counts_of(&publishers))));
                     live.interval(ctx.out, &cfg.targets[i].to_string(), &snaps[i]);
                 }
@@ -311,7 +316,7 @@ pub(super) fn run(
             let got = session::collect_results(&events, n, Duration::from_secs(10), |i, at, m| {
                 if let Control::Interval { publishers, kernel } = m {
                     if snaps[i].len() < cap {
-                        reads[i].push(counters::reading(sndbuf_now(), kernel.as_ref()));
+                        reads[i].push(counters::reading(sender_now(), kernel.as_ref()));
                         snaps[i].push((session::ns_since(t0, at), session::total(&session::counts_of(&publishers))));
                     } else {
                         ignored_rows += 1;
@@ -344,8 +349,11 @@ pub(super) fn run(
         local_accounts.push((acc, l.snaps, l.reads));
     }
     let kernel_here = kernel_before.since(&wirebench_net::counters::Receiving::read(&ifaces));
-    let sndbuf_here =
-        kernel_here.as_ref().and_then(|k| k.get("Udp", "SndbufErrors")).map(|v| u64::try_from(v).unwrap_or(0));
+    let here = |table: &str, field: &str| {
+        kernel_here.as_ref().and_then(|k| k.get(table, field)).map(|v| u64::try_from(v).unwrap_or(0))
+    };
+    let (sndbuf_here, qdisc_here) = (here("Udp", "SndbufErrors"), here(counters::QDISC, "Dropped"));
+    let sender_here = kernel_here.as_ref().and_then(counters::sender_drops);
     for (k, (acc, mut local_snaps, local_reads)) in local_accounts.into_iter().enumerate() {
         let r = results.get(k).and_then(Option::as_ref);
         let counts = acc.counts();
@@ -370,9 +378,9 @@ pub(super) fn run(
             loss_split: None,
             wake: Some(acc.wake.summary()),
         };
-        // serve sent: its host's SndbufErrors (from a serve that reports them)
-        let serve_sndbuf = r.and_then(|r| r.kernel.as_ref()).and_then(|k| k.get("Udp", "SndbufErrors"));
-        row.attribute(serve_sndbuf.map(|v| u64::try_from(v).unwrap_or(0)), &local_reads);
+        // serve sent: its host's drops after the send (from a serve that reports them)
+        let serve_drops = r.and_then(|r| r.kernel.as_ref()).and_then(counters::sender_drops);
+        row.attribute(serve_drops, &local_reads);
         local_rows.push(row);
     }
     if forward {
@@ -396,23 +404,17 @@ pub(super) fn run(
                 loss_split: None,
                 wake: r.wake,
             };
-            row.attribute(sndbuf_here, &reads[i]);
+            row.attribute(sender_here, &reads[i]);
             out.receivers.push(row);
         }
         let mut sender = sender_result(&all_sent);
         sender.sndbuf_errors = sndbuf_here;
+        sender.qdisc_drops = qdisc_here;
         out.generator = Some(super::health::of(&all_sent, spec.rate, &sender));
         out.sender = Some(sender);
     }
     out.receivers.extend(local_rows);
     Ok(out)
-}
-
-/// This host's `Udp SndbufErrors` since `before` (`None` without `/proc/net/snmp`).
-fn sndbuf_since(before: Option<&Snmp>) -> Option<u64> {
-    let now = wirebench_net::snmp::read()?;
-    let v = now.since(before?, &["Udp"]).get("Udp", "SndbufErrors")?;
-    Some(u64::try_from(v).unwrap_or(0))
 }
 
 /// How long a polite side waits to hear the other beyond the run's duration.
@@ -444,6 +446,7 @@ pub(super) fn sender_result(s: &[Sent]) -> SenderResult {
         gso: s.iter().any(|x| x.gso),
         retransmits: None,
         sndbuf_errors: None,
+        qdisc_drops: None,
     }
 }
 

@@ -451,7 +451,12 @@ fn an_echo_server_is_not_a_table_of_zeros() {
     assert!(run.out.contains("no measurement: nothing was delivered to other members"), "{}", run.out);
     assert!(run.out.contains("came back to their own senders: an echo server?"), "{}", run.out);
     assert!(run.out.contains("nothing was delivered for: cursor ("), "{}", run.out);
-    let row = run.out.lines().find(|l| l.trim_start().starts_with("cursor")).unwrap();
+    let row = run
+        .out
+        .lines()
+        .skip_while(|l| !l.starts_with("delay from departure"))
+        .find(|l| l.trim_start().starts_with("cursor"))
+        .unwrap();
     let cells: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(cells[cells.len() - 6..], ["-"; 6], "mean, p50, p90, p99, p99.9, max: {row}");
     // a threshold on a type with nothing delivered fails
@@ -513,10 +518,20 @@ fn load_runs_compare_side_by_side() {
     assert_eq!(run.code, 0, "{}", run.err);
     let lines: Vec<&str> = run.out.lines().collect();
     assert_eq!(lines[0], "load runs (ratios against a)", "{}", run.out);
-    for row in ["sent/s", "delivered/s", "missing", "delay p50", "delay p99", "delay max", "reply p50", "cpu/event"] {
+    for row in [
+        "sent/s",
+        "delivered/s",
+        "deliveries missing",
+        "replies missing",
+        "delay p50",
+        "delay p99",
+        "delay max",
+        "reply p50",
+        "cpu/event",
+    ] {
         assert!(lines.iter().any(|l| l.starts_with(&format!("{row} "))), "{row}: {}", run.out);
     }
-    let missing = lines.iter().find(|l| l.starts_with("missing ")).unwrap();
+    let missing = lines.iter().find(|l| l.starts_with("deliveries missing ")).unwrap();
     assert!(missing.contains("0.000%"), "{missing}");
     // the same figures in the text and the HTML of one run
     let rep = read_json(&a);

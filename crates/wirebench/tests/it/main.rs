@@ -16,6 +16,7 @@ mod lab; // the namespace harness: namespaces, veths and processes removed on dr
 mod listen; // listen: DatagramTest's gap lines, the publisher budget
 mod load; // WebSocket load against an in-process room: delay, thresholds, dead server (issue 4)
 mod load_health; // the load generator's own health: kept, missed, the same words everywhere, merged shards
+mod load_rows; // the all row of a relayed and a request type: the sum of the event rows in the JSON, the terminal, report and the HTML
 mod load_shards; // load --shard/--start-at in namespaces, report --merge exact and refusing, the k8s Job's flags
 mod load_tls; // load for real apps: wss:// to room --tls-*, wrong CA/name, --insecure, headers, cookies, subprotocols, tokens (issue 14)
 mod load_toml; // the scenario file's TLS and request keys: reach the server, flags override, bad values exit 2
@@ -46,7 +47,7 @@ mod serve_noise; // 100,000 bad datagrams at serve during a ping
 mod shape; // shape tc: the script; in namespaces apply/clear, foreign qdiscs left alone, NAT clients classified
 mod stream; // stream and listen on loopback: complete, both sides, reverse only to the client
 #[cfg(feature = "netns-tests")]
-mod stream_loss; // in namespaces: a tiny receive buffer blamed on RcvbufErrors, a router's tbf drops elsewhere on the path
+mod stream_loss; // in namespaces: a tiny receive buffer blamed on RcvbufErrors, a router's tbf drops elsewhere on the path, the sender's own tbf drops on the sending host
 mod stream_rates; // one time base, interval rows and live lines, kernel counters, input rules
 mod stream_stamps; // the stream receiver's kernel RX stamps: never after the read, the same in every view, a note without them
 mod suite; // the suite's steps and files

@@ -1,9 +1,10 @@
 //! A stream's missing datagrams attributed by the kernel counters, in namespaces (whose
 //! `/proc/net/snmp` is their own, so the counters see only the test's traffic): a receiver
 //! with a tiny receive buffer behind a flat-out sender loses to `RcvbufErrors`, and a
-//! router's tbf drops are "elsewhere on the path" and match the qdisc's own drop counter.
+//! router's tbf drops are "elsewhere on the path" and match the qdisc's own drop counter,
+//! and a tbf on the sender's own link drops on the sending host, by its drop counter.
 //! Each datagram crosses alone (GSO off on the sender's link), so every counter counts
-//! datagrams, not GSO batches.
+//! datagrams, not GSO batches; but for the sender's own tbf, whose gap is in GSO batches.
 
 use wirebench_core::report::{ReceiverResult, Report, Results, StreamResults};
 use wirebench_core::snmp::Snmp;
@@ -257,4 +258,56 @@ fn listen_blames_its_own_small_buffer() {
     assert_eq!((split.missing, split.socket, split.nic, split.elsewhere), (missing, missing, 0, 0), "{split:?}");
     assert_eq!(split.excess, rcvbuf - missing);
     assert!(text.contains(&format!("of {missing} missing: 0 never left this host")), "{text}");
+}
+
+/// A tbf (small burst) on the sender's own veth and a multicast stream flat out into it:
+/// the sender's qdisc drops what it cannot pass. Whole refused packets count in the
+/// sender's `SndbufErrors` too, but GSO batches tbf splits and drops in part count only in
+/// the qdisc, so before, most of the loss read "elsewhere on the path". Now the report
+/// carries the qdisc's drops (the count `tc -s qdisc` prints, read by the test around the
+/// run) and puts the loss on the sending host. GSO stays on: the gap is in GSO batches.
+#[test]
+fn the_senders_own_qdisc_drops_are_the_sending_hosts_and_match_tc() {
+    let mut lab = Lab::new("sqd");
+    let snd = lab.ns("snd");
+    let rcv = lab.ns("rcv");
+    Lab::link(&snd, "eth0", "10.77.219.1/24", &rcv, "eth0", Some("10.77.219.2/24"));
+    sh(&[
+        "ip", "netns", "exec", &snd, "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "20mbit", "burst",
+        "16kb", "limit", "32kb",
+    ]);
+    lab.serve(&rcv, &["serve", "--listen", "0.0.0.0:7878", "--open", "--interface", "10.77.219.2"]);
+    let (snd0, rcv0, q0) = (snmp_in(&snd), snmp_in(&rcv), qdisc_dropped(&snd, "eth0"));
+    let (s, text) = run(
+        &snd,
+        &["stream", "10.77.219.2:7878", "--group", "239.255.79.1:5079", "--interface", "10.77.219.1", "-d", "1s"],
+    );
+    let (snd1, rcv1, q1) = (snmp_in(&snd), snmp_in(&rcv), qdisc_dropped(&snd, "eth0"));
+    let r = receiver(&s);
+    let split = r.loss_split.expect("a loss split");
+    let missing = r.sent - r.total.received;
+    let dropped = q1 - q0;
+    let sndbuf = rose(&snd0, &snd1, "Udp", "SndbufErrors");
+    assert!(missing > 10_000, "flat out into 20 Mbit/s loses: {missing} missing of {}", r.sent);
+    assert_eq!(rose(&rcv0, &rcv1, "Udp", "RcvbufErrors"), 0);
+    let sender = s.sender.expect("a sender");
+    // the report's counts are the namespace's own, read by the test around the run (the
+    // client's control segments leave by the same qdisc: a few of them may be dropped too)
+    assert_eq!(sender.sndbuf_errors, Some(sndbuf));
+    let q = sender.qdisc_drops.expect("the sender's qdisc drops");
+    assert!(q <= dropped && dropped <= q + 8, "report {q}, tc {dropped}");
+    assert!(dropped > sndbuf, "the qdisc saw drops SndbufErrors did not: {dropped} vs {sndbuf}");
+    // the loss is the sending host's: all of it, nothing elsewhere
+    assert_eq!(split.send_buffer, q.min(missing), "{split:?}");
+    assert!(split.elsewhere * 100 <= missing, "{split:?}");
+    assert_eq!(split.send_buffer + split.socket + split.nic + split.elsewhere, missing);
+    assert!(
+        text.contains(&format!(
+            "{} by the sending host after the send (SndbufErrors +{}, egress qdisc drops +{}",
+            wirebench_report::stream_loss::grouped(split.send_buffer),
+            wirebench_report::stream_loss::grouped(sndbuf),
+            wirebench_report::stream_loss::grouped(q)
+        )),
+        "{text}"
+    );
 }

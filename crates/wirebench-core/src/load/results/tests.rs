@@ -93,8 +93,8 @@ fn accounts_name_how_connections_ended() {
 }
 
 proptest! {
-    /// Whatever was recorded: the overall row is the sum of the type rows (counts and
-    /// histogram), every row's expected is arrived plus missing, received counts the
+    /// Whatever was recorded: the overall row is the sum of the type rows (every count and
+    /// the histogram), every row's expected is arrived plus missing, received counts the
     /// timed deliveries, and the run's received is deliveries plus replies.
     #[test]
     fn the_overall_row_is_the_sum_of_the_types(
@@ -115,6 +115,8 @@ proptest! {
         prop_assert_eq!(l.overall.expected, sum(|t| t.expected));
         prop_assert_eq!(l.overall.received, sum(|t| t.received));
         prop_assert_eq!(l.overall.unexpected, sum(|t| t.unexpected));
+        prop_assert_eq!(l.overall.arrived, sum(|t| t.arrived));
+        prop_assert_eq!(l.overall.missing, sum(|t| t.missing));
         prop_assert_eq!(l.overall.delay.summary.count, sum(|t| t.delay.summary.count));
         for t in l.types.iter().chain([&l.overall]) {
             prop_assert_eq!(t.received, t.delay.summary.count);

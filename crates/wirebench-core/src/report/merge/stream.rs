@@ -112,6 +112,7 @@ fn sender(parts: &[(&str, &StreamResults)]) -> Result<Option<SenderResult>, Merg
         retransmits: (!retransmits.is_empty()).then(|| sat_sum(retransmits)),
         // host-wide: generators on one host would each count the others' drops
         sndbuf_errors: if s.len() == 1 { s[0].sndbuf_errors } else { None },
+        qdisc_drops: if s.len() == 1 { s[0].qdisc_drops } else { None },
     }))
 }
 

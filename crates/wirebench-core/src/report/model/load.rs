@@ -49,7 +49,9 @@ pub struct LoadResults {
     /// the server, missed the rate asked for (absent in reports written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generator: Option<super::stream::GeneratorHealth>,
-    /// Every event type together.
+    /// Every event type together (`all`): each count the sum of the type rows' (so its
+    /// `sent` counts requests too, and its `expected` and `arrived` both deliveries and
+    /// replies: `deliveries` and `replies` split them), its histograms the merge of theirs.
     pub overall: LoadTypeResult,
     /// One row per event type, in mix order.
     pub types: Vec<LoadTypeResult>,

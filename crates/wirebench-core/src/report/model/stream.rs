@@ -122,6 +122,13 @@ pub struct SenderResult {
     /// (`Udp SndbufErrors` over the run, host-wide). Absent when not read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sndbuf_errors: Option<u64>,
+    /// UDP: packets the sending host's egress qdiscs dropped on the interfaces toward the
+    /// receivers (the root qdiscs' drops over the run, netlink: what `tc -s qdisc` prints as
+    /// `dropped`). They overlap `sndbuf_errors` (a packet refused whole counts in both; a
+    /// GSO batch split and dropped in part only here), so the loss split takes the larger
+    /// (`wirebench_core::counters::sender_drops`). Absent when not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qdisc_drops: Option<u64>,
 }
 
 /// One receiver's view.
@@ -155,8 +162,9 @@ pub struct ReceiverResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<Snmp>,
     /// The missing messages (`sent - received`) split by the counters of both hosts: the
-    /// sender's `SndbufErrors`, this receiver's sockets and NIC, and the rest elsewhere on
-    /// the path (`wirebench_core::counters::split_stream`). UDP runs with counters only.
+    /// sender's drops after the send (`SndbufErrors` or its egress qdiscs' drops, the
+    /// larger), this receiver's sockets and NIC, and the rest elsewhere on the path
+    /// (`wirebench_core::counters::split_stream`). UDP runs with counters only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss_split: Option<LossSplit>,
     /// UDP: the receiving thread's own wake-up delay (application receive time minus the
@@ -206,8 +214,8 @@ impl ReceiverResult {
         self.sent.saturating_sub(self.total.received)
     }
 
-    /// Sets [`Self::loss_split`] from the counters it carries and the sending host's
-    /// `SndbufErrors` (when known), and each interval row's split from `readings` (one per
+    /// Sets [`Self::loss_split`] from the counters it carries and the sending host's drops
+    /// after the send (when known: `counters::sender_drops`), and each interval row's split from `readings` (one per
     /// row, cumulative since the run began, `wirebench_core::counters::reading`; fewer:
     /// none for the rest), so that the rows add up to the run (`counters::split_rows`).
     pub fn attribute(&mut self, sender_sndbuf: Option<u64>, readings: &[crate::counters::Reading]) {

@@ -87,6 +87,7 @@ fn generator(k: u64, send_ns: u64) -> Report {
             gso: k == 1,
             retransmits: None,
             sndbuf_errors: Some(k),
+            qdisc_drops: None,
         }),
         receivers: vec![receiver("10.0.0.1:7878", k, send_ns, 5.0 * k as f64)],
         search: None,
