@@ -90,6 +90,10 @@ pub struct Snapshot {
     pub softnet: Option<Softnet>,
     /// The interfaces the run used.
     pub interfaces: Vec<Iface>,
+    /// The root qdiscs' drops on those interfaces, summed (netlink `RTM_GETQDISC`, what
+    /// `tc -s qdisc` prints as `dropped`: [`qdisc`]); `None` when not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qdisc_drops: Option<u64>,
 }
 
 fn udp_from(get: impl Fn(&str) -> Option<u64>) -> Option<Udp> {
@@ -170,6 +174,12 @@ pub struct Delta {
     pub softnet: Option<Softnet>,
     /// Per interface (those read both times).
     pub interfaces: Vec<Iface>,
+    /// Packets the root qdiscs of those interfaces dropped on the way out (this host's
+    /// egress: a probe its own tbf refused). They overlap `SndbufErrors` (a packet refused
+    /// whole counts in both), so the loss split takes the larger ([`Delta::sender_drops`]).
+    /// Absent when not read both times, and in reports written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qdisc_drops: Option<u64>,
     /// Counters that could not be read, in words (`/proc/net/snmp6 missing`).
     pub missing: Vec<String>,
 }
@@ -233,7 +243,17 @@ impl Snapshot {
                 None => missing.push(format!("/sys/class/net/{}/statistics", a.name)),
             }
         }
-        Delta { scope: "host-wide".into(), udp, udp6, tcp_retrans_segs: tcp, softnet, interfaces, missing }
+        // a count that went down (a qdisc replaced) is 0; interfaces with no qdisc to read
+        // (none named) are no missing counter
+        let qdisc_drops = match (self.qdisc_drops, after.qdisc_drops) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+            (None, None) if self.interfaces.is_empty() => None,
+            _ => {
+                missing.push("netlink RTM_GETQDISC (egress qdisc drops)".to_owned());
+                None
+            }
+        };
+        Delta { scope: "host-wide".into(), udp, udp6, tcp_retrans_segs: tcp, softnet, interfaces, qdisc_drops, missing }
     }
 }
 
@@ -243,9 +263,10 @@ impl Snapshot {
 pub struct LossSplit {
     /// Packets the run counts as missing.
     pub missing: u64,
-    /// Never left: dropped by the sending host after the application sent them (streams:
-    /// `SndbufErrors` or its egress qdiscs' drops, the larger, `counters::sender_drops`;
-    /// elsewhere `SndbufErrors`).
+    /// Never left: dropped by the sending host after the application sent them
+    /// (`SndbufErrors` or its egress qdiscs' drops, the larger: streams
+    /// `counters::sender_drops`, ping [`Delta::sender_drops`]; 0 in listen, which does not
+    /// run on the sender).
     pub send_buffer: u64,
     /// Refused by a receiving socket on this host (`InErrors`, which includes
     /// `RcvbufErrors`).
@@ -288,12 +309,22 @@ impl Delta {
         ifaces + self.softnet.map_or(0, |s| s.dropped)
     }
 
-    /// Splits `missing` packets: first those the send buffer refused, then those a socket
-    /// refused, then the NIC's and softnet's drops; the rest happened elsewhere. The
-    /// counters are host-wide, so a share is an upper bound on this run's part in it.
+    /// What this host dropped after the application sent: `SndbufErrors` (a send the
+    /// kernel refused with `ENOBUFS`, a full egress qdisc among the causes) and its egress
+    /// qdiscs' drops. The two overlap (a packet the qdisc refused whole counts in both), so
+    /// the larger, as a stream's sender counts it (`counters::sender_drops`).
+    pub fn sender_drops(&self) -> u64 {
+        let sndbuf = self.udp_total().map_or(0, |u| u.sndbuf_errors);
+        sndbuf.max(self.qdisc_drops.unwrap_or(0))
+    }
+
+    /// Splits `missing` packets: first those this host dropped after the send
+    /// ([`Self::sender_drops`]), then those a socket refused, then the NIC's and softnet's
+    /// drops; the rest happened elsewhere. The counters are host-wide, so a share is an
+    /// upper bound on this run's part in it.
     pub fn split_loss(&self, missing: u64) -> LossSplit {
         let udp = self.udp_total().unwrap_or_default();
-        LossSplit::of(missing, udp.sndbuf_errors, udp.in_errors, self.nic_drops())
+        LossSplit::of(missing, self.sender_drops(), udp.in_errors, self.nic_drops())
     }
 }
 
@@ -356,6 +387,7 @@ Udp6RcvbufErrors 2\nUdp6SndbufErrors 0\nUdp6InCsumErrors 0\nUdp6IgnoredMulti 0\n
             tcp_retrans_segs: Some(0),
             softnet: Some(Softnet { dropped: softnet_dropped, time_squeeze: 0 }),
             interfaces: vec![Iface { name: "veth0".into(), rx_dropped, ..Iface::default() }],
+            qdisc_drops: Some(0),
         }
     }
 
@@ -373,6 +405,28 @@ Udp6RcvbufErrors 2\nUdp6SndbufErrors 0\nUdp6InCsumErrors 0\nUdp6IgnoredMulti 0\n
         let mut gone = snap(0, 0, 0, 0);
         gone.interfaces.clear();
         assert!(snap(0, 0, 0, 0).delta(&gone).missing.iter().any(|m| m.contains("veth0")));
+    }
+
+    /// A probe this host's own egress qdisc dropped: `SndbufErrors` and the qdisc's count
+    /// overlap, so the larger is this host's share, never their sum; a qdisc read only
+    /// once is named missing and adds nothing.
+    #[test]
+    fn this_hosts_qdisc_drops_join_sndbuf_errors_the_larger() {
+        let mut after = snap(0, 40, 0, 0);
+        after.qdisc_drops = Some(100);
+        let d = snap(0, 0, 0, 0).delta(&after);
+        assert_eq!(d.qdisc_drops, Some(100));
+        assert_eq!(d.sender_drops(), 100);
+        let s = d.split_loss(150);
+        assert_eq!((s.send_buffer, s.elsewhere), (100, 50));
+        after.qdisc_drops = Some(10);
+        assert_eq!(snap(0, 0, 0, 0).delta(&after).split_loss(150).send_buffer, 40);
+        after.qdisc_drops = None;
+        let once = snap(0, 0, 0, 0).delta(&after);
+        assert_eq!((once.qdisc_drops, once.sender_drops()), (None, 40));
+        assert!(once.missing.iter().any(|m| m.contains("qdisc")), "{:?}", once.missing);
+        // no interfaces, nothing read either time: nothing missing
+        assert!(Snapshot::default().delta(&Snapshot::default()).missing.iter().all(|m| !m.contains("qdisc")));
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub fn iface(name: &str) -> Option<Iface> {
     })
 }
 
-/// Every counter now, with the interfaces named.
+/// Every counter now, with the interfaces named (and their egress qdiscs' drops).
 pub fn snapshot(interfaces: &[String]) -> Snapshot {
     let snmp = read("/proc/net/snmp");
     Snapshot {
@@ -35,6 +35,7 @@ pub fn snapshot(interfaces: &[String]) -> Snapshot {
         tcp_retrans_segs: snmp.as_deref().and_then(counters::parse_snmp_tcp_retrans),
         softnet: read("/proc/net/softnet_stat").as_deref().and_then(counters::parse_softnet),
         interfaces: interfaces.iter().filter_map(|n| iface(n)).collect(),
+        qdisc_drops: crate::qdisc::drops(interfaces),
     }
 }
 

@@ -89,6 +89,9 @@ fn counters_line(d: &Delta) -> String {
             u.in_errors, u.rcvbuf_errors, u.sndbuf_errors, u.no_ports
         ));
     }
+    if let Some(q) = d.qdisc_drops {
+        parts.push(format!("egress qdisc drops +{q}"));
+    }
     if let Some(t) = d.tcp_retrans_segs {
         parts.push(format!("Tcp RetransSegs +{t}"));
     }
@@ -104,15 +107,28 @@ fn counters_line(d: &Delta) -> String {
     format!("kernel counters during the run ({}): {}", d.scope, parts.join("; "))
 }
 
-/// `of 12 lost, 0 never left (SndbufErrors), 0 refused by a socket on this host
+/// `of 12 probes lost: 0 never left this host (dropped after the send: SndbufErrors +0,
+/// egress qdisc drops +0: the larger, they overlap), 0 refused by a socket on this host
 /// (InErrors), 0 dropped by the NIC or softnet, 12 elsewhere on the path or at the far end`.
-pub fn loss_line(what: &str, s: &LossSplit) -> String {
+/// `counters`: the figures behind the first share (this host sent: ping); `None` when this
+/// host did not send (listen: the sender's own drops are not seen here).
+pub fn loss_line(what: &str, s: &LossSplit, counters: Option<&Delta>) -> String {
+    let first = match counters {
+        Some(d) => {
+            let sndbuf = d.udp_total().map(|u| u.sndbuf_errors);
+            let figures = crate::stream_loss::sender_figures(sndbuf, d.qdisc_drops)
+                .unwrap_or_else(|| "SndbufErrors or egress qdisc drops: not read".into());
+            format!("{} never left this host (dropped after the send: {figures})", s.send_buffer)
+        }
+        None => "the sender's own drops not seen (this host did not send: SndbufErrors and egress qdisc drops \
+                 are the sending host's)"
+            .to_owned(),
+    };
     format!(
-        "of {} {what}: {} never left this host (send buffer full: SndbufErrors), {} refused by a socket on this host \
+        "of {} {what}: {first}, {} refused by a socket on this host \
          (InErrors, RcvbufErrors among them{}), {} dropped by the NIC or softnet here, {} elsewhere on the path or at the far end \
          (counters are host-wide{})",
         s.missing,
-        s.send_buffer,
         s.socket,
         if s.socket > 0 { ": raise the receive buffer, sysctl -w net.core.rmem_max=16777216" } else { "" },
         s.nic,
@@ -183,7 +199,9 @@ pub fn text(out: &mut dyn Write, report: &Report) -> io::Result<()> {
             Results::Ping(_) => "probes lost",
             _ => "missing",
         };
-        writeln!(out, "{}", loss_line(what, s))?;
+        // listen (a stream report with its totals) does not run on the sender
+        let sent_here = !matches!(&report.results, Results::Stream(x) if x.listen.is_some());
+        writeln!(out, "{}", loss_line(what, s, a.counters.as_ref().filter(|_| sent_here)))?;
     }
     if let Some(t) = &a.tcp_info {
         writeln!(out, "{}", tcp_info_line(t))?;
@@ -294,6 +312,40 @@ mod tests {
         );
     }
 
+    /// Probes this host's own egress qdisc dropped: the counters line and the split name the
+    /// qdisc's drops beside SndbufErrors, the larger counted (they overlap); a report of
+    /// listen, which does not run on the sender, says it cannot see the sender's drops.
+    #[test]
+    fn this_hosts_qdisc_drops_are_named_in_ping_and_not_claimed_by_listen() {
+        let before = Snapshot { udp: Some(Udp::default()), qdisc_drops: Some(7), ..Snapshot::default() };
+        let after = Snapshot {
+            udp: Some(Udp { sndbuf_errors: 3, ..Udp::default() }),
+            qdisc_drops: Some(7 + 4_831),
+            ..Snapshot::default()
+        };
+        let delta = before.delta(&after);
+        let mut r = fixtures::ping(&[1_000]);
+        r.attribution =
+            Some(Attribution { loss: Some(delta.split_loss(4_831)), counters: Some(delta), ..Attribution::default() });
+        let t = text_of(&r);
+        assert!(t.contains("SndbufErrors +3, NoPorts +0; egress qdisc drops +4831"), "{t}");
+        assert!(
+            t.contains(
+                "of 4831 probes lost: 4831 never left this host (dropped after the send: SndbufErrors +3, egress qdisc \
+                 drops +4,831: the larger, they overlap), 0 refused"
+            ),
+            "{t}"
+        );
+        assert!(t.contains("0 elsewhere on the path or at the far end"), "{t}");
+        let mut l = fixtures::stream(100, 90);
+        if let Results::Stream(s) = &mut l.results {
+            s.listen = Some(wirebench_core::report::ListenTotals::default());
+        }
+        l.attribution = r.attribution.clone();
+        let t = text_of(&l);
+        assert!(t.contains("of 4831 missing: the sender's own drops not seen (this host did not send"), "{t}");
+    }
+
     #[test]
     fn counters_and_the_loss_split_are_labelled_host_wide() {
         let before = Snapshot { udp: Some(Udp::default()), ..Snapshot::default() };
@@ -310,7 +362,10 @@ mod tests {
         });
         let t = text_of(&r);
         assert!(t.contains("kernel counters during the run (host-wide): Udp InErrors +3 (RcvbufErrors +3)"), "{t}");
-        assert!(t.contains("of 5 probes lost: 0 never left this host"), "{t}");
+        assert!(
+            t.contains("of 5 probes lost: 0 never left this host (dropped after the send: SndbufErrors +0), 3 refused"),
+            "{t}"
+        );
         assert!(t.contains("3 refused by a socket on this host"), "{t}");
         // the 16 MiB every stream and listen socket asks for (as stream's split and doctor
         // say), not 8 MiB, which would still cap them
@@ -319,7 +374,8 @@ mod tests {
         let over = LossSplit::of(2, 0, 3, 0);
         assert_eq!(over.excess, 1);
         assert!(
-            loss_line("missing", &over).ends_with("(counters are host-wide; they rose 1 beyond what this run lost)")
+            loss_line("missing", &over, None)
+                .ends_with("(counters are host-wide; they rose 1 beyond what this run lost)")
         );
         assert!(t.contains("note: TX timestamps unavailable"), "{t}");
         // one lost probe is one probe, not "1 probes"

@@ -22,13 +22,22 @@ pub fn grouped(n: u64) -> String {
 /// +6,876: the larger, they overlap)`, as far as the report has them (this client's own
 /// sending: `sender`; serve's: not kept).
 fn sender_source(sender: Option<&SenderResult>) -> String {
-    match sender.map(|s| (s.sndbuf_errors, s.qdisc_drops)) {
-        Some((Some(b), Some(q))) => {
-            format!("SndbufErrors +{}, egress qdisc drops +{}: the larger, they overlap", grouped(b), grouped(q))
+    sender
+        .and_then(|s| sender_figures(s.sndbuf_errors, s.qdisc_drops))
+        .unwrap_or_else(|| "SndbufErrors or egress qdisc drops".into())
+}
+
+/// A sending host's drops after the send in words, as far as they were read:
+/// `SndbufErrors +3, egress qdisc drops +6,876: the larger, they overlap` (streams' and
+/// ping's lines say it the same way).
+pub fn sender_figures(sndbuf: Option<u64>, qdisc: Option<u64>) -> Option<String> {
+    match (sndbuf, qdisc) {
+        (Some(b), Some(q)) => {
+            Some(format!("SndbufErrors +{}, egress qdisc drops +{}: the larger, they overlap", grouped(b), grouped(q)))
         }
-        Some((Some(b), None)) => format!("SndbufErrors +{}", grouped(b)),
-        Some((None, Some(q))) => format!("egress qdisc drops +{}", grouped(q)),
-        _ => "SndbufErrors or egress qdisc drops".into(),
+        (Some(b), None) => Some(format!("SndbufErrors +{}", grouped(b))),
+        (None, Some(q)) => Some(format!("egress qdisc drops +{}", grouped(q))),
+        (None, None) => None,
     }
 }
 

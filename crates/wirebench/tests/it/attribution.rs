@@ -291,9 +291,76 @@ fn probes_dropped_at_the_far_end_are_attributed_elsewhere_and_match_its_drop_cou
     assert_eq!((split.missing, split.elsewhere), (r.lost, r.lost), "{split:?}");
     assert_eq!((split.send_buffer, split.socket, split.nic), (0, 0, 0), "{split:?}");
     let line = format!(
-        "of {0} probes lost: 0 never left this host (send buffer full: SndbufErrors), 0 refused by a socket on this \
-         host (InErrors, RcvbufErrors among them), 0 dropped by the NIC or softnet here, {0} elsewhere on the path",
+        "of {0} probes lost: 0 never left this host (dropped after the send: SndbufErrors +0, egress qdisc drops +0: \
+         the larger, they overlap), 0 refused by a socket on this host (InErrors, RcvbufErrors among them), 0 \
+         dropped by the NIC or softnet here, {0} elsewhere on the path",
         r.lost
     );
     assert!(text.contains(&line), "{text}");
+}
+
+/// The `dropped` count of the root qdisc on `dev` in `ns` (`tc -s qdisc`).
+#[cfg(feature = "netns-tests")]
+fn qdisc_dropped(ns: &str, dev: &str) -> u64 {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", ns, "tc", "-s", "qdisc", "show", "dev", dev])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let at = text.find("dropped ").unwrap_or_else(|| panic!("no drop counter: {text}"));
+    text[at + 8..].split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+}
+
+/// A tbf with a one-packet burst on the pinger's own veth and an open-loop ping far faster
+/// than it passes: the pinger's qdisc drops most probes before the wire. The report carries
+/// the qdisc's drop count (the delta `tc -s qdisc` shows around the run), names it in the
+/// counters line and the split, and puts the lost probes on this host, none elsewhere.
+#[cfg(feature = "netns-tests")]
+#[test]
+fn probes_the_pingers_own_qdisc_dropped_are_this_hosts_and_match_tc() {
+    use crate::lab::{Lab, sh};
+    let mut lab = Lab::new("pqd");
+    let pinger = lab.ns("a");
+    let far = lab.ns("b");
+    Lab::link(&pinger, "eth0", "10.77.233.1/24", &far, "eth0", Some("10.77.233.2/24"));
+    sh(&[
+        "ip", "netns", "exec", &pinger, "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "1mbit", "burst",
+        "1600", "limit", "1600",
+    ]);
+    lab.serve(&far, &["serve", "--listen", "10.77.233.2:7933"]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("qdisc.json");
+    let q0 = qdisc_dropped(&pinger, "eth0");
+    let args = ["ping", "10.77.233.2:7933", "-n", "3000", "--warmup", "0", "--rate", "50k/s", "--timeout", "200ms"];
+    let out = Lab::run(&pinger, &[&args[..], &["--no-hiccup", "--json", json.to_str().unwrap()]].concat());
+    let dropped = qdisc_dropped(&pinger, "eth0") - q0;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let saved = read_json(&json);
+    // the qdisc's count in the report is tc's, read around the run (tc's window is the
+    // wider: an ARP or IPv6 neighbour packet leaving by the same qdisc may count in it)
+    let report_q = saved["attribution"]["counters"]["qdisc_drops"].as_u64();
+    assert!(
+        report_q.is_some_and(|q| q <= dropped && dropped <= q + 4),
+        "report {report_q:?}, tc {dropped}: {}",
+        saved["attribution"]
+    );
+    let rep = report(&json);
+    let r = responder(&rep);
+    assert!(r.lost >= 2_000, "a 1 Mbit/s tbf passes few of 50k probes/s: lost {}", r.lost);
+    assert!(report_q.unwrap_or(0) >= r.lost, "every lost probe was the qdisc's: lost {} dropped {report_q:?}", r.lost);
+    let split = rep.attribution.as_ref().unwrap().loss.unwrap();
+    assert_eq!((split.missing, split.send_buffer, split.elsewhere), (r.lost, r.lost, 0), "{split:?}");
+    let counted = report_q.unwrap();
+    assert!(text.contains(&format!("egress qdisc drops +{counted}")), "{text}");
+    assert!(
+        text.contains(&format!(
+            "of {} probes lost: {} never left this host (dropped after the send: SndbufErrors +",
+            r.lost, r.lost
+        )) && text.contains(&format!(
+            "egress qdisc drops +{}: the larger, they overlap)",
+            wirebench_report::stream_loss::grouped(counted)
+        )),
+        "{text}"
+    );
 }
