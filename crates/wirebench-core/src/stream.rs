@@ -95,6 +95,29 @@ impl StreamCounts {
         self.last_ns.saturating_sub(self.first_ns)
     }
 
+    /// The receiving time of these counts, ns: first to last arrival stretched by one
+    /// message's share, since `received` messages arrive over `received - 1` gaps (0 with
+    /// fewer than two messages). Bytes over it are bytes over the time they took to arrive.
+    pub fn receiving_ns(&self) -> u64 {
+        if self.received < 2 {
+            return 0;
+        }
+        let n = u128::from(self.received);
+        u64::try_from(u128::from(self.span_ns()) * n / (n - 1)).unwrap_or(u64::MAX)
+    }
+
+    /// The receiving time of streams arriving side by side (parallel TCP connections), ns:
+    /// from the earliest start of arrival to the last arrival. A stream's arrival starts one
+    /// of its mean gaps before its first message ([`Self::receiving_ns`]): when the first
+    /// message of one connection is complete, the others' first messages are already partly
+    /// in, so the earliest first arrival alone would leave their bytes too little time.
+    pub fn receiving_ns_of(parts: &[Self]) -> u64 {
+        let live = || parts.iter().filter(|c| c.received > 0);
+        let Some(end) = live().map(|c| c.last_ns).max() else { return 0 };
+        let start = live().map(|c| c.first_ns.saturating_sub(c.receiving_ns() - c.span_ns())).min().unwrap_or(end);
+        end - start.min(end)
+    }
+
     /// Datagrams per second over `span_ns` (or the given span).
     #[expect(clippy::cast_precision_loss, reason = "rates")]
     pub fn per_sec(&self, span_ns: u64) -> f64 {
@@ -357,6 +380,28 @@ mod tests {
             prop_assert_eq!(c.duplicates, trace.len() as u64 - unique.len() as u64);
             prop_assert_eq!(c.bytes, 100 * unique.len() as u64);
         }
+    }
+
+    #[test]
+    fn receiving_time_counts_the_gaps_before_each_arrival() {
+        // 5 messages 1 us apart: 4 us from first to last, 5 us of arrivals at that pace.
+        let c = feed(&[0, 1, 2, 3, 4]);
+        assert_eq!(c.span_ns(), 4_000);
+        assert_eq!(c.receiving_ns(), 5_000);
+        assert_eq!(feed(&[0]).receiving_ns(), 0, "one arrival spans no time");
+        assert_eq!(StreamCounts::default().receiving_ns(), 0);
+    }
+
+    /// Two connections side by side: one's messages complete at 10, 20, 30 us, the other's
+    /// at 14, 24, 34 us. Each began arriving one gap (10 us) before its first: 0 to 34 us.
+    #[test]
+    fn side_by_side_streams_start_one_gap_before_their_first_arrival() {
+        let c = |first_ns, last_ns| StreamCounts { received: 3, first_ns, last_ns, ..StreamCounts::default() };
+        assert_eq!(StreamCounts::receiving_ns_of(&[c(10_000, 30_000), c(14_000, 34_000)]), 34_000);
+        assert_eq!(StreamCounts::receiving_ns_of(&[c(10_000, 30_000)]), c(10_000, 30_000).receiving_ns());
+        let one = StreamCounts { received: 1, first_ns: 40_000, last_ns: 40_000, ..StreamCounts::default() };
+        assert_eq!(StreamCounts::receiving_ns_of(&[c(10_000, 30_000), one]), 40_000, "a lone message has no gap");
+        assert_eq!(StreamCounts::receiving_ns_of(&[StreamCounts::default()]), 0);
     }
 
     #[test]

@@ -44,6 +44,9 @@ pub struct Table {
     pub runs: Vec<String>,
     /// One row per figure.
     pub rows: Vec<MetricRow>,
+    /// What the figures measure, where a reader must know it (stream: the time the rates
+    /// are over), one line each.
+    pub notes: Vec<String>,
 }
 
 /// Everything `--compare` shows.
@@ -107,7 +110,40 @@ fn table(mode: &'static str, names: &[&'static str], runs: &[&Run<'_>], f: fn(&R
             .map(|(i, name)| MetricRow { name, values: values.iter().map(|v| v[i]).collect() })
             .filter(|row| row.values.iter().any(Option::is_some))
             .collect(),
+        notes: Vec::new(),
     }
+}
+
+/// The time a stream run's rates are over, in words (its first receiver's; `None` when it
+/// has none).
+fn stream_time_base(r: &Report) -> Option<&'static str> {
+    let Results::Stream(s) = &r.results else { return None };
+    let x = s.receivers.first()?;
+    Some(if r.config.get("merged_from").is_some() {
+        "each generator's own time (merged)"
+    } else if x.over_receive_time() {
+        "the receiving time (first to last arrival)"
+    } else if x.over_send_time() {
+        "the sending time"
+    } else {
+        "each receiver's first to last arrival"
+    })
+}
+
+/// The stream table's note: what `throughput` and `received` are over, and a warning when
+/// runs differ in it (a TCP run from before rates were over the receiving time against one
+/// after: their ratio compares unlike figures).
+fn stream_notes(runs: &[&Run<'_>]) -> Vec<String> {
+    let bases: Vec<(&str, &str)> = runs.iter().filter_map(|r| Some((r.name, stream_time_base(r.report)?))).collect();
+    let Some(&(_, first)) = bases.first() else { return Vec::new() };
+    if bases.iter().all(|b| b.1 == first) {
+        return vec![format!("throughput and received: payload and messages received per second of {first}")];
+    }
+    let each: Vec<String> = bases.iter().map(|(n, b)| format!("{n} {b}")).collect();
+    vec![format!(
+        "warning: throughput and received are over different times ({}): their ratios compare unlike figures",
+        each.join(", ")
+    )]
 }
 
 /// Compares `runs`: the first run of each mode is that mode's baseline; environments are
@@ -125,7 +161,11 @@ pub fn compare(runs: &[Run<'_>]) -> Comparison {
         let of_mode: Vec<&Run<'_>> = runs.iter().filter(|r| mode(r.report) == m).collect();
         match m {
             "ping" => tables.push(table(m, &PING_ROWS, &of_mode, ping_values)),
-            "stream" => tables.push(table(m, &STREAM_ROWS, &of_mode, stream_values)),
+            "stream" => {
+                let mut t = table(m, &STREAM_ROWS, &of_mode, stream_values);
+                t.notes = stream_notes(&of_mode);
+                tables.push(t);
+            }
             "load" => tables.push(table(m, &load::ROWS, &of_mode, load::values)),
             // A proxy run is a tool's setting, not a measurement to rank: not compared.
             _ => {}
@@ -211,6 +251,9 @@ pub fn write_text(c: &Comparison, out: &mut dyn Write) -> io::Result<()> {
             let cells: Vec<String> = r.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
             writeln!(out, "{}", cells.join("  ").trim_end())?;
         }
+        for n in &t.notes {
+            writeln!(out, "{n}")?;
+        }
     }
     if let Some(w) = environment_warning(c) {
         writeln!(out, "\n{w}")?;
@@ -269,6 +312,36 @@ mod tests {
         assert_eq!(row("loss").values, [Some(0.0), Some(10.0)]);
         assert_eq!(row("loss").ratios(), [None, None], "no ratio against a loss of 0");
         assert_eq!(row("loss-free rate").values, [Some(1000.0), Some(1000.0)]);
+    }
+
+    /// A TCP run whose rates are over the receiving time against one over the sending time
+    /// (written before): the table says so rather than rank unlike figures silently.
+    #[test]
+    fn stream_tables_say_what_the_rates_are_over() {
+        let a = fixtures::stream(1000, 1000);
+        let mut b = fixtures::stream(1000, 1000);
+        if let Results::Stream(tcp) = &mut b.results {
+            tcp.receivers[0].recv_ns = 2_000_000_000;
+        }
+        let same = compare(&[Run { name: "a", report: &a }, Run { name: "a2", report: &a }]);
+        assert_eq!(
+            same.tables[0].notes,
+            ["throughput and received: payload and messages received per second of the sending time"]
+        );
+        let c = compare(&[Run { name: "a", report: &a }, Run { name: "b", report: &b }]);
+        let t = &c.tables[0];
+        let row = |n: &str| t.rows.iter().find(|r| r.name == n).unwrap();
+        assert!(close(row("throughput").ratios()[1], 0.5), "b's bytes over twice the time");
+        assert_eq!(t.notes.len(), 1);
+        assert!(
+            t.notes[0].starts_with("warning: throughput and received are over different times")
+                && t.notes[0].contains("a the sending time, b the receiving time (first to last arrival)"),
+            "{:?}",
+            t.notes
+        );
+        let mut text = Vec::new();
+        write_text(&c, &mut text).unwrap();
+        assert!(String::from_utf8(text).unwrap().contains(&t.notes[0]));
     }
 
     #[test]

@@ -141,6 +141,7 @@ pub(crate) fn stream(sent: u64, received: u64) -> Report {
             IntervalRow { at_ns: 1_000_000_000, counts: half, loss_split: None },
         ],
         send_ns: 1_000_000_000,
+        recv_ns: 0,
         foreign: 0,
         kernel: None,
         loss_split: None,

@@ -173,6 +173,9 @@ fn comparison(out: &mut dyn Write, c: &Comparison) -> io::Result<()> {
             })
             .collect();
         table(out, "compare", &head, &rows)?;
+        for n in &t.notes {
+            writeln!(out, "<p>{}</p>", escape(n))?;
+        }
     }
     writeln!(out, "</section>")
 }

@@ -105,9 +105,11 @@ pub fn summary(out: &mut dyn Write, report: &Report) -> io::Result<()> {
         writeln!(out, "the lines below are the last size ({} bytes)", last.size)?;
     }
     if let Some(t) = &s.sender {
+        // TCP: a write returns once the socket buffer holds the bytes, long before they arrive
+        let (verb, what) = if s.proto == "tcp" { ("wrote", "write rate ") } else { ("sent", "") };
         writeln!(
             out,
-            "sender: sent {} messages in {}: {} {}{}{}",
+            "sender: {verb} {} messages in {}: {what}{} {}{}{}",
             t.messages,
             secs(t.send_ns),
             rate_words(t.per_s),
@@ -133,6 +135,11 @@ pub fn summary(out: &mut dyn Write, report: &Report) -> io::Result<()> {
                 out,
                 "rates: merged: each generator's rate over its own sending time, summed (the time shown is the count over that sum)"
             )?;
+        } else if r.over_receive_time() {
+            writeln!(
+                out,
+                "rates: received payload per second of the receiving time (each receiver's first to last arrival, on its clock; a TCP sender's last write returns while its socket buffers and the path's queues still hold what it wrote)"
+            )?;
         } else if r.over_send_time() {
             writeln!(
                 out,
@@ -157,7 +164,13 @@ pub fn summary(out: &mut dyn Write, report: &Report) -> io::Result<()> {
 /// A receiver's line, and what its host's kernel and its socket say about the loss.
 fn receiver_lines(out: &mut dyn Write, r: &ReceiverResult, sender: Option<&SenderResult>) -> io::Result<()> {
     let c = &r.total;
-    let over = if r.send_ns > 0 { format!(" over {}", secs(r.send_ns)) } else { String::new() };
+    let over = if r.over_receive_time() {
+        format!(" over {} of arrival", secs(r.recv_ns))
+    } else if r.send_ns > 0 {
+        format!(" over {}", secs(r.send_ns))
+    } else {
+        String::new()
+    };
     writeln!(
         out,
         "{}: received {} of {} sent ({} missing, loss {:.4}%), {} {}{over}, out of order {} (avg offset {:.1}), dup {}, gaps {} (mean {:.1} msgs, {:.3} ms), jitter {:.2} us",
@@ -353,6 +366,35 @@ mod tests {
         let text = text_of(&r);
         assert!(text.contains("64 msg/s 512.0 kbit/s over 1.000 s"), "{text}");
         assert!(text.contains("rates: per second of the sending time"), "{text}");
+    }
+
+    /// TCP: the sender's writes took 1 s, the bytes 1.25 s to arrive (the rest sat in its
+    /// socket buffers). The receiver's rate is over the 1.25 s, the sender's line is its
+    /// write rate, and the rates line says which time it is.
+    #[test]
+    fn tcp_rates_are_over_the_receiving_time_and_the_sender_writes() {
+        let mut r = fixtures::stream(1000, 1000);
+        let Results::Stream(s) = &mut r.results else { unreachable!() };
+        s.proto = "tcp".into();
+        s.sender = Some(wirebench_core::report::SenderResult {
+            messages: 1000,
+            bytes: 1_000_000,
+            per_s: 1000.0,
+            bits_per_s: 8e6,
+            send_ns: 1_000_000_000,
+            slip_mean_ns: 0,
+            slip_max_ns: 0,
+            gso: false,
+            retransmits: Some(0),
+            sndbuf_errors: None,
+        });
+        let x = receiver_mut(&mut r);
+        x.recv_ns = 1_250_000_000;
+        assert!((x.bits_per_s() - 6.4e6).abs() < 1e-3, "{}", x.bits_per_s());
+        let text = text_of(&r);
+        assert!(text.contains("sender: wrote 1000 messages in 1.000 s: write rate 1.0k msg/s 8.0 Mbit/s"), "{text}");
+        assert!(text.contains("800 msg/s 6.4 Mbit/s over 1.250 s of arrival"), "{text}");
+        assert!(text.contains("rates: received payload per second of the receiving time"), "{text}");
     }
 
     #[test]

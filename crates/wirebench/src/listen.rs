@@ -247,6 +247,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
             publishers: vec![*c],
             intervals: Vec::new(),
             send_ns: 0,
+            recv_ns: 0,
             foreign: 0,
             kernel: None,
             loss_split: None,

@@ -9,11 +9,16 @@
 //! `1 - received / sent` from those two numbers. Rates count message bytes (UDP payload),
 //! as iperf does. `--rate` applies per publisher.
 //!
-//! One time base. Every rate of a run, sent and received, is over the **sending time**:
-//! from the first send to the end of the last, on the sender's clock (this client's in
-//! forward runs, serve's in reverse runs). A receiver that got 64 of 10 million datagrams
-//! in 37 µs received 32 a second of a two-second run, not 1.7 million. Interval rows are on
-//! this client's clock from the start of sending; each ends when its counts were taken.
+//! One time base per protocol. UDP: every rate of a run, sent and received, is over the
+//! **sending time**: from the first send to the end of the last, on the sender's clock (this
+//! client's in forward runs, serve's in reverse runs). A receiver that got 64 of 10 million
+//! datagrams in 37 µs received 32 a second of a two-second run, not 1.7 million. TCP: a
+//! receiver's rates are over the **receiving time** (`ReceiverResult::recv_ns`: its first to
+//! last arrival, each connection's start one mean gap before its first message), because a
+//! TCP sender's last write returns while its socket buffers and the path's queues still hold
+//! what it wrote; the sender's own rate is its write rate, over its writing time. Interval
+//! rows are on this client's clock from the start of sending; each ends when its counts
+//! were taken.
 //!
 //! What the receiving host dropped: the receiver snapshots the kernel's `/proc/net/snmp`
 //! before and after (serve for forward runs, this client for reverse) and the result says

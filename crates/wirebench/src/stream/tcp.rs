@@ -7,6 +7,13 @@
 //! print live and each interval row ends when its counts were taken. A target's row `m` is
 //! the sum of its connections' `m`-th snapshots (each connection reports once a second from
 //! its own start, and they start together).
+//!
+//! Rates: a receiver's are over its receiving time, not the sending time. A write returns
+//! once the socket buffer holds the bytes; with several connections the buffers and the
+//! path's queues hold seconds of a slow link, which arrive after the last write (through a
+//! 1 Gbit/s tbf, four connections' bytes over the writing time came to 964 Mbit/s of
+//! payload, where 1 Gbit/s of 1514-byte frames carries at most 956). The sender's line is
+//! its write rate.
 
 use std::net::TcpStream;
 use std::sync::Arc;
@@ -127,27 +134,39 @@ pub(super) fn run(
 ) -> anyhow::Result<RunOut> {
     let stop = Arc::new(AtomicBool::new(false));
     let reverse_run = cfg.direction == Direction::Reverse;
+    let (tx, events) = session::channel();
+    // Reverse: serve writes as soon as it said `ready`, so each connection is read from then
+    // on (a reader that started after the other connections' handshakes, themselves queued
+    // behind this data, found a backlog and stamped its arrivals late). Forward: the writers
+    // start together once every connection is up.
+    let mut conns = Vec::new();
     let mut started = Vec::new();
     for (i, &target) in cfg.targets.iter().enumerate() {
         for p in 0..cfg.parallel {
             // Each connection is its own session: serve counts one publisher per connection.
             let session = session.wrapping_add(u64::from(p));
-            let (conn, _, _) = session::start(target, &request(cfg, spec, session))?;
-            started.push((i, session, conn));
+            let conn = match session::start(target, &request(cfg, spec, session)) {
+                Ok((conn, _, _)) => conn,
+                Err(e) => {
+                    stop.store(true, Ordering::Relaxed);
+                    return Err(e);
+                }
+            };
+            if reverse_run {
+                let (k, st, tx) = (conns.len(), stop.clone(), tx.clone());
+                let job = std::thread::spawn(move || reverse(k, conn, session, &st, &tx));
+                conns.push(Conn { target: i, job, snaps: Vec::new(), result: None });
+            } else {
+                started.push((i, session, conn));
+            }
         }
     }
-    let (tx, events) = session::channel();
     let t0 = Instant::now();
     let t0_mono = MonoClock::default().now_ns();
-    let mut conns = Vec::new();
     for (k, (i, session, conn)) in started.into_iter().enumerate() {
-        let (st, spec, tx) = (stop.clone(), *spec, tx.clone());
-        if !reverse_run {
-            session::watch(k, conn.try_clone()?, tx.clone())?;
-        }
-        let job = std::thread::spawn(move || {
-            if reverse_run { reverse(k, conn, session, &st, &tx) } else { forward(conn, &spec, session, &st) }
-        });
+        let (st, spec) = (stop.clone(), *spec);
+        session::watch(k, conn.try_clone()?, tx.clone())?;
+        let job = std::thread::spawn(move || forward(conn, &spec, session, &st));
         conns.push(Conn { target: i, job, snaps: Vec::new(), result: None });
     }
     drop(tx);
@@ -208,15 +227,21 @@ pub(super) fn run(
             })
             .collect();
         let total = session::total(&publishers);
+        // The rates' time base: the bytes the sender wrote reach the receiver after its
+        // last write returns (socket buffers, queues), so they are over their arrival.
+        let recv_ns = StreamCounts::receiving_ns_of(&publishers);
+        let results = || mine.iter().filter_map(|(_, _, _, r)| r.as_ref());
         let (sent, send_ns, final_at) = if reverse_run {
-            let results = || mine.iter().filter_map(|(_, _, _, r)| r.as_ref());
             // serve's own sending time; from an older serve, the run's time here.
             let ns = results().map(|r| r.send_ns).max().unwrap_or(0);
             let here = session::ns_since(t0, end);
             (results().map(|r| r.sent.iter().sum::<u64>()).sum(), if ns > 0 { ns } else { here }, here)
         } else {
             let s: Vec<Sent> = mine.iter().filter_map(|o| o.1.sent.clone()).collect();
-            (s.iter().map(|x| x.messages).sum(), send::span_of(&s), send::end_after(&s, t0_mono))
+            // The last row ends when the last byte had arrived: serve answers `finish` after
+            // it read everything before it on the connection, so no earlier than its result.
+            let answered = results().filter_map(|r| r.at).map(|at| session::ns_since(t0, at)).max().unwrap_or(0);
+            (s.iter().map(|x| x.messages).sum(), send::span_of(&s), send::end_after(&s, t0_mono).max(answered))
         };
         let mut snaps = rows_of(&mine.iter().map(|o| o.2.as_slice()).collect::<Vec<_>>());
         session::close_rows(&mut snaps, final_at, total);
@@ -228,6 +253,7 @@ pub(super) fn run(
             publishers,
             intervals: session::intervals(&snaps),
             send_ns,
+            recv_ns,
             foreign: mine.iter().map(|(_, o, _, r)| o.foreign + r.as_ref().map_or(0, |r| r.foreign)).sum(),
             kernel: None,
             loss_split: None,

@@ -50,5 +50,7 @@ mod stream; // stream and listen on loopback: complete, both sides, reverse only
 mod stream_loss; // in namespaces: a tiny receive buffer blamed on RcvbufErrors, a router's tbf drops elsewhere on the path, the sender's own tbf drops on the sending host
 mod stream_rates; // one time base, interval rows and live lines, kernel counters, input rules
 mod stream_stamps; // the stream receiver's kernel RX stamps: never after the read, the same in every view, a note without them
+#[cfg(feature = "netns-tests")]
+mod stream_tcp_rate; // in namespaces: a TCP stream of four connections through a tbf is at most the link's rate, as the tbf's own counter says
 mod suite; // the suite's steps and files
 mod support; // in-process serve and CLI runs, the report schema

@@ -141,7 +141,7 @@ fn receiver(rows: &[&ReceiverResult]) -> ReceiverResult {
     for r in rows {
         total.add(&r.total);
     }
-    let per_s = rows.iter().map(|r| rate(r.total.received, r.send_ns)).sum();
+    let per_s = rows.iter().map(|r| rate(r.total.received, r.time_base_ns())).sum();
     ReceiverResult {
         addr: rows[0].addr.clone(),
         direction: rows[0].direction.clone(),
@@ -150,6 +150,8 @@ fn receiver(rows: &[&ReceiverResult]) -> ReceiverResult {
         publishers: rows.iter().flat_map(|r| r.publishers.iter().copied()).collect(),
         intervals: intervals(rows),
         send_ns: time_base(total.received, per_s, rows.iter().map(|r| r.send_ns).max().unwrap_or(0)),
+        // the merged time base is `send_ns`, made from each part's own time base above
+        recv_ns: 0,
         foreign: sat_sum(rows.iter().map(|r| r.foreign)),
         kernel: if rows.len() == 1 { rows[0].kernel.clone() } else { None },
         // split by those counters: kept with them

@@ -102,12 +102,14 @@ pub struct SenderResult {
     pub messages: u64,
     /// Bytes sent.
     pub bytes: u64,
-    /// Messages per second achieved over `send_ns`.
+    /// Messages per second achieved over `send_ns` (TCP: the write rate, into the socket
+    /// buffers; what arrived, and when, is the receivers').
     pub per_s: f64,
-    /// Payload bits per second achieved over `send_ns`.
+    /// Payload bits per second achieved over `send_ns` (TCP: the write rate).
     pub bits_per_s: f64,
     /// How long the sending took (first send to the end of the last), ns: the time base of
-    /// every rate of the run. 0 in reports written before it was recorded.
+    /// every rate of a UDP run (TCP receivers: their `recv_ns`). 0 in reports written before
+    /// it was recorded.
     #[serde(default)]
     pub send_ns: u64,
     /// Mean send slip behind the schedule, ns (paced runs).
@@ -152,6 +154,14 @@ pub struct ReceiverResult {
     /// last arrival.
     #[serde(default)]
     pub send_ns: u64,
+    /// TCP: the receiving time, ns: the receiver's first to last arrival of a message (on
+    /// its own clock), each connection's start moved one mean gap before its first message
+    /// (`n` messages arrive over `n - 1` gaps; `StreamCounts::receiving_ns_of`). When set, it is the time base of this receiver's rates instead of `send_ns`:
+    /// a TCP sender's last write returns while what it wrote still sits in the socket
+    /// buffers and queues, so its writing time is shorter than the time the bytes took to
+    /// arrive. 0 for UDP and in reports written before it was recorded.
+    #[serde(default)]
+    pub recv_ns: u64,
     /// Datagrams at this receiver that were not this session's stream messages.
     #[serde(default)]
     pub foreign: u64,
@@ -176,15 +186,26 @@ pub struct ReceiverResult {
 }
 
 impl ReceiverResult {
-    /// The time base of the rates, ns: the sending time, or (old reports, `listen`) the
-    /// receiver's first to last arrival.
+    /// The time base of the rates, ns: the receiving time (TCP), the sending time (UDP), or
+    /// (old reports, `listen`) the receiver's first to last arrival.
     pub const fn time_base_ns(&self) -> u64 {
-        if self.send_ns > 0 { self.send_ns } else { self.total.span_ns() }
+        if self.recv_ns > 0 {
+            self.recv_ns
+        } else if self.send_ns > 0 {
+            self.send_ns
+        } else {
+            self.total.span_ns()
+        }
+    }
+
+    /// True when the rates are over the receiving time ([`Self::recv_ns`], TCP).
+    pub const fn over_receive_time(&self) -> bool {
+        self.recv_ns > 0
     }
 
     /// True when the rates are over the sender's sending time.
     pub const fn over_send_time(&self) -> bool {
-        self.send_ns > 0
+        self.send_ns > 0 && self.recv_ns == 0
     }
 
     /// Unique messages received per second of the time base.

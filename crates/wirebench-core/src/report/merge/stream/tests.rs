@@ -54,6 +54,7 @@ fn receiver(addr: &str, k: u64, send_ns: u64, jitter_ns: f64) -> ReceiverResult 
         publishers: vec![counts(k, 100 * k, 200 * k, jitter_ns); 2],
         intervals: vec![half(1_000_000_000 + k), half(2_000_000_000 + k)],
         send_ns,
+        recv_ns: 0,
         foreign: k,
         kernel: Some(Snmp::default()),
         loss_split: Some(LossSplit { missing: 20 * k, ..LossSplit::default() }),
