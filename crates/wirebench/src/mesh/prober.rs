@@ -3,7 +3,7 @@
 //! TCP connection per peer, one socket for the multicast group, all in one epoll set.
 //!
 //! Method: each (peer, transport) is a target with its own sequence numbers, paced by core's
-//! `Pacer` (a random phase and a jittered interval, at the rate the plan gives under the
+//! `Pacer` (a random phase and exponential gaps, at the rate the plan gives under the
 //! budget). The loop sleeps until the next send slot (core `Pacer::wake_at`: the sends of
 //! many targets share one wake-up, and the housekeeping tick shares a slot's) or a reply.
 //! A probe is the 64-byte full form; `t1` is read from the monotonic clock right before the
@@ -115,7 +115,7 @@ pub struct ProberConfig {
     pub key: Option<Key>,
     /// Local address to send from (port 0).
     pub bind: SocketAddr,
-    /// RNG seed (phases, jitter).
+    /// RNG seed (phases, gaps).
     pub seed: u64,
     /// Take the agent's stall samples from the loop's own slot wake-ups ([`stalls`]).
     pub stalls: bool,
