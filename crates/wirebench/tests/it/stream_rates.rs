@@ -26,9 +26,15 @@ fn run(extra: &[&str]) -> (StreamResults, String, std::path::PathBuf, tempfile::
 
 /// The rows add up to the lifetime counts, end in order, and none shows a rate beyond twice
 /// the run's (the defect: every TCP row stamped at the end, rates in the millions of times).
-fn check_rows(r: &ReceiverResult, min_rows: usize) {
+/// Their number comes from the run's own sending time: a report each second, taken while
+/// the reporter's thread runs, and the closing row. The last second's report may come after
+/// the sending ended (its thread late on a busy machine) and then joins the closing row, so
+/// a run of 2.5 s has three rows or two (two once seen with the suite loading the
+/// machine), never one: at least one row per whole second of the sending.
+fn check_rows(r: &ReceiverResult) {
     let rows: &[IntervalRow] = &r.intervals;
-    assert!(rows.len() >= min_rows, "{} rows: {rows:?}", rows.len());
+    let min_rows = usize::try_from(r.time_base_ns() / 1_000_000_000).unwrap().max(2);
+    assert!(rows.len() >= min_rows, "{} rows, {min_rows} at least: {rows:?}", rows.len());
     assert_eq!(rows.iter().map(|x| x.counts.received).sum::<u64>(), r.total.received, "rows add up");
     assert_eq!(rows.iter().map(|x| x.counts.expected).sum::<u64>(), r.total.expected);
     assert!(rows.windows(2).all(|w| w[0].at_ns < w[1].at_ns), "rows in order: {rows:?}");
@@ -53,8 +59,8 @@ fn udp_rows_cover_the_whole_run_and_rates_share_the_sending_time() {
     let (s, _, json, _d) = run(&["--rate", "4000/s", "--duration", "2500ms", "--size", "200", "-q"]);
     let sender = s.sender.unwrap();
     let r = &s.receivers[0];
-    // A 2.5 s run has three rows: two of serve's seconds and the half second after them.
-    check_rows(r, 3);
+    // A 2.5 s run has rows at serve's seconds and the half second after them.
+    check_rows(r);
     assert!(sender.send_ns > 2_000_000_000 && r.send_ns == sender.send_ns, "{sender:?} {}", r.send_ns);
     if r.total.received == sender.messages {
         assert!((r.per_s() - sender.per_s).abs() < 1e-6, "one time base: {} vs {}", r.per_s(), sender.per_s);
@@ -65,7 +71,7 @@ fn udp_rows_cover_the_whole_run_and_rates_share_the_sending_time() {
     let rep = wirebench(&["report", json.to_str().unwrap()]);
     assert_eq!(rep.code, 0, "{rep:?}");
     let table = rep.out.split("intervals at").nth(1).expect("an interval table");
-    assert!(table.lines().filter(|l| l.contains("msg/s")).count() >= 3, "{}", rep.out);
+    assert!(table.lines().filter(|l| l.contains("msg/s")).count() >= r.intervals.len(), "{}", rep.out);
     assert!(rep.out.contains("rates: per second of the sending time"), "{}", rep.out);
 }
 
@@ -74,13 +80,13 @@ fn tcp_prints_live_lines_and_rows_end_when_counted() {
     let (s, out, _, _d) = run(&["--proto", "tcp", "--rate", "2000/s", "--duration", "2500ms", "--size", "1000"]);
     let lines: Vec<&str> = out.lines().take_while(|l| !l.starts_with("stream tcp")).collect();
     assert!(lines.iter().filter(|l| l.starts_with('[') && l.contains("msg/s")).count() >= 2, "live lines: {out}");
-    check_rows(&s.receivers[0], 3);
+    check_rows(&s.receivers[0]);
     let (s, _, _, _d) =
         run(&["--proto", "tcp", "--reverse", "--rate", "2000/s", "--duration", "2500ms", "--size", "1000", "-q"]);
     let r = &s.receivers[0];
     assert_eq!(r.direction, "reverse");
     assert!(r.send_ns > 2_000_000_000, "serve's sending time: {}", r.send_ns);
-    check_rows(r, 3);
+    check_rows(r);
 }
 
 #[test]
@@ -88,7 +94,7 @@ fn reverse_udp_rates_use_serves_sending_time() {
     let (s, _, _, _d) = run(&["--reverse", "--rate", "4000/s", "--duration", "2500ms", "--size", "200", "-q"]);
     let r = &s.receivers[0];
     assert!(r.send_ns > 2_000_000_000 && r.send_ns < 3_000_000_000, "{}", r.send_ns);
-    check_rows(r, 3);
+    check_rows(r);
     assert!(r.kernel.as_ref().is_some_and(|k| k.get("Udp", "RcvbufErrors").is_some()), "this host's counters");
 }
 
@@ -120,7 +126,7 @@ fn two_serves_each_get_rows_that_cover_the_run() {
     let addrs: Vec<&str> = s.receivers.iter().map(|r| r.addr.as_str()).collect();
     assert_eq!(addrs, [ta.as_str(), tb.as_str()]);
     for r in &s.receivers {
-        check_rows(r, 3);
+        check_rows(r);
         let last = r.intervals.last().unwrap().at_ns;
         assert!(last >= r.send_ns, "{}: the last row ends after the sending ended, on the rows' clock", r.addr);
     }
