@@ -1,6 +1,6 @@
-//! When each target is probed next: a random phase per target, then gaps drawn from an
-//! exponential distribution with the planned mean, so each target's probes are a Poisson
-//! process, as `ping --poisson` sends (RFC 2330's Poisson sampling: the probes see the
+//! When each target is probed next: once at a random point of its first interval, then
+//! gaps from that interval's end drawn from an exponential distribution with the planned
+//! mean, so each target's probes are a Poisson process, as `ping --poisson` sends (RFC 2330's Poisson sampling: the probes see the
 //! path's time average, their own earlier probes' traces included). Agents never probe in
 //! waves (a fleet started at once, or a `DaemonSet` rolled out, would otherwise send in
 //! lockstep; that is Goldpinger's issue #83). The mean interval is exact, so the rate is
