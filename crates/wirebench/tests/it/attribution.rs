@@ -299,18 +299,6 @@ fn probes_dropped_at_the_far_end_are_attributed_elsewhere_and_match_its_drop_cou
     assert!(text.contains(&line), "{text}");
 }
 
-/// The `dropped` count of the root qdisc on `dev` in `ns` (`tc -s qdisc`).
-#[cfg(feature = "netns-tests")]
-fn qdisc_dropped(ns: &str, dev: &str) -> u64 {
-    let out = std::process::Command::new("ip")
-        .args(["netns", "exec", ns, "tc", "-s", "qdisc", "show", "dev", dev])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let at = text.find("dropped ").unwrap_or_else(|| panic!("no drop counter: {text}"));
-    text[at + 8..].split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
-}
-
 /// A tbf with a one-packet burst on the pinger's own veth and an open-loop ping far faster
 /// than it passes: the pinger's qdisc drops most probes before the wire. The report carries
 /// the qdisc's drop count (the delta `tc -s qdisc` shows around the run), names it in the
@@ -330,10 +318,10 @@ fn probes_the_pingers_own_qdisc_dropped_are_this_hosts_and_match_tc() {
     lab.serve(&far, &["serve", "--listen", "10.77.233.2:7933"]);
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("qdisc.json");
-    let q0 = qdisc_dropped(&pinger, "eth0");
+    let q0 = crate::lab::qdisc_counter(&pinger, "eth0", "dropped");
     let args = ["ping", "10.77.233.2:7933", "-n", "3000", "--warmup", "0", "--rate", "50k/s", "--timeout", "200ms"];
     let out = Lab::run(&pinger, &[&args[..], &["--no-hiccup", "--json", json.to_str().unwrap()]].concat());
-    let dropped = qdisc_dropped(&pinger, "eth0") - q0;
+    let dropped = crate::lab::qdisc_counter(&pinger, "eth0", "dropped") - q0;
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let saved = read_json(&json);

@@ -22,6 +22,15 @@ pub(crate) struct Lab {
     root_links: Vec<String>,
 }
 
+/// A counter of the root qdisc on `dev` in `ns` as `tc -s qdisc` prints it: the number after
+/// `label` (`Sent`: bytes, `dropped`: packets).
+pub(crate) fn qdisc_counter(ns: &str, dev: &str, label: &str) -> u64 {
+    let out = Command::new("ip").args(["netns", "exec", ns, "tc", "-s", "qdisc", "show", "dev", dev]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let at = text.find(&format!("{label} ")).unwrap_or_else(|| panic!("no {label} counter: {text}"));
+    text[at + label.len() + 1..].split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+}
+
 pub(crate) fn sh(args: &[&str]) {
     let out = Command::new(args[0]).args(&args[1..]).output().expect("iproute2 is installed");
     assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));

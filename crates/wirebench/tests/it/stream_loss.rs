@@ -9,7 +9,7 @@
 use wirebench_core::report::{ReceiverResult, Report, Results, StreamResults};
 use wirebench_core::snmp::Snmp;
 
-use crate::lab::{Lab, sh};
+use crate::lab::{Lab, qdisc_counter, sh};
 use crate::support::{assert_valid_report, read_json};
 
 fn stream_results(path: &std::path::Path) -> StreamResults {
@@ -28,17 +28,6 @@ fn snmp_in(ns: &str) -> Snmp {
 
 fn rose(before: &Snmp, after: &Snmp, table: &str, field: &str) -> u64 {
     u64::try_from(after.get(table, field).unwrap() - before.get(table, field).unwrap()).unwrap()
-}
-
-/// The `dropped` count of the root qdisc on `dev` in `ns` (`tc -s qdisc`).
-fn qdisc_dropped(ns: &str, dev: &str) -> u64 {
-    let out = std::process::Command::new("ip")
-        .args(["netns", "exec", ns, "tc", "-s", "qdisc", "show", "dev", dev])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let at = text.find("dropped ").unwrap_or_else(|| panic!("no drop counter: {text}"));
-    text[at + 8..].split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
 }
 
 /// Each datagram alone on the wire: no GSO on the sender's link, no GRO on the receiver's.
@@ -189,9 +178,9 @@ fn a_routers_drops_are_elsewhere_on_the_path_and_match_its_qdisc() {
         "32kb", "limit", "64kb",
     ]);
     lab.serve(&rcv, &["serve", "--listen", "0.0.0.0:7878", "--open"]);
-    let (snd0, rcv0, q0) = (snmp_in(&snd), snmp_in(&rcv), qdisc_dropped(&rtr, "eth1"));
+    let (snd0, rcv0, q0) = (snmp_in(&snd), snmp_in(&rcv), qdisc_counter(&rtr, "eth1", "dropped"));
     let (s, text) = run(&snd, &["stream", "10.77.183.2:7878", "--rate", "60mbit", "-d", "2s"]);
-    let (snd1, rcv1, q1) = (snmp_in(&snd), snmp_in(&rcv), qdisc_dropped(&rtr, "eth1"));
+    let (snd1, rcv1, q1) = (snmp_in(&snd), snmp_in(&rcv), qdisc_counter(&rtr, "eth1", "dropped"));
     let r = receiver(&s);
     let split = r.loss_split.expect("a loss split");
     let missing = r.sent - r.total.received;
@@ -281,12 +270,12 @@ fn the_senders_own_qdisc_drops_are_the_sending_hosts_and_match_tc() {
         "16kb", "limit", "32kb",
     ]);
     lab.serve(&rcv, &["serve", "--listen", "0.0.0.0:7878", "--open", "--interface", "10.77.219.2"]);
-    let (snd0, rcv0, q0) = (snmp_in(&snd), snmp_in(&rcv), qdisc_dropped(&snd, "eth0"));
+    let (snd0, rcv0, q0) = (snmp_in(&snd), snmp_in(&rcv), qdisc_counter(&snd, "eth0", "dropped"));
     let (s, text) = run(
         &snd,
         &["stream", "10.77.219.2:7878", "--group", "239.255.79.1:5079", "--interface", "10.77.219.1", "-d", "1s"],
     );
-    let (snd1, rcv1, q1) = (snmp_in(&snd), snmp_in(&rcv), qdisc_dropped(&snd, "eth0"));
+    let (snd1, rcv1, q1) = (snmp_in(&snd), snmp_in(&rcv), qdisc_counter(&snd, "eth0", "dropped"));
     let r = receiver(&s);
     let split = r.loss_split.expect("a loss split");
     let missing = r.sent - r.total.received;

@@ -7,7 +7,7 @@
 
 use wirebench_core::report::{Report, Results, StreamResults};
 
-use crate::lab::{Lab, sh};
+use crate::lab::{Lab, qdisc_counter, sh};
 use crate::support::{assert_valid_report, read_json};
 
 /// The tbf's rate, bits per second of whole Ethernet frames (tbf counts `skb->len`, the
@@ -17,17 +17,6 @@ const LINK_BITS: f64 = 40e6;
 /// Payload bytes to frame bytes: MTU 1500 carries 1448 bytes of TCP payload (1500 - 20 IP
 /// - 20 TCP - 12 timestamp option) in a 1514-byte frame.
 const WIRE_PER_PAYLOAD: f64 = 1514.0 / 1448.0;
-
-/// The `Sent N bytes` of the root qdisc on `dev` in `ns` (`tc -s qdisc`).
-fn qdisc_sent(ns: &str, dev: &str) -> u64 {
-    let out = std::process::Command::new("ip")
-        .args(["netns", "exec", ns, "tc", "-s", "qdisc", "show", "dev", dev])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let at = text.find("Sent ").unwrap_or_else(|| panic!("no byte counter: {text}"));
-    text[at + 5..].split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
-}
 
 fn run(ns: &str, args: &[&str]) -> StreamResults {
     let dir = tempfile::tempdir().unwrap();
@@ -64,13 +53,13 @@ fn tcp_rate_through_a_tbf_is_at_most_the_link() {
     }
     lab.serve(&rcv, &["serve", "--listen", "10.77.201.2:7878", "--open"]);
     for (direction, shaper) in [("forward", &snd), ("reverse", &rcv)] {
-        let before = qdisc_sent(shaper, "eth0");
+        let before = qdisc_counter(shaper, "eth0", "Sent");
         let mut args = vec!["stream", "10.77.201.2:7878", "--proto", "tcp", "--parallel", "4", "--duration", "3s"];
         if direction == "reverse" {
             args.push("--reverse");
         }
         let s = run(&snd, &args);
-        let tbf_bytes = qdisc_sent(shaper, "eth0") - before;
+        let tbf_bytes = qdisc_counter(shaper, "eth0", "Sent") - before;
         let r = &s.receivers[0];
         assert_eq!(r.direction, direction);
         assert_eq!(r.total.received, r.sent, "{direction}: TCP loses nothing");
