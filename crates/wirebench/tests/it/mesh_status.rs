@@ -84,6 +84,21 @@ struct Fake {
     thread: JoinHandle<bool>,
 }
 
+/// A request's head, read with both timeouts set to 30 s (`None`: the client left first).
+fn read_head(conn: &mut TcpStream) -> Option<Vec<u8>> {
+    conn.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    conn.set_write_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.ends_with(b"\r\n\r\n") && head.len() < 8192 {
+        match conn.read(&mut buf) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    Some(head)
+}
+
 fn fake(answer: Answer, stop: Arc<AtomicBool>) -> Fake {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
@@ -93,16 +108,8 @@ fn fake(answer: Answer, stop: Arc<AtomicBool>) -> Fake {
         if stop.load(Ordering::Relaxed) {
             return false;
         }
-        conn.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        conn.set_write_timeout(Some(Duration::from_secs(30))).unwrap();
-        let mut head = Vec::new();
+        let Some(_) = read_head(&mut conn) else { return false };
         let mut buf = [0u8; 1024];
-        while !head.ends_with(b"\r\n\r\n") && head.len() < 8192 {
-            match conn.read(&mut buf) {
-                Ok(0) | Err(_) => return false,
-                Ok(n) => head.extend_from_slice(&buf[..n]),
-            }
-        }
         let _ = tx.send(());
         let len = match &answer {
             Answer::Body(b) => b.len(),
@@ -313,22 +320,13 @@ fn fake_prometheus(
             if stop.load(Ordering::Relaxed) {
                 return true;
             }
-            conn.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-            conn.set_write_timeout(Some(Duration::from_secs(30))).unwrap();
-            let mut head = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !head.ends_with(b"\r\n\r\n") && head.len() < 8192 {
-                match conn.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => head.extend_from_slice(&buf[..n]),
-                }
-            }
+            let Some(head) = read_head(&mut conn) else { continue };
             let head = String::from_utf8_lossy(&head);
             let target = head.split_whitespace().nth(1).unwrap_or("");
             let q = percent_decode(target.split_once("query=").map_or("", |(_, q)| q));
             let _ = tx.send(q.clone());
             let Some(body) = answer(&q) else {
-                let _ = conn.read(&mut buf);
+                let _ = conn.read(&mut [0u8; 1]);
                 continue;
             };
             let _ = write!(
