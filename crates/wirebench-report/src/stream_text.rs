@@ -387,6 +387,7 @@ mod tests {
             gso: false,
             retransmits: Some(0),
             sndbuf_errors: None,
+            qdisc_drops: None,
         });
         let x = receiver_mut(&mut r);
         x.recv_ns = 1_250_000_000;
