@@ -36,7 +36,9 @@ fn one_by_one(snd: &str, rcv: &str) {
     sh(&["ip", "netns", "exec", rcv, "ethtool", "-K", "eth0", "gro", "off"]);
 }
 
-fn run(ns: &str, args: &[&str]) -> (StreamResults, String) {
+/// `wirebench` with `args` in `ns`, quiet, its JSON report checked against the schema: the
+/// stream results and what it printed.
+pub(crate) fn run(ns: &str, args: &[&str]) -> (StreamResults, String) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("s.json");
     let mut all = args.to_vec();

@@ -5,10 +5,7 @@
 //! 964 Mbit/s through 1 Gbit/s, which carries at most 956).
 //! Over the receiving time it stays below the link, and the tbf's own byte counter agrees.
 
-use wirebench_core::report::{Report, Results, StreamResults};
-
 use crate::lab::{Lab, qdisc_counter, sh};
-use crate::support::{assert_valid_report, read_json};
 
 /// The tbf's rate, bits per second of whole Ethernet frames (tbf counts `skb->len`, the
 /// 14-byte Ethernet header included).
@@ -17,21 +14,6 @@ const LINK_BITS: f64 = 40e6;
 /// Payload bytes to frame bytes: MTU 1500 carries 1448 bytes of TCP payload (1500 - 20 IP
 /// - 20 TCP - 12 timestamp option) in a 1514-byte frame.
 const WIRE_PER_PAYLOAD: f64 = 1514.0 / 1448.0;
-
-fn run(ns: &str, args: &[&str]) -> StreamResults {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("s.json");
-    let mut all = args.to_vec();
-    all.extend(["-q", "--json", json.to_str().unwrap()]);
-    let out = Lab::run(ns, &all);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    eprintln!("{}", String::from_utf8_lossy(&out.stdout));
-    let v = read_json(&json);
-    assert_valid_report(&v);
-    let r: Report = serde_json::from_value(v).unwrap();
-    let Results::Stream(s) = r.results else { panic!("a stream report") };
-    s
-}
 
 /// Forward (this client writes through the tbf on its link) and reverse (serve writes
 /// through the tbf on its own): the payload rate with its headers is at most the tbf's rate
@@ -58,7 +40,8 @@ fn tcp_rate_through_a_tbf_is_at_most_the_link() {
         if direction == "reverse" {
             args.push("--reverse");
         }
-        let s = run(&snd, &args);
+        let (s, out) = crate::stream_loss::run(&snd, &args);
+        eprintln!("{out}");
         let tbf_bytes = qdisc_counter(shaper, "eth0", "Sent") - before;
         let r = &s.receivers[0];
         assert_eq!(r.direction, direction);
