@@ -47,6 +47,9 @@
 # Each row also gives the matrix's and the Poisson ping's p50 with its 95 % interval, read from
 # their HdrHistograms by bench/hdr_median.py (independently of wirebench; the p50 it finds is
 # asserted equal to the stated one): distribution-free, the ranks n/2 -/+ 1.96 sqrt(n)/2.
+# AGENT_ARGS (and BEFORE_ARGS for the before rows) are added to the accuracy agents' command
+# lines: WIREBENCH_BEFORE=<same binary> AGENT_ARGS="--proto tcp" compares an agent probing
+# TCP alone with one probing both transports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-60}
@@ -83,8 +86,8 @@ sent_total() { curl -s "$1/metrics" | awk '/^wirebench_mesh_peer_probes_sent_tot
 if [ "$PART" != accuracy ]; then
 $WB serve --listen 0.0.0.0:17970 >"$OUT/serve.log" 2>&1 &
 SERVE=$!; pids+=("$SERVE")
-echo "| binary | peers | probed | planned probes/s | sent probes/s | agent CPU (% of a core) | agent wake-ups/s | agent RSS (MB) | /metrics RSS (MB) | answering serve CPU (% of a core) | series (documented) |" | tee "$OUT/cost.md"
-echo "|---|---|---|---|---|---|---|---|---|---|---|" | tee -a "$OUT/cost.md"
+echo "| binary | peers | probed | planned probes/s | sent probes/s | agent CPU (% of a core) | agent wake-ups/s | agent RSS (MB) | /metrics RSS (MB) | answering serve CPU (% of a core) | series (documented) | targets with no probe in the last window |" | tee "$OUT/cost.md"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|" | tee -a "$OUT/cost.md"
 run_cost() { # N [extra agent flags]: with the before binary (if any), then this one
   if [ -n "$BEFORE" ]; then run_cost_with before "$BEFORE" "$@"; fi
   run_cost_with "$([ -n "$BEFORE" ] && echo after || echo this)" "$WB" "$@"
@@ -107,16 +110,22 @@ run_cost_with() { # LABEL BINARY N [extra agent flags]
   probed=$(curl -s "$http/v1/peers" | python3 -c 'import json,sys; p=json.load(sys.stdin); print(sum(x["probed"] for x in p["peers"]))')
   planned=$(curl -s "$http/v1/peers" | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["probes_per_s"], 1))')
   rss=$(rss_kb "$agent"); mrss=$(metric "$http" process_resident_memory_bytes)
-  series=$(curl -s "$http/metrics" | grep -cv '^#')
+  # One scrape: its samples, and the targets with no probe in the last window (a running
+  # total but no window count: such a target has no cell, 6 series fewer than documented).
+  local mf; mf="$OUT/metrics-$label-$(echo "$n $*" | sed 's/ *$//; s/[^a-z0-9]\+/-/g').txt"
+  curl -s "$http/metrics" >"$mf"
+  series=$(grep -cv '^#' "$mf")
+  silent=$(( $(grep -c '^wirebench_mesh_peer_probes_sent_total{' "$mf") -
+    $(grep -c '^wirebench_mesh_peer_window_sent{' "$mf") ))
   kill -TERM "$agent"; wait "$agent" || true
-  python3 - "$label" "$n $*" "$probed" "$planned" "$a0" "$a1" "$s0" "$s1" "$p0" "$p1" "$t0" "$t1" "$rss" "$mrss" "$HZ" "$series" "$c0" "$c1" <<'EOF' | tee -a "$OUT/cost.md"
+  python3 - "$label" "$n $*" "$probed" "$planned" "$a0" "$a1" "$s0" "$s1" "$p0" "$p1" "$t0" "$t1" "$rss" "$mrss" "$HZ" "$series" "$c0" "$c1" "$silent" <<'EOF' | tee -a "$OUT/cost.md"
 import sys
-label, n, probed, planned, a0, a1, s0, s1, p0, p1, t0, t1, rss, mrss, hz, series, c0, c1 = sys.argv[1:]
+label, n, probed, planned, a0, a1, s0, s1, p0, p1, t0, t1, rss, mrss, hz, series, c0, c1, silent = sys.argv[1:]
 dt = float(t1) - float(t0)
 cpu = lambda x, y: 100.0 * (float(y) - float(x)) / float(hz) / dt
 print(f"| {label} | {n.strip()} | {probed} | {planned} | {(float(p1) - float(p0)) / dt:.1f} | {cpu(a0, a1):.2f} | "
       f"{(float(c1) - float(c0)) / dt:.0f} | {int(rss) / 1024:.1f} | "
-      f"{float(mrss) / 2**20:.1f} | {cpu(s0, s1):.2f} | {series} ({58 + 17 * int(probed)}) |")
+      f"{float(mrss) / 2**20:.1f} | {cpu(s0, s1):.2f} | {series} ({58 + 17 * int(probed)}) | {silent} |")
 EOF
 }
 run_cost 10
@@ -137,13 +146,14 @@ ip -n wbmeshA link set wbma0 up; ip -n wbmeshB link set wbmb0 up
 # `ping` is this run's binary, the reference, whichever agents run).
 ROW=0
 accuracy_with() {
-local label=$1 bin=$2 tag
+local label=$1 bin=$2 tag extra
 ROW=$((ROW + 1)); tag="$label-$ROW"
+read -ra extra <<<"$([ "$label" = before ] && echo "${BEFORE_ARGS:-}" || echo "${AGENT_ARGS:-}")"
 ip netns exec wbmeshB taskset -c 1 $bin mesh agent --listen 10.77.68.2:7878 --http 10.77.68.2:9878 --peers 10.77.68.1:7878 \
-  --window "${WIN}s" --rate 20/s >"$OUT/agentB-$tag.log" 2>&1 &
+  --window "${WIN}s" --rate 20/s "${extra[@]}" >"$OUT/agentB-$tag.log" 2>&1 &
 local agent_b=$!; pids+=($agent_b)
 ip netns exec wbmeshA taskset -c 0 $bin mesh agent --listen 10.77.68.1:7878 --http 10.77.68.1:9878 --peers 10.77.68.2:7878 \
-  --window "${WIN}s" --rate 20/s >"$OUT/agentA-$tag.log" 2>&1 &
+  --window "${WIN}s" --rate 20/s "${extra[@]}" >"$OUT/agentA-$tag.log" 2>&1 &
 local agent_a=$!; pids+=($agent_a)
 for _ in $(seq 300); do ip netns exec wbmeshA curl -sf http://10.77.68.1:9878/readyz >/dev/null 2>&1 && break; sleep 0.1; done
 # The agent's latest closed window: "index start_unix_ns" (index -1 before the first closes).

@@ -21,6 +21,13 @@
 //! the process's own (with many targets each one's gaps are long, and few sends are exact).
 //! The slot is a small fraction of the interval ([`slot_for`]); the grid starts at a random
 //! origin, so agents' grids are not aligned either.
+//!
+//! Targets on one path (a peer's UDP and TCP targets: [`Pacer::set`]'s `path`) never go in
+//! one wake-up: the second one due in a slot goes at its own offset from the first, as two
+//! independent processes would send them. Gathered together, a peer's second probe would go
+//! microseconds after its first, finding the path and both hosts awake: 0.8 % of the probes
+//! at 20/s a target (most of its gaps are exact), about one in twenty at a 0.8 s interval
+//! (every gap gathered, the slot a sixteenth of the interval).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -51,6 +58,8 @@ struct Entry {
     /// The end of the target's first interval, in which it is probed once at a random point;
     /// its Poisson gaps count from here on, so the first interval sends the planned rate too.
     first_end: u64,
+    /// The path it shares with other targets (never two of one path in one wake-up).
+    path: u64,
 }
 
 /// (due time, target id, generation), earliest first.
@@ -67,6 +76,9 @@ pub struct Pacer {
     generation: u64,
     slot_ns: u64,
     origin: u64,
+    /// The wake-up (`now`) of the last send, and the paths sent in it with their due times.
+    sent_at: u64,
+    sent: Vec<(u64, u64)>,
 }
 
 impl Default for Pacer {
@@ -90,6 +102,8 @@ impl Pacer {
             generation: 0,
             slot_ns: 1,
             origin: 0,
+            sent_at: u64::MAX,
+            sent: Vec::new(),
         }
     }
 
@@ -129,18 +143,20 @@ impl Pacer {
         exact.into_iter().chain(gathered).min()
     }
 
-    /// Adds (or re-times) target `id`, probed every `interval_ns` on average; its first
-    /// probe is due at a random point within one interval from `now`.
-    pub fn set(&mut self, id: u64, interval_ns: u64, now: u64, rng: &mut SplitMix64) {
+    /// Adds (or re-times) target `id` on `path` (any key the caller gives the targets that
+    /// share a far end), probed every `interval_ns` on average; its first probe is due at a
+    /// random point within one interval from `now`.
+    pub fn set(&mut self, id: u64, path: u64, interval_ns: u64, now: u64, rng: &mut SplitMix64) {
         let interval_ns = interval_ns.max(1);
-        if let Some(e) = self.entries.get(&id)
+        if let Some(e) = self.entries.get_mut(&id)
             && e.interval_ns == interval_ns
         {
+            e.path = path;
             return;
         }
         self.generation += 1;
         let first_end = now.saturating_add(interval_ns);
-        self.entries.insert(id, Entry { interval_ns, generation: self.generation, first_end });
+        self.entries.insert(id, Entry { interval_ns, generation: self.generation, first_end, path });
         let first = now + scaled(interval_ns, rng.next_f64());
         self.gathered.push(Reverse((first, id, self.generation)));
     }
@@ -174,26 +190,41 @@ impl Pacer {
     /// not shortened (nor sent at once), and a stalled caller resumes at its rate instead of
     /// sending the backlog in a burst. A gap long enough to be gathered is drawn half a slot
     /// short, what the grid adds to it on average, so the mean gap stays the interval.
+    ///
+    /// A target whose path already sent at this `now` is not sent: it goes exactly as far
+    /// after `now` as its due time is after that send's due time (at least 1 ns).
     pub fn pop_due(&mut self, now: u64, rng: &mut SplitMix64) -> Option<u64> {
-        let exact = top(&mut self.exact, &self.entries).filter(|&(due, ..)| due <= now);
-        let gathered = top(&mut self.gathered, &self.entries).filter(|&(due, ..)| self.on_grid(due) <= now);
-        let (_, id, g) = match (exact, gathered) {
-            (Some(e), Some(r)) if r.0 < e.0 => self.gathered.pop().map(|Reverse(r)| r)?,
-            (Some(_), _) => self.exact.pop().map(|Reverse(e)| e)?,
-            (None, Some(_)) => self.gathered.pop().map(|Reverse(r)| r)?,
-            (None, None) => return None,
-        };
-        let e = self.entries[&id];
-        // Exponential with mean 1: -ln(1 - u), u uniform in [0, 1).
-        let step = scaled(e.interval_ns, -(1.0 - rng.next_f64()).ln()).max(1);
-        let gap = e.first_end.saturating_sub(now).saturating_add(step);
-        if gap < EXACT_GAP_NS {
-            self.exact.push(Reverse((now.saturating_add(gap), id, g)));
-        } else {
-            // `gap` is at least the longest slot, so this stays positive.
-            self.gathered.push(Reverse((now.saturating_add(gap - self.slot_ns / 2), id, g)));
+        if self.sent_at != now {
+            self.sent_at = now;
+            self.sent.clear();
         }
-        Some(id)
+        loop {
+            let exact = top(&mut self.exact, &self.entries).filter(|&(due, ..)| due <= now);
+            let gathered = top(&mut self.gathered, &self.entries).filter(|&(due, ..)| self.on_grid(due) <= now);
+            let (due, id, g) = match (exact, gathered) {
+                (Some(e), Some(r)) if r.0 < e.0 => self.gathered.pop().map(|Reverse(r)| r)?,
+                (Some(_), _) => self.exact.pop().map(|Reverse(e)| e)?,
+                (None, Some(_)) => self.gathered.pop().map(|Reverse(r)| r)?,
+                (None, None) => return None,
+            };
+            let e = self.entries[&id];
+            if let Some(&(_, first)) = self.sent.iter().find(|&&(path, _)| path == e.path) {
+                let offset = due.saturating_sub(first).max(1);
+                self.exact.push(Reverse((now.saturating_add(offset), id, g)));
+                continue;
+            }
+            self.sent.push((e.path, due));
+            // Exponential with mean 1: -ln(1 - u), u uniform in [0, 1).
+            let step = scaled(e.interval_ns, -(1.0 - rng.next_f64()).ln()).max(1);
+            let gap = e.first_end.saturating_sub(now).saturating_add(step);
+            if gap < EXACT_GAP_NS {
+                self.exact.push(Reverse((now.saturating_add(gap), id, g)));
+            } else {
+                let due = now.saturating_add(gap.saturating_sub(self.slot_ns / 2));
+                self.gathered.push(Reverse((due, id, g)));
+            }
+            return Some(id);
+        }
     }
 }
 
@@ -233,7 +264,7 @@ mod tests {
         let mut rng = SplitMix64::new(1);
         let mut p = Pacer::new();
         for id in 0..50 {
-            p.set(id, 500 * MS, 0, &mut rng); // 2/s each
+            p.set(id, id, 500 * MS, 0, &mut rng); // 2/s each
         }
         let sent = run(&mut p, &mut rng, 0, 100_000 * MS);
         let total: usize = sent.values().map(Vec::len).sum();
@@ -260,7 +291,7 @@ mod tests {
         for agent in 0..20u64 {
             let mut rng = SplitMix64::new(0x5eed + agent);
             let mut p = Pacer::new();
-            p.set(0, 1_000 * MS, 0, &mut rng);
+            p.set(0, 0, 1_000 * MS, 0, &mut rng);
             let sent = if slotted {
                 let origin = rng.next_u64() % SEND_SLOT_NS;
                 p.set_slot(slot_for(1_000 * MS), origin);
@@ -286,10 +317,10 @@ mod tests {
     fn removed_and_retimed_targets() {
         let mut rng = SplitMix64::new(7);
         let mut p = Pacer::new();
-        p.set(1, 10 * MS, 0, &mut rng);
-        p.set(2, 10 * MS, 0, &mut rng);
+        p.set(1, 1, 10 * MS, 0, &mut rng);
+        p.set(2, 2, 10 * MS, 0, &mut rng);
         p.remove(2);
-        p.set(1, 100 * MS, 0, &mut rng); // slower now
+        p.set(1, 1, 100 * MS, 0, &mut rng); // slower now
         let sent = run(&mut p, &mut rng, 0, 1_000 * MS);
         assert!(!sent.contains_key(&2));
         assert!((9..=11).contains(&sent[&1].len()), "{}", sent[&1].len());
@@ -304,19 +335,27 @@ mod tests {
     fn run_slotted(p: &mut Pacer, rng: &mut SplitMix64, to: u64) -> (u64, HashMap<u64, Vec<u64>>) {
         let mut sent: HashMap<u64, Vec<u64>> = HashMap::new();
         let mut wakes = 0;
+        let mut last_grid_send = None;
         while let Some(now) = p.wake_at().filter(|&t| t < to) {
             wakes += 1;
             let on_grid = now <= p.origin || (now - p.origin).is_multiple_of(p.slot_ns);
+            let grid_before = now - (now.saturating_sub(p.origin) % p.slot_ns);
             let mut any = false;
             while let Some(id) = p.pop_due(now, rng) {
                 any = true;
                 let v = sent.entry(id).or_default();
-                // Off the grid only an exact send: a short gap after the target's last one.
+                // Off the grid only an exact send: a short gap after the target's last one,
+                // or one put off from the grid point before, where its path had sent.
                 assert!(
-                    on_grid || v.last().is_some_and(|&l| now - l < EXACT_GAP_NS + p.slot_ns),
+                    on_grid
+                        || v.last().is_some_and(|&l| now - l < EXACT_GAP_NS + p.slot_ns)
+                        || last_grid_send == Some(grid_before),
                     "off the grid at {now}"
                 );
                 v.push(now);
+            }
+            if on_grid {
+                last_grid_send = Some(now);
             }
             assert!(any, "a wake-up with nothing to send at {now}");
         }
@@ -332,7 +371,7 @@ mod tests {
         let mut p = Pacer::new();
         // 400 targets at 0.25/s (an agent's default budget of 100/s over 200 targets).
         for id in 0..400 {
-            p.set(id, 4_000 * MS, 0, &mut rng);
+            p.set(id, id, 4_000 * MS, 0, &mut rng);
         }
         p.set_slot(slot_for(4_000 * MS), 7 * MS);
         let (wakes, sent) = run_slotted(&mut p, &mut rng, 100_000 * MS);
@@ -353,7 +392,7 @@ mod tests {
     fn short_gaps_go_at_their_exact_time() {
         let mut rng = SplitMix64::new(13);
         let mut p = Pacer::new();
-        p.set(1, 50 * MS, 0, &mut rng);
+        p.set(1, 1, 50 * MS, 0, &mut rng);
         p.set_slot(slot_for(50 * MS), 1);
         let (_, sent) = run_slotted(&mut p, &mut rng, 10_000_000 * MS);
         let gaps: Vec<u64> = sent[&1].windows(2).map(|w| w[1] - w[0]).collect();
@@ -368,6 +407,39 @@ mod tests {
         }
     }
 
+    /// A peer's UDP and TCP targets (one path, 20/s each, the slot 3.125 ms) never go in
+    /// one wake-up, and one's send follows the other's as closely as two independent
+    /// Poisson processes would: within 0.5 ms 1 - exp(-20/s x 0.5 ms) = 1.0 % of the time,
+    /// within 3 ms 5.8 % (gathered together, 674 of their 80,000 wake-ups sent both).
+    #[test]
+    #[expect(clippy::cast_precision_loss, reason = "counts far below 2^52")]
+    fn one_paths_targets_never_share_a_wake_up() {
+        let mut rng = SplitMix64::new(15);
+        let mut p = Pacer::new();
+        p.set(1, 9, 50 * MS, 0, &mut rng);
+        p.set(2, 9, 50 * MS, 0, &mut rng);
+        p.set(3, 10, 50 * MS, 0, &mut rng); // another peer: may share a wake-up
+        p.set_slot(slot_for(50 * MS), 1);
+        let (_, sent) = run_slotted(&mut p, &mut rng, 4_000_000 * MS);
+        let (udp, tcp) = (&sent[&1], &sent[&2]);
+        // Both at their rate: 80,000 each, a Poisson count (standard deviation 283).
+        for v in [udp, tcp] {
+            assert!((78_800..=81_200).contains(&v.len()), "{}", v.len());
+        }
+        let shared = tcp.iter().filter(|t| udp.binary_search(t).is_ok()).count();
+        assert_eq!(shared, 0, "{shared} wake-ups sent both of one path's targets");
+        // From each of target 2's sends back to target 1's latest: exponential at 20/s.
+        let back: Vec<u64> =
+            tcp.iter().filter_map(|&t| udp.partition_point(|&x| x <= t).checked_sub(1).map(|i| t - udp[i])).collect();
+        let n = back.len() as f64;
+        for (t, p) in [(MS / 2, 0.00995), (3 * MS, 0.0582)] {
+            let below = back.iter().filter(|&&g| g < t).count() as f64 / n;
+            assert!((below - p).abs() < p / 5.0, "{below} of the sends within {t} ns of the other's, not {p}");
+        }
+        // The other peer's target still shares wake-ups (that is what the slot is for).
+        assert!(sent[&3].iter().any(|t| udp.binary_search(t).is_ok()));
+    }
+
     /// An agent just started (or a target just added) sends the planned rate from the first
     /// interval on: each target once in it, at a random point, then Poisson gaps from its end.
     /// (Gaps counted from that first probe, due half an interval in on average, sent 1.5
@@ -379,7 +451,7 @@ mod tests {
         let mut p = Pacer::new();
         // A full mesh of 1,000 peers, two transports, 100/s: every 20 s each.
         for id in 0..2_000 {
-            p.set(id, 20_000 * MS, 0, &mut rng);
+            p.set(id, id, 20_000 * MS, 0, &mut rng);
         }
         p.set_slot(slot_for(20_000 * MS), 3 * MS);
         let (_, sent) = run_slotted(&mut p, &mut rng, 120_000 * MS);
@@ -399,7 +471,7 @@ mod tests {
         let mut rng = SplitMix64::new(12);
         let mut p = Pacer::new();
         for id in 0..50 {
-            p.set(id, 500 * MS, 0, &mut rng);
+            p.set(id, id, 500 * MS, 0, &mut rng);
         }
         let (wakes, sent) = run_slotted(&mut p, &mut rng, 10_000 * MS);
         let total: u64 = sent.values().map(|v| v.len() as u64).sum();
@@ -416,7 +488,7 @@ mod tests {
     fn a_stalled_caller_does_not_burst() {
         let mut rng = SplitMix64::new(3);
         let mut p = Pacer::new();
-        p.set(1, 10 * MS, 0, &mut rng);
+        p.set(1, 1, 10 * MS, 0, &mut rng);
         // Nobody called for 1 s: one probe now, the next one gap later, not the 100 missed.
         assert_eq!(p.pop_due(1_000 * MS, &mut rng), Some(1));
         assert_eq!(p.pop_due(1_000 * MS, &mut rng), None);

@@ -161,6 +161,8 @@ struct Prober {
     udp_fd_ceiling: u64,
     /// Whole TCP replies of one read, back to back (kept, so reads do not allocate).
     frames: Vec<u8>,
+    /// Each of `frames`' frames: its length and its arrival (monotonic ns).
+    frame_at: Vec<(usize, u64)>,
     /// The slot timer and the stall samples (`ProberConfig::stalls`).
     stalls: Option<stalls::Stalls>,
     /// Receive buffers for the shared and group sockets' batches (`None` only while one is
@@ -244,6 +246,8 @@ pub fn spawn(
         probe,
         udp_fd_ceiling: udp_fd_ceiling(),
         frames: Vec::with_capacity(1024),
+        // The most frames one drain can take (the shortest frame is its 8-byte header).
+        frame_at: Vec::with_capacity(tcp::READ_PER_WAKE / 8),
         stalls,
         rx: Some(Box::new(RxBatch::new(replies::RX_SLOT))),
         rbuf: vec![0u8; RECV_LEN],

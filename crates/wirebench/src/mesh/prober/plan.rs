@@ -2,7 +2,7 @@
 //! budget), targets added and dropped, every target re-timed at the plan's rate.
 
 use std::collections::HashMap;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::atomic::Ordering;
 
 use wirebench_core::mesh::api::{API_VERSION, PeerReport, PeersReport, Proto};
@@ -14,6 +14,19 @@ use wirebench_core::mesh::window::Target;
 use super::tcp::Conn;
 use super::windows::node_ref;
 use super::{GROUP_ID, Prober, Slot};
+
+/// The pacer's path of the group sends (past every IPv4 peer's, [`path_of`]).
+const GROUP_PATH: u64 = u64::MAX;
+
+/// The pacer's path of a peer's targets (its UDP and TCP ones never go in one wake-up): the
+/// address's bits, an IPv6 one folded to 64 (two peers folded alike only space their sends).
+fn path_of(ip: IpAddr) -> u64 {
+    match ip {
+        IpAddr::V4(a) => u64::from(a.to_bits()),
+        #[expect(clippy::cast_possible_truncation, reason = "folded to 64 bits on purpose")]
+        IpAddr::V6(a) => (a.to_bits() >> 64) as u64 ^ a.to_bits() as u64,
+    }
+}
 
 impl Prober {
     /// Re-plans from discovery's list: adds and drops targets, re-times them.
@@ -77,7 +90,7 @@ impl Prober {
                 s.peer = peer.clone();
             }
             if key.1 != Proto::Multicast {
-                self.pacer.set(id, interval, now, &mut self.rng);
+                self.pacer.set(id, path_of(key.0.ip()), interval, now, &mut self.rng);
             }
         }
         let mut shortest = interval;
@@ -91,7 +104,7 @@ impl Prober {
             if self.group_by_ip.is_empty() {
                 self.pacer.remove(GROUP_ID);
             } else {
-                self.pacer.set(GROUP_ID, gi, now, &mut self.rng);
+                self.pacer.set(GROUP_ID, GROUP_PATH, gi, now, &mut self.rng);
                 shortest = shortest.min(gi);
             }
         }

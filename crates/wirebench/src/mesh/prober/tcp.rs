@@ -103,12 +103,20 @@ pub(super) fn send(stream: &mut TcpStream, buf: &[u8]) -> bool {
 }
 
 /// Reads what is there, at most [`READ_PER_WAKE`] bytes, and hands every whole frame to
-/// `on_frame`. A read shorter than the chunk took everything queued, so it ends the drain
+/// `on_frame` with its arrival: `now()` read right after the read that completed it returned
+/// (as `ping` stamps a reply, and as the agent's UDP replies are: a TCP read is a few
+/// microseconds of the round trip, and stamped before it, TCP read a few percent short of
+/// `ping`). A read shorter than the chunk took everything queued, so it ends the drain
 /// without another read to see `WouldBlock` (one read per reply, not two; bytes that arrive
 /// later make the socket readable again in the level-triggered ready set). `rbuf` holds only
 /// a frame in progress: it stays within [`RBUF_CAPACITY`] (make it with that capacity and
 /// it never grows).
-pub(super) fn read(stream: &mut impl Read, rbuf: &mut Vec<u8>, mut on_frame: impl FnMut(&[u8])) -> Drain {
+pub(super) fn read(
+    stream: &mut impl Read,
+    rbuf: &mut Vec<u8>,
+    mut now: impl FnMut() -> u64,
+    mut on_frame: impl FnMut(&[u8], u64),
+) -> Drain {
     let mut chunk = [0u8; CHUNK];
     let mut taken = 0;
     while taken < READ_PER_WAKE {
@@ -119,6 +127,7 @@ pub(super) fn read(stream: &mut impl Read, rbuf: &mut Vec<u8>, mut on_frame: imp
             Err(e) if e.kind() == ErrorKind::WouldBlock => return Drain::Open,
             Err(_) => return Drain::Closed,
         };
+        let at_ns = now();
         taken += n;
         rbuf.extend_from_slice(&chunk[..n]);
         let mut at = 0;
@@ -130,7 +139,7 @@ pub(super) fn read(stream: &mut impl Read, rbuf: &mut Vec<u8>, mut on_frame: imp
                 _ => return Drain::NotProbes,
             };
             let Some(frame) = rbuf.get(at..at + len) else { break };
-            on_frame(frame);
+            on_frame(frame, at_ns);
             at += len;
         }
         rbuf.drain(..at);
@@ -143,8 +152,10 @@ pub(super) fn read(stream: &mut impl Read, rbuf: &mut Vec<u8>, mut on_frame: imp
 
 #[cfg(test)]
 mod tests {
+    use std::cell::Cell;
     use std::collections::VecDeque;
     use std::io::{self, Read};
+    use std::rc::Rc;
 
     use wirebench_core::wire::probe;
 
@@ -184,12 +195,57 @@ mod tests {
         two.extend_from_slice(&f);
         let mut s = Script { chunks: VecDeque::from([Ok(two)]), calls: 0 };
         let (mut rbuf, mut frames) = (Vec::new(), 0);
-        let end = super::read(&mut s, &mut rbuf, |got| {
-            assert_eq!(got, &f[..]);
-            frames += 1;
-        });
+        let end = super::read(
+            &mut s,
+            &mut rbuf,
+            || 0,
+            |got, _| {
+                assert_eq!(got, &f[..]);
+                frames += 1;
+            },
+        );
         assert_eq!(end, Drain::Open);
         assert_eq!((frames, s.calls), (2, 1), "both replies from one read, and no read to see WouldBlock");
+    }
+
+    /// Each frame's arrival is the clock read right after the read that completed it (the
+    /// script counts its reads, the clock says how many were done when it was read).
+    #[test]
+    fn a_frame_arrives_when_the_read_that_completed_it_returned() {
+        let f = frame();
+        let reads = Rc::new(Cell::new(0u64));
+        let mut stream: Vec<u8> = f.iter().copied().cycle().take(17 * f.len()).collect();
+        stream.extend_from_slice(&f[..10]);
+        // 1,024 bytes (16 frames), then the 17th frame and 10 bytes, then the last 54.
+        let mut s = Counted {
+            inner: Script {
+                chunks: VecDeque::from([Ok(stream[..1024].to_vec()), Ok(stream[1024..].to_vec())]),
+                calls: 0,
+            },
+            reads: Rc::clone(&reads),
+        };
+        let (mut rbuf, mut at) = (Vec::new(), Vec::new());
+        let r = Rc::clone(&reads);
+        assert_eq!(super::read(&mut s, &mut rbuf, || r.get() * 1000, |_, t| at.push(t)), Drain::Open);
+        let mut rest = Counted { inner: Script { chunks: VecDeque::from([Ok(f[10..].to_vec())]), calls: 0 }, reads };
+        assert_eq!(super::read(&mut rest, &mut rbuf, || r.get() * 1000, |_, t| at.push(t)), Drain::Open);
+        // Stamped before its read, each would read a thousand less.
+        let mut want = vec![1000; 16];
+        want.extend([2000, 3000]);
+        assert_eq!(at, want);
+    }
+
+    /// A stream that counts every read into a shared cell.
+    struct Counted {
+        inner: Script,
+        reads: Rc<Cell<u64>>,
+    }
+
+    impl Read for Counted {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.reads.set(self.reads.get() + 1);
+            self.inner.read(buf)
+        }
     }
 
     #[test]
@@ -200,22 +256,22 @@ mod tests {
         let mut s =
             Script { chunks: VecDeque::from([Ok(stream[..1024].to_vec()), Ok(stream[1024..].to_vec())]), calls: 0 };
         let (mut rbuf, mut frames) = (Vec::new(), 0);
-        let mut count = |got: &[u8]| {
+        let mut count = |got: &[u8], _| {
             assert_eq!(got, &f[..]);
             frames += 1;
         };
-        assert_eq!(super::read(&mut s, &mut rbuf, &mut count), Drain::Open);
+        assert_eq!(super::read(&mut s, &mut rbuf, || 0, &mut count), Drain::Open);
         assert_eq!((s.calls, rbuf.len()), (2, 0));
         // Half a frame, then the rest, in two drains.
         let mut half = Script { chunks: VecDeque::from([Ok(f[..32].to_vec())]), calls: 0 };
-        assert_eq!(super::read(&mut half, &mut rbuf, &mut count), Drain::Open);
+        assert_eq!(super::read(&mut half, &mut rbuf, || 0, &mut count), Drain::Open);
         assert_eq!(rbuf.len(), 32);
         let mut rest = Script { chunks: VecDeque::from([Ok(f[32..].to_vec())]), calls: 0 };
-        assert_eq!(super::read(&mut rest, &mut rbuf, &mut count), Drain::Open);
+        assert_eq!(super::read(&mut rest, &mut rbuf, || 0, &mut count), Drain::Open);
         assert_eq!((frames, rbuf.len()), (18, 0));
         // A closed connection is finished.
         let mut closed = Script { chunks: VecDeque::from([Ok(Vec::new())]), calls: 0 };
-        assert_eq!(super::read(&mut closed, &mut rbuf, |_| {}), Drain::Closed);
+        assert_eq!(super::read(&mut closed, &mut rbuf, || 0, |_, _| {}), Drain::Closed);
     }
 
     /// A peer streaming replies without end: every read fills the buffer (a 1 MiB guard
@@ -248,7 +304,7 @@ mod tests {
         let mut frames = Vec::new();
         for wake in 1..=3 {
             frames.clear();
-            assert_eq!(super::read(&mut peer, &mut rbuf, |got| frames.extend_from_slice(got)), Drain::Open);
+            assert_eq!(super::read(&mut peer, &mut rbuf, || 0, |got, _| frames.extend_from_slice(got)), Drain::Open);
             assert_eq!(peer.bytes, wake * READ_PER_WAKE, "16 KiB per wake-up, then the next wait");
             assert_eq!(frames.len(), READ_PER_WAKE, "every byte read became a whole frame");
             assert!(frames.chunks(f.len()).all(|c| c == &f[..]));
@@ -261,7 +317,7 @@ mod tests {
         let mut peer = Endless { frame: odd, at: 0, bytes: 0, calls: 0 };
         rbuf.clear();
         for _ in 0..3 {
-            assert_eq!(super::read(&mut peer, &mut rbuf, |_| {}), Drain::Open);
+            assert_eq!(super::read(&mut peer, &mut rbuf, || 0, |_, _| {}), Drain::Open);
             assert!(!rbuf.is_empty() && rbuf.len() < 100);
             assert_eq!(rbuf.capacity(), RBUF_CAPACITY);
         }
@@ -271,13 +327,13 @@ mod tests {
     fn garbage_or_an_oversized_frame_is_not_a_probe_stream() {
         let mut rbuf = Vec::with_capacity(RBUF_CAPACITY);
         let mut garbage = Script { chunks: VecDeque::from([Ok(vec![0x55; 1024])]), calls: 0 };
-        assert_eq!(super::read(&mut garbage, &mut rbuf, |_| panic!("no frame")), Drain::NotProbes);
+        assert_eq!(super::read(&mut garbage, &mut rbuf, || 0, |_, _| panic!("no frame")), Drain::NotProbes);
         // A well-formed header declaring 5,000 bytes: refused at its header, not buffered.
         let mut big = frame();
         big[4..6].copy_from_slice(&5000u16.to_be_bytes());
         rbuf.clear();
         let mut s = Script { chunks: VecDeque::from([Ok(big)]), calls: 0 };
-        assert_eq!(super::read(&mut s, &mut rbuf, |_| panic!("no frame")), Drain::NotProbes);
+        assert_eq!(super::read(&mut s, &mut rbuf, || 0, |_, _| panic!("no frame")), Drain::NotProbes);
         assert_eq!(rbuf.capacity(), RBUF_CAPACITY);
         // The largest frame taken, 4,096 bytes a byte at a time: buffered, then whole.
         let mut most = vec![0u8; MAX_FRAME];
@@ -287,7 +343,7 @@ mod tests {
         let mut got = 0;
         for b in &most {
             let mut s = Script { chunks: VecDeque::from([Ok(vec![*b])]), calls: 0 };
-            assert_eq!(super::read(&mut s, &mut rbuf, |fr| got += fr.len()), Drain::Open);
+            assert_eq!(super::read(&mut s, &mut rbuf, || 0, |fr, _| got += fr.len()), Drain::Open);
         }
         assert_eq!((got, rbuf.len(), rbuf.capacity()), (MAX_FRAME, 0, RBUF_CAPACITY));
     }

@@ -106,13 +106,20 @@ impl Prober {
         let now = self.clock.now_ns();
         let Some(slot) = self.slots.get_mut(&id) else { return };
         let Some(Conn::Up { stream, rbuf, owed }) = slot.conn.as_mut() else { return };
-        let frames = &mut self.frames;
+        let (frames, sizes) = (&mut self.frames, &mut self.frame_at);
         frames.clear();
-        let mut got = 0u64;
-        let drain = tcp::read(stream, rbuf, |f| {
-            got += 1;
-            frames.extend_from_slice(f);
-        });
+        sizes.clear();
+        let clock = &self.clock;
+        let drain = tcp::read(
+            stream,
+            rbuf,
+            || clock.now_ns(),
+            |f, at_ns| {
+                frames.extend_from_slice(f);
+                sizes.push((f.len(), at_ns));
+            },
+        );
+        let got = sizes.len() as u64;
         let drain = if got > *owed { Drain::NotProbes } else { drain };
         *owed -= got.min(*owed);
         let retry_at = match drain {
@@ -120,6 +127,7 @@ impl Prober {
             Drain::Closed => Some(now),
             Drain::NotProbes => {
                 frames.clear();
+                sizes.clear();
                 self.shared.tcp_not_probes.fetch_add(1, Ordering::Relaxed);
                 Some(now + self.windows.timeout_ns)
             }
@@ -128,21 +136,12 @@ impl Prober {
             let _ = self.ready.remove(&*stream);
             slot.conn = Some(Conn::Down { retry_at });
         }
-        let frames = std::mem::take(&mut self.frames);
+        let (frames, sizes) = (std::mem::take(&mut self.frames), std::mem::take(&mut self.frame_at));
         let mut at = 0;
-        while at < frames.len() {
-            // Whole frames only (tcp::read checked each one's length).
-            let len = frame_len(&frames[at..]);
-            self.on_reply(id, &frames[at..at + len], now);
+        for &(len, at_ns) in &sizes {
+            self.on_reply(id, &frames[at..at + len], at_ns);
             at += len;
         }
-        self.frames = frames;
+        (self.frames, self.frame_at) = (frames, sizes);
     }
-}
-
-/// The length of the frame at the start of `b` (already validated by `tcp::read`).
-fn frame_len(b: &[u8]) -> usize {
-    let mut h = [0u8; 8];
-    h.copy_from_slice(&b[..8]);
-    wirebench_core::wire::probe::frame_len(&h).unwrap_or(b.len()).clamp(8, b.len())
 }
