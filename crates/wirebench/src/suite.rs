@@ -102,6 +102,7 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Vec<Report>> {
     let proxy_line =
         if ctx.shutdown.is_set() { None } else { Some(proxy_step(&server, args, ctx, &mut rows, &mut reports)?) };
     let mut stream_rows = Vec::new();
+    let mut tcp_streams = Vec::new();
     for step in stream_steps(&target, args.scale) {
         if ctx.shutdown.is_set() {
             break;
@@ -112,6 +113,9 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Vec<Report>> {
         let r = crate::stream::measure(&cfg, ctx)?;
         crate::stream::save(&cfg, &r)?;
         stream_rows.push(stream_row(step.name, &r));
+        if matches!(&r.results, Results::Stream(s) if s.proto == "tcp") {
+            tcp_streams.push(step.name);
+        }
         reports.push(r);
     }
     let counters = server.stop();
@@ -121,6 +125,14 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Vec<Report>> {
         writeln!(ctx.out, "{line}")?;
     }
     print_stream_table(ctx, &stream_rows)?;
+    if !tcp_streams.is_empty() {
+        // A TCP sender's rate is what it wrote into its socket, not what left the host.
+        writeln!(
+            ctx.out,
+            "{}: sent is what the sender wrote into its socket over its writing time; received and throughput are what serve read over its receiving time",
+            tcp_streams.join(", ")
+        )?;
+    }
     if let Some(line) = load_line {
         writeln!(ctx.out, "{line}")?;
     }

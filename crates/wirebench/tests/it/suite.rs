@@ -26,6 +26,8 @@ fn suite_writes_a_valid_report_per_step() {
         assert!(r.out.contains(step), "the table names {step}: {}", r.out);
     }
     assert!(r.out.contains("p99.99"));
+    // The TCP row's sent column is a write rate, and the table says so.
+    assert!(r.out.contains("stream-tcp: sent is what the sender wrote into its socket"), "{}", r.out);
     // one HTML page of every step, and where it is
     let html = out.join("index.html");
     assert!(r.out.contains(&format!("report: {}", html.display())), "{}", r.out);
