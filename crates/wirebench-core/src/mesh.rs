@@ -1,5 +1,5 @@
 //! The fleet mesh's pure parts (`wirebench mesh`): peers and the peer list format, whom to
-//! probe and how often (Pingmesh levels under a budget), when (jittered phases), what each
+//! probe and how often (Pingmesh levels under a budget), when (a Poisson process per target, random phases), what each
 //! probe became (windows where `sent = received + lost` exactly), the agents' JSON API, the
 //! merged matrix and its verdicts (node, zone, path).
 //!

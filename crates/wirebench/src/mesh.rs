@@ -1,5 +1,5 @@
 //! `wirebench mesh`: the fleet view. An agent on every node answers probes (it runs `serve`)
-//! and probes its peers over UDP and TCP at a low, jittered rate within a budget (Pingmesh
+//! and probes its peers over UDP and TCP at a low rate (Poisson sampling) within a budget (Pingmesh
 //! levels past a few hundred nodes); `mesh status` merges every agent's latest window into
 //! the node-to-node matrix and names node, zone and path problems.
 //!
