@@ -114,14 +114,10 @@ impl ServeResult {
 }
 
 /// Connects to `addr`, asks for the stream, and waits for `Ready`. Returns the connection
-/// and the UDP data port and granted receive buffer.
-pub(super) fn start(addr: SocketAddr, req: &StreamRequest) -> anyhow::Result<(TcpStream, u16, usize)> {
-    start_with(addr, req, None, &mut Vec::new())
-}
-
-/// [`start`] for a run that receives reverse UDP data on `knock_from`: serve sends only to
-/// the port its knock came from, so the knock goes from that socket. A serve that will send
-/// slower than asked (its rate cap) adds a line to `warnings`.
+/// and the UDP data port and granted receive buffer. A run that receives reverse UDP data
+/// gives `knock_from`: serve sends only to the port its knock came from, so the knock goes
+/// from that socket. A serve that will send slower than asked (its rate cap) adds a line to
+/// `warnings`.
 pub(super) fn start_with(
     addr: SocketAddr,
     req: &StreamRequest,
@@ -134,9 +130,12 @@ pub(super) fn start_with(
         && req.rate_per_s.is_none_or(|asked| g < asked)
     {
         let asked = req.rate_per_s.map_or_else(|| "flat out".into(), rate_words);
+        #[expect(clippy::cast_precision_loss, reason = "a message size, far below 2^52")]
+        let bits = g * req.size as f64 * 8.0;
         warnings.push(format!(
-            "{addr} sends at most {} per publisher (its cap for this session; asked {asked}): serve --max-rate or a token raises it",
-            rate_words(g)
+            "{addr} sends at most {} per publisher ({} of payload; its cap for this session; asked {asked}): serve --max-rate or a token raises it",
+            rate_words(g),
+            bits_words(bits)
         ));
     }
     Ok((conn, port, rcvbuf))

@@ -141,11 +141,21 @@ pub(super) fn run(
     // start together once every connection is up.
     let mut conns = Vec::new();
     let mut started = Vec::new();
+    // What serve said it will do short of what was asked (a reverse run's rate cap), once
+    // per target: each connection is a session with the same grant.
+    let mut warnings: Vec<String> = Vec::new();
     for (i, &target) in cfg.targets.iter().enumerate() {
         for p in 0..cfg.parallel {
             // Each connection is its own session: serve counts one publisher per connection.
             let session = session.wrapping_add(u64::from(p));
-            let conn = match session::start(target, &request(cfg, spec, session)) {
+            let mut said = Vec::new();
+            let started_conn = session::start_with(target, &request(cfg, spec, session), None, &mut said);
+            for w in said {
+                if !warnings.contains(&w) {
+                    warnings.push(w);
+                }
+            }
+            let conn = match started_conn {
                 Ok((conn, _, _)) => conn,
                 Err(e) => {
                     stop.store(true, Ordering::Relaxed);
@@ -170,7 +180,7 @@ pub(super) fn run(
         conns.push(Conn { target: i, job, snaps: Vec::new(), result: None });
     }
     drop(tx);
-    let mut out = RunOut::default();
+    let mut out = RunOut { warnings, ..RunOut::default() };
     let mut printed = vec![0usize; cfg.targets.len()];
     let mut all_done_at: Option<Instant> = None;
     loop {

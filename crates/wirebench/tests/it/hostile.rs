@@ -63,6 +63,32 @@ fn a_capped_client_is_told_the_granted_rate() {
     let r = wirebench(&["stream", &target, "--reverse", "--count", "100", "--rate", "10k/s", "--size", "1250"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.out.contains("sends at most 1.0k msg/s per publisher"), "{}", r.out);
+    // TCP too (it said nothing: 4 connections read 400 Mbit/s from a default serve, its cap,
+    // with no word of it), once however many connections share the grant.
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let r = wirebench(&[
+        "stream",
+        &target,
+        "--proto",
+        "tcp",
+        "--reverse",
+        "-P",
+        "2",
+        "--count",
+        "100",
+        "--rate",
+        "10k/s",
+        "--size",
+        "1250",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.out.matches("sends at most 1.0k msg/s per publisher").count(), 1, "{}", r.out);
+    let v = crate::support::read_json(&json);
+    let warnings = v["results"]["warnings"].as_array().expect("warnings");
+    assert!(warnings.iter().any(|w| w.as_str().is_some_and(|w| w.contains("sends at most 1.0k msg/s"))), "{v}");
     drop(srv);
 }
 
