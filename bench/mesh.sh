@@ -48,8 +48,8 @@
 # their HdrHistograms by bench/hdr_median.py (independently of wirebench; the p50 it finds is
 # asserted equal to the stated one): distribution-free, the ranks n/2 -/+ 1.96 sqrt(n)/2.
 # AGENT_ARGS (and BEFORE_ARGS for the before rows) are added to the accuracy agents' command
-# lines: WIREBENCH_BEFORE=<same binary> AGENT_ARGS="--proto tcp" compares an agent probing
-# TCP alone with one probing both transports.
+# lines: WIREBENCH_BEFORE=<same binary> AGENT_ARGS="--proto tcp" PROTOS=tcp compares an agent
+# probing TCP alone with one probing both transports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-60}
@@ -115,8 +115,8 @@ run_cost_with() { # LABEL BINARY N [extra agent flags]
   local mf; mf="$OUT/metrics-$label-$(echo "$n $*" | sed 's/ *$//; s/[^a-z0-9]\+/-/g').txt"
   curl -s "$http/metrics" >"$mf"
   series=$(grep -cv '^#' "$mf")
-  silent=$(( $(grep -c '^wirebench_mesh_peer_probes_sent_total{' "$mf") -
-    $(grep -c '^wirebench_mesh_peer_window_sent{' "$mf") ))
+  silent=$(( $(grep -c '^wirebench_mesh_peer_probes_sent_total{' "$mf" || true) -
+    $(grep -c '^wirebench_mesh_peer_window_sent{' "$mf" || true) ))
   kill -TERM "$agent"; wait "$agent" || true
   python3 - "$label" "$n $*" "$probed" "$planned" "$a0" "$a1" "$s0" "$s1" "$p0" "$p1" "$t0" "$t1" "$rss" "$mrss" "$HZ" "$series" "$c0" "$c1" "$silent" <<'EOF' | tee -a "$OUT/cost.md"
 import sys

@@ -246,8 +246,8 @@ pub fn spawn(
         probe,
         udp_fd_ceiling: udp_fd_ceiling(),
         frames: Vec::with_capacity(1024),
-        // The most frames one drain can take (the shortest frame is its 8-byte header).
-        frame_at: Vec::with_capacity(tcp::READ_PER_WAKE / 8),
+        // The most frames one drain can take (the shortest frame a reply may declare).
+        frame_at: Vec::with_capacity(tcp::READ_PER_WAKE / probe::MIN_LEN),
         stalls,
         rx: Some(Box::new(RxBatch::new(replies::RX_SLOT))),
         rbuf: vec![0u8; RECV_LEN],

@@ -131,9 +131,9 @@ pub(super) fn start_with(
     {
         let asked = req.rate_per_s.map_or_else(|| "flat out".into(), rate_words);
         #[expect(clippy::cast_precision_loss, reason = "a message size, far below 2^52")]
-        let bits = g * req.size as f64 * 8.0;
+        let bits = g * f64::from(req.publishers.max(1)) * req.size as f64 * 8.0;
         warnings.push(format!(
-            "{addr} sends at most {} per publisher ({} of payload; its cap for this session; asked {asked}): serve --max-rate or a token raises it",
+            "{addr} sends at most {} per publisher, {} of payload in all (its cap for this session; asked {asked}): serve --max-rate or a token raises it",
             rate_words(g),
             bits_words(bits)
         ));

@@ -62,7 +62,7 @@ fn a_capped_client_is_told_the_granted_rate() {
     let target = srv.local_addr().to_string();
     let r = wirebench(&["stream", &target, "--reverse", "--count", "100", "--rate", "10k/s", "--size", "1250"]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert!(r.out.contains("sends at most 1.0k msg/s per publisher"), "{}", r.out);
+    assert!(r.out.contains("sends at most 1.0k msg/s per publisher, 10.0 Mbit/s of payload in all"), "{}", r.out);
     // TCP too (it said nothing: 4 connections read 400 Mbit/s from a default serve, its cap,
     // with no word of it), once however many connections share the grant.
     let dir = tempfile::tempdir().unwrap();
@@ -85,7 +85,8 @@ fn a_capped_client_is_told_the_granted_rate() {
         json.to_str().unwrap(),
     ]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(r.out.matches("sends at most 1.0k msg/s per publisher").count(), 1, "{}", r.out);
+    let said = "sends at most 1.0k msg/s per publisher, 10.0 Mbit/s of payload in all";
+    assert_eq!(r.out.matches(said).count(), 1, "{}", r.out);
     let v = crate::support::read_json(&json);
     let warnings = v["results"]["warnings"].as_array().expect("warnings");
     assert!(warnings.iter().any(|w| w.as_str().is_some_and(|w| w.contains("sends at most 1.0k msg/s"))), "{v}");
