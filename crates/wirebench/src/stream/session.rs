@@ -116,8 +116,8 @@ impl ServeResult {
 /// Connects to `addr`, asks for the stream, and waits for `Ready`. Returns the connection
 /// and the UDP data port and granted receive buffer. A run that receives reverse UDP data
 /// gives `knock_from`: serve sends only to the port its knock came from, so the knock goes
-/// from that socket. A serve that will send slower than asked (its rate cap) adds a line to
-/// `warnings`.
+/// from that socket. A serve that will send slower or for less time than asked (its rate
+/// cap, its `--max-duration`) adds a line to `warnings`.
 pub(super) fn start_with(
     addr: SocketAddr,
     req: &StreamRequest,
@@ -125,6 +125,15 @@ pub(super) fn start_with(
     warnings: &mut Vec<String>,
 ) -> anyhow::Result<(TcpStream, u16, usize)> {
     let (conn, port, rcvbuf, granted) = start_granted(addr, req, knock_from)?;
+    if req.direction != Direction::Forward && granted.duration_ns < req.duration_ns {
+        #[expect(clippy::cast_precision_loss, reason = "display values")]
+        let secs = |ns: u64| format!("{:.1} s", ns as f64 / 1e9);
+        warnings.push(format!(
+            "{addr} sends for at most {} (its --max-duration; asked {}): the run ends there",
+            secs(granted.duration_ns),
+            secs(req.duration_ns)
+        ));
+    }
     if req.direction != Direction::Forward
         && let Some(g) = granted.rate_per_s
         && req.rate_per_s.is_none_or(|asked| g < asked)

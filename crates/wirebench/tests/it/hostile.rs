@@ -93,6 +93,33 @@ fn a_capped_client_is_told_the_granted_rate() {
     drop(srv);
 }
 
+/// A reverse run that serve ends early (its `--max-duration`) says why it ended there, over
+/// UDP and TCP (it said nothing: a 4 s run against a 2 s cap read 2 s and stopped).
+#[test]
+fn a_client_cut_short_by_serve_is_told() {
+    let srv = serve_with(|c| c.max_duration = Duration::from_millis(300));
+    let target = srv.local_addr().to_string();
+    for proto in ["udp", "tcp"] {
+        let r = wirebench(&[
+            "stream",
+            &target,
+            "--proto",
+            proto,
+            "--reverse",
+            "-d",
+            "1s",
+            "--rate",
+            "1k/s",
+            "--size",
+            "100",
+        ]);
+        assert_eq!(r.code, 0, "{r:?}");
+        let said = "sends for at most 0.3 s (its --max-duration; asked 1.0 s): the run ends there";
+        assert_eq!(r.out.matches(said).count(), 1, "{proto}: {}", r.out);
+    }
+    drop(srv);
+}
+
 /// Issue 10, defect 3: the CLI's defaults cap anonymous sessions (100 Mbit/s, 64 sessions, 16
 /// per address, 256 MiB) and serve streams only on loopback without a token or `--open`.
 #[test]
