@@ -125,13 +125,24 @@ pub(super) fn start_with(
     warnings: &mut Vec<String>,
 ) -> anyhow::Result<(TcpStream, u16, usize)> {
     let (conn, port, rcvbuf, granted) = start_granted(addr, req, knock_from)?;
-    if req.direction != Direction::Forward && granted.duration_ns < req.duration_ns {
+    // How long the run needs serve to send: its duration, or a counted run's count at its
+    // rate if that is sooner (a counted run's duration is only its deadline); unknown for a
+    // counted run flat out.
+    #[expect(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "ns")]
+    let needs_ns = match (req.count, granted.rate_per_s.or(req.rate_per_s)) {
+        (None, _) => Some(req.duration_ns),
+        (Some(n), Some(r)) if r > 0.0 => Some(req.duration_ns.min((n as f64 / r * 1e9) as u64)),
+        (Some(_), _) => None,
+    };
+    if req.direction != Direction::Forward
+        && let Some(needs) = needs_ns.filter(|&n| granted.duration_ns < n)
+    {
         #[expect(clippy::cast_precision_loss, reason = "display values")]
         let secs = |ns: u64| format!("{:.1} s", ns as f64 / 1e9);
         warnings.push(format!(
-            "{addr} sends for at most {} (its --max-duration; asked {}): the run ends there",
+            "{addr} sends for at most {} (its --max-duration; the run needs {}): the run ends there",
             secs(granted.duration_ns),
-            secs(req.duration_ns)
+            secs(needs)
         ));
     }
     if req.direction != Direction::Forward

@@ -114,8 +114,15 @@ fn a_client_cut_short_by_serve_is_told() {
             "100",
         ]);
         assert_eq!(r.code, 0, "{r:?}");
-        let said = "sends for at most 0.3 s (its --max-duration; asked 1.0 s): the run ends there";
+        let said = "sends for at most 0.3 s (its --max-duration; the run needs 1.0 s): the run ends there";
         assert_eq!(r.out.matches(said).count(), 1, "{proto}: {}", r.out);
+    }
+    // A counted run is cut only if its count at its rate takes longer than the grant (its
+    // duration, an hour by default, is only a deadline): 100 at 1k/s needs 0.1 s, 600 needs 0.6 s.
+    for (count, said) in [("100", 0), ("600", 1)] {
+        let r = wirebench(&["stream", &target, "--reverse", "--count", count, "--rate", "1k/s", "--size", "100"]);
+        assert_eq!(r.code, 0, "{r:?}");
+        assert_eq!(r.out.matches("its --max-duration; the run needs 0.6 s").count(), said, "{count}: {}", r.out);
     }
     drop(srv);
 }
