@@ -8,17 +8,11 @@ use wirebench_core::report::{
     TrialRow,
 };
 
-use crate::text::{bits_words, rate_words};
+use crate::text::{bits_words, rate_words, secs_words};
 
 /// Loss of a receiver in percent: `1 - received / sent` (0 when nothing was sent).
 pub fn loss_percent(r: &ReceiverResult) -> f64 {
     100.0 * r.loss()
-}
-
-fn secs(ns: u64) -> String {
-    #[expect(clippy::cast_precision_loss, reason = "display values")]
-    let s = ns as f64 / 1e9;
-    format!("{s:.3} s")
 }
 
 /// The first line: what was run, and for a search or a sweep what the summary reports.
@@ -111,7 +105,7 @@ pub fn summary(out: &mut dyn Write, report: &Report) -> io::Result<()> {
             out,
             "sender: {verb} {} messages in {}: {what}{} {}{}{}",
             t.messages,
-            secs(t.send_ns),
+            secs_words(t.send_ns, 3),
             rate_words(t.per_s),
             bits_words(t.bits_per_s),
             if t.gso { " (UDP GSO)" } else { "" },
@@ -165,9 +159,9 @@ pub fn summary(out: &mut dyn Write, report: &Report) -> io::Result<()> {
 fn receiver_lines(out: &mut dyn Write, r: &ReceiverResult, sender: Option<&SenderResult>) -> io::Result<()> {
     let c = &r.total;
     let over = if r.over_receive_time() {
-        format!(" over {} of arrival", secs(r.recv_ns))
+        format!(" over {} of arrival", secs_words(r.recv_ns, 3))
     } else if r.send_ns > 0 {
-        format!(" over {}", secs(r.send_ns))
+        format!(" over {}", secs_words(r.send_ns, 3))
     } else {
         String::new()
     };

@@ -43,6 +43,13 @@ pub fn rate_words(per_s: f64) -> String {
     }
 }
 
+/// Seconds from ns, with `decimals` places: `2.000 s`.
+pub fn secs_words(ns: u64, decimals: usize) -> String {
+    #[expect(clippy::cast_precision_loss, reason = "display values")]
+    let s = ns as f64 / 1e9;
+    format!("{s:.decimals$} s")
+}
+
 /// `6.65 Gbit/s`.
 pub fn bits_words(bps: f64) -> String {
     if bps >= 1e9 {

@@ -212,7 +212,7 @@ impl Pacer {
             if let Some(&(_, first)) = self.sent.iter().find(|&&(path, _)| path == e.path) {
                 // At most a slot: after a stall two long-overdue targets go close together,
                 // as two independent processes resuming would send them.
-                let offset = due.saturating_sub(first).clamp(1, self.slot_ns.max(1));
+                let offset = due.saturating_sub(first).clamp(1, self.slot_ns);
                 self.exact.push(Reverse((now.saturating_add(offset), id, g)));
                 continue;
             }

@@ -17,7 +17,7 @@ use wirebench_core::wire::control::{Control, Direction, Granted, PublisherCounts
 use wirebench_core::wire::handshake;
 
 use crate::control;
-pub(super) use wirebench_report::text::{bits_words, rate_words};
+pub(super) use wirebench_report::text::{bits_words, rate_words, secs_words};
 
 /// What one run needs beyond the config: the size, rate and bounds of this trial.
 #[derive(Debug, Clone, Copy)]
@@ -118,7 +118,7 @@ impl ServeResult {
 /// gives `knock_from`: serve sends only to the port its knock came from, so the knock goes
 /// from that socket. A serve that will send slower or for less time than asked (its rate
 /// cap, its `--max-duration`) adds a line to `warnings`.
-pub(super) fn start_with(
+pub(super) fn start(
     addr: SocketAddr,
     req: &StreamRequest,
     knock_from: Option<&UdpSocket>,
@@ -137,12 +137,10 @@ pub(super) fn start_with(
     if req.direction != Direction::Forward
         && let Some(needs) = needs_ns.filter(|&n| granted.duration_ns < n)
     {
-        #[expect(clippy::cast_precision_loss, reason = "display values")]
-        let secs = |ns: u64| format!("{:.1} s", ns as f64 / 1e9);
         warnings.push(format!(
             "{addr} sends for at most {} (its --max-duration; the run needs {}): the run ends there",
-            secs(granted.duration_ns),
-            secs(needs)
+            secs_words(granted.duration_ns, 1),
+            secs_words(needs, 1)
         ));
     }
     if req.direction != Direction::Forward
