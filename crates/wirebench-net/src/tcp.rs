@@ -22,6 +22,8 @@ pub struct TcpProbeIo {
     wait: Wait,
     timeout_ns: u64,
     clock: MonoClock,
+    /// How long before a deadline a blocking wait stops sleeping.
+    lead: wait::Lead,
     /// Bytes read but not yet returned; `buf[start..end]`.
     buf: Box<[u8]>,
     start: usize,
@@ -56,6 +58,7 @@ impl TcpProbeIo {
             wait,
             timeout_ns: u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX),
             clock: MonoClock::default(),
+            lead: wait::Lead::default(),
             buf: vec![0; 2 * probe::MAX_LEN].into_boxed_slice(),
             start: 0,
             end: 0,
@@ -128,7 +131,13 @@ impl ProbeIo for TcpProbeIo {
                 self.start = 0;
             }
             let now = self.clock.now_ns();
-            if !wait::before_read(&self.stream, self.wait, now, deadline_ns, self.timeout_ns)? {
+            if !wait::before_read(
+                &self.stream,
+                self.wait,
+                (&self.clock, now),
+                (deadline_ns, self.timeout_ns),
+                &mut self.lead,
+            )? {
                 return Ok(None);
             }
             match self.stream.read(&mut self.buf[self.end..]) {

@@ -35,6 +35,8 @@ pub struct UdpProbeIo {
     clock: MonoClock,
     /// Kernel timestamps, when turned on.
     stamps: Option<stamped::Stamping>,
+    /// How long before a deadline a blocking wait stops sleeping.
+    lead: wait::Lead,
 }
 
 fn bind_any(port: u16) -> Result<UdpSocket, NetError> {
@@ -82,7 +84,16 @@ impl UdpProbeIo {
             Wait::Block => opt("SO_RCVTIMEO", sock.set_read_timeout(Some(timeout.max(Duration::from_micros(1)))))?,
         }
         let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
-        Ok(Self { sock, dest, peer: None, wait, timeout_ns, clock: MonoClock::default(), stamps: None })
+        Ok(Self {
+            sock,
+            dest,
+            peer: None,
+            wait,
+            timeout_ns,
+            clock: MonoClock::default(),
+            stamps: None,
+            lead: wait::Lead::default(),
+        })
     }
 
     /// Turns on kernel timestamps (`SO_TIMESTAMPING`: software RX and TX, hardware where the
@@ -129,7 +140,13 @@ impl ProbeIo for UdpProbeIo {
         }
         loop {
             let now = self.clock.now_ns();
-            if !wait::before_read(&self.sock, self.wait, now, deadline_ns, self.timeout_ns)? {
+            if !wait::before_read(
+                &self.sock,
+                self.wait,
+                (&self.clock, now),
+                (deadline_ns, self.timeout_ns),
+                &mut self.lead,
+            )? {
                 return Ok(None);
             }
             // A connected socket only hears its peer: `recv` spares the address copy.

@@ -115,22 +115,39 @@ pub fn view_words(v: &LatencyView) -> &'static str {
         "stack_rtt" => "stack to stack (kernel timestamps, both hosts' wake-ups out)",
         "pinger_stack_rtt" => "stack to stack (kernel timestamps, this host's wake-up out)",
         "hosts_share" => "the hosts' own share (round trip minus stack to stack)",
+        "send_lateness" => "the sender's own lateness (actual minus intended send time)",
         _ => "round trip",
     }
 }
 
-fn responder(out: &mut dyn Write, r: &ResponderResult, table: bool) -> io::Result<()> {
+/// A responder's headline: its round trips and counts, and in an open loop whose sender
+/// was late by a share worth naming, that lateness (which the corrected figures include).
+/// `ping` prints it as its summary line and `ping -q` alone.
+pub fn responder_headline(p: &PingResults, r: &ResponderResult) -> String {
     let s = &r.latency.summary;
-    writeln!(
-        out,
-        "{}: {} | count {} lost {} late {} dup {}",
+    let late = sender_lateness_p50(p, r)
+        .map_or_else(String::new, |ns| format!(" | includes the sender's own lateness, p50 {} us", us_u(ns)));
+    format!(
+        "{}: {} | count {} lost {} late {} dup {}{late}",
         r.addr,
         summary_line(s),
         s.count,
         r.lost,
         r.late,
         r.duplicates
-    )?;
+    )
+}
+
+/// The sender's lateness p50 when it is worth naming beside a responder's corrected p50:
+/// at least 1 us and 5 % of it.
+pub fn sender_lateness_p50(p: &PingResults, r: &ResponderResult) -> Option<u64> {
+    let late = value_at(p.rate.as_ref()?.lateness.as_ref()?, 50.0)?;
+    let p50 = value_at(&r.latency, 50.0)?;
+    (late >= 1_000 && late * 20 >= p50).then_some(late)
+}
+
+fn responder(out: &mut dyn Write, p: &PingResults, r: &ResponderResult, table: bool) -> io::Result<()> {
+    writeln!(out, "{}", responder_headline(p, r))?;
     writeln!(out, "  measures: {}", view_words(&r.latency))?;
     if r.lost > 0 {
         writeln!(out, "  timeouts in a row: at most {}", r.max_lost_in_a_row)?;
@@ -219,7 +236,7 @@ pub fn ping(out: &mut dyn Write, report: &Report, table: bool) -> io::Result<()>
     // `ping --poisson` records its seed in the config: exponential gaps, not a fixed period.
     header(out, p, report.config.get("poisson").is_some_and(|v| !v.is_null()))?;
     for r in &p.responders {
-        responder(out, r, table)?;
+        responder(out, p, r, table)?;
     }
     if let Some(c) = &p.combined {
         writeln!(out, "all {} responders: {}", p.responders.len(), summary_line(&c.summary))?;
@@ -228,13 +245,20 @@ pub fn ping(out: &mut dyn Write, report: &Report, table: bool) -> io::Result<()>
         }
     }
     if let Some(rate) = &p.rate {
+        let late = match &rate.lateness {
+            Some(v) => format!(
+                "the sender's own lateness p50 {} p99 {} max {} us",
+                value_at(v, 50.0).map_or_else(|| "-".into(), us_u),
+                value_at(v, 99.0).map_or_else(|| "-".into(), us_u),
+                us_u(v.summary.max_ns)
+            ),
+            None => format!("send slip mean {} max {} us", us_u(rate.slip_mean_ns), us_u(rate.slip_max_ns)),
+        };
         writeln!(
             out,
-            "rate: requested {:.0}/s, achieved {:.0}/s, send slip mean {} max {} us{}",
+            "rate: requested {:.0}/s, achieved {:.0}/s, {late}{}",
             rate.requested_per_s,
             rate.achieved_per_s,
-            us_u(rate.slip_mean_ns),
-            us_u(rate.slip_max_ns),
             if rate.kept_up { "" } else { " -- the sender could NOT keep this rate; see the corrected view" }
         )?;
     }
@@ -275,6 +299,7 @@ fn header(out: &mut dyn Write, p: &PingResults, poisson: bool) -> io::Result<()>
 mod tests {
     use super::*;
     use wirebench_core::latency::Percentile;
+    use wirebench_core::report::RateResult;
 
     #[test]
     fn microsecond_formatting() {
@@ -324,5 +349,39 @@ mod tests {
         let mut out = Vec::new();
         ping(&mut out, &r, false).unwrap();
         assert!(String::from_utf8(out).unwrap().contains("; dwell p50 7.00 max 100 us\n"));
+    }
+
+    /// An open loop's headline names the sender's lateness when it is at least 5 % of the
+    /// corrected p50 (and 1 us), in the same line (`ping -q` prints that line alone); the
+    /// rate line gives its percentiles whatever its size.
+    #[test]
+    fn an_open_loops_headline_names_the_senders_lateness_worth_naming() {
+        let mut report = crate::fixtures::ping(&[200_000]);
+        let p50 = match &report.results {
+            Results::Ping(p) => value_at(&p.responders[0].latency, 50.0).expect("a p50"),
+            _ => unreachable!("a ping fixture"),
+        };
+        for (late_ns, named) in [(p50 / 10, true), (p50 / 19, true), (p50 / 22, false), (900, false)] {
+            let mut late = crate::fixtures::view(late_ns, 1);
+            late.measures = "send_lateness".into();
+            let Results::Ping(p) = &mut report.results else { unreachable!("a ping fixture") };
+            p.rate = Some(RateResult {
+                requested_per_s: 1000.0,
+                achieved_per_s: 1000.0,
+                slip_mean_ns: late_ns,
+                slip_max_ns: late_ns,
+                kept_up: true,
+                lateness: Some(late),
+            });
+            let head = responder_headline(p, &p.responders[0]);
+            let words = format!("includes the sender's own lateness, p50 {} us", us_u(late_ns));
+            assert_eq!(head.ends_with(&words), named, "{late_ns} ns of {p50}: {head}");
+            let mut text = Vec::new();
+            ping(&mut text, &report, false).unwrap();
+            let text = String::from_utf8(text).unwrap();
+            assert!(text.contains(&head), "{text}");
+            let rate = format!("the sender's own lateness p50 {0} p99 {0} max {0} us", us_u(late_ns));
+            assert!(text.contains(&rate), "{text}");
+        }
     }
 }

@@ -91,6 +91,10 @@ pub fn run(cli: &Cli, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
 /// code: 0 ok, 1 runtime or network failure, 2 usage or configuration error, 3 the run
 /// finished but a check failed (`doctor`).
 pub fn main_with(argv: Vec<String>, shutdown: Shutdown, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    // Timer slack is per thread and inherited: set here, before any thread starts, every
+    // thread that waits for a time (pacers, the stall meter, tokio's workers) wakes when
+    // asked instead of up to 50 us late (the kernel's default for a normal thread).
+    let _ = wirebench_net::timer::set_timer_slack(1);
     let cli = match Cli::try_parse_from(&argv) {
         Ok(c) => c,
         Err(e) if !e.use_stderr() => {

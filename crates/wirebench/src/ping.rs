@@ -170,6 +170,9 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
     let shown = &*shown;
     let out = std::thread::scope(|s| {
         s.spawn(|| {
+            // The open loop waits for send times: the default 50 us slack would make every
+            // probe leave late (a failure here leaves the default; the lateness is reported).
+            let _ = wirebench_net::timer::set_timer_slack(1);
             if let Some(c) = cfg.cpu {
                 wirebench_net::pin::pin_current_thread(c).with_context(|| format!("cannot pin to cpu {c}"))?;
             }
@@ -319,16 +322,7 @@ fn print(cfg: &Config, report: &Report, ctx: &mut Ctx<'_>) -> anyhow::Result<()>
     if cfg.quiet {
         let Results::Ping(p) = &report.results else { return Ok(()) };
         for r in &p.responders {
-            writeln!(
-                ctx.out,
-                "{}: {} | count {} lost {} late {} dup {}",
-                r.addr,
-                wirebench_report::text::summary_line(&r.latency.summary),
-                r.latency.summary.count,
-                r.lost,
-                r.late,
-                r.duplicates
-            )?;
+            writeln!(ctx.out, "{}", wirebench_report::text::responder_headline(p, r))?;
         }
     } else {
         wirebench_report::text::ping(ctx.out, report, cfg.table)?;

@@ -121,6 +121,13 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Vec<Report>> {
     let counters = server.stop();
     let load_line = if ctx.shutdown.is_set() { None } else { Some(load_step(args, ctx, &mut reports)?) };
     print_table(ctx, &rows)?;
+    for r in &reports {
+        if let Results::Ping(p) = &r.results
+            && let Some(late) = p.responders.first().and_then(|x| wirebench_report::text::sender_lateness_p50(p, x))
+        {
+            writeln!(ctx.out, "{}: its p50 includes the sender's own lateness, p50 {} us", step_name(r), us_u(late))?;
+        }
+    }
     if let Some(line) = proxy_line {
         writeln!(ctx.out, "{line}")?;
     }

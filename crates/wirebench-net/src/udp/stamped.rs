@@ -122,7 +122,7 @@ impl UdpProbeIo {
                 if st.tx && st.read_to != st.next_key {
                     st.drain(&self.sock, None)?;
                 }
-                match wait::poll_in(&self.sock, remaining)? {
+                match wait::poll_until(&self.sock, &self.clock, deadline_ns, &mut self.lead)? {
                     Ready::Timeout => return Ok(None),
                     // A TX stamp arrived while waiting: read it and wait again. Nothing in
                     // the error queue means an error is pending: the read reports it.

@@ -109,6 +109,9 @@ pub struct EngineOutput {
     pub measure_start_seq: u64,
     /// Open loop: send slip.
     pub slip: Slip,
+    /// Open loop: each measured probe's actual minus intended send time (the sender's own
+    /// lateness, which the corrected round trip includes).
+    pub lateness: Histogram<u64>,
     /// Why it ended.
     pub outcome: Outcome,
     /// Why it gave up, when it did (`outcome` is then `PeerSilent`).
@@ -208,6 +211,7 @@ pub fn run_shown<I: ProbeIo, C: Clock>(
             warmup_sent: 0,
             measure_start_seq: 0,
             slip: Slip::default(),
+            lateness: latency::histogram(),
             outcome: Outcome::Completed,
             gave_up: None,
             ignored: 0,
@@ -461,6 +465,10 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
                 }
                 self.send(seq, now)?;
                 self.out.slip.on_send(due, now);
+                if seq >= self.measure_start {
+                    // On time reads 1 ns (the histogram's floor).
+                    latency::record(&mut self.out.lateness, now.saturating_sub(due));
+                }
                 seq += 1;
                 due = self.next_due(seq);
             } else if let Some(r) = self.io.recv_until(&mut self.recv_buf, due)? {

@@ -71,6 +71,7 @@ pub fn build(cfg: &Config, out: &EngineOutput) -> PingResults {
             slip_mean_ns: out.slip.mean_ns(),
             slip_max_ns: out.slip.max_ns(),
             kept_up: achieved >= KEPT_UP_SHARE * asked,
+            lateness: Some(view("send_lateness", &out.lateness, ps)),
         }
     });
     PingResults {

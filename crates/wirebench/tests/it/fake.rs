@@ -289,6 +289,49 @@ fn open_loop_corrects_for_coordinated_omission() {
     assert!((achieved - 10_000.0).abs() < 10.0, "{achieved}");
 }
 
+/// Wakes `late_ns` after every wait that ended with nothing read, as a sleeping thread
+/// woken late by its host does.
+struct LateWake {
+    inner: FakeLink,
+    clock: FakeClock,
+    late_ns: u64,
+}
+
+impl ProbeIo for LateWake {
+    fn send(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.inner.send(buf)
+    }
+    fn recv_until(&mut self, buf: &mut [u8], deadline_ns: u64) -> io::Result<Option<Received>> {
+        let r = self.inner.recv_until(buf, deadline_ns)?;
+        if r.is_none() {
+            let now = wirebench_net::io::Clock::now_ns(&self.clock);
+            self.clock.advance_to(now + self.late_ns);
+        }
+        Ok(r)
+    }
+}
+
+/// The sender's own lateness is measured probe by probe and kept apart: the corrected round
+/// trip includes it, the lateness histogram says how much of it was the sender's.
+#[test]
+fn open_loop_measures_the_senders_own_lateness() {
+    let (l, clock) = link(vec![responder(1, 25, 25)], 1);
+    let mut io = LateWake { inner: l, clock: clock.clone(), late_ns: 40_000 };
+    let mut c = cfg(2_000, 100_000);
+    c.warmup = Stop { max_count: Some(100), deadline: None };
+    c.pacing = Pacing::Rate(MsgRate::new(1_000.0).unwrap());
+    let out = run(&mut io, &clock, &c);
+    let r = &out.responders[0].stats;
+    assert_eq!(r.received, 2_000);
+    assert_eq!(out.lateness.len(), 2_000, "one per measured probe, the warm-up's not counted");
+    let late = value_at_percentile(&out.lateness, 50.0);
+    assert!(out.lateness.equivalent(late, 40_000), "{late}");
+    assert!(out.lateness.equivalent(out.lateness.max(), 40_000), "{}", out.lateness.max());
+    let (corrected, unc) =
+        (value_at_percentile(&r.rtt, 50.0), value_at_percentile(r.rtt_uncorrected.as_ref().unwrap(), 50.0));
+    assert!(r.rtt.equivalent(corrected, unc + 40_000), "{corrected} vs {unc} + 40 us");
+}
+
 #[test]
 fn poisson_open_loop_follows_its_seeded_schedule_and_corrects_for_coordinated_omission() {
     let (l, clock) = link(vec![responder(1, 25, 25)], 1);

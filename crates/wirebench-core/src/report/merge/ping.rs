@@ -66,9 +66,18 @@ pub(super) fn merge(inputs: &[Input<'_>]) -> Result<PingResults, MergeError> {
         Some(RateResult {
             requested_per_s: finite_sum("rate.requested_per_s", rates.iter().map(|r| r.requested_per_s))?,
             achieved_per_s: finite_sum("rate.achieved_per_s", rates.iter().map(|r| r.achieved_per_s))?,
-            slip_mean_ns: weighted_mean(parts.iter().filter_map(|(_, p)| p.rate.map(|r| (r.slip_mean_ns, p.sent)))),
+            slip_mean_ns: weighted_mean(
+                parts.iter().filter_map(|(_, p)| p.rate.as_ref().map(|r| (r.slip_mean_ns, p.sent))),
+            ),
             slip_max_ns: rates.iter().map(|r| r.slip_max_ns).max().unwrap_or(0),
             kept_up: rates.iter().all(|r| r.kept_up),
+            // Every generator's lateness, or none (a part from an older version has none).
+            lateness: parts
+                .iter()
+                .map(|(name, p)| p.rate.as_ref().and_then(|r| r.lateness.as_ref()).map(|v| (*name, v)))
+                .collect::<Option<Vec<_>>>()
+                .map(|views| add_views("rate.lateness", views))
+                .transpose()?,
         })
     };
     Ok(PingResults {

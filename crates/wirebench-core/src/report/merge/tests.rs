@@ -465,7 +465,7 @@ fn ping_counts_near_the_top_saturate_and_rates_too_large_are_refused() {
     let Results::Ping(got) = &m.results else { panic!("ping") };
     let max = u64::MAX;
     assert_eq!((got.sent, got.warmup_sent, got.ignored), (max, max, max));
-    assert_eq!(got.rate.map(|r| r.slip_mean_ns), Some(BIG));
+    assert_eq!(got.rate.as_ref().map(|r| r.slip_mean_ns), Some(BIG));
     for r in &got.responders {
         assert_eq!((r.received, r.lost, r.late, r.duplicates, r.clamped), (max, max, max, max, max));
     }
@@ -477,4 +477,41 @@ fn ping_counts_near_the_top_saturate_and_rates_too_large_are_refused() {
         both(&gen1, &gen2).unwrap_err().to_string(),
         "rate.achieved_per_s: the parts add up to a number that is not finite (a report holds one too large)"
     );
+}
+
+/// Open-loop generators' own lateness merges as histograms (counts add, the p50 is the
+/// merged one's); a part without it (an older version's) leaves the merged run without.
+#[test]
+fn ping_generators_lateness_merges_as_histograms() {
+    let late = |ns: u64, n: u64| {
+        let mut h = crate::latency::histogram();
+        for _ in 0..n {
+            crate::latency::record(&mut h, ns);
+        }
+        LatencyView {
+            measures: "send_lateness".into(),
+            summary: crate::latency::Summary::of(&h, &[50.0]),
+            histogram: encode_histogram(&h),
+        }
+    };
+    let mut gen1 = seed("report-ping-full.json");
+    let mut gen2 = gen1.clone();
+    gen2.config["json"] = "other.json".into();
+    for (r, (ns, n)) in [(&mut gen1, (1_000, 300)), (&mut gen2, (9_000, 100))] {
+        let Results::Ping(p) = &mut r.results else { panic!("ping") };
+        p.rate.as_mut().expect("the seed has a rate").lateness = Some(late(ns, n));
+    }
+    let both = |a: &Report, b: &Report| merge(&[Input { name: "a", report: a }, Input { name: "b", report: b }]);
+    let m = both(&gen1, &gen2).unwrap();
+    let Results::Ping(got) = &m.results else { panic!("ping") };
+    let v = got.rate.as_ref().and_then(|r| r.lateness.as_ref()).expect("merged lateness");
+    assert_eq!(v.summary.count, 400);
+    let h = crate::report::decode_histogram(&v.histogram).unwrap();
+    assert!(h.equivalent(crate::latency::value_at_percentile(&h, 50.0), 1_000));
+    assert!(h.equivalent(h.max(), 9_000));
+    let Results::Ping(p) = &mut gen2.results else { panic!("ping") };
+    p.rate.as_mut().expect("the seed has a rate").lateness = None;
+    let m = both(&gen1, &gen2).unwrap();
+    let Results::Ping(got) = &m.results else { panic!("ping") };
+    assert_eq!(got.rate.as_ref().map(|r| r.lateness.is_none()), Some(true));
 }

@@ -65,7 +65,7 @@ pub struct Stopped {
 }
 
 /// Requested vs achieved rate.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RateResult {
     /// Probes per second asked for.
     pub requested_per_s: f64,
@@ -79,6 +79,10 @@ pub struct RateResult {
     /// the latency then includes the sender's own backlog, which the corrected view shows
     /// and the uncorrected one hides.
     pub kept_up: bool,
+    /// Each measured probe's actual minus intended send time (`send_lateness`): the
+    /// sender's own share of the corrected round trip. Absent in reports of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lateness: Option<LatencyView>,
 }
 
 /// Where the measuring thread ran (blocking ping-pong on two vCPUs is bimodal, so this
