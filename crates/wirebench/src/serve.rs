@@ -208,10 +208,11 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<CounterSnapshot> {
     let groups: Vec<String> = cfg.join.iter().map(ToString::to_string).collect();
     writeln!(
         ctx.out,
-        "wirebench serve: listening on udp+tcp {}{}{} (Ctrl-C to stop)",
+        "wirebench serve: listening on udp+tcp {}{}{}{} (Ctrl-C to stop)",
         server.local_addr(),
         if groups.is_empty() { String::new() } else { format!(", groups {}", groups.join(", ")) },
-        if cfg.spin { ", busy-poll" } else { "" }
+        if cfg.spin { ", busy-poll" } else { "" },
+        if cfg.timestamps { "" } else { ", no kernel timestamps (its wake-up stays in pingers' stack to stack)" }
     )?;
     let streams = if cfg.token.is_some() {
         "streams need the token".to_string()

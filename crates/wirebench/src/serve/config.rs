@@ -81,6 +81,10 @@ pub struct Args {
     /// Close a probe connection that sends nothing for this long.
     #[arg(long, default_value = "60s")]
     pub idle_timeout: Span,
+    /// No kernel RX timestamps: a full-form probe's receive time is then read after the
+    /// read returns, so pingers cannot take serve's own wake-up out of the round trip.
+    #[arg(long, help_heading = "Attribution")]
+    pub no_timestamps: bool,
 }
 
 /// A validated serve configuration.
@@ -98,6 +102,8 @@ pub struct Config {
     pub ttl: u32,
     /// Busy-poll.
     pub spin: bool,
+    /// Kernel RX timestamps on the UDP probe sockets.
+    pub timestamps: bool,
     /// Pin.
     pub cpu: Option<usize>,
     /// Token stream clients must prove.
@@ -163,6 +169,7 @@ impl Config {
             reply_group: a.reply_group,
             ttl: a.ttl,
             spin: a.spin,
+            timestamps: !a.no_timestamps,
             cpu: a.cpu,
             token: a.token.clone(),
             open: a.open,
@@ -191,6 +198,7 @@ impl Config {
             reply_group: None,
             ttl: 32,
             spin: false,
+            timestamps: true,
             cpu: None,
             token: None,
             open: false,

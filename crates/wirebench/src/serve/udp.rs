@@ -52,7 +52,12 @@ impl Worker {
         }
         let mut buf = vec![0u8; probe::MAX_LEN + 1];
         let mut spinner = Spinner::new();
-        let mut stamped = stamp::enable(&self.sock, false).ok().map(|_| stamp::Receiver::default());
+        let mut stamped = self
+            .cfg
+            .timestamps
+            .then(|| stamp::enable(&self.sock, false).ok())
+            .flatten()
+            .map(|_| stamp::Receiver::default());
         while !self.shutdown.is_set() {
             let got = match stamped.as_mut() {
                 Some(rx) => rx.recv(&self.sock, &mut buf).map(|r| (r.len, r.from, r.at.sw_ns)),
