@@ -115,9 +115,18 @@ pub struct Args {
     /// stack to stack and the hosts' own share.
     #[arg(long, help_heading = "Attribution")]
     pub no_timestamps: bool,
+    /// With --spin: kernel timestamps on all the same (off by default there: reading each
+    /// probe's TX stamp is a system call per round trip, and a busy-polling thread has no
+    /// wake-up to take out).
+    #[arg(long, help_heading = "Attribution", conflicts_with = "no_timestamps")]
+    pub timestamps: bool,
+    /// With --spin: the stall meter on all the same (off by default there: each of its
+    /// wake-ups takes a spinning thread's CPU, and shows in the tail it measures).
+    #[arg(long, help_heading = "Attribution", conflicts_with = "no_hiccup")]
+    pub hiccup: bool,
     /// The stall meter beside the run.
     #[command(flatten)]
-    pub hiccup: crate::hiccup::HiccupArgs,
+    pub meter: crate::hiccup::HiccupArgs,
 }
 
 /// `wirebench ping`: measure, print, save.
@@ -214,6 +223,7 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
     let after = wirebench_net::counters::snapshot(&ifaces);
     let lost: u64 = results.responders.iter().map(|r| r.lost).sum();
     let mut attribution = results::attribution(&out, lost, &before, &after, stamp_note);
+    attribution.notes.extend(cfg.spin_off.notes());
     attribution.tcp_info = tcp_info;
     if cfg.proto == Proto::Tcp && tcp_info.is_none() {
         attribution.notes.push("TCP_INFO unavailable: the kernel refused getsockopt(TCP_INFO)".into());

@@ -212,7 +212,11 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<CounterSnapshot> {
         server.local_addr(),
         if groups.is_empty() { String::new() } else { format!(", groups {}", groups.join(", ")) },
         if cfg.spin { ", busy-poll" } else { "" },
-        if cfg.timestamps { "" } else { ", no kernel timestamps (its wake-up stays in pingers' stack to stack)" }
+        match (cfg.timestamps, cfg.spin) {
+            (true, _) => "",
+            (false, true) => " (no kernel timestamps: a spinning thread has no wake-up to take out)",
+            (false, false) => ", no kernel timestamps (its wake-up stays in pingers' stack to stack)",
+        }
     )?;
     let streams = if cfg.token.is_some() {
         "streams need the token".to_string()

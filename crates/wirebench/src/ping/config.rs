@@ -102,11 +102,47 @@ pub struct Config {
     pub table: bool,
     /// Only the summary.
     pub quiet: bool,
-    /// No kernel timestamps.
+    /// No kernel timestamps in this run (asked for, or busy-poll without `--timestamps`).
     pub no_timestamps: bool,
-    /// The stall meter.
+    /// The stall meter (off in this run when asked, or busy-poll without `--hiccup`).
     #[serde(skip)]
     pub hiccup: crate::hiccup::HiccupArgs,
+    /// What busy-poll turned off by default, for the report's notes.
+    #[serde(skip)]
+    pub spin_off: SpinOff,
+}
+
+/// What `--spin` turns off unless asked to keep it: instrumentation that costs the busy-poll
+/// round trip more than it tells (a system call per probe; a thread that takes a spinning
+/// thread's CPU).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SpinOff {
+    /// Kernel timestamps (`--timestamps` keeps them).
+    pub timestamps: bool,
+    /// The stall meter (`--hiccup` keeps it).
+    pub meter: bool,
+}
+
+impl SpinOff {
+    /// The report's notes on what was not measured, and why.
+    pub fn notes(self) -> Vec<String> {
+        let mut v = Vec::new();
+        if self.timestamps {
+            v.push(
+                "busy-poll: kernel timestamps off (a TX stamp is a system call per round trip, and a spinning thread \
+                 has no wake-up to take out): the round trip is not split; --timestamps keeps them"
+                    .into(),
+            );
+        }
+        if self.meter {
+            v.push(
+                "busy-poll: the stall meter off (its wake-ups take a spinning thread's CPU and show in the tail it \
+                 measures): host stalls are not measured; --hiccup keeps it"
+                    .into(),
+            );
+        }
+        v
+    }
 }
 
 /// Default measured probes in closed loop (Aeron's Ping measures 100,000).
@@ -195,7 +231,7 @@ impl Config {
         if !(1..=255).contains(&a.ttl) {
             return Err(usage(format!("--ttl {} is outside 1..=255", a.ttl)));
         }
-        a.hiccup.interval_ns()?;
+        a.meter.interval_ns()?;
         if a.duration.is_some_and(|d| d.0.is_zero()) {
             return Err(usage("--duration must be above 0".into()));
         }
@@ -233,6 +269,11 @@ impl Config {
         if let Some(i) = &a.interface {
             wirebench_net::iface::ipv4_of(i).map_err(|e| usage(e.to_string()))?;
         }
+        let spin_off = SpinOff {
+            // TCP probes have none to turn off.
+            timestamps: a.spin && a.proto == Proto::Udp && !a.timestamps && !a.no_timestamps,
+            meter: a.spin && !a.hiccup && !a.meter.no_hiccup,
+        };
         Ok(Self {
             target,
             proto: a.proto,
@@ -255,8 +296,9 @@ impl Config {
             json: a.json.clone(),
             table: a.table,
             quiet: a.quiet,
-            no_timestamps: a.no_timestamps,
-            hiccup: a.hiccup.clone(),
+            no_timestamps: a.no_timestamps || spin_off.timestamps,
+            hiccup: crate::hiccup::HiccupArgs { no_hiccup: a.meter.no_hiccup || spin_off.meter, ..a.meter.clone() },
+            spin_off,
         })
     }
 
@@ -332,6 +374,31 @@ mod tests {
         assert_eq!(j["poisson"]["seed"], sa);
         let fixed = cfg(&["127.0.0.1:7878", "--rate", "20/s"]).unwrap().to_json();
         assert!(fixed["poisson"].is_null());
+    }
+
+    /// Busy-poll turns kernel timestamps and the stall meter off unless asked to keep them,
+    /// and says so; a blocking run keeps both; TCP has no timestamps to turn off.
+    #[test]
+    fn busy_poll_turns_off_what_costs_its_round_trip_unless_kept() {
+        let off = |flags: &[&str]| {
+            let c = cfg(&[&["127.0.0.1:7878"], flags].concat()).unwrap();
+            (c.no_timestamps, c.hiccup.no_hiccup, c.spin_off)
+        };
+        let both = SpinOff { timestamps: true, meter: true };
+        assert_eq!(off(&[]), (false, false, SpinOff::default()));
+        assert_eq!(off(&["--spin"]), (true, true, both));
+        assert_eq!(off(&["--spin", "--timestamps"]), (false, true, SpinOff { timestamps: false, meter: true }));
+        assert_eq!(off(&["--spin", "--hiccup"]), (true, false, SpinOff { timestamps: true, meter: false }));
+        assert_eq!(off(&["--spin", "--timestamps", "--hiccup"]), (false, false, SpinOff::default()));
+        // Asked off: off, and not busy-poll's doing.
+        assert_eq!(off(&["--spin", "--no-timestamps", "--no-hiccup"]), (true, true, SpinOff::default()));
+        assert_eq!(off(&["--no-timestamps"]), (true, false, SpinOff::default()));
+        assert_eq!(off(&["--spin", "--proto", "tcp"]).2, SpinOff { timestamps: false, meter: true });
+        assert!(cfg(&["127.0.0.1:7878", "--timestamps", "--no-timestamps"]).is_err(), "contradictory");
+        let notes = both.notes();
+        assert_eq!(notes.len(), 2);
+        assert!(notes[0].contains("--timestamps keeps them") && notes[1].contains("--hiccup keeps it"), "{notes:?}");
+        assert!(SpinOff::default().notes().is_empty());
     }
 
     #[test]

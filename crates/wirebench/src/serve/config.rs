@@ -82,7 +82,8 @@ pub struct Args {
     #[arg(long, default_value = "60s")]
     pub idle_timeout: Span,
     /// No kernel RX timestamps: a full-form probe's receive time is then read after the
-    /// read returns, so pingers cannot take serve's own wake-up out of the round trip.
+    /// read returns, so pingers cannot take serve's own wake-up out of the round trip (off
+    /// with --spin too: a busy-polling thread has no wake-up to take out).
     #[arg(long, help_heading = "Attribution")]
     pub no_timestamps: bool,
 }
@@ -169,7 +170,7 @@ impl Config {
             reply_group: a.reply_group,
             ttl: a.ttl,
             spin: a.spin,
-            timestamps: !a.no_timestamps,
+            timestamps: !a.no_timestamps && !a.spin,
             cpu: a.cpu,
             token: a.token.clone(),
             open: a.open,
@@ -234,5 +235,26 @@ impl Config {
         #[expect(clippy::cast_precision_loss, reason = "sizes are far below 2^52")]
         let bits = rate.and_then(|r| r.per_sec(size)).map(|per_s| per_s * 8.0 * size as f64);
         SendLimits { max_bits_per_s: bits, max_duration: self.max_duration }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(args: &[&str]) -> Config {
+        let a: Args = crate::cli::parse_mode("serve", args).expect("flags parse");
+        Config::from_args(&a).expect("a valid config")
+    }
+
+    /// Kernel RX timestamps are on unless asked off, and off with busy-poll (a spinning
+    /// thread has no wake-up for them to take out, and reading them costs every probe).
+    #[test]
+    fn kernel_timestamps_are_on_unless_asked_off_or_busy_polling() {
+        let l = ["--listen", "127.0.0.1:0"];
+        assert!(cfg(&l).timestamps);
+        assert!(!cfg(&[&l[..], &["--no-timestamps"]].concat()).timestamps);
+        assert!(!cfg(&[&l[..], &["--spin"]].concat()).timestamps);
+        assert!(Config::loopback().timestamps);
     }
 }

@@ -84,14 +84,28 @@ fn loopback_ping_splits_the_round_trip_by_kernel_timestamps() {
     assert_eq!(run.code, 0, "{run:?}");
     assert!(responder(&report(&off)).kernel.is_none());
     assert!(!run.out.contains("kernel timestamps"), "{}", run.out);
-    // busy-polling: the same split, read without blocking (RX stamps with each non-blocking
-    // recvmsg, TX stamps from the error queue between polls)
+    // busy-polling kept them (`--timestamps`): the same split, read without blocking (RX
+    // stamps with each non-blocking recvmsg, TX stamps from the error queue between polls)
     let spin = dir.path().join("spin.json");
-    let run = wirebench(&["ping", &target, "-n", "2000", "--size", "64", "--spin", "--json", spin.to_str().unwrap()]);
+    let args =
+        ["ping", &target, "-n", "2000", "--size", "64", "--spin", "--timestamps", "--json", spin.to_str().unwrap()];
+    let run = wirebench(&args);
     assert_eq!(run.code, 0, "{run:?}");
     let rep = report(&spin);
     let r = responder(&rep);
-    assert_split(r.kernel.as_ref().expect("kernel timestamps with --spin"), r, "stack_rtt");
+    assert_split(r.kernel.as_ref().expect("kernel timestamps with --spin --timestamps"), r, "stack_rtt");
+    assert!(rep.attribution.as_ref().unwrap().hiccup.is_none(), "busy-poll: no stall meter unless kept");
+    // busy-polling by default: neither, and the report says so, in the text and the JSON
+    let run = wirebench(&["ping", &target, "-n", "200", "--spin", "--json", spin.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let rep = report(&spin);
+    assert!(responder(&rep).kernel.is_none());
+    let a = rep.attribution.as_ref().unwrap();
+    assert!(a.hiccup.is_none());
+    for words in ["busy-poll: kernel timestamps off", "busy-poll: the stall meter off"] {
+        assert!(a.notes.iter().any(|n| n.starts_with(words)), "{:?}", a.notes);
+        assert!(run.out.contains(&format!("note: {words}")), "{}", run.out);
+    }
 }
 
 #[test]
