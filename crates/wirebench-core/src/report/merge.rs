@@ -168,9 +168,11 @@ pub fn merge_with(inputs: &[Input<'_>], opts: Options) -> Result<Merged, MergeEr
         }
     };
     let mut meta = first.meta.clone();
+    let mut earliest = window::started_ns(&inputs[0])?;
     for i in inputs {
-        // RFC 3339 UTC in one format: the text order is the time order
-        if i.report.meta.started_at < meta.started_at {
+        let start = window::started_ns(i)?;
+        if start < earliest {
+            earliest = start;
             meta.started_at.clone_from(&i.report.meta.started_at);
         }
         meta.duration_ns = meta.duration_ns.max(i.report.meta.duration_ns);

@@ -515,3 +515,31 @@ fn ping_generators_lateness_merges_as_histograms() {
     let Results::Ping(got) = &m.results else { panic!("ping") };
     assert_eq!(got.rate.as_ref().map(|r| r.lateness.is_none()), Some(true));
 }
+
+/// The merged run starts at the earliest part's start, compared as times: with mixed
+/// precision the text order is not the time order ("…00.5Z" sorts before "…00Z"), in
+/// either order of the parts.
+#[test]
+fn the_merged_start_is_the_earliest_in_time_not_in_text() {
+    let gen1 = seed("report-ping-full.json");
+    let mut early = gen1.clone();
+    early.meta.started_at = "2026-11-22T00:00:00Z".into();
+    let mut late = gen1.clone();
+    late.config["json"] = "other.json".into();
+    late.meta.started_at = "2026-11-22T00:00:00.5Z".into();
+    for (a, b) in [(&early, &late), (&late, &early)] {
+        let m = merge(&[Input { name: "a", report: a }, Input { name: "b", report: b }]).unwrap();
+        assert_eq!(m.meta.started_at, "2026-11-22T00:00:00Z");
+    }
+}
+
+/// Config arrays of different lengths are different scenarios: refused, not compared over
+/// their common part.
+#[test]
+fn config_arrays_of_different_lengths_are_different_scenarios() {
+    let base = serde_json::json!({ "targets": ["a", "b"] });
+    let longer = serde_json::json!({ "targets": ["a", "b", "c"] });
+    let d = first_difference("config", &base, &longer).expect("a difference");
+    assert!(d.starts_with("config.targets differs"), "{d}");
+    assert!(first_difference("config", &base, &base.clone()).is_none());
+}

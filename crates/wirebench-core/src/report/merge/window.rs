@@ -27,11 +27,17 @@ struct Window<'a> {
 }
 
 fn window<'a>(i: &Input<'a>) -> Result<Window<'a>, MergeError> {
+    let start = started_ns(i)?;
+    Ok(Window { name: i.name, start, end: start.saturating_add(i.report.meta.duration_ns) })
+}
+
+/// A part's `meta.started_at` as ns since the Unix epoch: compared as times, since the text
+/// order is not the time order across precisions (`…00.5Z` sorts before `…00Z`).
+pub(super) fn started_ns(i: &Input<'_>) -> Result<u64, MergeError> {
     let at = &i.report.meta.started_at;
     let t = humantime::parse_rfc3339_weak(at)
         .map_err(|e| err(format!("{}: meta.started_at '{at}' is not an RFC 3339 time ({e})", i.name)))?;
-    let start = t.duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-    Ok(Window { name: i.name, start, end: start.saturating_add(i.report.meta.duration_ns) })
+    Ok(t.duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)))
 }
 
 /// Seconds with millisecond precision, for the messages.
