@@ -21,7 +21,7 @@ if ! command -v sockperf >/dev/null 2>&1; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sockperf
 fi
 cargo build --release -q
-WB=target/release/wirebench
+WB=${CARGO_TARGET_DIR:-target}/release/wirebench
 FLOOR=$OUT/floor
 gcc -O2 -o "$FLOOR" bench/latency-floor/floor.c -lm
 PORT_S=11311
