@@ -56,6 +56,12 @@ pub fn verdict_line(what: &str, latency: &LatencyView, stalls: &HiccupResult) ->
 /// The stall meter on its own (`wirebench hiccup`): its line and the worst second.
 pub fn hiccup_summary(out: &mut dyn Write, h: &HiccupResult) -> io::Result<()> {
     writeln!(out, "{}", hiccup_line(h))?;
+    hiccup_tail(out, h)
+}
+
+/// What `wirebench hiccup` prints after the meter's line: the worst second and what the
+/// tail means for measurements on this host.
+fn hiccup_tail(out: &mut dyn Write, h: &HiccupResult) -> io::Result<()> {
     if let Some(worst) = h.seconds.iter().max_by_key(|s| s.max_ns) {
         writeln!(out, "worst second: {} s after the start, latest wake-up {}", worst.at_s, dur(worst.max_ns))?;
     }
@@ -184,7 +190,10 @@ pub fn text(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     let Some(a) = &report.attribution else { return Ok(()) };
     if let Some(h) = &a.hiccup {
         writeln!(out, "{}", hiccup_line(h))?;
-        if let Some(line) = main_view(report).and_then(|(what, v)| verdict_line(what, v, h)) {
+        if matches!(report.results, Results::Hiccup) {
+            // the meter on its own: what `wirebench hiccup` printed after its line
+            hiccup_tail(out, h)?;
+        } else if let Some(line) = main_view(report).and_then(|(what, v)| verdict_line(what, v, h)) {
             writeln!(out, "  {line}")?;
         }
     }
