@@ -175,15 +175,19 @@ pub fn cost_share(cpu_ns: u64, values: u64, interval_ns: u64) -> f64 {
     if span == 0 { 0.0 } else { cpu_ns as f64 / span as f64 }
 }
 
-/// Whose a latency figure is, by [`verdict`]'s rule.
+/// Whose a latency figure is, by [`verdict`]'s rule. Each reading is one band of the ratio
+/// of the figure `X` to the host's own stalls `Y` at the same percentile, so words built on
+/// it can never claim more than the two figures show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Blame {
-    /// The host's own stalls at that percentile are at least half the figure: this host.
-    Host,
-    /// They are a tenth to a half of it: this host accounts for part of it.
+    /// `X <= Y`: the figure is within the host's own stalls: this host.
+    Within,
+    /// `Y < X <= 2 Y`: at most twice the host's own stalls: mostly this host.
+    Mostly,
+    /// `2 Y < X <= 10 Y`: this host accounts for part of it.
     Partly,
-    /// They are under a tenth of it: the network or the far end, not this host.
+    /// `X > 10 Y`: the network or the far end, not this host.
     Network,
 }
 
@@ -201,11 +205,12 @@ pub struct Verdict {
 }
 
 /// The rule: compare the run's latency `X` and the meter's lateness `Y` at p99.9 (p99 when
-/// either side has fewer than 1,000 values, none below 100). `Y >= X / 2`: the figure is
-/// within the platform's own stalls ([`Blame::Host`]); `Y >= X / 10`: partly
-/// ([`Blame::Partly`]); else [`Blame::Network`]. A host whose own wake-ups are half as late
-/// as a round trip at the same rank cannot show that round trip's network share, whatever
-/// the network did; one whose wake-ups are ten times shorter did not make it.
+/// either side has fewer than 1,000 values, none below 100). `X <= Y`: the figure is within
+/// the platform's own stalls ([`Blame::Within`]); `X <= 2 Y`: mostly ([`Blame::Mostly`]);
+/// `X <= 10 Y`: partly ([`Blame::Partly`]); else [`Blame::Network`]. A host whose own
+/// wake-ups are half as late as a round trip at the same rank cannot show that round trip's
+/// network share, whatever the network did; one whose wake-ups are ten times shorter did
+/// not make it.
 pub fn verdict(latency: &Histogram<u64>, hiccup: &Histogram<u64>) -> Option<Verdict> {
     let n = latency.len().min(hiccup.len());
     let p = if n >= 1_000 {
@@ -216,9 +221,11 @@ pub fn verdict(latency: &Histogram<u64>, hiccup: &Histogram<u64>) -> Option<Verd
         return None;
     };
     let (x, y) = (value_at_percentile(latency, p), value_at_percentile(hiccup, p));
-    let blame = if y.saturating_mul(2) >= x {
-        Blame::Host
-    } else if y.saturating_mul(10) >= x {
+    let blame = if x <= y {
+        Blame::Within
+    } else if x <= y.saturating_mul(2) {
+        Blame::Mostly
+    } else if x <= y.saturating_mul(10) {
         Blame::Partly
     } else {
         Blame::Network
@@ -331,12 +338,14 @@ mod tests {
         let at = |y: u64| verdict(&lat, &stalls(y)).unwrap();
         let v = at(999);
         assert!((v.p - 99.9).abs() < 1e-9);
-        assert_eq!((v.latency_ns, v.hiccup_ns, v.blame), (999, 999, Blame::Host));
-        assert_eq!(at(500).blame, Blame::Host, "2 x 500 >= 999: half is the host's");
-        assert_eq!(at(499).blame, Blame::Partly);
-        assert_eq!(at(100).blame, Blame::Partly, "10 x 100 >= 999: a tenth is partly");
-        assert_eq!(at(99).blame, Blame::Network);
-        assert_eq!(at(5_000).blame, Blame::Host);
+        assert_eq!((v.latency_ns, v.hiccup_ns, v.blame), (999, 999, Blame::Within), "X = Y: within");
+        assert_eq!(at(5_000).blame, Blame::Within);
+        assert_eq!(at(998).blame, Blame::Mostly, "X > Y: no longer within");
+        assert_eq!(at(500).blame, Blame::Mostly, "999 <= 2 x 500: at most twice");
+        assert_eq!(at(499).blame, Blame::Partly, "999 > 2 x 499");
+        assert_eq!(at(100).blame, Blame::Partly, "999 <= 10 x 100: at most ten times");
+        assert_eq!(at(99).blame, Blame::Network, "999 > 10 x 99");
+        assert_eq!(at(0).blame, Blame::Network, "no stalls at all");
     }
 
     #[test]

@@ -20,16 +20,20 @@ pub struct SenderOpts {
     pub loopback: bool,
 }
 
-/// A UDP socket bound to `port` on all addresses with `SO_REUSEADDR` and `SO_REUSEPORT`, so
-/// several processes on one host can listen on the same group port, joined to `group` on
-/// `interface` (any interface when `None`).
+/// A UDP socket bound to the group's own address and port, joined to `group` on
+/// `interface` (any interface when `None`). Bound to the group, it hears that group's
+/// datagrams and nothing else: no unicast to the port (which another receiver on this host
+/// may own) and no other group a socket here joined on the same port. It shares the
+/// address with other sockets bound to it that also ask (`SO_REUSEADDR`, no
+/// `SO_REUSEPORT`): the kernel gives each of them every datagram of the group, so several
+/// receivers of one group on one host (serves, a relay) take nothing from one another. A
+/// socket that holds the port on every address without sharing it refuses the bind.
 pub fn group_receiver(group: SocketAddrV4, interface: Option<Ipv4Addr>) -> Result<UdpSocket, NetError> {
-    let bind = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, group.port()));
+    let bind = SocketAddr::V4(group);
     let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))
         .map_err(|source| NetError::Bind { addr: bind, source })?;
     let opt = |what, r: std::io::Result<()>| r.map_err(|source| NetError::Option { what, source });
     opt("SO_REUSEADDR", s.set_reuse_address(true))?;
-    opt("SO_REUSEPORT", s.set_reuse_port(true))?;
     s.bind(&bind.into()).map_err(|source| NetError::Bind { addr: bind, source })?;
     let s: UdpSocket = s.into();
     join(&s, group, interface)?;

@@ -35,29 +35,33 @@ pub fn hiccup_line(h: &HiccupResult) -> String {
 }
 
 /// The verdict on `latency` (a run's main view) against the stalls, in one line, when
-/// there are enough values (`wirebench_core::hiccup::verdict`).
+/// there are enough values (`wirebench_core::hiccup::verdict`). The figures and the words
+/// come from the one verdict: the words name the band of `X / Y` it found, so they always
+/// read true of the two figures printed beside them.
 pub fn verdict_line(what: &str, latency: &LatencyView, stalls: &HiccupResult) -> Option<String> {
     let lat = decode_histogram(&latency.histogram).ok()?;
     let hic = decode_histogram(&stalls.lateness.histogram).ok()?;
     let found = verdict(&lat, &hic)?;
     let p = crate::text::pct_label(found.p);
     let (x, y) = (dur(found.latency_ns), dur(found.hiccup_ns));
-    Some(match found.blame {
-        Blame::Host => format!(
-            "{p} {what} of {x} is within the platform's own stalls (hiccup {p} {y}): this host, not the network"
-        ),
-        Blame::Partly => format!(
-            "{p} {what} of {x} is partly the platform's own stalls (hiccup {p} {y}): part this host, part the network or the far end"
-        ),
-        Blame::Network => format!(
-            "{p} {what} of {x} is well above the platform's own stalls (hiccup {p} {y}): the network or the far end, not this host"
-        ),
-    })
+    let (relation, whose) = match found.blame {
+        Blame::Within => ("within", "this host, not the network"),
+        Blame::Mostly => ("at most twice", "mostly this host: the network's share cannot be told apart from it"),
+        Blame::Partly => ("2 to 10 times", "part this host, part the network or the far end"),
+        Blame::Network => ("over 10 times", "the network or the far end, not this host"),
+    };
+    Some(format!("{p} {what} of {x} is {relation} the platform's own stalls (hiccup {p} {y}): {whose}"))
 }
 
 /// The stall meter on its own (`wirebench hiccup`): its line and the worst second.
 pub fn hiccup_summary(out: &mut dyn Write, h: &HiccupResult) -> io::Result<()> {
     writeln!(out, "{}", hiccup_line(h))?;
+    hiccup_tail(out, h)
+}
+
+/// What `wirebench hiccup` prints after the meter's line: the worst second and what the
+/// tail means for measurements on this host.
+fn hiccup_tail(out: &mut dyn Write, h: &HiccupResult) -> io::Result<()> {
     if let Some(worst) = h.seconds.iter().max_by_key(|s| s.max_ns) {
         writeln!(out, "worst second: {} s after the start, latest wake-up {}", worst.at_s, dur(worst.max_ns))?;
     }
@@ -186,7 +190,10 @@ pub fn text(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     let Some(a) = &report.attribution else { return Ok(()) };
     if let Some(h) = &a.hiccup {
         writeln!(out, "{}", hiccup_line(h))?;
-        if let Some(line) = main_view(report).and_then(|(what, v)| verdict_line(what, v, h)) {
+        if matches!(report.results, Results::Hiccup) {
+            // the meter on its own: what `wirebench hiccup` printed after its line
+            hiccup_tail(out, h)?;
+        } else if let Some(line) = main_view(report).and_then(|(what, v)| verdict_line(what, v, h)) {
             writeln!(out, "  {line}")?;
         }
     }
@@ -298,16 +305,61 @@ mod tests {
         String::from_utf8(out).unwrap()
     }
 
+    /// A view of 98 values of `low` and two of `high`: its p99 (rank 99 of 100) is `high`.
+    fn two_tailed(low: u64, high: u64) -> LatencyView {
+        let mut h = wirebench_core::latency::histogram();
+        for v in std::iter::repeat_n(low, 98).chain([high, high]) {
+            wirebench_core::latency::record(&mut h, v);
+        }
+        let mut v = fixtures::view(low, 1);
+        v.histogram = wirebench_core::report::encode_histogram(&h);
+        v
+    }
+
+    /// The verdict's line for a round trip p99 of `x` against stalls p99 of `y` (ns).
+    fn verdict_of(x: u64, y: u64) -> String {
+        let mut h = stalls(1_000);
+        h.lateness = two_tailed(1_000, y);
+        verdict_line("round trip", &two_tailed(1_000, x), &h).unwrap()
+    }
+
+    /// Each band in its own words, the figures beside them the ones the band was found
+    /// from. The first case is the line a user read as a contradiction: a round trip
+    /// longer than the stalls, said to be "within" them.
     #[test]
-    fn the_verdict_reads_both_ways() {
+    fn the_verdict_says_how_the_two_figures_compare_in_every_band() {
+        assert_eq!(
+            verdict_of(80_300, 58_200),
+            "p99 round trip of 80.3 us is at most twice the platform's own stalls (hiccup p99 58.2 us): \
+             mostly this host: the network's share cannot be told apart from it"
+        );
+        assert_eq!(
+            verdict_of(58_200, 80_300),
+            "p99 round trip of 58.2 us is within the platform's own stalls (hiccup p99 80.3 us): this host, not the network"
+        );
+        assert_eq!(
+            verdict_of(80_300, 20_000),
+            "p99 round trip of 80.3 us is 2 to 10 times the platform's own stalls (hiccup p99 20.0 us): \
+             part this host, part the network or the far end"
+        );
+        assert_eq!(
+            verdict_of(80_300, 5_000),
+            "p99 round trip of 80.3 us is over 10 times the platform's own stalls (hiccup p99 5.00 us): \
+             the network or the far end, not this host"
+        );
+        // equal figures are within; the same figure shown on both sides reads true
+        assert!(verdict_of(80_300, 80_300).contains(" is within the platform's own stalls (hiccup p99 80.3 us)"));
+    }
+
+    #[test]
+    fn the_verdict_sits_under_the_stall_meters_line() {
         // round trips of 1.0-1.1 ms: p99 1.098 ms
         let host = text_of(&report_with(stalls(1_000_000)));
         assert!(host.contains("hiccups (this host's own stalls: a thread woken every 1.0 ms, 100 wake-ups)"), "{host}");
-        assert!(host.contains("p99 round trip of 1.1 ms is within the platform's own stalls"), "{host}");
-        assert!(host.contains("this host, not the network"), "{host}");
+        assert!(host.contains("\n  p99 round trip of 1.1 ms is within the platform's own stalls"), "{host}");
         let net = text_of(&report_with(stalls(5_000)));
         assert!(
-            net.contains("well above the platform's own stalls (hiccup p99 103 us): the network or the far end"),
+            net.contains("over 10 times the platform's own stalls (hiccup p99 103 us): the network or the far end"),
             "{net}"
         );
     }

@@ -189,7 +189,12 @@ fn run(out: &mut dyn Write, i: usize, r: &Run<'_>) -> io::Result<()> {
         Results::Proxy(_) => proxy::section(out, r)?,
         Results::Load(_) => load::section(out, r)?,
         Results::Mesh(_) => mesh::section(out, r)?,
-        Results::Hiccup | Results::Relay(_) => {}
+        // the stall meter's figures are the attribution section below
+        Results::Hiccup => {}
+        Results::Relay(x) => {
+            let text = captured(|w| crate::relay::text(w, x))?;
+            writeln!(out, "<h3>Relay</h3>\n<pre>{}</pre>", escape(&text))?;
+        }
     }
     crate::attribution::html(out, r.report)?;
     environment(out, r.report)?;

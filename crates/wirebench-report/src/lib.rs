@@ -8,6 +8,7 @@
 //!   prints, and the `.hgrm` file format HdrHistogram's plotter reads).
 //! - [`hlog`]: HdrHistogram interval logs.
 //! - [`proxy`]: the proxy's requested-vs-achieved lines and table.
+//! - [`relay`]: what a relay carried, re-emitted and refused.
 //! - [`text`]: the one-line summaries and the terminal report of a run;
 //!   [`stream_text`]: the same for a stream run.
 //! - [`env`]: a run's environment as rows, and the differences that matter.
@@ -27,6 +28,7 @@ pub mod hlog;
 pub mod html;
 pub mod mesh;
 pub mod proxy;
+pub mod relay;
 pub mod stream_loss;
 pub mod stream_text;
 pub mod stream_wake;

@@ -5,7 +5,7 @@ use std::io::{self, Write};
 
 use wirebench_core::report::{
     IntervalRow, Outcome, ReceiverResult, Report, Results, SearchResult, SenderResult, StreamResults, SweepRow,
-    TrialRow,
+    TrialRow, owed_of,
 };
 
 use crate::text::{bits_words, rate_words, secs_words};
@@ -115,11 +115,7 @@ pub fn summary(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     if let Some(g) = &s.generator {
         writeln!(out, "{}", crate::generator::line(g))?;
     }
-    for r in &s.receivers {
-        // the sender's batching and counters are known for this client's own sending (forward)
-        let sender = if r.direction == "forward" { s.sender.as_ref() } else { None };
-        receiver_lines(out, r, sender)?;
-    }
+    receivers_part(out, report, s)?;
     if let Some(w) = s.listen.and_then(|l| l.wake) {
         writeln!(out, "{}", crate::stream_wake::words("listen", &w))?;
     }
@@ -155,8 +151,98 @@ pub fn summary(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     }
 }
 
+/// The receivers' part of the summary, printed whatever rows the run came back with: a
+/// row per receiver; a line for each receiver the run owed and has no row of (its serve's
+/// results never came); a listen's "nothing arrived"; where the receivers of a run that
+/// asked none report. A summary cannot end without saying what its receivers got.
+fn receivers_part(out: &mut dyn Write, report: &Report, s: &StreamResults) -> io::Result<()> {
+    let group = report.config.get("group").and_then(serde_json::Value::as_str);
+    for r in &s.receivers {
+        // the sender's batching and counters are known for this client's own sending (forward)
+        let sender = if r.direction == "forward" { s.sender.as_ref() } else { None };
+        receiver_lines(out, r, sender, group)?;
+    }
+    if s.listen.is_some() {
+        if s.receivers.is_empty() {
+            writeln!(out, "{}", listen_heard_nothing(report, s))?;
+        }
+        return Ok(());
+    }
+    let (targets, no_control) = owed_of(&report.config);
+    if no_control {
+        return writeln!(
+            out,
+            "receivers: none asked (--no-control): each receiver, e.g. `wirebench listen`, reports what arrived there"
+        );
+    }
+    let missing = s.missing_receivers(&targets, no_control);
+    for addr in &missing {
+        writeln!(out, "{addr}: no results: its serve's final counts never came, so what it received is unknown")?;
+    }
+    if s.receivers.is_empty() && missing.is_empty() {
+        writeln!(out, "receivers: none in this report")?;
+    }
+    Ok(())
+}
+
+/// The line a listen report at which nothing arrived ends its receivers with (`None` for
+/// any other report): what `wirebench listen` prints at its end and `report` prints of it.
+pub fn listen_nothing_line(report: &Report) -> Option<String> {
+    match &report.results {
+        Results::Stream(s) if s.listen_heard_nothing() => Some(listen_heard_nothing(report, s)),
+        _ => None,
+    }
+}
+
+/// `nothing arrived at 0.0.0.0:7879 (joined 239.1.2.3:7879): no stream message in 3.0 s;
+/// ...`: a listen that heard no stream message, and what would look like that.
+fn listen_heard_nothing(report: &Report, s: &StreamResults) -> String {
+    let at = report.config.get("listen").and_then(serde_json::Value::as_str).unwrap_or("the listen address");
+    let joined: Vec<&str> = report
+        .config
+        .get("join")
+        .and_then(serde_json::Value::as_array)
+        .map(|j| j.iter().filter_map(serde_json::Value::as_str).collect())
+        .unwrap_or_default();
+    let foreign = s.listen.map_or(0, |l| l.foreign);
+    let other =
+        if foreign > 0 { format!(" ({foreign} datagrams that were not stream messages)") } else { String::new() };
+    let why = if joined.is_empty() {
+        "a sender sending to another address or port, or a filter on the way (a firewall)"
+    } else {
+        "the group coming in on another interface than the one joined (--interface), a sender sending to \
+         another group or port, or a filter on the way (a firewall)"
+    };
+    format!(
+        "nothing arrived at {at}{}: no stream message in {}{other}; {why} would each look like this",
+        if joined.is_empty() { String::new() } else { format!(" (joined {})", joined.join(", ")) },
+        secs_words(report.meta.duration_ns, 1),
+    )
+}
+
+/// `10.0.0.2:7878: nothing arrived of 2000 sent: ...`, for a receiver that got none of what
+/// was sent to it: what would look like that, for a group or a unicast receiver.
+fn nothing_arrived_line(r: &ReceiverResult, group: Option<&str>) -> String {
+    let why = match (group, r.direction.as_str()) {
+        (Some(g), "forward") => format!(
+            "{g} not heard there: serve joined the group on another interface than the one the stream went out on \
+             (serve --interface, stream --interface), no multicast route between them, or a filter on the way"
+        ),
+        (_, "reverse") => {
+            "a filter on the way back (a firewall here or between), or a route that does not reach this client".into()
+        }
+        _ => "a filter on the way (a firewall), or a route that does not reach serve's data port".into(),
+    };
+    format!("{}: nothing arrived of {} sent: {why} would each look like this", r.addr, r.sent)
+}
+
 /// A receiver's line, and what its host's kernel and its socket say about the loss.
-fn receiver_lines(out: &mut dyn Write, r: &ReceiverResult, sender: Option<&SenderResult>) -> io::Result<()> {
+fn receiver_lines(
+    out: &mut dyn Write,
+    r: &ReceiverResult,
+    sender: Option<&SenderResult>,
+    group: Option<&str>,
+) -> io::Result<()> {
     let c = &r.total;
     let over = if r.over_receive_time() {
         format!(" over {} of arrival", secs_words(r.recv_ns, 3))
@@ -183,6 +269,9 @@ fn receiver_lines(out: &mut dyn Write, r: &ReceiverResult, sender: Option<&Sende
         c.mean_gap_ns() / 1e6,
         c.jitter_ns / 1000.0
     )?;
+    if r.nothing_arrived() {
+        writeln!(out, "{}", nothing_arrived_line(r, group))?;
+    }
     for line in crate::stream_loss::lines(r, sender).into_iter().chain(crate::stream_loss::interval_lines(r)) {
         writeln!(out, "{line}")?;
     }
@@ -294,6 +383,8 @@ pub fn stream(out: &mut dyn Write, report: &Report) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use wirebench_core::stream::StreamCounts;
+
     use super::*;
     use crate::fixtures;
 
@@ -489,5 +580,108 @@ mod tests {
         let text = text_of(&r);
         assert!(text.starts_with("stream udp forward: highest rate with loss <= 0.0000%, 1000-byte messages, 1 publisher(s), from flat out\n"), "{text}");
         assert!(text.contains("the lines below are the last trial (at 1.0k msg/s)"), "{text}");
+    }
+
+    /// A plain run to `targets` (the config `wirebench stream` writes), whose rows are the
+    /// fixture's one receiver at 127.0.0.1:7878.
+    fn run_to(targets: &[&str], extra: &serde_json::Value) -> Report {
+        let mut r = fixtures::stream(1000, 1000);
+        receiver_mut(&mut r);
+        r.config = serde_json::json!({ "targets": targets, "no_control": false, "group": null });
+        if let (Some(c), Some(e)) = (r.config.as_object_mut(), extra.as_object()) {
+            c.extend(e.clone());
+        }
+        r
+    }
+
+    fn rows_mut(r: &mut Report) -> &mut Vec<ReceiverResult> {
+        let Results::Stream(s) = &mut r.results else { unreachable!() };
+        &mut s.receivers
+    }
+
+    /// A run whose serve's results never came: a row short, the summary says which
+    /// receiver and that what it got is unknown (before, it printed nothing there), and
+    /// the report counts as failed (exit 1).
+    #[test]
+    fn a_receiver_without_results_is_said_never_left_out() {
+        let mut r = run_to(&["127.0.0.1:7878", "127.0.0.2:7878"], &serde_json::json!({}));
+        let t = text_of(&r);
+        assert!(t.contains("127.0.0.1:7878: received 1000 of 1000 sent"), "{t}");
+        assert!(
+            t.contains(
+                "127.0.0.2:7878: no results: its serve's final counts never came, so what it received is unknown"
+            ),
+            "{t}"
+        );
+        assert!(wirebench_core::report::receivers_failed(&r));
+        rows_mut(&mut r).clear();
+        let t = text_of(&r);
+        assert_eq!(t.matches(": no results: ").count(), 2, "{t}");
+        // both rows there: nothing more said, nothing failed
+        let ok = run_to(&["127.0.0.1:7878"], &serde_json::json!({}));
+        assert!(!text_of(&ok).contains("no results") && !wirebench_core::report::receivers_failed(&ok));
+    }
+
+    /// `--no-control`: the run asked no receiver; the summary says where they report.
+    #[test]
+    fn a_run_that_asked_no_receiver_says_where_they_report() {
+        let mut r = run_to(&["239.255.0.1:7879"], &serde_json::json!({ "no_control": true }));
+        rows_mut(&mut r).clear();
+        let t = text_of(&r);
+        assert!(
+            t.contains("receivers: none asked (--no-control): each receiver, e.g. `wirebench listen`, reports what arrived there"),
+            "{t}"
+        );
+        assert!(!wirebench_core::report::receivers_failed(&r));
+        // a report with no targets recorded and no rows still says so
+        let mut bare = fixtures::stream(1000, 1000);
+        rows_mut(&mut bare).clear();
+        assert!(text_of(&bare).contains("receivers: none in this report"), "{}", text_of(&bare));
+    }
+
+    /// A same-host multicast stream whose serve joined on another interface: 100 % loss,
+    /// all of it "elsewhere on the path". The line under the receiver says what looks like
+    /// that, and the run fails (exit 1).
+    #[test]
+    fn a_receiver_that_heard_nothing_gets_the_reasons() {
+        let mut r = run_to(&["127.0.0.1:7878"], &serde_json::json!({ "group": "239.255.77.1:18102" }));
+        let x = &mut rows_mut(&mut r)[0];
+        x.total = StreamCounts::default();
+        x.intervals.clear();
+        let t = text_of(&r);
+        let lines: Vec<&str> = t.lines().collect();
+        let at = lines.iter().position(|l| l.starts_with("127.0.0.1:7878: received 0 of 1000 sent")).expect(&t);
+        assert_eq!(
+            lines[at + 1],
+            "127.0.0.1:7878: nothing arrived of 1000 sent: 239.255.77.1:18102 not heard there: serve joined the group on \
+             another interface than the one the stream went out on (serve --interface, stream --interface), no \
+             multicast route between them, or a filter on the way would each look like this"
+        );
+        assert!(wirebench_core::report::receivers_failed(&r));
+        r.config["group"] = serde_json::Value::Null;
+        assert!(text_of(&r).contains("nothing arrived of 1000 sent: a filter on the way (a firewall), or a route"));
+    }
+
+    /// A listen at which nothing arrived says so, and what would look like that.
+    #[test]
+    fn a_listen_that_heard_nothing_says_so() {
+        let mut r = fixtures::stream(0, 0);
+        let Results::Stream(s) = &mut r.results else { unreachable!() };
+        (s.direction, s.search, s.listen) =
+            ("listen".into(), None, Some(wirebench_core::report::ListenTotals::default()));
+        s.sweep.clear();
+        s.receivers.clear();
+        r.config = serde_json::json!({ "listen": "0.0.0.0:7879", "join": ["239.1.2.3:7879"] });
+        r.meta.duration_ns = 3_000_000_000;
+        let t = text_of(&r);
+        assert!(
+            t.contains(
+                "nothing arrived at 0.0.0.0:7879 (joined 239.1.2.3:7879): no stream message in 3.0 s; the group coming in \
+                 on another interface than the one joined (--interface), a sender sending to another group or port, or \
+                 a filter on the way (a firewall) would each look like this"
+            ),
+            "{t}"
+        );
+        assert!(wirebench_core::report::receivers_failed(&r));
     }
 }

@@ -38,7 +38,7 @@ pub mod tls;
 use std::io::Write;
 
 use clap::Parser as _;
-use wirebench_core::report::Outcome;
+use wirebench_core::report::{Outcome, receivers_failed};
 
 pub use crate::cli::{Cli, Command};
 pub use crate::shutdown::Shutdown;
@@ -61,7 +61,8 @@ impl std::fmt::Debug for Ctx<'_> {
 }
 
 /// Runs a parsed command. Returns the exit code for a run that produced results: 0, or 1
-/// when the peer went silent mid-run (the partial results are printed and saved first).
+/// when the peer went silent mid-run, or (stream, listen) a receiver heard nothing or its
+/// results never came (the results are printed and saved first, saying so).
 pub fn run(cli: &Cli, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
     match &cli.command {
         Command::Serve(a) => serve::run(a, ctx).map(|_| 0),
@@ -71,9 +72,9 @@ pub fn run(cli: &Cli, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
         }
         Command::Stream(a) => {
             let report = stream::run(a, ctx)?;
-            Ok(u8::from(report.outcome == Outcome::PeerSilent))
+            Ok(u8::from(report.outcome == Outcome::PeerSilent || receivers_failed(&report)))
         }
-        Command::Listen(a) => listen::run(a, ctx).map(|_| 0),
+        Command::Listen(a) => listen::run(a, ctx).map(|r| u8::from(receivers_failed(&r))),
         Command::Suite(a) => suite::run(a, ctx).map(|_| 0),
         Command::Report(a) => report::run(a, ctx),
         Command::Doctor(a) => doctor::run(a, ctx),

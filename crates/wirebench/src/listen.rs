@@ -77,6 +77,11 @@ pub struct Args {
     /// Write the JSON report at the end.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Share the port with other sockets that ask for it too (SO_REUSEADDR and
+    /// SO_REUSEPORT): several receivers of one group on one host, or one beside a relay.
+    /// Without it a port another socket holds is refused.
+    #[arg(long)]
+    pub reuse_port: bool,
     /// The stall meter beside the run.
     #[command(flatten)]
     pub hiccup: crate::hiccup::HiccupArgs,
@@ -91,8 +96,13 @@ fn bind(a: &Args) -> anyhow::Result<UdpSocket> {
         return Err(UsageError(format!("--join {g}: a multicast group on the listen port {}", addr.port())).into());
     }
     let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
-    s.set_reuse_address(true)?;
-    s.bind(&addr.into()).with_context(|| format!("cannot bind {addr}"))?;
+    // Only when asked: a second receiver sharing a unicast port silently takes the
+    // datagrams meant for the first, which then hears nothing.
+    if a.reuse_port {
+        s.set_reuse_address(true)?;
+        s.set_reuse_port(true)?;
+    }
+    s.bind(&addr.into()).map_err(|e| bind_error(addr, &e))?;
     let sock: UdpSocket = s.into();
     let iface =
         a.interface.as_deref().map(wirebench_net::iface::ipv4_of).transpose().map_err(|e| UsageError(e.to_string()))?;
@@ -100,6 +110,19 @@ fn bind(a: &Args) -> anyhow::Result<UdpSocket> {
         wirebench_net::multicast::join(&sock, *g, iface)?;
     }
     Ok(sock)
+}
+
+/// One line: the port and the kernel's reason, and for a port in use what holds such
+/// ports and how to share one on purpose.
+fn bind_error(addr: SocketAddr, e: &std::io::Error) -> anyhow::Error {
+    if e.kind() == std::io::ErrorKind::AddrInUse {
+        anyhow::anyhow!(
+            "cannot bind {addr}: {e}: another socket holds that port (another listen, a serve, a relay of a group on it): \
+             stop it, choose another --listen port, or give --reuse-port to every receiver that should share it"
+        )
+    } else {
+        anyhow::anyhow!("cannot bind {addr}: {e}")
+    }
 }
 
 fn check(a: &Args) -> Result<Budget, UsageError> {
@@ -134,7 +157,8 @@ fn check(a: &Args) -> Result<Budget, UsageError> {
     })
 }
 
-/// `wirebench listen`: receive until Ctrl-C, `--duration` or `--count`.
+/// `wirebench listen`: receive until Ctrl-C, `--duration` or `--count`. A run at which
+/// nothing arrived says so (the caller exits 1: `wirebench_core::report::receivers_failed`).
 pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let budget = check(a)?;
     let sock = bind(a)?;
@@ -282,6 +306,9 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let mut attribution = crate::hiccup::attribution(meter).unwrap_or_default();
     kernel_attribution(&mut attribution, &kernel_before, &kernel_after, missing);
     let report = Report { attribution: Some(attribution), ..report };
+    if let Some(line) = wirebench_report::stream_text::listen_nothing_line(&report) {
+        writeln!(ctx.out, "{line}")?;
+    }
     wirebench_report::attribution::text(ctx.out, &report)?;
     if let Some(path) = &a.json {
         crate::output::write_json(path, &report)?;

@@ -135,7 +135,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         attribution: None,
     };
     let Results::Relay(r) = &report.results else { unreachable!() };
-    stats::print(ctx.out, r)?;
+    wirebench_report::relay::text(ctx.out, r)?;
     ctx.out.flush()?;
     if let Some(p) = &cfg.json {
         crate::output::write_json(p, &report)?;

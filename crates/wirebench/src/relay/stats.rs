@@ -1,8 +1,7 @@
 //! The relay's counters (plain fields: one thread owns them), its per-peer added-delay
-//! histograms, and their report and text summary.
+//! histograms, and their report (`wirebench_report::relay` prints it).
 
 use std::collections::HashMap;
-use std::io::{self, Write};
 use std::net::SocketAddrV4;
 
 use hdrhistogram::Histogram;
@@ -11,7 +10,6 @@ use wirebench_core::report::{
     LatencyView, RelayCount, RelayDrops, RelayGroup, RelayPeer, RelayPeerTotals, RelayResults, RelayRetired,
     RelaySender, encode_histogram,
 };
-use wirebench_core::units::humanize_ns;
 
 /// Most original senders listed in the report.
 pub(crate) const MAX_SENDERS_LISTED: usize = 256;
@@ -226,111 +224,6 @@ pub(crate) fn results(t: &Tally<'_>) -> RelayResults {
     }
 }
 
-fn drops(d: &RelayDrops) -> String {
-    let parts: Vec<String> = [
-        ("bad MAC", d.bad_mac),
-        ("duplicate", d.duplicate),
-        ("rate cap", d.rate_cap),
-        ("too big", d.too_big),
-        ("looped", d.looped),
-        ("passive", d.passive),
-        ("senders full", d.senders_full),
-        ("not relayed", d.not_relayed),
-        ("send errors", d.send_errors),
-    ]
-    .iter()
-    .filter(|(_, n)| *n > 0)
-    .map(|(w, n)| format!("{n} {w}"))
-    .collect();
-    if parts.is_empty() { "none".into() } else { parts.join(", ") }
-}
-
-/// "; added delay p50 .. p99 .. max .." (nothing without one).
-fn delay(v: Option<&LatencyView>) -> String {
-    v.map_or_else(String::new, |v| {
-        let at = |q: f64| v.summary.at(q).map_or_else(|| "-".into(), |ns| humanize_ns(u128::from(ns)));
-        format!("; added delay p50 {} p99 {} max {}", at(50.0), at(99.0), humanize_ns(u128::from(v.summary.max_ns)))
-    })
-}
-
-/// The text summary printed when the relay stops.
-pub(crate) fn print(out: &mut dyn Write, r: &RelayResults) -> io::Result<()> {
-    writeln!(out, "relay {} on {}{}", r.relay_id, r.listen, if r.authenticated { " (MAC on)" } else { "" })?;
-    for g in &r.groups {
-        writeln!(
-            out,
-            "  group {}{}: local {} dgrams ({} B) -> forwarded {} to peers; re-emitted {} ({} B); drops: {}; kernel drops {}",
-            g.group,
-            if g.carried { "" } else { " (carried by a segment mate)" },
-            g.local_in.datagrams,
-            g.local_in.bytes,
-            g.forwarded.datagrams,
-            g.reemitted.datagrams,
-            g.reemitted.bytes,
-            drops(&g.drops),
-            g.kernel_drops,
-        )?;
-        if !g.native_peers.is_empty() {
-            writeln!(out, "    native multicast reaches: {}", g.native_peers.join(", "))?;
-        }
-    }
-    for p in &r.peers {
-        let d = delay(p.added_delay.as_ref());
-        writeln!(
-            out,
-            "  peer {}{}: in {} ({} B), out {} ({} B); drops: {}{d}",
-            p.addr,
-            if p.active { "" } else { " (gone)" },
-            p.received.datagrams,
-            p.received.bytes,
-            p.sent.datagrams,
-            p.sent.bytes,
-            drops(&p.drops),
-        )?;
-    }
-    let rt = &r.retired;
-    if rt.peers > 0 {
-        let d = delay(rt.added_delay.as_ref());
-        writeln!(
-            out,
-            "  retired peers ({}, out of the list and silent): in {} ({} B), out {} ({} B); drops: {}{d}",
-            rt.peers,
-            rt.received.datagrams,
-            rt.received.bytes,
-            rt.sent.datagrams,
-            rt.sent.bytes,
-            drops(&rt.drops),
-        )?;
-    }
-    if let Some(t) = r.peer_totals.filter(|_| rt.peers > 0) {
-        writeln!(
-            out,
-            "  all peers: in {} ({} B), out {} ({} B); drops: {}",
-            t.received.datagrams,
-            t.received.bytes,
-            t.sent.datagrams,
-            t.sent.bytes,
-            drops(&t.drops),
-        )?;
-    }
-    if r.peers_refused > 0 {
-        writeln!(
-            out,
-            "  peer table full ({} live peers): {} listed peers waited for a slot, {} still waiting",
-            r.max_peers, r.peers_refused, r.peers_waiting
-        )?;
-    }
-    for s in &r.senders {
-        writeln!(out, "  sender {} on {} via {}: {} dgrams", s.addr, s.group, s.via, s.count.datagrams)?;
-    }
-    writeln!(
-        out,
-        "  relay port: dropped {} from non-peers, {} malformed, {} by the kernel (full buffer); {} datagrams of untracked senders",
-        r.not_a_peer, r.malformed, r.kernel_drops, r.senders_untracked
-    )?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -401,7 +294,7 @@ mod tests {
         assert_eq!((v.summary.count, r.retired.clock_negative), (2, 2));
         assert_eq!((r.max_peers, r.peers_refused, r.peers_waiting), (1024, 3, 1));
         let mut text = Vec::new();
-        print(&mut text, &r).unwrap();
+        wirebench_report::relay::text(&mut text, &r).unwrap();
         let text = String::from_utf8(text).unwrap();
         assert!(text.contains("retired peers (2, out of the list and silent): in 4 (400 B), out 8 (80 B)"), "{text}");
         assert!(text.contains("all peers: in 10 (1000 B), out 20 (200 B)"), "{text}");

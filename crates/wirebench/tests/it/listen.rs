@@ -8,7 +8,7 @@ use wirebench::Shutdown;
 use wirebench_core::report::{Report, Results, StreamResults};
 use wirebench_core::wire::stream;
 
-use crate::support::{Run, assert_valid_report, read_json, wirebench_with};
+use crate::support::{Run, assert_valid_report, read_json, wirebench, wirebench_with};
 
 /// A free loopback port (bound, then let go).
 fn free_port() -> u16 {
@@ -109,4 +109,85 @@ fn publishers_beyond_the_budget_are_refused_and_counted() {
     assert_eq!((t.publishers_seen, t.refused_datagrams), (2, 100), "{t:?}");
     assert_eq!(s.receivers.len(), 2);
     assert!(r.out.contains("refused 100 datagrams from new publishers while 2 were tracked"), "{}", r.out);
+}
+
+/// A listen on a port another listen holds is refused in one line (exit 1), and the first
+/// one gets the traffic. Before, the second bound the port too (both with `SO_REUSEADDR`),
+/// took every datagram, and the first exited 0 having received nothing.
+#[test]
+fn a_second_listen_on_a_port_in_use_is_refused() {
+    let at = format!("127.0.0.1:{}", free_port());
+    let stop = Shutdown::new();
+    let first = ["listen", "--listen", at.as_str(), "--count", "10", "--duration", "60s", "--no-hiccup"];
+    let (second, first) = std::thread::scope(|sc| {
+        let l = sc.spawn(|| wirebench_with(&first, stop.clone()));
+        wait_bound(&at);
+        let second = wirebench(&["listen", "--listen", &at, "-d", "100ms", "--no-hiccup"]);
+        publish(&at, 9, 0..10);
+        let t0 = Instant::now();
+        while !l.is_finished() && t0.elapsed() < Duration::from_secs(20) {
+            std::thread::park_timeout(Duration::from_millis(20));
+        }
+        stop.trigger();
+        (second, l.join().unwrap())
+    });
+    assert_eq!(second.code, 1, "{second:?}");
+    assert_eq!(second.err.lines().count(), 1, "{}", second.err);
+    assert!(
+        second.err.starts_with(&format!(
+            "error: cannot bind {at}: Address already in use (os error 98): another socket holds that port"
+        )),
+        "{}",
+        second.err
+    );
+    assert!(second.err.contains("--reuse-port"), "{}", second.err);
+    assert_eq!(first.code, 0, "{first:?}");
+    assert!(first.out.contains("received: 10 of 10"), "{}", first.out);
+}
+
+/// A listen at which nothing arrived says so, with what would look like that, and exits 1
+/// (before: exit 0, and nothing said). Two that both ask for `--reuse-port` share a port.
+#[test]
+fn a_listen_that_heard_nothing_says_so_and_exits_1() {
+    let at = format!("127.0.0.1:{}", free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("none.json");
+    let stop = Shutdown::new();
+    let args = ["listen", "--listen", at.as_str(), "--reuse-port", "--duration", "60s", "--no-hiccup"];
+    let (r, held) = std::thread::scope(|sc| {
+        let l = sc.spawn(|| wirebench_with(&args, stop.clone()));
+        wait_bound(&at);
+        let r = wirebench(&[
+            "listen",
+            "--listen",
+            &at,
+            "--reuse-port",
+            "-d",
+            "200ms",
+            "--no-hiccup",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        stop.trigger();
+        (r, l.join().unwrap())
+    });
+    assert_eq!(r.code, 1, "{r:?}");
+    let line = r.out.lines().find(|l| l.starts_with("nothing arrived at ")).expect(&r.out);
+    assert!(line.starts_with(&format!("nothing arrived at {at}: no stream message in ")), "{line}");
+    assert!(
+        line.ends_with("s; a sender sending to another address or port, or a filter on the way (a firewall) would each look like this"),
+        "{line}"
+    );
+    let v = read_json(&json);
+    assert_valid_report(&v);
+    let rep: Report = serde_json::from_value(v).unwrap();
+    assert!(wirebench_core::report::receivers_failed(&rep));
+    // `report` of it says the same (it printed only the heading)
+    let shown = wirebench(&["report", json.to_str().unwrap()]);
+    assert_eq!(shown.code, 0, "{shown:?}");
+    assert!(shown.out.contains(line), "{}", shown.out);
+    // the one that held the port first heard only wait_bound's probes, which are not
+    // stream messages: nothing arrived there either, and it says what did
+    assert_eq!(held.code, 1, "{held:?}");
+    assert!(held.out.contains(" datagrams that were not stream messages); "), "{}", held.out);
 }

@@ -226,6 +226,8 @@ fn relays_carry_ping_and_a_stream_across_a_router() {
                 "listen",
                 "--listen",
                 "0.0.0.0:5079",
+                // the node's relay holds the group's port too
+                "--reuse-port",
                 "--join",
                 data,
                 "--interface",
@@ -568,6 +570,8 @@ fn two_relays_on_one_segment_do_not_double_traffic() {
             "listen",
             "--listen",
             "0.0.0.0:5081",
+            // the node's relay holds the group's port too
+            "--reuse-port",
             "--join",
             group,
             "--interface",

@@ -265,3 +265,60 @@ fn serve_join_without_a_multicast_route_fails_in_one_line() {
         assert!(err.contains("--interface") && err.contains("ip route add 224.0.0.0/4 dev IF"), "{err}");
     }
 }
+
+/// A same-host multicast stream to a serve that joined the group on another interface than
+/// the one the stream goes out on: nothing arrives. The report blamed "elsewhere on the path"
+/// for 100 % loss and exited 0; the receiver's lines now say nothing arrived and what looks
+/// like that (the interfaces of the join and of the sending), and the run exits 1.
+#[test]
+fn a_multicast_stream_that_reaches_no_receiver_says_why_and_exits_1() {
+    let mut lab = Lab::new("mcnone");
+    let a = lab.ns("a");
+    let b = lab.ns("b");
+    Lab::link(&a, "eth0", "10.77.92.1/24", &b, "eth0", Some("10.77.92.2/24"));
+    // serve joins on eth0; the stream goes out on loopback
+    lab.serve(&a, &["serve", "--listen", "127.0.0.1:7878", "--interface", "10.77.92.1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("none.json");
+    let args = ["stream", "127.0.0.1:7878", "--group", "239.255.92.1:5092", "--interface", "127.0.0.1"];
+    let rest = ["-n", "2000", "--rate", "20k/s", "--size", "200", "-q", "--json", json.to_str().unwrap()];
+    let out = Lab::run(&a, &[&args[..], &rest[..]].concat());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("127.0.0.1:7878: received 0 of 2000 sent"), "{text}");
+    assert!(
+        text.contains(
+            "127.0.0.1:7878: nothing arrived of 2000 sent: 239.255.92.1:5092 not heard there: serve joined the group \
+             on another interface than the one the stream went out on (serve --interface, stream --interface)"
+        ),
+        "{text}"
+    );
+    let Results::Stream(s) = report(&json).results else { panic!("a stream report") };
+    assert_eq!((s.receivers[0].sent, s.receivers[0].total.received), (2000, 0));
+}
+
+/// Two serves on one host, one multicast stream to both: each serve's session socket is
+/// bound to the group's address and shares it, so both hear every datagram; a listen that
+/// holds the group's port on every address without sharing it is refused.
+#[test]
+fn serves_on_one_host_share_a_groups_port_and_a_listen_that_holds_it_is_refused() {
+    let mut lab = Lab::new("mcshare");
+    let a = lab.ns("a");
+    lab.serve(&a, &["serve", "--listen", "127.0.0.1:7878", "--interface", "127.0.0.1"]);
+    lab.serve(&a, &["serve", "--listen", "127.0.0.1:7879", "--interface", "127.0.0.1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("two.json");
+    let args = ["stream", "127.0.0.1:7878", "127.0.0.1:7879", "--group", "239.255.92.2:5093", "--interface"];
+    let rest = ["127.0.0.1", "-n", "2000", "--rate", "20k/s", "--size", "200", "-q", "--json", json.to_str().unwrap()];
+    let out = Lab::run(&a, &[&args[..], &rest[..]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let Results::Stream(s) = report(&json).results else { panic!("a stream report") };
+    let rows: Vec<(&str, u64)> = s.receivers.iter().map(|r| (r.addr.as_str(), r.total.received)).collect();
+    assert_eq!(rows, [("127.0.0.1:7878", 2000), ("127.0.0.1:7879", 2000)]);
+    // a serve's --join on the group's port, then a listen on that port: refused, one line
+    lab.serve(&a, &["serve", "--listen", "127.0.0.1:7880", "--join", "239.255.92.3:5094", "--interface", "127.0.0.1"]);
+    let out = Lab::run(&a, &["listen", "--listen", "0.0.0.0:5094", "-d", "1s", "--no-hiccup"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.starts_with("error: cannot bind 0.0.0.0:5094: Address already in use"), "{err}");
+}

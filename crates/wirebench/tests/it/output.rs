@@ -36,7 +36,9 @@ fn json_dash_puts_the_report_on_stdout_and_the_text_on_stderr() {
     srv.stop();
 
     let r = wirebench(&["listen", "--listen", "127.0.0.1:0", "-d", "100ms", "--json", "-"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    // nothing arrived: exit 1, the report written all the same
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.err.contains("nothing arrived at 127.0.0.1:0"), "{}", r.err);
     assert!(matches!(report_on_stdout(&r.out).results, wirebench_core::report::Results::Stream(_)));
 
     let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();

@@ -240,3 +240,60 @@ fn two_stream_generators_against_one_serve_merge_into_their_sums() {
     assert_eq!(again.code, 2, "{again:?}");
     assert!(again.err.contains("are the same run"), "{}", again.err);
 }
+
+/// `report FILE` of a saved relay run prints the relay's summary (before: the heading and
+/// the environment only, its text dispatch falling through to the proxy's renderer).
+#[test]
+fn report_prints_a_relays_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("relay.json");
+    let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let listen = format!("127.0.0.1:{port}");
+    let args = ["relay", "--listen", &listen, "--peers", "127.0.0.2", "--group", "239.255.79.10:5086"];
+    let r =
+        wirebench(&[&args[..], &["--check-wait", "100ms", "-d", "200ms", "--json", json.to_str().unwrap()]].concat());
+    assert_eq!(r.code, 0, "{r:?}");
+    let id = read_json(&json)["results"]["relay_id"].as_str().unwrap().to_owned();
+    let summary = r.out.lines().skip_while(|l| !l.starts_with(&format!("relay {id} on "))).collect::<Vec<_>>();
+    assert!(summary.len() >= 3, "{}", r.out);
+    let shown = wirebench(&["report", json.to_str().unwrap()]);
+    assert_eq!(shown.code, 0, "{shown:?}");
+    for line in &summary {
+        assert!(shown.out.contains(line), "{line}\n{}", shown.out);
+    }
+    assert!(shown.out.contains("  group 239.255.79.10:5086: local 0 dgrams"), "{}", shown.out);
+    assert!(shown.out.contains("  relay port: dropped 0 from non-peers"), "{}", shown.out);
+}
+
+/// `report FILE` of a saved proxy run prints the proxy's lines.
+#[test]
+fn report_prints_a_proxys_body() {
+    let srv = serve();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("proxy.json");
+    let target = srv.local_addr().to_string();
+    let args = ["proxy", "--listen", "127.0.0.1:0", "--upstream", &target, "-d", "100ms", "--json"];
+    let r = wirebench(&[&args[..], &[json.to_str().unwrap()]].concat());
+    assert_eq!(r.code, 0, "{r:?}");
+    let shown = wirebench(&["report", json.to_str().unwrap()]);
+    assert_eq!(shown.code, 0, "{shown:?}");
+    assert!(shown.out.contains("proxy udp 127.0.0.1:"), "{}", shown.out);
+    assert!(shown.out.contains(&format!(" -> {target}: 0 flows")), "{}", shown.out);
+}
+
+/// `report FILE` of a saved `wirebench hiccup` run prints what the run printed: the
+/// meter's line, the worst second and what the tail means (before: the line only).
+#[test]
+fn report_prints_the_stall_meters_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("hiccup.json");
+    let r = wirebench(&["hiccup", "--duration", "200ms", "-q", "--json", json.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let shown = wirebench(&["report", json.to_str().unwrap()]);
+    assert_eq!(shown.code, 0, "{shown:?}");
+    for line in r.out.lines() {
+        assert!(shown.out.contains(line), "{line}\n{}", shown.out);
+    }
+    assert!(shown.out.contains("\nworst second: "), "{}", shown.out);
+    assert!(shown.out.contains("\na sleeping thread on this host wakes up to "), "{}", shown.out);
+}

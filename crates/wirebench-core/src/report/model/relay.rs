@@ -115,7 +115,7 @@ impl RelayCount {
     }
 }
 
-/// Datagrams dropped, by cause.
+/// Datagrams dropped, by cause, and (`looped`) the relay's own re-emissions heard back.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RelayDrops {
     /// Wrong, missing or unexpected MAC.
@@ -126,7 +126,9 @@ pub struct RelayDrops {
     pub rate_cap: u64,
     /// Too big to carry with the relay header (or bigger than the receive buffer).
     pub too_big: u64,
-    /// This relay's own re-emission heard back on the group (never forwarded again).
+    /// Not a drop: this relay's own re-emission heard back on the group through multicast
+    /// loopback. It was delivered to the group; it is only not forwarded again. Its place in
+    /// this struct is the JSON's.
     pub looped: u64,
     /// A segment mate with a lower address carries this group (so it is not doubled).
     pub passive: u64,

@@ -8,6 +8,9 @@ use crate::snmp::Snmp;
 use crate::stream::StreamCounts;
 use crate::stream::wake::WakeDelay;
 
+mod receivers;
+pub use receivers::{owed_of, owed_receivers, receivers_failed};
+
 /// Results of a throughput and loss run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StreamResults {

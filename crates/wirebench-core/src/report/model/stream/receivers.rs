@@ -1,0 +1,148 @@
+//! Which receivers a stream run owes its report, and which of them heard nothing. The
+//! report's receiver part is printed from these, whatever rows the run came back with: a
+//! receiver owed and missing, or one that heard nothing of what was sent, is said, and the
+//! run exits 1.
+
+use super::{ReceiverResult, StreamResults};
+use crate::report::{Report, Results};
+
+/// The rows a stream run with a serve to ask owes its report, by receiver address: per
+/// target, the serve's (`forward`: `TARGET`), this client's (`reverse`: `local<-TARGET`),
+/// or both (`both`). A `listen` report and a run with no serve to ask (`--no-control`: the
+/// receivers report for themselves) owe none.
+pub fn owed_receivers(targets: &[String], direction: &str, no_control: bool) -> Vec<String> {
+    if no_control {
+        return Vec::new();
+    }
+    let (forward, reverse) = match direction {
+        "forward" => (true, false),
+        "reverse" => (false, true),
+        "both" => (true, true),
+        _ => (false, false),
+    };
+    let mut owed = Vec::new();
+    for t in targets {
+        if forward {
+            owed.push(t.clone());
+        }
+        if reverse {
+            owed.push(format!("local<-{t}"));
+        }
+    }
+    owed
+}
+
+/// The targets and `no_control` a stream report's `config` holds (`wirebench stream`
+/// writes both; none in a report of another kind).
+pub fn owed_of(config: &serde_json::Value) -> (Vec<String>, bool) {
+    let targets = config
+        .get("targets")
+        .and_then(serde_json::Value::as_array)
+        .map(|t| t.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default();
+    let no_control = config.get("no_control").and_then(serde_json::Value::as_bool).unwrap_or(false);
+    (targets, no_control)
+}
+
+/// Whether a stream or listen report failed to hear a receiver: one owed and missing, one
+/// that got nothing of what was sent, or a listen that heard nothing. Such a run exits 1.
+pub fn receivers_failed(report: &Report) -> bool {
+    let Results::Stream(s) = &report.results else { return false };
+    let (targets, no_control) = owed_of(&report.config);
+    s.listen_heard_nothing()
+        || !s.missing_receivers(&targets, no_control).is_empty()
+        || s.receivers.iter().any(ReceiverResult::nothing_arrived)
+}
+
+impl StreamResults {
+    /// The receivers [`owed_receivers`] names that have no row: their results never came.
+    pub fn missing_receivers(&self, targets: &[String], no_control: bool) -> Vec<String> {
+        owed_receivers(targets, &self.direction, no_control)
+            .into_iter()
+            .filter(|a| !self.receivers.iter().any(|r| r.addr == *a))
+            .collect()
+    }
+
+    /// A `listen` run at which no stream message arrived.
+    pub fn listen_heard_nothing(&self) -> bool {
+        self.listen.is_some() && self.receivers.is_empty()
+    }
+}
+
+impl ReceiverResult {
+    /// Messages were sent to it and none arrived.
+    pub const fn nothing_arrived(&self) -> bool {
+        self.sent > 0 && self.total.received == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::StreamCounts;
+
+    fn row(addr: &str, sent: u64, received: u64) -> ReceiverResult {
+        ReceiverResult {
+            addr: addr.into(),
+            direction: "forward".into(),
+            sent,
+            total: StreamCounts { received, expected: sent, ..StreamCounts::default() },
+            publishers: Vec::new(),
+            intervals: Vec::new(),
+            send_ns: 0,
+            recv_ns: 0,
+            foreign: 0,
+            kernel: None,
+            loss_split: None,
+            wake: None,
+        }
+    }
+
+    fn results(direction: &str, rows: Vec<ReceiverResult>) -> StreamResults {
+        StreamResults {
+            proto: "udp".into(),
+            direction: direction.into(),
+            size: 100,
+            publishers: 1,
+            rate_per_s: None,
+            sender: None,
+            receivers: rows,
+            search: None,
+            sweep: Vec::new(),
+            warnings: Vec::new(),
+            listen: None,
+            generator: None,
+        }
+    }
+
+    #[test]
+    fn every_target_owes_a_row_per_direction_its_data_goes() {
+        let t = ["10.0.0.2:7878".to_owned(), "10.0.0.3:7878".to_owned()];
+        assert_eq!(owed_receivers(&t, "forward", false), ["10.0.0.2:7878", "10.0.0.3:7878"]);
+        assert_eq!(owed_receivers(&t[..1], "reverse", false), ["local<-10.0.0.2:7878"]);
+        assert_eq!(owed_receivers(&t[..1], "both", false), ["10.0.0.2:7878", "local<-10.0.0.2:7878"]);
+        assert!(owed_receivers(&t, "forward", true).is_empty(), "--no-control: the receivers report");
+        assert!(owed_receivers(&t, "listen", false).is_empty());
+    }
+
+    #[test]
+    fn a_target_without_its_row_is_missing() {
+        let t = ["10.0.0.2:7878".to_owned(), "10.0.0.3:7878".to_owned()];
+        let s = results("forward", vec![row("10.0.0.3:7878", 10, 10)]);
+        assert_eq!(s.missing_receivers(&t, false), ["10.0.0.2:7878"]);
+        assert!(results("forward", Vec::new()).missing_receivers(&t, true).is_empty());
+        let both = results("both", vec![row("10.0.0.2:7878", 1, 1), row("local<-10.0.0.2:7878", 1, 1)]);
+        assert!(both.missing_receivers(&t[..1], false).is_empty());
+    }
+
+    #[test]
+    fn nothing_arrived_is_some_sent_and_none_received() {
+        assert!(row("a", 2000, 0).nothing_arrived());
+        assert!(!row("a", 2000, 1).nothing_arrived());
+        assert!(!row("a", 0, 0).nothing_arrived(), "nothing sent: nothing owed");
+        let mut listen = results("listen", Vec::new());
+        assert!(!listen.listen_heard_nothing(), "not a listen report");
+        listen.listen = Some(crate::report::ListenTotals::default());
+        assert!(listen.listen_heard_nothing());
+    }
+}
