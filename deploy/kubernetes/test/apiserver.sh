@@ -216,7 +216,13 @@ KC
   [ $ok = 1 ] || die "kube-apiserver not ready after 90 s" "$RUN/kube-apiserver.log"
   if [ -n "${CRDS:-}" ]; then
     for c in $CRDS; do KUBECONFIG=$RUN/kubeconfig kubectl apply --server-side -f "$c" >&2 || die "CRDs from $c"; done
-    KUBECONFIG=$RUN/kubeconfig kubectl wait --for=condition=Established crd --all --timeout=60s >&2 || die "CRDs not Established"
+    # kubectl wait fails at once on a CRD whose status has no conditions yet (just applied):
+    # ask again until it answers, within the same 60 s.
+    local crd_deadline=$((SECONDS + 60)) crd_err
+    until crd_err=$(KUBECONFIG=$RUN/kubeconfig kubectl wait --for=condition=Established crd --all --timeout=60s 2>&1 >/dev/null); do
+      [ $SECONDS -lt $crd_deadline ] || { echo "$crd_err" >&2; die "CRDs not Established"; }
+      sleep 0.2
+    done
   fi
   log "ready in $((SECONDS - t0)) s: https://127.0.0.1:$APISERVER_PORT"
   echo "$RUN/kubeconfig"
