@@ -329,8 +329,16 @@ pub struct TrialRow {
     pub received: u64,
     /// Loss share.
     pub loss: f64,
-    /// Within the target?
+    /// Within the target, and no queue built?
     pub passed: bool,
+    /// How much the one-way delay rose during the trial, ns (`StreamCounts::delay`, of the
+    /// receiver whose rose most); absent when not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_rise_ns: Option<i64>,
+    /// A queue built on the path during the trial (`ratesearch::queue_built`): the trial
+    /// failed however little it lost.
+    #[serde(default)]
+    pub queue: bool,
 }
 
 /// One size of a sweep.
