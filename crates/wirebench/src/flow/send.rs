@@ -194,9 +194,27 @@ impl Out for TcpOut<'_> {
     }
 }
 
-/// Sends one publisher's stream until its `Stop`, the `stop` flag, or an error. A flat-out
-/// sender whose receiver may be on this host lowers its priority ([`LOCAL_FLAT_OUT_NICE`]).
+/// What a paced sender does once it has fallen behind its schedule by more than a batch
+/// (its host stalled it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Behind {
+    /// Sends what is due at once, back to back, until it is on schedule again: the run's
+    /// rate is the rate asked for (an open-loop stream).
+    CatchUp,
+    /// Moves its schedule to now and goes on at the rate: never a burst above the rate, a
+    /// few messages fewer (a rate search's trial, whose bottleneck would queue the burst).
+    Resume,
+}
+
+/// Sends one publisher's stream until its `Stop`, the `stop` flag, or an error, catching up
+/// after a stall ([`Behind::CatchUp`]). A flat-out sender whose receiver may be on this
+/// host lowers its priority ([`LOCAL_FLAT_OUT_NICE`]).
 pub fn run(out: &mut dyn Out, spec: &SendSpec, stop: &AtomicBool) -> io::Result<Sent> {
+    run_paced(out, spec, stop, Behind::CatchUp)
+}
+
+/// [`run`], with what a paced sender does after a stall.
+pub fn run_paced(out: &mut dyn Out, spec: &SendSpec, stop: &AtomicBool, behind: Behind) -> io::Result<Sent> {
     if spec.rate.is_none() && out.receiver_may_be_local() {
         let now = wirebench_net::priority::current_nice();
         let _ = wirebench_net::priority::set_nice(now.max(LOCAL_FLAT_OUT_NICE));
@@ -215,6 +233,13 @@ pub fn run(out: &mut dyn Out, spec: &SendSpec, stop: &AtomicBool) -> io::Result<
     }
     let start = clock.now_ns();
     let schedule = spec.rate.and_then(MsgRate::new).map(|r| Schedule::new(start, r));
+    // Resume: how late a batch may be before the schedule moves (one batch's span), and how
+    // far it has moved
+    let resume_after = match behind {
+        Behind::CatchUp => u64::MAX,
+        Behind::Resume => schedule.map_or(u64::MAX, |s| s.intended(batch as u64) - s.intended(0)),
+    };
+    let mut moved_ns = 0u64;
     let mut slip = Slip::default();
     // One row per second of the run, reserved now: recording allocates nothing.
     let seconds =
@@ -234,7 +259,7 @@ pub fn run(out: &mut dyn Out, spec: &SendSpec, stop: &AtomicBool) -> io::Result<
         let left = spec.stop.max_count.map_or(u64::MAX, |m| m - seq);
         let b = usize::try_from(left).unwrap_or(usize::MAX).min(batch);
         if let Some(s) = schedule {
-            let due = s.intended(seq);
+            let due = s.intended(seq).saturating_add(moved_ns);
             // Never wait past the run's deadline for a send that would come after it.
             let end = spec
                 .stop
@@ -247,6 +272,9 @@ pub fn run(out: &mut dyn Out, spec: &SendSpec, stop: &AtomicBool) -> io::Result<
             let now = clock.now_ns();
             slip.on_send(due, now);
             series.on_send(due, now);
+            if now - due > resume_after {
+                moved_ns += now - due;
+            }
         }
         let t = clock.now_ns();
         for (i, m) in buf[..b * spec.size].chunks_exact_mut(spec.size).enumerate() {
@@ -307,6 +335,62 @@ mod tests {
         let sent = run(&mut UdpBatchSender::new(tx, 200), &spec, &AtomicBool::new(false)).unwrap();
         assert_eq!(sent.messages, 2_000);
         assert!((1..=500).contains(&sent.sleeps), "{} sleeps before 500 batches", sent.sleeps);
+    }
+
+    /// A sender held up for 30 ms by its host (here: its first send takes that long) either
+    /// catches up with a burst of the 30 messages it owes, or resumes at the rate with a few
+    /// messages fewer.
+    #[test]
+    fn a_resuming_sender_never_bursts_after_a_stall() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_nonblocking(true).unwrap();
+        let spec = SendSpec {
+            session: 1,
+            publisher: 0,
+            size: 64,
+            rate: Some(1_000.0),
+            stop: Stop { max_count: None, deadline: Some(std::time::Duration::from_millis(100)) },
+            ignore_refused: true,
+        };
+        let go = |behind| {
+            let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+            tx.connect(rx.local_addr().unwrap()).unwrap();
+            let mut out = Stalls { inner: UdpBatchSender::new(tx, 64), stalled: false, stamps: Vec::new() };
+            let sent = run_paced(&mut out, &spec, &AtomicBool::new(false), behind).unwrap();
+            // sends within 3 ms after the stalled one ended
+            let after = out.stamps[1];
+            let burst = out.stamps.iter().filter(|&&t| t >= after && t < after + 3_000_000).count();
+            (sent, burst)
+        };
+        let (caught_up, burst) = go(Behind::CatchUp);
+        assert!(burst >= 20 && caught_up.messages >= 95, "{burst} at once, {} sent", caught_up.messages);
+        let (resumed, burst) = go(Behind::Resume);
+        assert!(burst <= 5, "{burst} sends in 3 ms at 1k/s");
+        assert!((60..=75).contains(&resumed.messages), "100 ms less the 30 ms stall: {}", resumed.messages);
+        assert!(resumed.slip_max_ns >= 25_000_000, "the stall is in the slip: {}", resumed.slip_max_ns);
+    }
+
+    /// A transport whose first send takes 30 ms (the host stalled the sender), recording
+    /// when each send began.
+    struct Stalls {
+        inner: UdpBatchSender,
+        stalled: bool,
+        stamps: Vec<u64>,
+    }
+
+    impl Out for Stalls {
+        fn max_batch(&self) -> usize {
+            self.inner.max_batch()
+        }
+        fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.stamps.push(MonoClock::default().now_ns());
+            if !self.stalled {
+                self.stalled = true;
+                // the stall this test is about: the sender's thread held up
+                std::thread::sleep(std::time::Duration::from_millis(30));
+            }
+            self.inner.send(buf)
+        }
     }
 
     #[test]
