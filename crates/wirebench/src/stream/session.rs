@@ -17,7 +17,6 @@ use wirebench_core::wire::control::{Control, Direction, Granted, PublisherCounts
 use wirebench_core::wire::handshake;
 
 use crate::control;
-use crate::flow::send::Behind;
 pub(super) use wirebench_report::text::{bits_words, rate_words, secs_words};
 
 /// What one run needs beyond the config: the size, rate and bounds of this trial.
@@ -31,9 +30,6 @@ pub(super) struct RunSpec {
     pub count: Option<u64>,
     /// How long.
     pub duration: Duration,
-    /// What a paced sender does after a stall: catch up (a run) or resume at the rate (a
-    /// search's trial, whose bottleneck would queue the catch-up burst).
-    pub behind: Behind,
 }
 
 /// What one run measured.

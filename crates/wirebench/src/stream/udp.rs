@@ -66,8 +66,8 @@ fn senders(
             stop: Stop { max_count: spec.count, deadline: Some(spec.duration) },
             ignore_refused: cfg.no_control,
         };
-        let (st, behind) = (stop.clone(), spec.behind);
-        jobs.push(std::thread::spawn(move || send::run_paced(&mut UdpBatchSender::new(sock, s.size), &s, &st, behind)));
+        let st = stop.clone();
+        jobs.push(std::thread::spawn(move || send::run(&mut UdpBatchSender::new(sock, s.size), &s, &st)));
     }
     Ok(jobs)
 }
