@@ -215,21 +215,30 @@ fn receiver_lines(out: &mut dyn Write, r: &ReceiverResult, sender: Option<&Sende
 }
 
 /// `ADDR: one-way delay rose 8.12 ms over 1.61 s of the sending (...): a queue built on the
-/// path`, when one did (`ratesearch::queue_built`, with this client's sending as the
-/// sender's lateness; 0 when serve sent).
+/// path`, when one did (`ratesearch::queue_built`); and when this client's sender fell
+/// behind by about as long, that its catch-up burst alone queues that much.
 #[expect(clippy::cast_precision_loss, reason = "display values")]
 pub fn queue_line(r: &ReceiverResult, sender: Option<&SenderResult>) -> Option<String> {
     let d = r.total.delay?;
+    if !wirebench_core::ratesearch::queue_built(&d) {
+        return None;
+    }
     let slip = if r.direction == "reverse" { 0 } else { sender.map_or(0, |s| s.slip_max_ns) };
-    wirebench_core::ratesearch::queue_built(&d, slip).then(|| {
+    let burst = if i64::try_from(slip).unwrap_or(i64::MAX) * 2 >= d.rise_ns {
         format!(
-            "{}: one-way delay rose {:.2} ms over {} of the sending (lowest of its last quarter against its first): \
-             a queue built on the path, so the rate is above what it holds",
-            r.addr,
-            d.rise_ns as f64 / 1e6,
-            secs_words(d.over_ns, 2)
+            " (or the sender's catch-up did: it fell up to {:.2} ms behind and sent what it owed at once)",
+            slip as f64 / 1e6
         )
-    })
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "{}: one-way delay rose {:.2} ms over {} of the sending (lowest of its last quarter against its first): \
+         a queue built on the path, the rate is above what it holds{burst}",
+        r.addr,
+        d.rise_ns as f64 / 1e6,
+        secs_words(d.over_ns, 2)
+    ))
 }
 
 /// One line per search trial.
@@ -585,11 +594,33 @@ mod tests {
         assert!(
             text_of(&r).contains(
                 "127.0.0.1:7878: one-way delay rose 8.00 ms over 1.60 s of the sending (lowest of its last quarter against \
-                 its first): a queue built on the path"
+                 its first): a queue built on the path, the rate is above what it holds\n"
             ),
             "{}",
             text_of(&r)
         );
+        // a sender that fell 6 ms behind and caught up: that alone queues about as long
+        let mut snd = SenderResult {
+            messages: 1,
+            bytes: 1,
+            per_s: 0.0,
+            bits_per_s: 0.0,
+            send_ns: 1,
+            slip_mean_ns: 0,
+            slip_max_ns: 6_000_000,
+            gso: true,
+            retransmits: None,
+            sndbuf_errors: None,
+            qdisc_drops: None,
+        };
+        let line = queue_line(receiver_mut(&mut r), Some(&snd)).unwrap();
+        assert!(
+            line.ends_with(
+                "(or the sender's catch-up did: it fell up to 6.00 ms behind and sent what it owed at once)"
+            )
+        );
+        snd.slip_max_ns = 3_000_000;
+        assert!(queue_line(receiver_mut(&mut r), Some(&snd)).unwrap().ends_with("the rate is above what it holds"));
         receiver_mut(&mut r).total.delay =
             Some(wirebench_core::stream::delay::DelayRise { rise_ns: 1_000_000, over_ns: 1_600_000_000 });
         assert!(!text_of(&r).contains("one-way delay rose"));

@@ -175,8 +175,13 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     } else if !cfg.sizes.is_empty() {
         search::sweep(cfg, ctx, &mut results)?
     } else {
-        let spec =
-            RunSpec { size: cfg.size, rate: cfg.rate.per_sec(cfg.size), count: cfg.count, duration: cfg.duration };
+        let spec = RunSpec {
+            size: cfg.size,
+            rate: cfg.rate.per_sec(cfg.size),
+            count: cfg.count,
+            duration: cfg.duration,
+            behind: crate::flow::send::Behind::CatchUp,
+        };
         let live = live_for_run(cfg);
         once(cfg, &spec, ctx, &live)?
     };
