@@ -241,8 +241,8 @@ pub fn queue_line(r: &ReceiverResult, sender: Option<&SenderResult>) -> Option<S
     ))
 }
 
-/// One line per search trial.
-pub fn trial(out: &mut dyn Write, t: &TrialRow, size: usize) -> io::Result<()> {
+/// One line per search trial (`loss_target`: the search's, a share).
+pub fn trial(out: &mut dyn Write, t: &TrialRow, size: usize, loss_target: f64) -> io::Result<()> {
     #[expect(clippy::cast_precision_loss, reason = "display values")]
     let bits = |r: f64| bits_words(r * 8.0 * size as f64);
     writeln!(
@@ -254,7 +254,7 @@ pub fn trial(out: &mut dyn Write, t: &TrialRow, size: usize) -> io::Result<()> {
         t.received,
         t.loss * 100.0,
         rise_words(t.delay_rise_ns),
-        verdict_words(t)
+        verdict_words(t, loss_target)
     )
 }
 
@@ -265,9 +265,9 @@ pub fn rise_words(ns: Option<i64>) -> String {
 }
 
 /// A trial's verdict: `pass`, `FAIL`, or `FAIL (queue)` when only a queue building failed
-/// it.
-pub fn verdict_words(t: &TrialRow) -> &'static str {
-    match (t.passed, t.queue) {
+/// it (its loss was within `loss_target`).
+pub fn verdict_words(t: &TrialRow, loss_target: f64) -> &'static str {
+    match (t.passed, t.queue && t.loss <= loss_target) {
         (true, _) => "pass",
         (false, true) => "FAIL (queue)",
         (false, false) => "FAIL",
@@ -343,7 +343,7 @@ pub fn stream(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     if let Some(search) = &s.search {
         writeln!(out, "\nsearch trials (loss target {:.4}%):", search.loss_target * 100.0)?;
         for t in &search.trials {
-            trial(out, t, s.size)?;
+            trial(out, t, s.size, search.loss_target)?;
         }
     }
     if !s.sweep.is_empty() {
@@ -575,8 +575,10 @@ mod tests {
         let Results::Stream(s) = &r.results else { unreachable!() };
         let mut lines = Vec::new();
         for t in &s.search.as_ref().unwrap().trials {
-            trial(&mut lines, t, 1000).unwrap();
+            trial(&mut lines, t, 1000, 0.0).unwrap();
         }
+        let lost = TrialRow { loss: 0.01, ..s.search.as_ref().unwrap().trials[0] };
+        assert_eq!(verdict_words(&lost, 0.0), "FAIL", "it lost too: no '(queue)'");
         let lines = String::from_utf8(lines).unwrap();
         assert!(lines.contains("loss   0.0000%  delay   +5.12 ms  FAIL (queue)\n"), "{lines}");
         assert!(lines.contains("loss   0.0000%  delay   -0.02 ms  pass\n"), "{lines}");

@@ -128,7 +128,7 @@ fn search_section(
                 t.received.to_string(),
                 format!("{:.4}%", t.loss * 100.0),
                 stream_text::rise_words(t.delay_rise_ns),
-                stream_text::verdict_words(t).into(),
+                stream_text::verdict_words(t, search.loss_target).into(),
             ]
         })
         .collect();

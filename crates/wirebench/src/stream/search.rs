@@ -94,7 +94,7 @@ pub(super) fn find_max_rate(cfg: &Config, ctx: &mut Ctx<'_>, results: &mut Strea
             queue,
         };
         if !cfg.quiet {
-            bar.suspend(|| wirebench_report::stream_text::trial(ctx.out, &row, cfg.size)).ok();
+            bar.suspend(|| wirebench_report::stream_text::trial(ctx.out, &row, cfg.size, cfg.loss_target)).ok();
         }
         rows.push(row);
         done.fetch_add(1, Ordering::Relaxed);
