@@ -25,10 +25,10 @@ use crate::snmp::Snmp;
 mod interval_loss;
 pub mod qdisc;
 mod stream_loss;
-pub use interval_loss::{Reading, split_rows};
+pub use interval_loss::{Reading, split_rows, spread_uncertain};
 pub use stream_loss::{
-    NIC, QDISC, ReceiveDrops, SOFTNET, add_below_socket_tables, add_qdisc_table, reading, sender_drops, split_stream,
-    whole,
+    NIC, QDISC, ReceiveDrops, RunSizes, SOFTNET, add_below_socket_tables, add_qdisc_table, reading, sender_drops,
+    split_stream, whole,
 };
 
 /// The UDP counters of one protocol family.
@@ -269,7 +269,7 @@ pub struct LossSplit {
     /// run on the sender).
     pub send_buffer: u64,
     /// Refused by a receiving socket on this host (`InErrors`, which includes
-    /// `RcvbufErrors`).
+    /// `RcvbufErrors`; a stream's in datagrams: `RunSizes`).
     pub socket: u64,
     /// Dropped below the sockets: the NIC or its driver (`rx_dropped`, `rx_missed_errors`,
     /// `rx_errors`, `tx_dropped`, `tx_errors`) or a full softnet backlog.
@@ -280,6 +280,17 @@ pub struct LossSplit {
     /// other traffic on the host). 0 in reports written before it was recorded.
     #[serde(default)]
     pub excess: u64,
+    /// How far `socket`, and with it `elsewhere`, may be off either way: a socket counts
+    /// a refused packet once, and a stream's packet can be a GRO run of several datagrams
+    /// whose size the receiver knows only as a range (`RunSizes`). 0 (absent) where each
+    /// count is one datagram or runs all had one size.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub uncertain: u64,
+}
+
+#[expect(clippy::trivially_copy_pass_by_ref, reason = "serde's skip_serializing_if signature")]
+const fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl Delta {

@@ -14,6 +14,8 @@ use std::time::Duration;
 use crate::rng::SplitMix64;
 use crate::units::MsgRate;
 
+pub mod spin;
+
 /// How probes are paced.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Pacing {

@@ -22,7 +22,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::jitter::Jitter;
 use crate::seq::{Arrival, SeqWindow};
+use delay::{DelayRise, DelayTrend};
 
+pub mod delay;
 pub mod table;
 pub mod wake;
 
@@ -58,6 +60,11 @@ pub struct StreamCounts {
     pub last_ns: u64,
     /// RFC 3550 jitter at the end of the span, ns.
     pub jitter_ns: f64,
+    /// Lifetime counts only: how much the one-way delay rose from the first quarter of the
+    /// sending time to the last (`delay`: a queue building on the path). Absent when not
+    /// measured (a short stream, an older receiver, `listen`, an interval row).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay: Option<DelayRise>,
 }
 
 impl StreamCounts {
@@ -147,6 +154,7 @@ impl StreamCounts {
             first_ns: if earlier.received == 0 { self.first_ns } else { earlier.last_ns },
             last_ns: self.last_ns,
             jitter_ns: self.jitter_ns,
+            delay: None,
         }
     }
 
@@ -172,6 +180,11 @@ impl StreamCounts {
         self.first_ns = first;
         self.last_ns = self.last_ns.max(o.last_ns);
         self.jitter_ns = self.jitter_ns.max(o.jitter_ns);
+        // the publisher whose delay rose most
+        self.delay = match (self.delay, o.delay) {
+            (Some(a), Some(b)) => Some(if b.rise_ns > a.rise_ns { b } else { a }),
+            (a, b) => a.or(b),
+        };
     }
 }
 
@@ -183,6 +196,7 @@ pub struct StreamRx {
     first_seq: Option<u64>,
     highest: u64,
     jitter: Jitter,
+    delay: DelayTrend,
     counts: StreamCounts,
 }
 
@@ -200,6 +214,7 @@ impl StreamRx {
             first_seq: None,
             highest: 0,
             jitter: Jitter::default(),
+            delay: DelayTrend::new(),
             counts: StreamCounts::default(),
         }
     }
@@ -251,11 +266,18 @@ impl StreamRx {
         c.last_ns = c.last_ns.max(recv_ns);
         self.jitter.update(sent_ns, recv_ns);
         c.jitter_ns = self.jitter.ns();
+        self.delay.on(sent_ns, recv_ns);
     }
 
-    /// The lifetime counts so far.
+    /// The lifetime counts so far (without the delay's rise: [`Self::summary`]).
     pub const fn counts(&self) -> &StreamCounts {
         &self.counts
+    }
+
+    /// The lifetime counts so far with the one-way delay's rise over the stream
+    /// (`StreamCounts::delay`).
+    pub fn summary(&self) -> StreamCounts {
+        StreamCounts { delay: self.delay.rise(), ..self.counts }
     }
 
     /// Bytes its sequence window holds now.

@@ -154,6 +154,8 @@ pub(crate) fn stream(sent: u64, received: u64) -> Report {
         received: 100,
         loss,
         passed: loss == 0.0,
+        delay_rise_ns: None,
+        queue: false,
     };
     Report {
         schema_version: 1,

@@ -2,7 +2,7 @@
 //! hosts (`ReceiverResult::loss_split`, computed once when the run's report is built, so
 //! the text, the HTML page and the JSON show the same numbers).
 
-use wirebench_core::counters::{NIC, ReceiveDrops, SOFTNET};
+use wirebench_core::counters::{NIC, ReceiveDrops, RunSizes, SOFTNET};
 use wirebench_core::report::{ReceiverResult, SenderResult};
 
 /// `12,345`.
@@ -64,8 +64,10 @@ pub fn lines(r: &ReceiverResult, sender: Option<&SenderResult>) -> Vec<String> {
         "not reported by that receiver".to_owned()
     };
     let who = if r.direction == "reverse" { "this host's" } else { "the receiving host's" };
+    let sizes = r.wake.as_ref().and_then(RunSizes::of).filter(RunSizes::batched);
+    let runs = sizes.map_or_else(String::new, |z| format!(", each a GRO run of {}", run_words(&z)));
     let mut out = vec![format!(
-        "{}: of {} missing, {} dropped by {who} socket buffers (Udp InErrors +{}, RcvbufErrors +{}{fix}), {} by its NIC ({nic_source}), \
+        "{}: of {} missing, {} dropped by {who} socket buffers (Udp InErrors +{}, RcvbufErrors +{}{runs}{fix}), {} by its NIC ({nic_source}), \
          {} by the sending host after the send ({}), {} elsewhere on the path",
         r.addr,
         grouped(s.missing),
@@ -84,7 +86,19 @@ pub fn lines(r: &ReceiverResult, sender: Option<&SenderResult>) -> Vec<String> {
     };
     let caveat = format!("counters are host-wide: other traffic on those hosts counts too{excess}");
     out.push(format!("{}:   {caveat}", r.addr));
-    if s.socket > 0 && s.elsewhere > 0 && sender_gso != Some(false) {
+    if s.uncertain > 0 {
+        out.push(format!(
+            "{}:   a socket counts a GRO run it refuses once, and the runs read held {} datagrams: the socket's share \
+             and 'elsewhere' may each be off by up to {}",
+            r.addr,
+            sizes.map_or_else(String::new, |z| format!("{} to {}", z.min, z.max)),
+            grouped(s.uncertain)
+        ));
+    } else if s.socket > 0
+        && s.elsewhere > 0
+        && sender_gso != Some(false)
+        && r.wake.as_ref().and_then(RunSizes::of).is_none()
+    {
         out.push(format!(
             "{}:   the sender may batch with UDP GSO and the receiver reads with GRO: where a batch arrives whole \
              (loopback, veth) one RcvbufErrors count can be up to 64 datagrams, so part of 'elsewhere' may be that buffer",
@@ -92,6 +106,15 @@ pub fn lines(r: &ReceiverResult, sender: Option<&SenderResult>) -> Vec<String> {
         ));
     }
     out
+}
+
+/// `44 datagrams`, or `36-44 datagrams, 43.99 on average`.
+fn run_words(z: &RunSizes) -> String {
+    if z.min == z.max {
+        format!("{} datagrams", z.max)
+    } else {
+        format!("{}-{} datagrams, {:.2} on average", z.min, z.max, z.mean())
+    }
 }
 
 /// One line per interval row of `r` that lost something (or whose counters rose beyond
@@ -107,8 +130,10 @@ pub fn interval_lines(r: &ReceiverResult) -> Vec<String> {
             let s = row.loss_split?;
             (s.missing > 0).then(|| {
                 let excess = if s.excess > 0 { format!(" (counters +{} beyond)", grouped(s.excess)) } else { String::new() };
+                let uncertain =
+                    if s.uncertain > 0 { format!(" (socket and elsewhere +-{})", grouped(s.uncertain)) } else { String::new() };
                 format!(
-                    "{}:   interval to {:.3} s: of {} missing, {} socket buffers, {} NIC, {} sending host, {} elsewhere{excess}",
+                    "{}:   interval to {:.3} s: of {} missing, {} socket buffers, {} NIC, {} sending host, {} elsewhere{uncertain}{excess}",
                     r.addr,
                     row.at_ns as f64 / 1e9,
                     grouped(s.missing),
@@ -138,7 +163,11 @@ mod tests {
     }
 
     fn receiver(missing: u64, rcvbuf: i64, nic: bool) -> ReceiverResult {
-        let mut report = crate::fixtures::stream(100_000, 100_000 - missing);
+        receiver_of(100_000, 100_000 - missing, rcvbuf, nic)
+    }
+
+    fn receiver_of(sent: u64, received: u64, rcvbuf: i64, nic: bool) -> ReceiverResult {
+        let mut report = crate::fixtures::stream(sent, received);
         let wirebench_core::report::Results::Stream(results) = &mut report.results else { unreachable!() };
         let mut row = results.receivers.remove(0);
         let mut kernel = Snmp::default();
@@ -197,7 +226,14 @@ mod tests {
         let r = receiver(12_345, 12_001, true);
         assert_eq!(
             r.loss_split,
-            Some(LossSplit { missing: 12_345, send_buffer: 0, socket: 12_001, nic: 0, elsewhere: 344, excess: 0 })
+            Some(LossSplit {
+                missing: 12_345,
+                send_buffer: 0,
+                socket: 12_001,
+                nic: 0,
+                elsewhere: 344,
+                ..LossSplit::default()
+            })
         );
         let l = lines(&r, Some(&sender(false, Some(0), None)));
         assert_eq!(l.len(), 2, "{l:?}");
@@ -214,6 +250,49 @@ mod tests {
         assert!(l[1].contains("counters are host-wide"), "{}", l[1]);
         // a GSO sender: the caveat on whole batches
         assert_eq!(lines(&r, Some(&sender(true, Some(0), None))).len(), 3);
+    }
+
+    /// A loopback receiver that read runs of 44 datagrams: 100 refusals are 4,400
+    /// datagrams, nothing is elsewhere and no caveat is needed; runs of 36 to 44 make the
+    /// share uncertain, and the line says by how much.
+    #[test]
+    fn socket_counts_are_datagrams_by_the_runs_read() {
+        let with_runs = |min, max| {
+            let mut r = receiver_of(101_200, 96_800, 100, true);
+            let datagrams = r.total.received;
+            r.wake = Some(wirebench_core::stream::wake::WakeDelay {
+                stamped: datagrams,
+                runs: datagrams.div_ceil(max),
+                run_min: min,
+                run_max: max,
+                ..Default::default()
+            });
+            r.attribute(Some(0), &[]);
+            r
+        };
+        let r = with_runs(44, 44);
+        let s = r.loss_split.unwrap();
+        assert_eq!((s.missing, s.socket, s.elsewhere, s.uncertain), (4_400, 4_400, 0, 0), "{s:?}");
+        let l = lines(&r, Some(&sender(true, Some(0), None)));
+        assert!(
+            l[0].contains("(Udp InErrors +100, RcvbufErrors +100, each a GRO run of 44 datagrams: raise"),
+            "{}",
+            l[0]
+        );
+        assert!(l[0].ends_with(", 0 elsewhere on the path"), "{}", l[0]);
+        assert_eq!(l.len(), 2, "no caveat: {l:?}");
+        let r = with_runs(36, 44);
+        let s = r.loss_split.unwrap();
+        assert!(s.uncertain > 0 && s.elsewhere <= s.uncertain, "{s:?}");
+        let l = lines(&r, Some(&sender(true, Some(0), None)));
+        assert!(l[0].contains("each a GRO run of 36-44 datagrams, "), "{}", l[0]);
+        assert!(
+            l[2].ends_with(&format!(
+                "the runs read held 36 to 44 datagrams: the socket's share and 'elsewhere' may each be off by up to {}",
+                grouped(s.uncertain)
+            )),
+            "{l:?}"
+        );
     }
 
     #[test]

@@ -73,7 +73,23 @@ fn search_line(out: &mut dyn Write, search: &SearchResult) -> io::Result<()> {
             rate_words(search.floor_per_s)
         ),
         "stopped" => writeln!(out, "search stopped after {n} trials: the best passing rate so far is {best}"),
-        _ => writeln!(out, "highest rate with loss <= {target:.4}%: {best} ({n} trials; the next rate up lost more)"),
+        _ => {
+            // the lowest failure above the answer: did it lose, or only build a queue?
+            let offered = |t: &TrialRow| t.rate_per_s.unwrap_or(t.sent_per_s);
+            let next = search
+                .trials
+                .iter()
+                .filter(|t| !t.passed && offered(t) > search.best_per_s)
+                .min_by(|a, b| offered(a).total_cmp(&offered(b)));
+            let why = match next {
+                Some(t) if t.queue && t.loss <= search.loss_target => format!(
+                    "the next rate up lost no more, but the one-way delay rose {} in it: a queue built",
+                    rise_words(t.delay_rise_ns)
+                ),
+                _ => "the next rate up lost more".to_owned(),
+            };
+            writeln!(out, "highest rate with loss <= {target:.4}%: {best} ({n} trials; {why})")
+        }
     }
 }
 
@@ -278,26 +294,73 @@ fn receiver_lines(
     if let Some(line) = crate::stream_wake::line(r) {
         writeln!(out, "{line}")?;
     }
+    if let Some(line) = queue_line(r, sender) {
+        writeln!(out, "{line}")?;
+    }
     if r.foreign > 0 {
         writeln!(out, "{}: {} datagrams at the receiver were not this session's stream messages", r.addr, r.foreign)?;
     }
     Ok(())
 }
 
-/// One line per search trial.
-pub fn trial(out: &mut dyn Write, t: &TrialRow, size: usize) -> io::Result<()> {
+/// `ADDR: one-way delay rose 8.12 ms over 1.61 s of the sending (...): a queue built on the
+/// path`, when one did (`ratesearch::queue_built`); and when this client's sender fell
+/// behind by about as long, that its catch-up burst alone queues that much.
+#[expect(clippy::cast_precision_loss, reason = "display values")]
+pub fn queue_line(r: &ReceiverResult, sender: Option<&SenderResult>) -> Option<String> {
+    let d = r.total.delay?;
+    if !wirebench_core::ratesearch::queue_built(&d) {
+        return None;
+    }
+    let slip = if r.direction == "reverse" { 0 } else { sender.map_or(0, |s| s.slip_max_ns) };
+    let burst = if i64::try_from(slip).unwrap_or(i64::MAX) * 2 >= d.rise_ns {
+        format!(
+            " (or the sender's catch-up did: it fell up to {:.2} ms behind and sent what it owed at once)",
+            slip as f64 / 1e6
+        )
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "{}: one-way delay rose {:.2} ms over {} of the sending (lowest of its last quarter against its first): \
+         a queue built on the path, the rate is above what it holds{burst}",
+        r.addr,
+        d.rise_ns as f64 / 1e6,
+        secs_words(d.over_ns, 2)
+    ))
+}
+
+/// One line per search trial (`loss_target`: the search's, a share).
+pub fn trial(out: &mut dyn Write, t: &TrialRow, size: usize, loss_target: f64) -> io::Result<()> {
     #[expect(clippy::cast_precision_loss, reason = "display values")]
     let bits = |r: f64| bits_words(r * 8.0 * size as f64);
     writeln!(
         out,
-        "  trial at {:>14} ({:>14}): sent {:>10} received {:>10} loss {:>8.4}%  {}",
+        "  trial at {:>14} ({:>14}): sent {:>10} received {:>10} loss {:>8.4}%  delay {:>10}  {}",
         t.rate_per_s.map_or_else(|| "max".to_owned(), rate_words),
         t.rate_per_s.map_or_else(|| bits(t.sent_per_s), bits),
         t.sent,
         t.received,
         t.loss * 100.0,
-        if t.passed { "pass" } else { "FAIL" }
+        rise_words(t.delay_rise_ns),
+        verdict_words(t, loss_target)
     )
+}
+
+/// A rise of the one-way delay: `+4.12 ms`, `-0.01 ms`, or `-` when not measured.
+#[expect(clippy::cast_precision_loss, reason = "display values")]
+pub fn rise_words(ns: Option<i64>) -> String {
+    ns.map_or_else(|| "-".to_owned(), |v| format!("{:+.2} ms", v as f64 / 1e6))
+}
+
+/// A trial's verdict: `pass`, `FAIL`, or `FAIL (queue)` when only a queue building failed
+/// it (its loss was within `loss_target`).
+pub fn verdict_words(t: &TrialRow, loss_target: f64) -> &'static str {
+    match (t.passed, t.queue && t.loss <= loss_target) {
+        (true, _) => "pass",
+        (false, true) => "FAIL (queue)",
+        (false, false) => "FAIL",
+    }
 }
 
 /// One line per swept size.
@@ -369,7 +432,7 @@ pub fn stream(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     if let Some(search) = &s.search {
         writeln!(out, "\nsearch trials (loss target {:.4}%):", search.loss_target * 100.0)?;
         for t in &search.trials {
-            trial(out, t, s.size)?;
+            trial(out, t, s.size, search.loss_target)?;
         }
     }
     if !s.sweep.is_empty() {
@@ -683,5 +746,79 @@ mod tests {
             "{t}"
         );
         assert!(wirebench_core::report::receivers_failed(&r));
+    }
+
+    /// A trial that lost nothing but built a queue failed: its line, the search's line, the
+    /// HTML table and the JSON say so with the same rise; a run whose delay rose beyond the
+    /// bar says so under its receiver.
+    #[test]
+    fn a_trial_failed_by_its_queue_says_so_in_every_view() {
+        let mut r = fixtures::stream(1000, 1000);
+        let Results::Stream(s) = &mut r.results else { unreachable!() };
+        s.sweep.clear();
+        let search = s.search.as_mut().unwrap();
+        search.trials[0] = TrialRow { loss: 0.0, queue: true, delay_rise_ns: Some(5_120_000), ..search.trials[0] };
+        search.trials[1].delay_rise_ns = Some(-20_000);
+        let text = text_of(&r);
+        assert!(
+            text.lines().nth(1).unwrap().ends_with(
+                "(2 trials; the next rate up lost no more, but the one-way delay rose +5.12 ms in it: a queue built)"
+            ),
+            "{text}"
+        );
+        let Results::Stream(s) = &r.results else { unreachable!() };
+        let mut lines = Vec::new();
+        for t in &s.search.as_ref().unwrap().trials {
+            trial(&mut lines, t, 1000, 0.0).unwrap();
+        }
+        let lost = TrialRow { loss: 0.01, ..s.search.as_ref().unwrap().trials[0] };
+        assert_eq!(verdict_words(&lost, 0.0), "FAIL", "it lost too: no '(queue)'");
+        let lines = String::from_utf8(lines).unwrap();
+        assert!(lines.contains("loss   0.0000%  delay   +5.12 ms  FAIL (queue)\n"), "{lines}");
+        assert!(lines.contains("loss   0.0000%  delay   -0.02 ms  pass\n"), "{lines}");
+        let mut html = Vec::new();
+        let runs = [crate::Run { name: "udp", report: &r }];
+        crate::html::write(&crate::html::Page { title: "t", runs: &runs, compare: false }, &mut html).unwrap();
+        let html = String::from_utf8(html).unwrap();
+        assert!(html.contains("+5.12 ms") && html.contains("FAIL (queue)"), "the table");
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["results"]["search"]["trials"][0]["delay_rise_ns"], 5_120_000);
+        assert_eq!(v["results"]["search"]["trials"][0]["queue"], true);
+        // a receiver whose delay rose 8 ms over 1.6 s: a queue built; 1 ms: none
+        let rx = receiver_mut(&mut r);
+        rx.total.delay = Some(wirebench_core::stream::delay::DelayRise { rise_ns: 8_000_000, over_ns: 1_600_000_000 });
+        assert!(
+            text_of(&r).contains(
+                "127.0.0.1:7878: one-way delay rose 8.00 ms over 1.60 s of the sending (lowest of its last quarter against \
+                 its first): a queue built on the path, the rate is above what it holds\n"
+            ),
+            "{}",
+            text_of(&r)
+        );
+        // a sender that fell 6 ms behind and caught up: that alone queues about as long
+        let mut snd = SenderResult {
+            messages: 1,
+            bytes: 1,
+            per_s: 0.0,
+            bits_per_s: 0.0,
+            send_ns: 1,
+            slip_mean_ns: 0,
+            slip_max_ns: 6_000_000,
+            gso: true,
+            retransmits: None,
+            sndbuf_errors: None,
+            qdisc_drops: None,
+        };
+        let line = queue_line(receiver_mut(&mut r), Some(&snd)).unwrap();
+        assert!(
+            line.ends_with(
+                "(or the sender's catch-up did: it fell up to 6.00 ms behind and sent what it owed at once)"
+            )
+        );
+        snd.slip_max_ns = 3_000_000;
+        assert!(queue_line(receiver_mut(&mut r), Some(&snd)).unwrap().ends_with("the rate is above what it holds"));
+        receiver_mut(&mut r).total.delay =
+            Some(wirebench_core::stream::delay::DelayRise { rise_ns: 1_000_000, over_ns: 1_600_000_000 });
+        assert!(!text_of(&r).contains("one-way delay rose"));
     }
 }

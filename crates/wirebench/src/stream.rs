@@ -114,7 +114,7 @@ pub struct Args {
     /// Loss allowed by --find-max-rate: 0, 0.1%, 0.001.
     #[arg(long, default_value = "0")]
     pub loss_target: String,
-    /// Length of each --find-max-rate or --sizes trial (at least 100ms).
+    /// Length of each --find-max-rate or --sizes trial (100ms to 60s).
     #[arg(long, default_value = "2s")]
     pub trial: Span,
     /// Sweep these message sizes, e.g. 64,256,1024,1468,8192.
@@ -175,8 +175,13 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     } else if !cfg.sizes.is_empty() {
         search::sweep(cfg, ctx, &mut results)?
     } else {
-        let spec =
-            RunSpec { size: cfg.size, rate: cfg.rate.per_sec(cfg.size), count: cfg.count, duration: cfg.duration };
+        let spec = RunSpec {
+            size: cfg.size,
+            rate: cfg.rate.per_sec(cfg.size),
+            count: cfg.count,
+            duration: cfg.duration,
+            behind: crate::flow::send::Behind::CatchUp,
+        };
         let live = live_for_run(cfg);
         once(cfg, &spec, ctx, &live)?
     };

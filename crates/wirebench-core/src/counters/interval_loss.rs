@@ -152,13 +152,48 @@ impl LossSplit {
             nic: self.nic.saturating_add(o.nic),
             elsewhere: self.elsewhere.saturating_add(o.elsewhere),
             excess: self.excess.saturating_add(o.excess),
+            uncertain: self.uncertain.saturating_add(o.uncertain),
         }
+    }
+}
+
+/// Gives each row its part of the run's `uncertain` datagrams, in proportion to its socket
+/// share (the rounding carried from row to row, so the parts add up to `uncertain`; all on
+/// the last row when no row has a socket share).
+pub fn spread_uncertain(rows: &mut [LossSplit], uncertain: u64) {
+    let total: u64 = rows.iter().map(|r| r.socket).sum();
+    let (mut so_far, mut given) = (0u128, 0u64);
+    let n = rows.len();
+    for (i, row) in rows.iter_mut().enumerate() {
+        so_far += u128::from(row.socket);
+        let due = if total == 0 {
+            if i + 1 == n { uncertain } else { 0 }
+        } else {
+            u64::try_from(u128::from(uncertain) * so_far / u128::from(total)).unwrap_or(uncertain)
+        };
+        row.uncertain = due - given;
+        given = due;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uncertainty_spreads_over_the_rows_by_socket_share_and_adds_up() {
+        let mut rows = [
+            LossSplit { socket: 1, ..LossSplit::default() },
+            LossSplit { socket: 0, ..LossSplit::default() },
+            LossSplit { socket: 2, ..LossSplit::default() },
+        ];
+        spread_uncertain(&mut rows, 10);
+        assert_eq!(rows.map(|r| r.uncertain), [3, 0, 7]);
+        let mut none = [LossSplit::default(); 2];
+        spread_uncertain(&mut none, 4);
+        assert_eq!(none.map(|r| r.uncertain), [0, 4]);
+        spread_uncertain(&mut [], 4);
+    }
 
     fn sum(rows: &[LossSplit]) -> LossSplit {
         rows.iter().fold(LossSplit::default(), |a, &r| a.plus(r))

@@ -10,13 +10,15 @@
 //! difference, [`SOFTNET`] and [`NIC`] (so a stream result's `kernel` field keeps one shape
 //! on the wire and in reports; an older serve just lacks them).
 //!
-//! Counting caveat: `RcvbufErrors` and `InErrors` count dropped *packets*. A sender that
-//! batches with UDP GSO and a receiver that reads with GRO can meet whole GSO runs (up to
-//! 64 datagrams) on loopback and veth, and one dropped run is then one count: the socket
-//! share is a lower bound there, and the report says so.
+//! Counting: `RcvbufErrors` and `InErrors` count dropped *packets*. A sender that batches
+//! with UDP GSO and a receiver that reads with GRO meet whole GSO runs (up to 64 datagrams)
+//! on loopback and veth, and one dropped run is one count. So the socket's share is its
+//! count times the mean run the receiver read ([`RunSizes`]), and the split says how far
+//! that may be off (`LossSplit::uncertain`: the runs read ranged from this to that size).
 
 use super::{Delta, LossSplit};
 use crate::snmp::Snmp;
+use crate::stream::wake::WakeDelay;
 
 /// Table of the softnet backlog's counters: `Dropped`, `TimeSqueeze` (summed over CPUs).
 pub const SOFTNET: &str = "Softnet";
@@ -122,7 +124,72 @@ impl LossSplit {
         let (s, k, n) = (take(send_buffer), take(socket), take(nic));
         // Counters come from the far end: saturate rather than wrap or panic on absurd ones.
         let excess = (send_buffer - s).saturating_add(socket - k).saturating_add(nic - n);
-        Self { missing, send_buffer: s, socket: k, nic: n, elsewhere: left, excess }
+        Self { missing, send_buffer: s, socket: k, nic: n, elsewhere: left, excess, uncertain: 0 }
+    }
+
+    /// Sets [`Self::uncertain`] from the range the socket's drops could span, datagrams
+    /// (`RunSizes::range`): how far the socket's share, capped as [`Self::of`] caps it,
+    /// could move within it.
+    #[must_use]
+    pub fn with_socket_range(mut self, (lo, hi): (u64, u64)) -> Self {
+        let room = self.missing - self.send_buffer;
+        let (lo, hi) = (lo.min(room), hi.min(room));
+        self.uncertain = self.socket.saturating_sub(lo).max(hi.saturating_sub(self.socket));
+        self
+    }
+}
+
+/// How many datagrams a receiving socket's drop counts stand for. A socket counts a packet
+/// it refuses once (`InErrors`, `RcvbufErrors`), and a stream's packet can be a GRO run of
+/// up to 64 datagrams: a GSO batch that crossed loopback or a veth whole, or datagrams the
+/// receiving interface coalesced. The receiver's reads say how large the runs were
+/// (`WakeDelay::runs`): a count stands for the mean run read, and at least the smallest,
+/// at most the largest. Where every run read had one size (a loopback stream of full GSO
+/// batches) the count is exact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunSizes {
+    /// Runs read.
+    pub runs: u64,
+    /// Datagrams in them.
+    pub datagrams: u64,
+    /// Fewest datagrams in one.
+    pub min: u64,
+    /// Most.
+    pub max: u64,
+}
+
+impl RunSizes {
+    /// From a receiver's reads; `None` when it read nothing or did not say (an older one).
+    pub fn of(w: &WakeDelay) -> Option<Self> {
+        let datagrams = w.stamped.saturating_add(w.unstamped);
+        (w.runs > 0 && w.run_min > 0 && datagrams > 0).then_some(Self {
+            runs: w.runs,
+            datagrams,
+            min: w.run_min,
+            max: w.run_max.max(w.run_min),
+        })
+    }
+
+    /// `packets` counted by a socket, in datagrams: at the mean run read, rounded.
+    pub fn datagrams(&self, packets: u64) -> u64 {
+        let d = (u128::from(packets) * u128::from(self.datagrams) + u128::from(self.runs) / 2) / u128::from(self.runs);
+        u64::try_from(d).unwrap_or(u64::MAX)
+    }
+
+    /// The fewest and most datagrams `packets` can be.
+    pub const fn range(&self, packets: u64) -> (u64, u64) {
+        (packets.saturating_mul(self.min), packets.saturating_mul(self.max))
+    }
+
+    /// The mean run read, datagrams.
+    #[expect(clippy::cast_precision_loss, reason = "a display value")]
+    pub fn mean(&self) -> f64 {
+        self.datagrams as f64 / self.runs as f64
+    }
+
+    /// Runs of more than one datagram were read: a count is not a datagram.
+    pub const fn batched(&self) -> bool {
+        self.max > 1
     }
 }
 
@@ -202,7 +269,17 @@ mod tests {
                 });
         add_below_socket_tables(&mut k, &d);
         let s = split_stream(12_345, Some(0), &k).unwrap();
-        assert_eq!(s, LossSplit { missing: 12_345, send_buffer: 0, socket: 12_001, nic: 0, elsewhere: 344, excess: 0 });
+        assert_eq!(
+            s,
+            LossSplit {
+                missing: 12_345,
+                send_buffer: 0,
+                socket: 12_001,
+                nic: 0,
+                elsewhere: 344,
+                ..LossSplit::default()
+            }
+        );
     }
 
     #[test]
@@ -250,6 +327,52 @@ mod tests {
         k.0.entry("Udp".into()).or_default().insert("RcvbufErrors".into(), 3);
         assert_eq!(ReceiveDrops::of(&k).unwrap().socket, 3);
         assert_eq!(ReceiveDrops::of(&kernel(-5, -5)).unwrap(), ReceiveDrops { socket: 0, rcvbuf: 0, nic: None });
+    }
+
+    fn runs(datagrams: u64, runs: u64, min: u64, max: u64) -> WakeDelay {
+        WakeDelay { stamped: datagrams, runs, run_min: min, run_max: max, ..WakeDelay::default() }
+    }
+
+    /// A loopback stream of full GSO batches: every run read was 44 datagrams, so 35,912
+    /// refusals are 1,580,128 datagrams exactly, and nothing is left elsewhere.
+    #[test]
+    fn socket_counts_of_whole_runs_are_datagrams_exactly() {
+        let z = RunSizes::of(&runs(1_309_000, 29_750, 44, 44)).unwrap();
+        assert_eq!(z.datagrams(35_912), 1_580_128);
+        assert_eq!(z.range(35_912), (1_580_128, 1_580_128));
+        let s = LossSplit::of(1_580_128, 0, z.datagrams(35_912), 0).with_socket_range(z.range(35_912));
+        assert_eq!((s.socket, s.elsewhere, s.uncertain, s.excess), (1_580_128, 0, 0, 0));
+    }
+
+    /// Runs of 36 to 44 datagrams (mean 43.9): the share is the mean's, and it may be off
+    /// by as much as the count times the spread on either side, capped by what is missing.
+    #[test]
+    fn runs_of_several_sizes_make_the_share_uncertain_by_their_spread() {
+        // 681 runs of 44 and one of 36: 30,000 datagrams
+        let z = RunSizes::of(&runs(30_000, 682, 36, 44)).unwrap();
+        assert!((z.mean() - 43.988).abs() < 1e-3 && z.batched());
+        assert_eq!(z.datagrams(100), 4_399);
+        assert_eq!(z.range(100), (3_600, 4_400));
+        let s = LossSplit::of(4_400, 0, 4_399, 0).with_socket_range(z.range(100));
+        assert_eq!((s.socket, s.elsewhere, s.uncertain), (4_399, 1, 799), "the share could be 3,600");
+        // more missing than the largest runs explain: the rest is elsewhere, by up to the spread
+        let s = LossSplit::of(10_000, 0, 4_399, 0).with_socket_range(z.range(100));
+        assert_eq!((s.socket, s.elsewhere, s.uncertain), (4_399, 5_601, 799));
+        // the sender's share first: the socket's room is what is left
+        let s = LossSplit::of(4_000, 1_000, 4_399, 0).with_socket_range(z.range(100));
+        assert_eq!((s.send_buffer, s.socket, s.uncertain), (1_000, 3_000, 0), "the cap: any size fills it");
+    }
+
+    #[test]
+    fn no_runs_no_sizes() {
+        assert_eq!(RunSizes::of(&WakeDelay::default()), None, "an older receiver");
+        assert_eq!(RunSizes::of(&runs(0, 0, 0, 0)), None, "nothing read");
+        let one = RunSizes::of(&runs(500, 500, 1, 1)).unwrap();
+        assert!(!one.batched());
+        assert_eq!((one.datagrams(7), one.range(7)), (7, (7, 7)));
+        let huge = RunSizes::of(&runs(u64::MAX, 1, 1, 64)).unwrap();
+        assert_eq!(huge.datagrams(u64::MAX), u64::MAX, "saturates");
+        assert_eq!(huge.range(u64::MAX), (u64::MAX, u64::MAX));
     }
 
     proptest::proptest! {

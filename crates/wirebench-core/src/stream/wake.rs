@@ -21,13 +21,22 @@ pub const MAX_NS: u64 = 60_000_000_000;
 /// counters) where three digits would take 256 KiB per receiver.
 const SIGFIG: u8 = 2;
 
-/// Records wake-up delays; never allocates after [`Self::new`].
+/// The most datagrams one run can hold: a 64 KiB read of 1-byte datagrams.
+pub const MAX_RUN: u64 = 65_535;
+
+/// Records wake-up delays and the sizes of the runs read; never allocates after
+/// [`Self::new`].
 #[derive(Debug, Clone)]
 pub struct WakeRecorder {
     hist: Histogram<u64>,
     available: bool,
     unstamped: u64,
     after_read: u64,
+    runs: u64,
+    /// Fewest datagrams in a run before the latest one.
+    run_min: u64,
+    run_max: u64,
+    last_run: u64,
 }
 
 /// The wake-up delay of one receiver, as reports carry it.
@@ -47,18 +56,37 @@ pub struct WakeDelay {
     pub p99_ns: u64,
     /// Largest, ns.
     pub max_ns: u64,
+    /// Runs read: each a packet to the kernel (a GRO run of datagrams, or one), which a
+    /// socket that refuses it counts once (`InErrors`, `RcvbufErrors`). With the datagrams
+    /// (`stamped + unstamped`) they say how many datagrams such a count stands for
+    /// (`counters::RunSizes`). 0 from an older receiver.
+    #[serde(default)]
+    pub runs: u64,
+    /// Fewest datagrams in one run read, the last one aside (a stream's last run is often
+    /// its sender's remainder); 0 when none was read.
+    #[serde(default)]
+    pub run_min: u64,
+    /// Most datagrams in one run read.
+    #[serde(default)]
+    pub run_max: u64,
 }
 
 impl WakeRecorder {
     /// A recorder; `available`: the socket has RX stamps on.
     pub fn new(available: bool) -> Self {
         let hist = Histogram::new_with_bounds(1, MAX_NS, SIGFIG).expect("constant bounds are valid");
-        Self { hist, available, unstamped: 0, after_read: 0 }
+        Self { hist, available, unstamped: 0, after_read: 0, runs: 0, run_min: u64::MAX, run_max: 0, last_run: 0 }
     }
 
-    /// `datagrams` read at `read_ns` (wall clock) that entered the stack at `rx_ns`.
+    /// A run of `datagrams` read at `read_ns` (wall clock) that entered the stack at `rx_ns`.
     #[inline]
     pub fn record(&mut self, read_ns: u64, rx_ns: Option<u64>, datagrams: u64) {
+        if self.runs > 0 {
+            self.run_min = self.run_min.min(self.last_run);
+        }
+        self.runs += 1;
+        self.last_run = datagrams;
+        self.run_max = self.run_max.max(datagrams);
         let Some(rx) = rx_ns else {
             self.unstamped += datagrams;
             return;
@@ -84,17 +112,39 @@ impl WakeRecorder {
             p50_ns: at(50.0),
             p99_ns: at(99.0),
             max_ns: if h.is_empty() { 0 } else { h.highest_equivalent(h.max()) },
+            runs: self.runs,
+            run_min: match self.runs {
+                0 => 0,
+                1 => self.last_run,
+                _ => self.run_min,
+            },
+            run_max: self.run_max,
         }
     }
 }
 
 impl WakeDelay {
     /// The checks a receiver's figures from the wire must pass: percentiles in order.
+    /// and runs that hold the datagrams counted (the last may be shorter than `run_min`),
+    /// each at most [`MAX_RUN`].
     pub fn check(&self) -> Result<(), String> {
-        if self.p50_ns <= self.p99_ns && self.p99_ns <= self.max_ns {
+        if !(self.p50_ns <= self.p99_ns && self.p99_ns <= self.max_ns) {
+            return Err(format!(
+                "wake-up delay percentiles out of order: {} {} {}",
+                self.p50_ns, self.p99_ns, self.max_ns
+            ));
+        }
+        let datagrams = u128::from(self.stamped) + u128::from(self.unstamped);
+        let (runs, min, max) = (u128::from(self.runs), u128::from(self.run_min), u128::from(self.run_max));
+        let fits = if self.runs == 0 {
+            self.run_min == 0 && self.run_max == 0
+        } else {
+            1 <= min && min <= max && self.run_max <= MAX_RUN && (runs - 1) * min < datagrams && datagrams <= runs * max
+        };
+        if fits {
             Ok(())
         } else {
-            Err(format!("wake-up delay percentiles out of order: {} {} {}", self.p50_ns, self.p99_ns, self.max_ns))
+            Err(format!("{} runs of {}..={} datagrams cannot hold {datagrams}", self.runs, self.run_min, self.run_max))
         }
     }
 
@@ -124,6 +174,47 @@ mod tests {
         assert!((500_000..505_000).contains(&s.max_ns) && (500_000..=s.max_ns).contains(&s.p99_ns), "{s:?}");
         assert!(s.check().is_ok() && s.measured());
         assert_eq!(w.hist.distinct_values(), 3_840, "30 KiB of counters");
+        assert_eq!((s.runs, s.run_min, s.run_max), (102, 1, 10), "100 alone, a run of 10, 4 unstamped");
+    }
+
+    /// The smallest run leaves the last one aside: a stream of full runs whose last one is
+    /// the sender's remainder still reads as runs of one size.
+    #[test]
+    fn the_last_run_is_not_the_smallest() {
+        let mut w = WakeRecorder::new(true);
+        w.record(2, Some(1), 32);
+        let one = w.summary();
+        assert_eq!((one.runs, one.run_min, one.run_max), (1, 32, 32), "one run: itself");
+        assert!(one.check().is_ok());
+        let mut w = WakeRecorder::new(true);
+        for _ in 0..10 {
+            w.record(2, Some(1), 44);
+        }
+        w.record(2, Some(1), 32);
+        let s = w.summary();
+        assert_eq!((s.runs, s.run_min, s.run_max, s.stamped), (11, 44, 44, 472));
+        assert!(s.check().is_ok(), "{s:?}");
+        w.record(2, Some(1), 44);
+        assert_eq!(w.summary().run_min, 32, "no longer the last");
+    }
+
+    /// Run sizes from the wire must be able to hold the datagrams counted.
+    #[test]
+    fn runs_that_cannot_hold_the_datagrams_are_refused() {
+        let ok = WakeDelay { stamped: 88, unstamped: 1, runs: 3, run_min: 1, run_max: 44, ..WakeDelay::default() };
+        assert!(ok.check().is_ok());
+        for bad in [
+            WakeDelay { runs: 1, ..ok },
+            WakeDelay { runs: 90, ..ok },
+            WakeDelay { run_min: 0, ..ok },
+            WakeDelay { run_min: 45, ..ok },
+            WakeDelay { run_max: MAX_RUN + 1, ..ok },
+            WakeDelay { runs: 0, ..ok },
+            WakeDelay { runs: u64::MAX, run_min: u64::MAX, run_max: u64::MAX, ..ok },
+        ] {
+            assert!(bad.check().is_err(), "{bad:?}");
+        }
+        assert!(WakeDelay { stamped: 5, ..WakeDelay::default() }.check().is_ok(), "an older receiver: no runs");
     }
 
     #[test]

@@ -110,7 +110,10 @@ fn search_section(
     figure(
         out,
         &svg,
-        &format!("Each trial's offered rate; passed means loss within {:.4}%.", search.loss_target * 100.0),
+        &format!(
+            "Each trial's offered rate; passed means loss within {:.4}% and no queue building.",
+            search.loss_target * 100.0
+        ),
     )?;
     let rows: Vec<Vec<String>> = search
         .trials
@@ -124,9 +127,10 @@ fn search_section(
                 t.sent.to_string(),
                 t.received.to_string(),
                 format!("{:.4}%", t.loss * 100.0),
-                if t.passed { "pass" } else { "FAIL" }.into(),
+                stream_text::rise_words(t.delay_rise_ns),
+                stream_text::verdict_words(t, search.loss_target).into(),
             ]
         })
         .collect();
-    table(out, "trials", &["trial", "rate", "offered", "sent", "received", "loss", "verdict"], &rows)
+    table(out, "trials", &["trial", "rate", "offered", "sent", "received", "loss", "delay rise", "verdict"], &rows)
 }

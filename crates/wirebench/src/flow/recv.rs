@@ -53,9 +53,9 @@ impl Accounts {
         }
     }
 
-    /// Lifetime counts per publisher.
+    /// Lifetime counts per publisher, with the one-way delay's rise (`StreamRx::summary`).
     pub fn counts(&self) -> Vec<StreamCounts> {
-        self.rx.iter().map(|r| *r.counts()).collect()
+        self.rx.iter().map(StreamRx::summary).collect()
     }
 
     /// Unique messages received, all publishers.
@@ -66,7 +66,7 @@ impl Accounts {
     /// Copies the lifetime counts into `into` (no allocation once it has the capacity).
     pub fn counts_into(&self, into: &mut Vec<StreamCounts>) {
         into.clear();
-        into.extend(self.rx.iter().map(|r| *r.counts()));
+        into.extend(self.rx.iter().map(StreamRx::summary));
     }
 }
 

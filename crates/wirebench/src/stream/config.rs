@@ -20,6 +20,8 @@ pub(super) const DEFAULT_UDP_SIZE: usize = 1468;
 pub(super) const DEFAULT_TCP_SIZE: usize = 65_535;
 /// Default run length.
 pub(super) const DEFAULT_DURATION: Duration = Duration::from_secs(10);
+/// The longest search or sweep trial: RFC 2544's (section 26.1).
+pub(super) const MAX_TRIAL: Duration = Duration::from_secs(60);
 
 /// A validated stream configuration.
 #[derive(Debug, Clone, Serialize)]
@@ -152,8 +154,8 @@ impl Config {
         if a.duration.is_some_and(|d| d.0.is_zero()) {
             return Err(usage("--duration must be above 0".into()));
         }
-        if a.trial.0 < Duration::from_millis(100) {
-            return Err(usage("--trial must be at least 100ms".into()));
+        if a.trial.0 < Duration::from_millis(100) || a.trial.0 > MAX_TRIAL {
+            return Err(usage("--trial must be at least 100ms and at most 60s (RFC 2544's trial)".into()));
         }
         let direction = match (a.reverse, a.bidir) {
             (true, true) => {
@@ -257,6 +259,9 @@ mod tests {
         assert_eq!((c.size, c.proto, c.direction, c.parallel), (1468, StreamProto::Udp, Direction::Forward, 1));
         assert_eq!((c.rate, c.duration), (StreamRate::Max, DEFAULT_DURATION));
         assert_eq!(cfg(&["127.0.0.1:7878", "--proto", "tcp"]).unwrap().size, DEFAULT_TCP_SIZE);
+        // trials from 100 ms to RFC 2544's 60 s
+        assert_eq!(cfg(&["127.0.0.1:7878", "--trial", "60s"]).unwrap().trial, MAX_TRIAL);
+        assert_eq!(cfg(&["127.0.0.1:7878", "--trial", "100ms"]).unwrap().trial, Duration::from_millis(100));
     }
 
     #[test]
@@ -280,6 +285,7 @@ mod tests {
             (&["127.0.0.1:7878", "--ttl", "256"], "--ttl"),
             (&["127.0.0.1:7878", "--reverse", "--bidir"], "pick one"),
             (&["127.0.0.1:7878", "--trial", "0s"], "--trial must be at least 100ms"),
+            (&["127.0.0.1:7878", "--trial", "61s"], "at most 60s"),
             (&["127.0.0.1:7878", "--polite"], "needs --bidir"),
             (&["127.0.0.1:7878", "--parallel", "0"], "--parallel"),
             (&["127.0.0.1:7878", "--group", "10.0.0.1:5000"], "not a multicast group"),

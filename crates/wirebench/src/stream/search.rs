@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use wirebench_core::ratesearch::{Ending, RateSearch, SearchSteps};
+use wirebench_core::ratesearch::{Ending, RateSearch, SearchSteps, queue_built, reached};
 use wirebench_core::report::{ReceiverResult, SearchResult, StreamResults, SweepRow, TrialRow};
 use wirebench_core::units::Span;
 use wirebench_report::text::rate_words;
@@ -14,6 +14,7 @@ use wirebench_report::text::rate_words;
 use super::session::{Live, RunOut, RunSpec};
 use super::{Config, once};
 use crate::Ctx;
+use crate::flow::send::Behind;
 use crate::progress::{Progress, Total};
 
 /// No bar and no lines: a trial of a search or a sweep (the search has its own bar).
@@ -30,6 +31,14 @@ fn loss_of(r: &RunOut) -> (u64, u64, f64) {
     (sent, got, loss)
 }
 
+/// How much the one-way delay rose in a trial (the receiver whose rose most), and whether a
+/// queue built on the path (`ratesearch::queue_built`; a trial's sender resumes after a
+/// stall, so no catch-up burst of its own built it).
+fn queue_of(r: &RunOut) -> (Option<i64>, bool) {
+    let rises = || r.receivers.iter().filter_map(|x| x.total.delay);
+    (rises().map(|d| d.rise_ns).max(), rises().any(|d| queue_built(&d)))
+}
+
 /// The slowest rate a search tries, messages/s: a trial must carry a few messages (4) to
 /// say anything, and never slower than 1 a second.
 fn search_floor(trial: Duration) -> f64 {
@@ -38,7 +47,7 @@ fn search_floor(trial: Duration) -> f64 {
 
 pub(super) fn find_max_rate(cfg: &Config, ctx: &mut Ctx<'_>, results: &mut StreamResults) -> anyhow::Result<RunOut> {
     let trial = |rate: Option<f64>, ctx: &mut Ctx<'_>| {
-        let spec = RunSpec { size: cfg.size, rate, count: None, duration: cfg.trial };
+        let spec = RunSpec { size: cfg.size, rate, count: None, duration: cfg.trial, behind: Behind::Resume };
         once(cfg, &spec, ctx, &quiet_trial())
     };
     let steps = SearchSteps { floor: search_floor(cfg.trial), ..SearchSteps::default() };
@@ -49,7 +58,7 @@ pub(super) fn find_max_rate(cfg: &Config, ctx: &mut Ctx<'_>, results: &mut Strea
     if !cfg.quiet {
         writeln!(
             ctx.out,
-            "finding the highest rate with loss <= {:.4}%: trials of {}, from {} down to {} by tenths, then halving the bracket to {:.0}% (at most {budget} trials)",
+            "finding the highest rate with loss <= {:.4}% and no queue building: trials of {}, from {} down to {} by tenths, then halving the bracket to {:.1}% (at most {budget} trials)",
             cfg.loss_target * 100.0,
             Span(cfg.trial),
             top_rate.map_or_else(|| "flat out".to_owned(), rate_words),
@@ -68,8 +77,12 @@ pub(super) fn find_max_rate(cfg: &Config, ctx: &mut Ctx<'_>, results: &mut Strea
     let mut rows = Vec::new();
     let mut record = |r: &RunOut, rate: Option<f64>, s: &mut RateSearch, ctx: &mut Ctx<'_>| {
         let (sent, got, loss) = loss_of(r);
-        let achieved = r.sender.map_or(0.0, |x| x.per_s / f64::from(cfg.parallel));
-        let t = s.on_result_achieved(rate.unwrap_or(top), achieved, loss);
+        // what a sender reached: the rate asked, unless it fell short beyond the stalls it skipped
+        let achieved = r
+            .sender
+            .map_or(0.0, |x| reached(rate.unwrap_or(top), x.per_s / f64::from(cfg.parallel), r.skipped_ns, x.send_ns));
+        let (delay, queue) = queue_of(r);
+        let t = s.on_result_achieved(rate.unwrap_or(top), achieved, loss, queue);
         let row = TrialRow {
             rate_per_s: rate,
             sent_per_s: r.sender.map_or(0.0, |x| x.per_s),
@@ -77,9 +90,11 @@ pub(super) fn find_max_rate(cfg: &Config, ctx: &mut Ctx<'_>, results: &mut Strea
             received: got,
             loss,
             passed: t.passed,
+            delay_rise_ns: delay,
+            queue,
         };
         if !cfg.quiet {
-            bar.suspend(|| wirebench_report::stream_text::trial(ctx.out, &row, cfg.size)).ok();
+            bar.suspend(|| wirebench_report::stream_text::trial(ctx.out, &row, cfg.size, cfg.loss_target)).ok();
         }
         rows.push(row);
         done.fetch_add(1, Ordering::Relaxed);
@@ -125,7 +140,8 @@ pub(super) fn sweep(cfg: &Config, ctx: &mut Ctx<'_>, results: &mut StreamResults
         if ctx.shutdown.is_set() || last.peer_lost.is_some() {
             break;
         }
-        let spec = RunSpec { size, rate: cfg.rate.per_sec(size), count: None, duration: cfg.trial };
+        let spec =
+            RunSpec { size, rate: cfg.rate.per_sec(size), count: None, duration: cfg.trial, behind: Behind::CatchUp };
         last = once(cfg, &spec, ctx, &quiet_trial())?;
         let (_, _, loss) = loss_of(&last);
         let got: f64 = last.receivers.iter().map(ReceiverResult::per_s).sum();

@@ -17,6 +17,7 @@ use wirebench_core::wire::control::{Control, Direction, Granted, PublisherCounts
 use wirebench_core::wire::handshake;
 
 use crate::control;
+use crate::flow::send::Behind;
 pub(super) use wirebench_report::text::{bits_words, rate_words, secs_words};
 
 /// What one run needs beyond the config: the size, rate and bounds of this trial.
@@ -30,6 +31,9 @@ pub(super) struct RunSpec {
     pub count: Option<u64>,
     /// How long.
     pub duration: Duration,
+    /// What a paced sender does after a stall: catch up (a run) or resume at the rate (a
+    /// search's trial, whose bottleneck would queue the catch-up burst).
+    pub behind: Behind,
 }
 
 /// What one run measured.
@@ -45,6 +49,9 @@ pub(super) struct RunOut {
     pub peer_lost: Option<String>,
     /// This client's senders' own health (forward).
     pub generator: Option<wirebench_core::report::GeneratorHealth>,
+    /// The most sending time one of this client's senders skipped after stalls
+    /// (`send::Behind::Resume`), ns.
+    pub skipped_ns: u64,
 }
 
 /// How a run shows its progress: interval lines (unless quiet), drawn around the bar when

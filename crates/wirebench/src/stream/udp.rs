@@ -66,8 +66,8 @@ fn senders(
             stop: Stop { max_count: spec.count, deadline: Some(spec.duration) },
             ignore_refused: cfg.no_control,
         };
-        let st = stop.clone();
-        jobs.push(std::thread::spawn(move || send::run(&mut UdpBatchSender::new(sock, s.size), &s, &st)));
+        let (st, behind) = (stop.clone(), spec.behind);
+        jobs.push(std::thread::spawn(move || send::run_paced(&mut UdpBatchSender::new(sock, s.size), &s, &st, behind)));
     }
     Ok(jobs)
 }
@@ -409,6 +409,7 @@ pub(super) fn run(
             row.attribute(sender_here, &reads[i]);
             out.receivers.push(row);
         }
+        out.skipped_ns = all_sent.iter().map(|s| s.skipped_ns).max().unwrap_or(0);
         let mut sender = sender_result(&all_sent);
         sender.sndbuf_errors = sndbuf_here;
         sender.qdisc_drops = qdisc_here;

@@ -47,8 +47,10 @@ mod serve_noise; // 100,000 bad datagrams at serve during a ping
 mod shape; // shape tc: the script; in namespaces apply/clear, foreign qdiscs left alone, NAT clients classified
 mod stream; // stream and listen on loopback: complete, both sides, reverse only to the client
 #[cfg(feature = "netns-tests")]
-mod stream_loss; // in namespaces: a tiny receive buffer blamed on RcvbufErrors, a router's tbf drops elsewhere on the path, the sender's own tbf drops on the sending host
+mod stream_loss; // in namespaces: a tiny receive buffer blamed on RcvbufErrors, a loopback stream's GRO runs counted in datagrams, a router's tbf drops elsewhere on the path, the sender's own tbf drops on the sending host
 mod stream_rates; // one time base, interval rows and live lines, kernel counters, input rules
+#[cfg(feature = "netns-tests")]
+mod stream_search; // in namespaces: the loss-free rate through a router's 50 Mbit/s tbf is within 1 % of the payload rate its counters say it passes
 mod stream_stamps; // the stream receiver's kernel RX stamps: never after the read, the same in every view, a note without them
 #[cfg(feature = "netns-tests")]
 mod stream_tcp_rate; // in namespaces: a TCP stream of four connections through a tbf is at most the link's rate, as the tbf's own counter says

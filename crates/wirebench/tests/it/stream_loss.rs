@@ -4,7 +4,8 @@
 //! router's tbf drops are "elsewhere on the path" and match the qdisc's own drop counter,
 //! and a tbf on the sender's own link drops on the sending host, by its drop counter.
 //! Each datagram crosses alone (GSO off on the sender's link), so every counter counts
-//! datagrams, not GSO batches; but for the sender's own tbf, whose gap is in GSO batches.
+//! datagrams, not GSO batches; but for the sender's own tbf, whose gap is in GSO batches,
+//! and a stream on one host's loopback, whose socket counts GRO runs.
 
 use wirebench_core::report::{ReceiverResult, Report, Results, StreamResults};
 use wirebench_core::snmp::Snmp;
@@ -88,6 +89,60 @@ fn a_tiny_receive_buffer_is_blamed_on_rcvbuf_errors() {
         "{text}"
     );
     assert!(text.contains("sysctl -w net.core.rmem_max="), "{text}");
+}
+
+/// A default flat-out stream on one host's loopback (a namespace's own, whose
+/// `/proc/net/snmp` counts only this run) into a 64 KB receive buffer: GSO batches cross
+/// loopback whole and the full buffer refuses them whole, one `RcvbufErrors` count each.
+/// The split takes each count as the GRO runs the receiver read, so on a path that is one
+/// host nothing is "elsewhere on the path" beyond what the split says it is unsure of; and
+/// the namespace's own counters, read by the test around the run, agree: the missing
+/// datagrams are `RcvbufErrors` runs of the sizes read, and `InDatagrams` counted the runs.
+#[test]
+fn a_loopback_streams_socket_drops_are_counted_in_datagrams() {
+    let mut lab = Lab::new("lodg");
+    let ns = lab.ns("h");
+    lab.serve(&ns, &["serve", "--listen", "127.0.0.1:7878", "--open"]);
+    let before = snmp_in(&ns);
+    let (s, text) = run(&ns, &["stream", "127.0.0.1:7878", "--rcvbuf", "64k", "-d", "1s", "--no-hiccup"]);
+    let after = snmp_in(&ns);
+    let r = receiver(&s);
+    let split = r.loss_split.expect("a loss split");
+    let missing = r.sent - r.total.received;
+    let rcvbuf = rose(&before, &after, "Udp", "RcvbufErrors");
+    assert!(rcvbuf > 0 && missing > 0, "a 64 KB buffer behind a flat-out sender loses: {missing} missing");
+    assert_eq!(r.rcvbuf_errors(), Some(i64::try_from(rcvbuf).unwrap()), "{:?}", r.kernel);
+    let w = r.wake.expect("the receiver's reads");
+    assert!(w.run_max > 1, "GSO batches crossed loopback whole: {w:?}");
+    #[expect(clippy::cast_precision_loss, reason = "a ratio")]
+    let off = w.runs.abs_diff(rose(&before, &after, "Udp", "InDatagrams")) as f64 / w.runs as f64;
+    assert!(off < 0.01, "InDatagrams counts the runs read: {w:?}");
+    // every missing datagram is in a refused run of a size the receiver read
+    assert!(
+        rcvbuf * w.run_min <= missing && missing <= rcvbuf * w.run_max,
+        "{missing} missing, {rcvbuf} refused, {w:?}"
+    );
+    assert_eq!((split.missing, split.send_buffer, split.nic), (missing, 0, 0), "{split:?}");
+    assert!(split.elsewhere <= split.uncertain, "nothing elsewhere on one host beyond the uncertainty: {split:?}");
+    assert!(split.uncertain <= rcvbuf * (w.run_max - w.run_min), "{split:?} {w:?}");
+    assert!(
+        text.contains(&format!(
+            "of {} missing, {} dropped by the receiving host's socket buffers (Udp InErrors",
+            wirebench_report::stream_loss::grouped(missing),
+            wirebench_report::stream_loss::grouped(split.socket)
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("{} elsewhere on the path", wirebench_report::stream_loss::grouped(split.elsewhere))),
+        "{text}"
+    );
+    let rows = r.intervals.iter().map(|x| x.loss_split.expect("every row has its split"));
+    assert_eq!(
+        rows.fold(wirebench_core::counters::LossSplit::default(), wirebench_core::counters::LossSplit::plus),
+        split,
+        "rows add up"
+    );
 }
 
 /// A paced stream (2k/s of 200 bytes) into a 64 KB buffer (room for tens of milliseconds of

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::counters::LossSplit;
+use crate::counters::{LossSplit, RunSizes};
 use crate::generator::{CpuSecond, GeneratorVerdict, SlipSecond};
 use crate::snmp::Snmp;
 use crate::stream::StreamCounts;
@@ -239,18 +239,29 @@ impl ReceiverResult {
     }
 
     /// Sets [`Self::loss_split`] from the counters it carries and the sending host's drops
-    /// after the send (when known: `counters::sender_drops`), and each interval row's split from `readings` (one per
-    /// row, cumulative since the run began, `wirebench_core::counters::reading`; fewer:
-    /// none for the rest), so that the rows add up to the run (`counters::split_rows`).
+    /// after the send (when known: `counters::sender_drops`), and each interval row's split
+    /// from `readings` (one per row, cumulative since the run began,
+    /// `wirebench_core::counters::reading`; fewer: none for the rest), so that the rows add
+    /// up to the run (`counters::split_rows`). The receiving socket's counts are taken in
+    /// datagrams, by the runs the receiver read (`counters::RunSizes`, from [`Self::wake`]),
+    /// and the split says how far that may be off (`LossSplit::uncertain`).
     pub fn attribute(&mut self, sender_sndbuf: Option<u64>, readings: &[crate::counters::Reading]) {
-        let whole = self.kernel.as_ref().and_then(|k| crate::counters::whole(sender_sndbuf, k));
-        self.loss_split = whole.map(|[s, k, n]| LossSplit::of(self.missing(), s, k, n));
-        let Some(whole) = whole else {
+        let Some([send, socket, nic]) = self.kernel.as_ref().and_then(|k| crate::counters::whole(sender_sndbuf, k))
+        else {
+            self.loss_split = None;
             for row in &mut self.intervals {
                 row.loss_split = None;
             }
             return;
         };
+        let sizes = self.wake.as_ref().and_then(RunSizes::of);
+        let in_datagrams = |packets: u64| sizes.map_or(packets, |z| z.datagrams(packets));
+        let whole = [send, in_datagrams(socket), nic];
+        let mut split = LossSplit::of(self.missing(), whole[0], whole[1], whole[2]);
+        if let Some(z) = sizes {
+            split = split.with_socket_range(z.range(socket));
+        }
+        self.loss_split = Some(split);
         let (mut expected, mut received) = (0u64, 0u64);
         let missing_at: Vec<u64> = self
             .intervals
@@ -261,7 +272,10 @@ impl ReceiverResult {
                 expected.saturating_sub(received)
             })
             .collect();
-        let rows = crate::counters::split_rows(self.missing(), whole, &missing_at, readings);
+        let readings: Vec<crate::counters::Reading> =
+            readings.iter().map(|r| [r[0], r[1].map(in_datagrams), r[2]]).collect();
+        let mut rows = crate::counters::split_rows(self.missing(), whole, &missing_at, &readings);
+        crate::counters::spread_uncertain(&mut rows, split.uncertain);
         for (row, split) in self.intervals.iter_mut().zip(rows) {
             row.loss_split = Some(split);
         }
@@ -318,8 +332,16 @@ pub struct TrialRow {
     pub received: u64,
     /// Loss share.
     pub loss: f64,
-    /// Within the target?
+    /// Within the target, and no queue built?
     pub passed: bool,
+    /// How much the one-way delay rose during the trial, ns (`StreamCounts::delay`, of the
+    /// receiver whose rose most); absent when not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_rise_ns: Option<i64>,
+    /// A queue built on the path during the trial (`ratesearch::queue_built`): the trial
+    /// failed however little it lost.
+    #[serde(default)]
+    pub queue: bool,
 }
 
 /// One size of a sweep.

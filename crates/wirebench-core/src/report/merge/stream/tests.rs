@@ -36,6 +36,7 @@ fn counts(k: u64, first_ns: u64, last_ns: u64, jitter_ns: f64) -> StreamCounts {
         first_ns,
         last_ns,
         jitter_ns,
+        delay: None,
     }
 }
 
