@@ -1,0 +1,6 @@
+module.exports = {
+  testEnvironment: 'node',
+  roots: ['<rootDir>/test'],
+  testMatch: ['**/*.test.ts'],
+  transform: { '^.+\\.tsx?$': ['ts-jest', { diagnostics: { warnOnly: false } }] },
+};
