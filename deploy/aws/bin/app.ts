@@ -1,11 +1,22 @@
 #!/usr/bin/env node
+// The wirebench labs on AWS (docs/deploy/aws.md). Every setting is CDK context (-c key=value),
+// read at synth time. The stacks are environment-agnostic (account and region come from the
+// deploy's credentials) and do no lookups, so `cdk synth` needs no AWS account.
 import * as cdk from 'aws-cdk-lib';
-import { LatencyLab } from '../lib/latency-lab';
+import { LatencyLab, parseGroups, parseMulticast } from '../lib/latency-lab';
 
 const app = new cdk.App();
 const ctx = (k: string, d: string): string => String(app.node.tryGetContext(k) ?? d);
-new LatencyLab(app, 'WirebenchLatencyLab', {
-  nodes: Number(ctx('nodes', '3')),
-  instanceType: ctx('instanceType', 'c6in.xlarge'),
-  az: ctx('az', 'us-east-1a'),
-});
+
+try {
+  new LatencyLab(app, ctx('latencyStack', 'WirebenchLatencyLab'), {
+    nodes: Number(ctx('nodes', '3')),
+    instanceType: ctx('instanceType', 'c6in.xlarge'),
+    az: ctx('az', 'us-east-1a'),
+    multicast: parseMulticast(ctx('multicast', 'relay')),
+    groups: parseGroups(ctx('groups', '239.255.79.1:7877')),
+  });
+} catch (e) {
+  console.error(`wirebench-aws: ${(e as Error).message}`);
+  process.exit(2);
+}

@@ -1,38 +1,253 @@
+// LatencyLab: N nodes in a cluster placement group at fixed addresses, each running the
+// mesh agent (peers known at synth time) and serve, optionally multicast by relay or by a
+// Transit Gateway multicast domain. Reached through SSM only.
 import * as cdk from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
-import * as iam from 'aws-cdk-lib/aws-iam';
 import { Construct } from 'constructs';
+import {
+  LabNetwork, PORTS, MAX_NODES, al2023, binaryAsset, checkCount, fleetToken, installBase,
+  installUnits, UnitInstall, nodeAddress, nodeRole, resultBucket,
+} from './common';
+
+export type Multicast = 'none' | 'relay' | 'tgw';
 
 export interface LatencyLabProps extends cdk.StackProps {
-  /** Number of nodes in the placement group. */
+  /** Number of nodes, 2..200. */
   readonly nodes: number;
   readonly instanceType: string;
   readonly az: string;
+  readonly multicast: Multicast;
+  /** Multicast groups as GROUP:PORT (serve joins them; relay carries them; TGW registers them). */
+  readonly groups: string[];
+}
+
+export function parseGroups(s: string): string[] {
+  const groups = s.split(',').map((g) => g.trim()).filter((g) => g !== '');
+  for (const g of groups) {
+    const m = /^(\d+)\.(\d+)\.(\d+)\.(\d+):(\d+)$/.exec(g);
+    const octets = m ? m.slice(1, 5).map(Number) : [];
+    const port = m ? Number(m[5]) : 0;
+    if (!m || octets.some((o) => o > 255) || octets[0] < 224 || octets[0] > 239 || port < 1 || port > 65535) {
+      throw new Error(`groups: ${g} is not an IPv4 multicast GROUP:PORT`);
+    }
+    if ([PORTS.agent, PORTS.http, PORTS.serve, PORTS.relay].includes(port)) {
+      throw new Error(`groups: ${g}: port ${port} is one of the lab's own ports`);
+    }
+  }
+  if (groups.length > 64) {
+    throw new Error('groups: at most 64');
+  }
+  return groups;
+}
+
+export function parseMulticast(s: string): Multicast {
+  if (s === 'none' || s === 'relay' || s === 'tgw') {
+    return s;
+  }
+  throw new Error(`multicast: ${s} is not none, relay or tgw`);
 }
 
 export class LatencyLab extends cdk.Stack {
+  readonly instances: ec2.Instance[] = [];
+
   constructor(scope: Construct, id: string, props: LatencyLabProps) {
     super(scope, id, props);
-    const vpc = new ec2.Vpc(this, 'Vpc', {
-      ipAddresses: ec2.IpAddresses.cidr('10.42.0.0/16'),
-      availabilityZones: [props.az],
-      natGateways: 0,
-      subnetConfiguration: [{ name: 'lab', subnetType: ec2.SubnetType.PRIVATE_ISOLATED, cidrMask: 24 }],
-    });
+    const n = checkCount('nodes', props.nodes, 2, MAX_NODES);
+    if (props.multicast !== 'none' && props.groups.length === 0) {
+      throw new Error(`multicast ${props.multicast} needs at least one group`);
+    }
+    const instanceType = new ec2.InstanceType(props.instanceType);
+    const net = new LabNetwork(this, 'Net', { az: props.az });
+    net.allowFromNodes(ec2.Port.tcp(PORTS.agent), 'mesh probes (TCP)');
+    net.allowFromNodes(ec2.Port.udp(PORTS.agent), 'mesh probes (UDP)');
+    net.allowFromNodes(ec2.Port.tcp(PORTS.http), 'mesh HTTP API (mesh status)');
+    net.allowFromNodes(ec2.Port.tcp(PORTS.serve), 'serve: ping and stream (TCP)');
+    net.allowFromNodes(ec2.Port.udp(PORTS.serve), 'serve: ping and stream (UDP)');
+    if (props.multicast === 'relay') {
+      net.allowFromNodes(ec2.Port.udp(PORTS.relay), 'relay datagrams');
+    }
+    if (props.multicast !== 'none') {
+      for (const port of new Set(props.groups.map((g) => Number(g.split(':')[1])))) {
+        net.allowFromNodes(ec2.Port.udp(port), `multicast group port ${port}`);
+      }
+    }
+
     const pg = new ec2.PlacementGroup(this, 'PlacementGroup', { strategy: ec2.PlacementGroupStrategy.CLUSTER });
-    const role = new iam.Role(this, 'NodeRole', {
-      assumedBy: new iam.ServicePrincipal('ec2.amazonaws.com'),
-      managedPolicies: [iam.ManagedPolicy.fromAwsManagedPolicyName('AmazonSSMManagedInstanceCore')],
-    });
-    for (let i = 1; i <= props.nodes; i++) {
-      new ec2.Instance(this, `Node${i}`, {
-        vpc,
-        instanceType: new ec2.InstanceType(props.instanceType),
-        machineImage: ec2.MachineImage.latestAmazonLinux2023(),
+    const role = nodeRole(this, 'NodeRole');
+    const bucket = resultBucket(this, 'Results');
+    bucket.grantReadWrite(role);
+    const token = fleetToken(this, 'Token');
+    token.grantRead(role);
+    const asset = binaryAsset(this, 'Binary');
+    asset.grantRead(role);
+
+    const addrs = Array.from({ length: n }, (_, k) => nodeAddress(k + 1));
+    const enis: ec2.CfnNetworkInterface[] = [];
+    for (let i = 1; i <= n; i++) {
+      const me = addrs[i - 1];
+      const ud = ec2.UserData.forLinux();
+      installBase(ud, asset, token);
+      const peers = addrs
+        .map((a, k) => ({ a, k: k + 1 }))
+        .filter((p) => p.k !== i)
+        .map((p) => `${p.a}:${PORTS.agent} name=node${p.k} zone=${props.az}`);
+      ud.addCommands(
+        `cat > /etc/wirebench/peers <<'WIREBENCH_EOF'\n# the other nodes of the lab (written at synth time)\n${peers.join('\n')}\nWIREBENCH_EOF`,
+      );
+      const joins = props.multicast === 'none' ? [] : props.groups.flatMap((g) => ['--join', g]);
+      const units: UnitInstall[] = [
+        {
+          unit: 'wirebench-mesh.service',
+          envFile: '/etc/wirebench/mesh.env',
+          env: {
+            WIREBENCH_MESH_PEERS: 'file:/etc/wirebench/peers',
+            WIREBENCH_MESH_NAME: `node${i}`,
+            WIREBENCH_MESH_ZONE: props.az,
+            WIREBENCH_MESH_ADVERTISE: me,
+          },
+        },
+        {
+          unit: 'wirebench-serve.service',
+          envFile: '/etc/wirebench/serve.env',
+          mode: '0600',
+          env: {
+            WIREBENCH_SERVE_ARGS: [`--listen 0.0.0.0:${PORTS.serve}`, ...(joins.length ? [joins.join(' '), `--interface ${me}`] : [])].join(' '),
+          },
+        },
+      ];
+      if (props.multicast === 'relay') {
+        ud.addCommands(
+          `cat > /etc/wirebench/relay-peers <<'WIREBENCH_EOF'\n# the other nodes' relays (written at synth time)\n${addrs
+            .filter((_, k) => k + 1 !== i)
+            .map((a) => `${a}:${PORTS.relay}`)
+            .join('\n')}\nWIREBENCH_EOF`,
+        );
+        units.push({
+          unit: 'wirebench-relay.service',
+          envFile: '/etc/wirebench/relay.env',
+          mode: '0640',
+          env: {
+            WIREBENCH_RELAY_ARGS: [`--interface ${me}`, `--listen 0.0.0.0:${PORTS.relay}`, '--peers file:/etc/wirebench/relay-peers', ...props.groups.map((g) => `--group ${g}`)].join(' '),
+          },
+        });
+      }
+      // serve's stream token goes from the token file into its root-only environment file
+      installUnits(ud, units, ['printf "WIREBENCH_TOKEN=%s\\n" "$(cat /etc/wirebench/token)" >> /etc/wirebench/serve.env']);
+
+      const eni = new ec2.CfnNetworkInterface(this, `Node${i}Eni`, {
+        subnetId: net.subnet.subnetId,
+        privateIpAddress: me,
+        groupSet: [net.securityGroup.securityGroupId],
+        description: `wirebench lab node${i}`,
+      });
+      enis.push(eni);
+      const inst = new ec2.Instance(this, `Node${i}`, {
+        vpc: net.vpc,
+        vpcSubnets: { subnets: [net.subnet] },
+        instanceType,
+        machineImage: al2023(instanceType),
         placementGroup: pg,
         role,
-        privateIpAddress: `10.42.0.${10 + i}`,
+        securityGroup: net.securityGroup,
+        userData: ud,
+        requireImdsv2: true,
+        privateIpAddress: me,
+        instanceName: `wirebench-node${i}`,
+      });
+      // The node's network interface is the ENI above (fixed address; TGW multicast
+      // registers ENIs), so the instance names no subnet, group or address of its own.
+      const cfn = inst.node.defaultChild as ec2.CfnInstance;
+      cfn.addPropertyDeletionOverride('SubnetId');
+      cfn.addPropertyDeletionOverride('SecurityGroupIds');
+      cfn.addPropertyDeletionOverride('PrivateIpAddress');
+      cfn.addPropertyOverride('NetworkInterfaces', [{ DeviceIndex: '0', NetworkInterfaceId: eni.ref }]);
+      cdk.Tags.of(inst).add('wirebench:lab', this.stackName);
+      cdk.Tags.of(inst).add('wirebench:node', `node${i}`);
+      this.instances.push(inst);
+    }
+
+    if (props.multicast === 'tgw') {
+      this.tgwMulticast(net, enis, props.groups);
+    }
+    this.outputs(addrs, bucket.bucketName, props);
+  }
+
+  /** AWS's native multicast: a TGW domain with every node's ENI a member and a source. */
+  private tgwMulticast(net: LabNetwork, enis: ec2.CfnNetworkInterface[], groups: string[]): void {
+    const tgw = new ec2.CfnTransitGateway(this, 'Tgw', {
+      description: 'wirebench lab: multicast domain',
+      multicastSupport: 'enable',
+      autoAcceptSharedAttachments: 'disable',
+      defaultRouteTableAssociation: 'enable',
+      defaultRouteTablePropagation: 'enable',
+    });
+    const attach = new ec2.CfnTransitGatewayAttachment(this, 'TgwAttachment', {
+      transitGatewayId: tgw.ref,
+      vpcId: net.vpc.vpcId,
+      subnetIds: [net.subnet.subnetId],
+    });
+    const domain = new ec2.CfnTransitGatewayMulticastDomain(this, 'TgwMulticastDomain', {
+      transitGatewayId: tgw.ref,
+      // Static members and sources (below): no IGMP, so no IGMP query to admit.
+      options: { Igmpv2Support: 'disable', StaticSourcesSupport: 'enable', AutoAcceptSharedAssociations: 'disable' },
+    });
+    const assoc = new ec2.CfnTransitGatewayMulticastDomainAssociation(this, 'TgwMulticastAssociation', {
+      transitGatewayMulticastDomainId: domain.attrTransitGatewayMulticastDomainId,
+      transitGatewayAttachmentId: attach.attrId,
+      subnetId: net.subnet.subnetId,
+    });
+    groups.forEach((g, gi) => {
+      const ip = g.split(':')[0];
+      enis.forEach((eni, k) => {
+        const member = new ec2.CfnTransitGatewayMulticastGroupMember(this, `TgwMember${gi + 1}Node${k + 1}`, {
+          groupIpAddress: ip,
+          networkInterfaceId: eni.ref,
+          transitGatewayMulticastDomainId: domain.attrTransitGatewayMulticastDomainId,
+        });
+        const source = new ec2.CfnTransitGatewayMulticastGroupSource(this, `TgwSource${gi + 1}Node${k + 1}`, {
+          groupIpAddress: ip,
+          networkInterfaceId: eni.ref,
+          transitGatewayMulticastDomainId: domain.attrTransitGatewayMulticastDomainId,
+        });
+        member.addDependency(assoc);
+        source.addDependency(assoc);
+      });
+    });
+  }
+
+  private outputs(addrs: string[], bucket: string, props: LatencyLabProps): void {
+    const ids = this.instances.map((x) => x.instanceId);
+    new cdk.CfnOutput(this, 'InstanceIds', { value: cdk.Fn.join(' ', ids), description: 'node1..nodeN' });
+    new cdk.CfnOutput(this, 'Addresses', { value: addrs.join(' '), description: 'node1..nodeN private addresses' });
+    new cdk.CfnOutput(this, 'ResultBucket', { value: bucket });
+    const send = (id: string, what: string, cmd: string): string =>
+      `aws ssm send-command --region ${this.region} --instance-ids ${id} --document-name AWS-RunShellScript ` +
+      `--comment '${what}' --parameters '${JSON.stringify({ commands: [cmd] })}' --query Command.CommandId --output text`;
+    const tok = 'WIREBENCH_TOKEN=$(cat /etc/wirebench/token)';
+    const stamp = '$(date -u +%Y%m%dT%H%M%SZ)';
+    new cdk.CfnOutput(this, 'PingCommand', {
+      description: 'node1 pings node2 for 10 s; read the output with aws ssm get-command-invocation --command-id ID --instance-id ID',
+      value: send(ids[0], 'wirebench ping', `wirebench ping ${addrs[1]}:${PORTS.serve} --duration 10s`),
+    });
+    new cdk.CfnOutput(this, 'StreamCommand', {
+      description: 'node1 streams to node2 (UDP, 10 s) with the fleet token',
+      value: send(ids[0], 'wirebench stream', `${tok} wirebench stream ${addrs[1]}:${PORTS.serve} --duration 10s`),
+    });
+    const agents = addrs.map((a) => `http://${a}:${PORTS.http}`).join(' ');
+    new cdk.CfnOutput(this, 'MeshStatusCommand', {
+      description: 'the N x N matrix from node1, saved to the result bucket',
+      value: send(
+        ids[0],
+        'wirebench mesh status',
+        `R=mesh-${stamp}.json; wirebench mesh status ${agents} --token-file /etc/wirebench/token --json /tmp/$R; s=$?; aws s3 cp /tmp/$R s3://${bucket}/$R; exit $s`,
+      ),
+    });
+    if (props.multicast !== 'none') {
+      new cdk.CfnOutput(this, 'MulticastPingCommand', {
+        description: `node1 pings ${props.groups[0]} (${props.multicast}): one histogram per answering node`,
+        value: send(ids[0], 'wirebench ping group', `wirebench ping ${props.groups[0]} --interface ${addrs[0]} --duration 10s`),
       });
     }
   }
 }
+
