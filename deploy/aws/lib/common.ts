@@ -201,3 +201,65 @@ export function checkCount(what: string, n: number, min: number, max: number): n
   }
   return n;
 }
+
+export interface LabInstanceProps {
+  readonly net: LabNetwork;
+  readonly address: string;
+  readonly instanceType: ec2.InstanceType;
+  readonly role: iam.IRole;
+  readonly userData: ec2.UserData;
+  readonly name: string;
+  readonly labTag: string;
+  readonly roleTag: string;
+  readonly placementGroup?: ec2.IPlacementGroup;
+}
+
+/** User data is at most 16 KiB; tokens (bucket, ARN) add about 200 bytes when resolved. */
+export const USER_DATA_MAX = 16384 - 512;
+
+/**
+ * A node whose one network interface is an ENI with a fixed address (a TGW multicast
+ * domain registers ENIs), so the instance names no subnet, group or address of its own.
+ */
+export function labInstance(scope: Construct, id: string, p: LabInstanceProps): { instance: ec2.Instance; eni: ec2.CfnNetworkInterface } {
+  const text = p.userData.render();
+  if (Buffer.byteLength(text, 'utf8') > USER_DATA_MAX) {
+    throw new Error(`${p.name}: user data is ${Buffer.byteLength(text, 'utf8')} bytes, past the ${USER_DATA_MAX} EC2 allows here (fewer nodes, or a smaller scenario)`);
+  }
+  const eni = new ec2.CfnNetworkInterface(scope, `${id}Eni`, {
+    subnetId: p.net.subnet.subnetId,
+    privateIpAddress: p.address,
+    groupSet: [p.net.securityGroup.securityGroupId],
+    description: `wirebench ${p.name}`,
+  });
+  const instance = new ec2.Instance(scope, id, {
+    vpc: p.net.vpc,
+    vpcSubnets: { subnets: [p.net.subnet] },
+    instanceType: p.instanceType,
+    machineImage: al2023(p.instanceType),
+    placementGroup: p.placementGroup,
+    role: p.role,
+    securityGroup: p.net.securityGroup,
+    userData: p.userData,
+    requireImdsv2: true,
+    privateIpAddress: p.address,
+    instanceName: `wirebench-${p.name}`,
+  });
+  const cfn = instance.node.defaultChild as ec2.CfnInstance;
+  cfn.addPropertyDeletionOverride('SubnetId');
+  cfn.addPropertyDeletionOverride('SecurityGroupIds');
+  cfn.addPropertyDeletionOverride('PrivateIpAddress');
+  cfn.addPropertyOverride('NetworkInterfaces', [{ DeviceIndex: '0', NetworkInterfaceId: eni.ref }]);
+  cdk.Tags.of(instance).add('wirebench:lab', p.labTag);
+  cdk.Tags.of(instance).add('wirebench:role', p.roleTag);
+  cdk.Tags.of(instance).add('wirebench:node', p.name);
+  return { instance, eni };
+}
+
+/** An `aws ssm send-command` line running one shell command on the given instances. */
+export function sendCommand(stack: cdk.Stack, instanceIds: string, what: string, cmd: string): string {
+  return (
+    `aws ssm send-command --region ${stack.region} --instance-ids ${instanceIds} --document-name AWS-RunShellScript ` +
+    `--comment '${what}' --parameters '${JSON.stringify({ commands: [cmd] })}' --query Command.CommandId --output text`
+  );
+}

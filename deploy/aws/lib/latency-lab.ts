@@ -5,8 +5,8 @@ import * as cdk from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import { Construct } from 'constructs';
 import {
-  LabNetwork, PORTS, MAX_NODES, al2023, binaryAsset, checkCount, fleetToken, installBase,
-  installUnits, UnitInstall, nodeAddress, nodeRole, resultBucket,
+  LabNetwork, PORTS, MAX_NODES, binaryAsset, checkCount, fleetToken, installBase,
+  installUnits, UnitInstall, labInstance, nodeAddress, nodeRole, resultBucket, sendCommand,
 } from './common';
 
 export type Multicast = 'none' | 'relay' | 'tgw';
@@ -134,35 +134,11 @@ export class LatencyLab extends cdk.Stack {
       // serve's stream token goes from the token file into its root-only environment file
       installUnits(ud, units, ['printf "WIREBENCH_TOKEN=%s\\n" "$(cat /etc/wirebench/token)" >> /etc/wirebench/serve.env']);
 
-      const eni = new ec2.CfnNetworkInterface(this, `Node${i}Eni`, {
-        subnetId: net.subnet.subnetId,
-        privateIpAddress: me,
-        groupSet: [net.securityGroup.securityGroupId],
-        description: `wirebench lab node${i}`,
+      const { instance: inst, eni } = labInstance(this, `Node${i}`, {
+        net, address: me, instanceType, role, userData: ud, name: `node${i}`,
+        labTag: this.stackName, roleTag: 'node', placementGroup: pg,
       });
       enis.push(eni);
-      const inst = new ec2.Instance(this, `Node${i}`, {
-        vpc: net.vpc,
-        vpcSubnets: { subnets: [net.subnet] },
-        instanceType,
-        machineImage: al2023(instanceType),
-        placementGroup: pg,
-        role,
-        securityGroup: net.securityGroup,
-        userData: ud,
-        requireImdsv2: true,
-        privateIpAddress: me,
-        instanceName: `wirebench-node${i}`,
-      });
-      // The node's network interface is the ENI above (fixed address; TGW multicast
-      // registers ENIs), so the instance names no subnet, group or address of its own.
-      const cfn = inst.node.defaultChild as ec2.CfnInstance;
-      cfn.addPropertyDeletionOverride('SubnetId');
-      cfn.addPropertyDeletionOverride('SecurityGroupIds');
-      cfn.addPropertyDeletionOverride('PrivateIpAddress');
-      cfn.addPropertyOverride('NetworkInterfaces', [{ DeviceIndex: '0', NetworkInterfaceId: eni.ref }]);
-      cdk.Tags.of(inst).add('wirebench:lab', this.stackName);
-      cdk.Tags.of(inst).add('wirebench:node', `node${i}`);
       this.instances.push(inst);
     }
 
@@ -220,9 +196,7 @@ export class LatencyLab extends cdk.Stack {
     new cdk.CfnOutput(this, 'InstanceIds', { value: cdk.Fn.join(' ', ids), description: 'node1..nodeN' });
     new cdk.CfnOutput(this, 'Addresses', { value: addrs.join(' '), description: 'node1..nodeN private addresses' });
     new cdk.CfnOutput(this, 'ResultBucket', { value: bucket });
-    const send = (id: string, what: string, cmd: string): string =>
-      `aws ssm send-command --region ${this.region} --instance-ids ${id} --document-name AWS-RunShellScript ` +
-      `--comment '${what}' --parameters '${JSON.stringify({ commands: [cmd] })}' --query Command.CommandId --output text`;
+    const send = (id: string, what: string, cmd: string): string => sendCommand(this, id, what, cmd);
     const tok = 'WIREBENCH_TOKEN=$(cat /etc/wirebench/token)';
     const stamp = '$(date -u +%Y%m%dT%H%M%SZ)';
     new cdk.CfnOutput(this, 'PingCommand', {
