@@ -2,5 +2,5 @@ module.exports = {
   testEnvironment: 'node',
   roots: ['<rootDir>/test'],
   testMatch: ['**/*.test.ts'],
-  transform: { '^.+\\.tsx?$': ['ts-jest', { diagnostics: { warnOnly: false } }] },
+  transform: { '^.+\\.tsx?$': ['ts-jest', { isolatedModules: true }] },
 };

@@ -16,6 +16,7 @@ try {
     az: ctx('az', 'us-east-1a'),
     multicast: parseMulticast(ctx('multicast', 'relay')),
     groups: parseGroups(ctx('groups', '239.255.79.1:7877')),
+    replyGroup: ctx('replyGroup', '239.255.79.2:7881'),
   });
   new LoadLab(app, ctx('loadStack', 'WirebenchLoadLab'), {
     shards: Number(ctx('shards', '3')),

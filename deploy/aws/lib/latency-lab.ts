@@ -19,6 +19,11 @@ export interface LatencyLabProps extends cdk.StackProps {
   readonly multicast: Multicast;
   /** Multicast groups as GROUP:PORT (serve joins them; relay carries them; TGW registers them). */
   readonly groups: string[];
+  /**
+   * The group serve answers group probes on (Aeron's pong channel): through a relay a reply
+   * by unicast would reach the relay, not the pinger (docs/modes/relay.md).
+   */
+  readonly replyGroup: string;
 }
 
 export function parseGroups(s: string): string[] {
@@ -53,8 +58,14 @@ export class LatencyLab extends cdk.Stack {
   constructor(scope: Construct, id: string, props: LatencyLabProps) {
     super(scope, id, props);
     const n = checkCount('nodes', props.nodes, 2, MAX_NODES);
+    parseGroups(props.groups.join(','));
     if (props.multicast !== 'none' && props.groups.length === 0) {
       throw new Error(`multicast ${props.multicast} needs at least one group`);
+    }
+    // Every group the lab carries: the joined ones and the reply group.
+    const carried = props.multicast === 'none' ? [] : [...props.groups, ...parseGroups(props.replyGroup)];
+    if (new Set(carried).size !== carried.length) {
+      throw new Error('groups: the reply group is one of the groups');
     }
     const instanceType = new ec2.InstanceType(props.instanceType);
     const net = new LabNetwork(this, 'Net', { az: props.az });
@@ -67,7 +78,7 @@ export class LatencyLab extends cdk.Stack {
       net.allowFromNodes(ec2.Port.udp(PORTS.relay), 'relay datagrams');
     }
     if (props.multicast !== 'none') {
-      for (const port of new Set(props.groups.map((g) => Number(g.split(':')[1])))) {
+      for (const port of new Set(carried.map((g) => Number(g.split(':')[1])))) {
         net.allowFromNodes(ec2.Port.udp(port), `multicast group port ${port}`);
       }
     }
@@ -94,7 +105,7 @@ export class LatencyLab extends cdk.Stack {
       ud.addCommands(
         `cat > /etc/wirebench/peers <<'WIREBENCH_EOF'\n# the other nodes of the lab (written at synth time)\n${peers.join('\n')}\nWIREBENCH_EOF`,
       );
-      const joins = props.multicast === 'none' ? [] : props.groups.flatMap((g) => ['--join', g]);
+      const joins = props.multicast === 'none' ? [] : [...props.groups.flatMap((g) => ['--join', g]), '--reply-group', props.replyGroup];
       const units: UnitInstall[] = [
         {
           unit: 'wirebench-mesh.service',
@@ -127,7 +138,7 @@ export class LatencyLab extends cdk.Stack {
           envFile: '/etc/wirebench/relay.env',
           mode: '0640',
           env: {
-            WIREBENCH_RELAY_ARGS: [`--interface ${me}`, `--listen 0.0.0.0:${PORTS.relay}`, '--peers file:/etc/wirebench/relay-peers', ...props.groups.map((g) => `--group ${g}`)].join(' '),
+            WIREBENCH_RELAY_ARGS: [`--interface ${me}`, `--listen 0.0.0.0:${PORTS.relay}`, '--peers file:/etc/wirebench/relay-peers', ...carried.map((g) => `--group ${g}`)].join(' '),
           },
         });
       }
@@ -143,7 +154,7 @@ export class LatencyLab extends cdk.Stack {
     }
 
     if (props.multicast === 'tgw') {
-      this.tgwMulticast(net, enis, props.groups);
+      this.tgwMulticast(net, enis, carried);
     }
     this.outputs(addrs, bucket.bucketName, props);
   }
@@ -218,8 +229,8 @@ export class LatencyLab extends cdk.Stack {
     });
     if (props.multicast !== 'none') {
       new cdk.CfnOutput(this, 'MulticastPingCommand', {
-        description: `node1 pings ${props.groups[0]} (${props.multicast}): one histogram per answering node`,
-        value: send(ids[0], 'wirebench ping group', `wirebench ping ${props.groups[0]} --interface ${addrs[0]} --duration 10s`),
+        description: `node1 pings ${props.groups[0]}, replies on ${props.replyGroup} (${props.multicast}): one histogram per answering node`,
+        value: send(ids[0], 'wirebench ping group', `wirebench ping ${props.groups[0]} --reply-group ${props.replyGroup} --interface ${addrs[0]} --duration 10s`),
       });
     }
   }
