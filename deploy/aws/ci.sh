@@ -12,12 +12,15 @@ npx tsc --noEmit -p .
 npx jest --silent
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-# The defaults (relay, room node), then TGW, no multicast and a user's URL.
-synth() { local dir=$out/$1; shift; npx cdk synth --quiet --no-notices -o "$dir" "$@" >/dev/null; }
+# The defaults (relay, room node); TGW with a user's URL; no multicast on Graviton.
+# Synth's own chatter (the placeholder binary's warning) only when it fails.
+synth() {
+  local dir=$out/$1
+  shift
+  npx cdk synth --quiet --no-notices -o "$dir" "$@" >"$dir.log" 2>&1 || { cat "$dir.log" >&2; return 1; }
+}
 synth default
-synth tgw -c multicast=tgw -c nodes=4
+synth tgw -c multicast=tgw -c nodes=4 -c url=wss://app.example.com/rooms/demo -c shards=5 -c startAt=2026-12-01T09:30:00Z
 synth none -c multicast=none -c nodes=2 -c instanceType=c7gn.xlarge
-synth url -c url=wss://app.example.com/rooms/demo -c shards=5 -c startAt=2026-12-01T09:30:00Z
-ls "$out"/*/*.template.json
 cfn-lint "$out"/*/*.template.json
 echo "aws: $(ls "$out"/*/*.template.json | wc -l) templates synthesized offline, cfn-lint clean"
