@@ -1,6 +1,7 @@
 // The synthesized templates: every property of test/checks.ts holds on the labs as built, and
 // fails on a copy broken on purpose (a node out of the placement group, an open port, a
 // missing peer, a wider grant, a missing relay group or TGW member, a repeated shard).
+import { spawnSync } from 'child_process';
 import * as cdk from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { LatencyLab, LatencyLabProps, Multicast } from '../lib/latency-lab';
@@ -221,5 +222,25 @@ describe('load shards', () => {
     expect(() => load({ url: 'http://x' })).toThrow('url:');
     expect(() => checkStartAt('tomorrow')).toThrow('startAt: tomorrow');
     expect(defaultStartAt(20, new Date('2026-11-28T23:40:30Z'))).toBe('2026-11-29T00:01:00Z');
+  });
+});
+
+describe('user data', () => {
+  // bash -n parses every node's script (the heredocs closed, the quoting whole).
+  test.each(ALL)('%s: every script parses', (_, t) => {
+    const insts = Object.values(t.toJSON().Resources as Record<string, Json>).filter((r) => r.Type === 'AWS::EC2::Instance');
+    expect(insts.length).toBeGreaterThan(1);
+    for (const r of insts) {
+      const res = spawnSync('bash', ['-n'], { input: userData(r), encoding: 'utf8' });
+      expect(res.stderr).toBe('');
+      expect(res.status).toBe(0);
+    }
+  });
+  test('a broken script does not parse', () => {
+    const t = clone(plain.toJSON());
+    const id = nodes(t, 'node')[0].id;
+    editUserData(t, id, "cat > /etc/wirebench/peers <<'WIREBENCH_EOF'", 'cat > "/etc/wirebench/peers');
+    const res = spawnSync('bash', ['-n'], { input: userData(t.Resources[id]), encoding: 'utf8' });
+    expect(res.status).not.toBe(0);
   });
 });
