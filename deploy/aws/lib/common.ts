@@ -18,7 +18,8 @@ export const PLACEHOLDER_BINARY = path.join(__dirname, '..', 'assets', 'wirebenc
 /** The lab's one subnet: nodes get fixed addresses in it, from .10 up. */
 export const LAB_CIDR = '10.42.0.0/16';
 export const SUBNET_PREFIX = '10.42.0.';
-export const MAX_NODES = 200;
+// 100 nodes: the largest user data (relay, 99 peers twice, three units) is about 11.5 KiB of 16.
+export const MAX_NODES = 100;
 
 export const PORTS = {
   /** mesh agent: its serve (UDP and TCP probes) and its HTTP API */

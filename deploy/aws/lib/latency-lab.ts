@@ -12,7 +12,7 @@ import {
 export type Multicast = 'none' | 'relay' | 'tgw';
 
 export interface LatencyLabProps extends cdk.StackProps {
-  /** Number of nodes, 2..200. */
+  /** Number of nodes, 2..100 (user data holds the peer list). */
   readonly nodes: number;
   readonly instanceType: string;
   readonly az: string;

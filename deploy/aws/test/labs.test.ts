@@ -112,8 +112,12 @@ describe('peers', () => {
     editUserData(t, n1.id, '10.42.0.12:7878', '10.42.0.11:7878');
     expect(() => checkPeers(t)).toThrow('node1: peers');
   });
-  test('a 200-node lab fits user data; 201 is refused', () => {
-    expect(() => latency('relay', { nodes: 201 })).toThrow('nodes: 201 is not a whole number from 2 to 200');
+  test('a 100-node relay lab fits user data; 101 is refused', () => {
+    const t = latency('relay', { nodes: 100 }).toJSON();
+    checkPeers(t);
+    const sizes = nodes(t, 'node').map((n) => Buffer.byteLength(n.ud));
+    expect(Math.max(...sizes)).toBeLessThan(16384 - 512);
+    expect(() => latency('relay', { nodes: 101 })).toThrow('nodes: 101 is not a whole number from 2 to 100');
   });
 });
 
