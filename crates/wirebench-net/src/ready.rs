@@ -12,7 +12,7 @@
 //! them, not through epoll: a datagram then wakes the waiter from the socket's own wait queue
 //! (no epoll callback, no ready list to collect), as `ping`'s wait does. The mesh agent's
 //! UDP round trip read about 7 % longer than `ping --poisson`'s through epoll and about 3 %
-//! with `ppoll` (`docs/benchmarks.md`). Past that many descriptors the set moves
+//! with `ppoll` (`bench/mesh.sh accuracy`). Past that many descriptors the set moves
 //! them all to epoll for good (a `ppoll` costs a wait-queue entry per descriptor per wait).
 //! A descriptor must leave a direct set ([`ReadySet::remove`]) before it is closed: `ppoll`
 //! would report a closed one as invalid, or a reused number as someone else's.

@@ -11,7 +11,7 @@
 //! previous one, 101 µs at 2 to 5 ms, about 128 µs past 10 ms), so the gaps a prober leaves
 //! decide part of what it reads. Gaps of 40 to 60 ms (the ±20 % jitter this replaced) never
 //! see a recently used path, and read 2 to 9 % above `ping --poisson` beside them
-//! (`docs/benchmarks.md`, mesh agent gaps).
+//! (`bench/mesh-gaps.sh`).
 //!
 //! Sends gather on a grid (`set_slot`): the caller wakes at the first grid point at or after
 //! a gathered due time ([`Pacer::wake_at`]) and sends everything due by then, so an agent
