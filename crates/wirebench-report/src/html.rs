@@ -36,7 +36,7 @@ padding:0 16px 48px;color:#222;line-height:1.4}h1{margin:24px 0 4px}h2{margin-to
 h3{margin:20px 0 6px}.sub{color:#666;margin:0 0 12px}table{border-collapse:collapse;margin:8px 0;font-size:14px}\
 th,td{border:1px solid #ddd;padding:3px 8px;text-align:right}th:first-child,td:first-child{text-align:left}\
 th{background:#f4f4f4}.env td,.env th,.runs td,.runs th{text-align:left}.env td{font-family:ui-monospace,monospace;\
-font-size:13px;overflow-wrap:anywhere}td{overflow-wrap:anywhere}\
+font-size:13px}td{overflow-wrap:break-word}\
 figure{margin:12px 0}figure svg{max-width:100%;height:auto;border:1px solid #eee}figcaption{color:#666;font-size:13px}\
 .warn{background:#fff4e0;border-left:4px solid #f0a020;padding:6px 10px}pre{background:#f8f8f8;padding:8px;\
 white-space:pre-wrap;overflow-wrap:anywhere;font-size:13px}nav a{margin-right:12px}";
