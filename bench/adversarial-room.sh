@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Floods, stalls and slow clients against `wirebench room` (issue 10 items 5-7), before and
+# Floods, stalls and slow clients against `wirebench room`, before and
 # after: each attack starts its own room on loopback from the binary given, prints one
 # figure, and stops it. The room's part of the adversarial suite (bench/adversarial.sh is
 # serve's); the parts that run in seconds are crates/wirebench/tests/it/room.rs.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Floods, stalls and soaks against `wirebench serve` (issue 10), before and after: each attack
+# Floods, stalls and soaks against `wirebench serve`, before and after: each attack
 # starts its own serve on loopback from the binary given, prints one figure, and stops it.
 #
 #   flock /tmp/bench.lock bench/adversarial.sh [AFTER_BINARY] [BEFORE_BINARY] [ATTACK...]

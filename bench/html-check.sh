@@ -41,6 +41,6 @@ url="file://$out/index.html"
 flags=(--headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking
   --disable-component-update --disable-sync --user-data-dir="$work/profile")
 chromium "${flags[@]}" --enable-logging=stderr --v=0 --dump-dom "$url" >"$out/dom.html" 2>"$out/chromium.log"
-chromium "${flags[@]}" --screenshot="$out/index.png" --window-size=1280,2000 "$url" >/dev/null 2>>"$out/chromium.log"
+chromium "${flags[@]}" --screenshot="$out/index.png" --window-size=1400,2000 "$url" >/dev/null 2>>"$out/chromium.log"
 
 python3 bench/html_check.py "$out/dom.html" "$out/chromium.log" "$out/index.png"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench/load-floor.sh: `wirebench load` against the platform floor of its scenario (issue 14
-# item 5): bench/load-floor/floor.c, a minimal C WebSocket client (one thread, epoll, one
+# bench/load-floor.sh: `wirebench load` against the platform floor of its scenario:
+# bench/load-floor/floor.c, a minimal C WebSocket client (one thread, epoll, one
 # timeout for every client's schedule) that does on the wire what `wirebench load` does:
 # the same clients, ramp slots, room URLs, JSON frames, send times and mix (the same seeded
 # draws), and times every delivered frame. The method is bench/load.sh's: each point starts

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/load-tls.sh: what TLS costs `wirebench load` and `wirebench room` (issue 14 item 4).
+# bench/load-tls.sh: what TLS costs `wirebench load` and `wirebench room`.
 # Not CI. Run alone, under the bench lock: flock /tmp/bench.lock bench/load-tls.sh
 #
 #   bench/load-tls.sh                # 1,000 clients x 2 msg/s, rooms of 5, 10 s: ws:// then wss://

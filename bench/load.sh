@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/load.sh: wirebench load against k6 (issues 4 and 14), both against the same server:
+# bench/load.sh: wirebench load against k6, both against the same server:
 # the reference `wirebench room` and an independent room server in Go (bench/go-room,
 # gorilla/websocket), so the server's own speed is not what is compared.
 # Not CI. Run alone (under `flock /tmp/bench.lock`): the machine has 2 cores; the load average

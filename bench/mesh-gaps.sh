@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Does a round trip depend on how long its flow was idle, and so on a prober's gaps? (issue 11)
+# Does a round trip depend on how long its flow was idle, and so on a prober's gaps?
 # Two namespaces on a veth pair, a C UDP echo in B (CPU 1), and four C pingers in A (CPU 0,
 # as bench/mesh.sh accuracy places the agents) at once, 20 probes a second each, for SECONDS:
-# gaps exponential (as `ping --poisson` and, since session 9, the mesh agent), uniform in
+# gaps exponential (as `ping --poisson` and the mesh agent), uniform in
 # 50 ms +-20 % (the agent before), exponential sent on a 3.125 ms grid (the agent's send slot
 # at that rate, every send gathered), and exponential on a 1 ms grid. Prints each one's p50
 # and the exponential pinger's p50 by the gap since its own previous probe. Written in C

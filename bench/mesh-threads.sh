@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where a mesh agent's wake-ups and system calls come from, thread by thread (issue 11): one
+# Where a mesh agent's wake-ups and system calls come from, thread by thread: one
 # agent probing PEERS addresses 127.1.x.y on loopback (all answered by one `wirebench serve`)
 # with the default budget, as bench/mesh.sh's cost rows. After one window (the plan and the
 # connections in place), every thread's context switches (voluntary + involuntary, from

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where a mesh agent's UDP round trip and `ping --poisson`'s differ, probe by probe (issue 11).
+# Where a mesh agent's UDP round trip and `ping --poisson`'s differ, probe by probe.
 # Two namespaces on a veth pair, an agent in each (A on CPU 0, B on CPU 1, as bench/mesh.sh
 # accuracy), and `wirebench ping --poisson --no-timestamps` from A to B's agent at the same
 # rate. `perf record -a` takes 8 s of scheduler, syscall and netif_rx tracepoints; each UDP

@@ -6,7 +6,7 @@
 #     answered by one `wirebench serve` on 0.0.0.0, which therefore shows what answering the
 #     same probe rate costs. CPU from /proc/PID/stat (utime + stime) over the run, RSS from
 #     /proc/PID/status (VmRSS) at the end, each checked against the agent's own /metrics;
-#     probes per second from the agent's counters. Goal (issue 11): under 1 % of one core
+#     probes per second from the agent's counters. Goal: under 1 % of one core
 #     and under 50 MB RSS at 1,000 peers with the default budget.
 #  2. Accuracy: two network namespaces on a veth pair, an agent in each; while they probe,
 #     `wirebench ping` runs between the same namespaces at the same rate to the same serve

@@ -5,7 +5,7 @@
 #     two cores starve each other, so one of the three always blocks); p50/p99/min of each
 #     and the difference, plus the proxy's own view (release minus arrival stamp);
 #  2. TCP throughput: iperf3 direct vs iperf3 through `wirebench proxy --proto tcp`.
-# Targets (issue 5): added round trip p50 <= 10 us; >= 5 Gbit/s TCP through the proxy.
+# Targets: added round trip p50 <= 10 us; >= 5 Gbit/s TCP through the proxy.
 #
 # Run it alone (it busy-polls); not part of CI.
 #

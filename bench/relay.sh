@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Multicast three ways, in namespaces, in one run (issue 12):
+# Multicast three ways, in namespaces, in one run:
 #   native  three hosts on one bridge: native multicast;
 #   relay   three nodes routed through a router with no multicast routing, a
 #           `wirebench relay` on each node;

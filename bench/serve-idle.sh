@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What idle probe connections cost `wirebench serve` (issue 11): one serve answers a mesh
+# What idle probe connections cost `wirebench serve`: one serve answers a mesh
 # agent that probes N peers over TCP only (N addresses 127.1.x.y on loopback, all this one
 # serve, a full mesh of N (`--full-mesh-max`) at the default budget: each connection carries
 # a probe every N / 100 s or so, so it is idle nearly all the time). Once every connection is open (serve has N `serve-tcp-conn`

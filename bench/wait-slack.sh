@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# How late a wait's timeout ends, against an absolute timerfd in the same wait (issue 11: the
+# How late a wait's timeout ends, against an absolute timerfd in the same wait (the
 # mesh agent's stall samples are how late its prober's send-slot wake-ups come, so the wait
 # must not add lateness of its own). A C program (cc) with 1 ns timer slack, or the slack
 # given, waits N times for each timeout: once in `ppoll` with that relative timeout, once in

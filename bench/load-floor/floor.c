@@ -1,5 +1,5 @@
-// bench/load-floor/floor.c: the platform floor of `wirebench load`'s scenario (issue 14
-// item 5). A minimal WebSocket load client that does on the wire what `wirebench load`
+// bench/load-floor/floor.c: the platform floor of `wirebench load`'s scenario.
+// A minimal WebSocket load client that does on the wire what `wirebench load`
 // does: the same clients joining at the same ramp slots (client i at ramp * i / clients),
 // the same HTTP upgrade to the same room URLs (PATH-{i / room_size}), masked text frames
 // in wirebench's default JSON layout padded to SIZE bytes, at the same intended times

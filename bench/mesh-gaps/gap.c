@@ -1,5 +1,5 @@
 /* One pinger of bench/mesh-gaps.sh: N 64-byte UDP probes to ADDR:PORT, gaps exponential
- * (MODE e) or uniform in the mean +-20 % (MODE u, the mesh agent's pacing before session 9),
+ * (MODE e) or uniform in the mean +-20 % (MODE u, the mesh agent's earlier pacing),
  * mean MEAN_US; with GRID_US, each send waits for the next multiple of it (a send grid).
  * Waits with ppoll as wirebench does; the round trip is from the clock read before send()
  * to the one after the matching reply's recv(). Prints "gap_us rtt_ns" per answered probe

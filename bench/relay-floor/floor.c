@@ -1,5 +1,5 @@
 /* The least a user-space multicast relay can do: the platform floor that bench/relay.sh
- * measures `wirebench relay` against (issue 12). The same data path, nothing else:
+ * measures `wirebench relay` against. The same data path, nothing else:
  *
  *   group socket, one per group: joined to the group on the interface; each datagram read
  *     from it is sent once to each peer (unicast, to that peer's port for this group and

@@ -1,4 +1,4 @@
-//! What parsing a load message costs: the hand scanner `load/msg.rs` had before issue 9
+//! What parsing a load message costs: the hand scanner `load/msg.rs` once had
 //! (copied here as it was at c350fc6) against `wirebench_core::load::msg`, and the room's
 //! byte match for `"req":true` against its serde check; ns per call, the median of 15 rounds
 //! of 200,000. Not a workspace member (like fuzz/); run alone:

@@ -90,7 +90,7 @@ impl Schedule {
         #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "positive, < 2^64")]
         let offset = offset.round() as u64;
         // Saturate: a tiny rate's offset is past u64 (`as` gives u64::MAX), and a wrapped sum
-        // would put the send in the past, i.e. flat out (issue 10's `--max-rate` bypass).
+        // would put the send in the past, i.e. flat out (a way around `--max-rate`).
         self.start_ns.saturating_add(offset)
     }
 

@@ -4,7 +4,7 @@
 //! would. (The first version slept in `ppoll` on the epoll descriptor, because
 //! `epoll_wait`'s own timeout is in milliseconds, and then collected the ready set with a
 //! second call: a nested wake-up and one more system call between a reply's arrival and its
-//! read, which the mesh agent measured as about 10 µs of its UDP round trip, issue 11.)
+//! read, which the mesh agent measured as about 10 µs of its UDP round trip.)
 //! Kernels without `epoll_pwait2`, and seccomp filters that refuse it (`EPERM`), get that
 //! two-step wait.
 //!
@@ -12,7 +12,7 @@
 //! them, not through epoll: a datagram then wakes the waiter from the socket's own wait queue
 //! (no epoll callback, no ready list to collect), as `ping`'s wait does. The mesh agent's
 //! UDP round trip read about 7 % longer than `ping --poisson`'s through epoll and about 3 %
-//! with `ppoll` (issue 11, `docs/benchmarks.md`). Past that many descriptors the set moves
+//! with `ppoll` (`bench/mesh.sh accuracy`). Past that many descriptors the set moves
 //! them all to epoll for good (a `ppoll` costs a wait-queue entry per descriptor per wait).
 //! A descriptor must leave a direct set ([`ReadySet::remove`]) before it is closed: `ppoll`
 //! would report a closed one as invalid, or a reused number as someone else's.
@@ -316,7 +316,7 @@ mod tests {
         assert_eq!(got.unwrap(), [3]);
     }
 
-    /// Issue 11: the one-call wait (`epoll_pwait2`) and the two-step one (`ppoll` on the
+    /// The one-call wait (`epoll_pwait2`) and the two-step one (`ppoll` on the
     /// epoll descriptor, then collect) see the same ready set, with or without a timeout.
     #[test]
     fn the_one_call_and_the_two_step_wait_agree() {
@@ -362,7 +362,7 @@ mod tests {
         info.lines().filter(|l| l.starts_with("tfd:")).count()
     }
 
-    /// Issue 11: a direct set waits on its few sockets with `ppoll`, none of them in epoll
+    /// A direct set waits on its few sockets with `ppoll`, none of them in epoll
     /// (a reply then wakes the waiter from its socket's own wait queue), and reports the
     /// same tokens as the epoll set: readable, removed, a finished connect, then replies.
     #[test]

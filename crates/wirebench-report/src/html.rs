@@ -13,7 +13,7 @@ mod stream;
 
 use std::io::{self, Write};
 
-use wirebench_core::report::{Outcome, Report, Results};
+use wirebench_core::report::{Outcome, Results};
 
 use crate::Run;
 use crate::charts::{self, Line};
@@ -36,10 +36,10 @@ padding:0 16px 48px;color:#222;line-height:1.4}h1{margin:24px 0 4px}h2{margin-to
 h3{margin:20px 0 6px}.sub{color:#666;margin:0 0 12px}table{border-collapse:collapse;margin:8px 0;font-size:14px}\
 th,td{border:1px solid #ddd;padding:3px 8px;text-align:right}th:first-child,td:first-child{text-align:left}\
 th{background:#f4f4f4}.env td,.env th,.runs td,.runs th{text-align:left}.env td{font-family:ui-monospace,monospace;\
-font-size:13px}\
+font-size:13px}td{overflow-wrap:break-word}\
 figure{margin:12px 0}figure svg{max-width:100%;height:auto;border:1px solid #eee}figcaption{color:#666;font-size:13px}\
 .warn{background:#fff4e0;border-left:4px solid #f0a020;padding:6px 10px}pre{background:#f8f8f8;padding:8px;\
-overflow-x:auto;font-size:13px}nav a{margin-right:12px}";
+white-space:pre-wrap;overflow-wrap:anywhere;font-size:13px}nav a{margin-right:12px}";
 
 /// Escapes text for HTML content and attribute values.
 pub fn escape(s: &str) -> String {
@@ -101,8 +101,19 @@ pub fn write(page: &Page<'_>, out: &mut dyn Write) -> io::Result<()> {
     if page.compare && page.runs.len() > 1 {
         comparison(out, &compare::compare(page.runs))?;
     }
+    let envs: Vec<Vec<(String, String)>> = page.runs.iter().map(|r| env::rows(r.report)).collect();
+    let common = common_rows(&envs);
+    if !common.is_empty() {
+        writeln!(out, "<section id=\"environment\">\n<h2>Environment</h2>")?;
+        let note = if page.runs.len() > 1 { "The same for every run; each run lists what differs." } else { "" };
+        writeln!(out, "<p class=\"sub\">{note}</p>")?;
+        let rows: Vec<Vec<String>> = common.iter().map(|(k, v)| vec![k.clone(), v.clone()]).collect();
+        table(out, "env", &["setting", "value"], &rows)?;
+        writeln!(out, "</section>")?;
+    }
     for (i, r) in page.runs.iter().enumerate() {
-        run(out, i, r)?;
+        let own: Vec<(String, String)> = envs[i].iter().filter(|row| !common.contains(row)).cloned().collect();
+        run(out, i, r, &own)?;
     }
     let versions: Vec<String> = page.runs.first().map(|r| env::version(&r.report.meta)).into_iter().collect();
     writeln!(out, "<footer><p class=\"sub\">wirebench {}</p></footer>\n</body>\n</html>", escape(&versions.join("")))
@@ -180,7 +191,13 @@ fn comparison(out: &mut dyn Write, c: &Comparison) -> io::Result<()> {
     writeln!(out, "</section>")
 }
 
-fn run(out: &mut dyn Write, i: usize, r: &Run<'_>) -> io::Result<()> {
+/// The environment rows every run shares (same setting, same value), in the first run's order.
+fn common_rows(envs: &[Vec<(String, String)>]) -> Vec<(String, String)> {
+    let Some((first, rest)) = envs.split_first() else { return Vec::new() };
+    first.iter().filter(|row| rest.iter().all(|e| e.contains(row))).cloned().collect()
+}
+
+fn run(out: &mut dyn Write, i: usize, r: &Run<'_>, own_env: &[(String, String)]) -> io::Result<()> {
     writeln!(out, "<section class=\"run\" id=\"{}\">\n<h2>{}</h2>", anchor(i), escape(r.name))?;
     writeln!(out, "<p class=\"sub\">{}</p>", escape(&r.report.meta.command_line.join(" ")))?;
     match &r.report.results {
@@ -197,14 +214,12 @@ fn run(out: &mut dyn Write, i: usize, r: &Run<'_>) -> io::Result<()> {
         }
     }
     crate::attribution::html(out, r.report)?;
-    environment(out, r.report)?;
+    if !own_env.is_empty() {
+        writeln!(out, "<h3>Environment of this run</h3>")?;
+        let rows: Vec<Vec<String>> = own_env.iter().map(|(k, v)| vec![k.clone(), v.clone()]).collect();
+        table(out, "env", &["setting", "value"], &rows)?;
+    }
     writeln!(out, "</section>")
-}
-
-fn environment(out: &mut dyn Write, report: &Report) -> io::Result<()> {
-    writeln!(out, "<h3>Environment</h3>")?;
-    let rows: Vec<Vec<String>> = env::rows(report).into_iter().map(|(k, v)| vec![k, v]).collect();
-    table(out, "env", &["setting", "value"], &rows)
 }
 
 /// Text from a renderer that writes to `io::Write`, for a `<pre>`.

@@ -122,7 +122,7 @@ pub struct Args {
     #[command(flatten)]
     pub hiccup: crate::hiccup::HiccupArgs,
 
-    // -- real apps (issue 14 item 4): TLS, headers, cookies, subprotocols, per-client values
+    // -- real apps: TLS, headers, cookies, subprotocols, per-client values
     /// wss://: also trust the CA certificates in this PEM file (besides the system's store).
     #[arg(long, value_name = "FILE.pem")]
     pub ca: Option<PathBuf>,
@@ -255,7 +255,7 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
         Arc::new(std::sync::atomic::AtomicU64::new(0)),
         cfg.quiet,
     );
-    // -- real apps (issue 14 item 4)
+    // -- real apps
     if cfg.connect.trust == Some(crate::tls::Trust::Insecure) {
         writeln!(
             ctx.out,
@@ -324,7 +324,7 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
     // Bounded: each worker waits at most a few seconds for its clients' close handshakes.
     workers.join();
     drop(progress);
-    // -- real apps (issue 14 item 4)
+    // -- real apps
     request::summary(&cfg.connect, &stats.handshakes, &mut *ctx.out)?;
     let refused = Stats::get(&stats.refused_status);
     if Stats::get(&stats.connected) == 0 && outcome != Outcome::Interrupted && refused != 0 {
@@ -334,7 +334,7 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
             if refused == 503 { ", full: it is at its connection limit" } else { "" }
         );
     }
-    // -- real apps (issue 14 item 4): a TLS, subprotocol or handshake cause, said once
+    // -- real apps: a TLS, subprotocol or handshake cause, said once
     if Stats::get(&stats.connected) == 0
         && outcome != Outcome::Interrupted
         && let Some((cause, n)) = stats.handshakes.failures().into_iter().next()

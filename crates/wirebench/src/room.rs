@@ -68,7 +68,7 @@ pub struct Args {
     #[arg(long, default_value = "60s")]
     pub idle_timeout: Span,
 
-    // -- wss:// (issue 14 item 4)
+    // -- wss://
     /// Serve wss://: the certificate chain, PEM (with --tls-key). The TLS handshake counts
     /// against --handshake-timeout.
     #[arg(long, value_name = "FILE.pem", requires = "tls_key")]
@@ -168,7 +168,7 @@ impl Config {
 pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Counters> {
     let nofile = crate::load::limits::raise_nofile();
     let cfg = Config::from_args(args, nofile)?;
-    // -- wss:// (issue 14 item 4)
+    // -- wss://
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(crate::tls::server_config(cert, key)?),
         _ => None,
@@ -189,7 +189,7 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Counters> {
         Span(cfg.handshake_timeout),
         Span(cfg.idle_timeout),
     )?;
-    // -- wss:// (issue 14 item 4)
+    // -- wss://
     if scheme == "wss" {
         #[expect(clippy::cast_precision_loss, reason = "display values")]
         let tls_mb = l.max_connections as f64 * TLS_BYTES_PER_CONNECTION as f64 / 1e6;

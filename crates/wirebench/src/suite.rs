@@ -252,7 +252,7 @@ fn print_rows(ctx: &mut Ctx<'_>, head: &[&str], rows: &[Vec<String>]) -> anyhow:
     Ok(())
 }
 
-// ---- proxy step (issue 5) ----
+// ---- proxy step ----
 
 /// The proxy step's delay, each way.
 const PROXY_DELAY_NS: u64 = 500_000;
@@ -319,7 +319,7 @@ fn proxy_step(
     Ok(line)
 }
 
-// ---- load step (issue 4) ----
+// ---- load step ----
 
 /// 200 WebSocket clients in rooms of 5 at 2 events/s each for 5 s (scaled, at least 3 s, so
 /// the per-second charts have points)

@@ -353,7 +353,7 @@ impl<'de> Visitor<'de> for SkipVisitor {
 }
 
 /// Appends `v` in decimal, without `core::fmt`: this runs for five fields of every message
-/// the load generator sends, and `write!` cost about 1 % of its CPU (docs/benchmarks.md).
+/// the load generator sends, and `write!` cost about 1 % of its CPU (a `perf record` of `bench/load-floor.sh`'s run).
 fn write_u64(out: &mut String, mut v: u64) {
     let mut digits = [b'0'; 20]; // u64::MAX has 20 digits
     let mut at = digits.len();

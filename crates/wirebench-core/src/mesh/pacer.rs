@@ -3,7 +3,7 @@
 //! mean, so each target's probes are a Poisson process, as `ping --poisson` sends (RFC 2330's Poisson sampling: the probes see the
 //! path's time average, their own earlier probes' traces included). Agents never probe in
 //! waves (a fleet started at once, or a `DaemonSet` rolled out, would otherwise send in
-//! lockstep; that is Goldpinger's issue #83). The mean interval is exact, so the rate is
+//! lockstep, a known trap of fixed-interval probers such as Goldpinger). The mean interval is exact, so the rate is
 //! what was planned.
 //!
 //! Why exponential and not a jittered interval: a round trip depends on how long its path
@@ -11,7 +11,7 @@
 //! previous one, 101 µs at 2 to 5 ms, about 128 µs past 10 ms), so the gaps a prober leaves
 //! decide part of what it reads. Gaps of 40 to 60 ms (the ±20 % jitter this replaced) never
 //! see a recently used path, and read 2 to 9 % above `ping --poisson` beside them
-//! (`docs/benchmarks.md`, session 9).
+//! (`bench/mesh-gaps.sh`).
 //!
 //! Sends gather on a grid (`set_slot`): the caller wakes at the first grid point at or after
 //! a gathered due time ([`Pacer::wake_at`]) and sends everything due by then, so an agent

@@ -122,9 +122,9 @@ pub enum Results {
 
     /// `wirebench proxy`.
     Proxy(ProxyResults),
-    /// `wirebench load` (issue 4).
+    /// `wirebench load`.
     Load(LoadResults),
-    /// `wirebench mesh status` (issue 11).
+    /// `wirebench mesh status`.
     Mesh(MeshResults),
     /// `wirebench hiccup`: the stall meter on its own (its figures are in `attribution`).
     Hiccup,

@@ -25,8 +25,8 @@ fn skeleton() {
     assert!(html.contains("<title>wirebench &lt;report&gt;</title>"), "the title is escaped");
     assert_eq!(html.matches("<section class=\"run\"").count(), 2);
     assert!(html.contains("id=\"overview\"") && !html.contains("id=\"compare\""));
-    assert_eq!(html.matches("<h3>Environment</h3>").count(), 2);
-    assert!(html.contains("<td>kernel</td><td>6.18</td>"));
+    assert_eq!(html.matches("<h2>Environment</h2>").count(), 1, "the shared environment once");
+    assert_eq!(html.matches("<td>kernel</td><td>6.18</td>").count(), 1, "not repeated under each run");
     assert!(html.contains("0.1.0 (a071b60d5d4e)"), "version and commit");
     // overview + ping section; stream: throughput, loss, search, sweep
     let c = charts(&html);
@@ -132,4 +132,36 @@ fn a_relay_headline_counts_retired_peers() {
     assert_eq!(super::relay_headline(&r), "0 groups, 0 peers: 0 datagrams forwarded, 0 re-emitted");
     r.retired.peers = 3;
     assert_eq!(super::relay_headline(&r), "0 groups, 0 peers (3 retired): 0 datagrams forwarded, 0 re-emitted");
+}
+
+/// Two runs on one host: the environment they share is one table; each run lists only what
+/// differs (here the command line); long text wraps instead of running off the page; legends
+/// are drawn at a readable size.
+#[test]
+fn the_environment_once_text_wraps_legends_readable() {
+    let p = fixtures::ping(&[10_000]);
+    let mut q = fixtures::ping(&[20_000]);
+    q.meta.command_line = vec!["wirebench".into(), "ping".into(), "other:7878".into()];
+    let html = page(&[Run { name: "a", report: &p }, Run { name: "b", report: &q }], false);
+    assert_eq!(html.matches("<h2>Environment</h2>").count(), 1);
+    assert_eq!(html.matches("<td>kernel</td>").count(), 1, "{html}");
+    assert_eq!(html.matches("<h3>Environment of this run</h3>").count(), 2, "the command lines differ");
+    assert_eq!(html.matches("<td>command line</td>").count(), 2);
+    assert!(html.contains("white-space:pre-wrap") && html.contains("overflow-wrap:anywhere"), "pre wraps");
+    assert!(!html.contains("overflow-x:auto"));
+    // Every text of every chart (legends, axis labels, captions) at 13 px or more.
+    for svg in charts(&html) {
+        for size in svg.split("font-size=\"").skip(1).map(|t| t[..t.find('"').unwrap()].parse::<f64>().unwrap()) {
+            assert!(size >= 13.0, "text at {size} px");
+        }
+    }
+}
+
+/// One run: its environment is the page's one table, and the run lists nothing again.
+#[test]
+fn one_run_has_one_environment_table() {
+    let p = fixtures::ping(&[10_000]);
+    let html = page(&[Run { name: "a", report: &p }], false);
+    assert_eq!(html.matches("<table class=\"env\">").count(), 1);
+    assert!(!html.contains("Environment of this run"));
 }

@@ -49,7 +49,7 @@ pub struct Scenario {
     pub seed: Option<u64>,
     /// The event mix.
     pub events: Option<Vec<ScenarioEvent>>,
-    // -- real apps (issue 14 item 4): the connection flags, as keys (`request::FromFile`)
+    // -- real apps: the connection flags, as keys (`request::FromFile`)
     /// wss://: also trust these CA certificates (PEM; relative to the scenario's directory).
     pub ca: Option<PathBuf>,
     /// wss://: do not check the server's certificate.
@@ -139,7 +139,7 @@ pub struct Config {
     /// Sockets something else in this process holds (an in-process room): counted against
     /// the open-file limit.
     pub extra_fds: u64,
-    // -- real apps (issue 14 item 4): TLS, headers, cookies, subprotocols, per-client values
+    // -- real apps: TLS, headers, cookies, subprotocols, per-client values
     /// How clients connect: TLS, extra headers, subprotocols, per-client values.
     pub connect: super::request::Connect,
     /// `--shard` and `--start-at`: the part of the scenario this process runs, and when.
@@ -287,7 +287,7 @@ impl Config {
         percentiles.dedup();
         let template_text = a.template.clone().or(file.template).unwrap_or_else(|| DEFAULT_TEMPLATE.into());
         let template = Template::parse(&template_text).map_err(|e| usage(e.to_string()))?;
-        // -- real apps (issue 14 item 4)
+        // -- real apps
         let connect = super::request::Connect::from_args(a, &file_connect, &url)?;
         let sharding = super::shard::Sharding::from_args(a, clients, room_size)?;
         Ok(Self {
@@ -311,7 +311,7 @@ impl Config {
             series: a.series.clone(),
             quiet: a.quiet,
             extra_fds: 0,
-            // -- real apps (issue 14 item 4)
+            // -- real apps
             connect,
             sharding,
         })
@@ -353,7 +353,7 @@ impl Config {
             "thresholds": self.thresholds.iter().map(|t| t.expr.clone()).collect::<Vec<_>>(),
             "template": self.template_text,
             "seed": self.seed,
-            // -- real apps (issue 14 item 4)
+            // -- real apps
             "connect": self.connect.to_json(),
         });
         // sharding: the shard is a part's own; the start time is the scenario's

@@ -1,4 +1,4 @@
-//! The load generator's own health (issue 13 item 4): the send slip and the CPU of the load
+//! The load generator's own health: the send slip and the CPU of the load
 //! runtime's threads per second, and `wirebench_core::generator`'s verdict on whether the
 //! generator, rather than the server, missed the rate asked for. The hooks are off the send
 //! path: the slips ride on the recording each send already makes (`Recording::on_send`),

@@ -48,7 +48,7 @@ pub(super) fn results(
         room_in_process,
     );
     results.shard = cfg.sharding.record();
-    // -- real apps (issue 14 item 4): the subprotocol the server chose, when one was offered
+    // -- real apps: the subprotocol the server chose, when one was offered
     if !cfg.connect.subprotocols.is_empty() {
         results.connections.subprotocols = stats.handshakes.chosen().into_iter().collect();
     }

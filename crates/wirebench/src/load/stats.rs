@@ -45,9 +45,9 @@ pub struct Stats {
     pub up_frames: AtomicU64,
     /// Frames through the download model.
     pub down_frames: AtomicU64,
-    /// Handshake failures by cause, subprotocols chosen (issue 14 item 4).
+    /// Handshake failures by cause, subprotocols chosen.
     pub handshakes: super::request::Handshakes,
-    /// The generator's own health (issue 13 item 4).
+    /// The generator's own health.
     pub generator: super::health::Counters,
 }
 

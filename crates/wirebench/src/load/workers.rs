@@ -22,7 +22,7 @@ use super::stats::Stats;
 /// Worker threads (and recording shards). One: at the event rates of a few thousand
 /// clients each wake-up of a worker costs more than its events (an `epoll_wait`, a context
 /// switch, on a VM often a halted vCPU woken), and one thread shares its wake-ups among all
-/// clients. Measured at 1,000 clients × 2/s (docs/benchmarks.md): two single-threaded
+/// clients. Measured at 1,000 clients × 2/s (`perf stat` on `bench/load.sh`'s run): two single-threaded
 /// workers made 2.5 times the `epoll_wait` calls of one and cost more CPU per event; one
 /// worker also kept the rate at 10,000 clients. The partition below runs any number.
 pub const WORKERS: usize = 1;

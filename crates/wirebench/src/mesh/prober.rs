@@ -58,7 +58,7 @@ const GROUP_ID: u64 = u64::MAX - 2;
 /// peer: seven peers with both transports; one more with the slot timer of the stall
 /// samples, `stalls`), the loop waits on them with one `ppoll`, past it
 /// through epoll (`ReadySet::direct`): a reply then wakes the loop from its socket's own wait
-/// queue, as `ping`'s wait does, which the UDP round trip showed (issue 11).
+/// queue, as `ping`'s wait does, which the UDP round trip showed.
 const DIRECT_FDS: usize = 16;
 /// A UDP reply's read buffer: larger than any probe (a longer datagram is not a reply).
 const RECV_LEN: usize = 2048;
@@ -430,8 +430,8 @@ mod tests {
     use super::*;
     use wirebench_core::wire::probe::Probe;
 
-    /// A UDP target's probe is written once and only restamped at each send (issue 11: as
-    /// `ping`'s, nothing but the sequence number and t1, and the tag over them, between t1 and
+    /// A UDP target's probe is written once and only restamped at each send (as
+    /// `ping`'s: nothing but the sequence number and t1, and the tag over them, between t1 and
     /// the send). On the wire it is byte for byte the probe written whole, with and without a
     /// token, and a restamp leaves nothing of the previous send.
     #[test]

@@ -198,3 +198,124 @@ fn the_suite_steps_in_the_docs_are_the_ones_it_runs() {
     }
     assert!(Path::new(&out.join("index.html")).exists());
 }
+
+/// The text files a reader of the repository meets: the top-level pages and everything under
+/// docs/, crates/, bench/, deploy/, fuzz/ and .ci/ (build output, fuzz corpora and benchmark
+/// run directories aside, and files that are not UTF-8 text).
+fn repository_text() -> Vec<(String, String)> {
+    let skip = ["target", "fuzz/corpus", "fuzz/artifacts", "bench/out", "node_modules", ".git"];
+    let mut v = Vec::new();
+    let mut todo: Vec<PathBuf> =
+        ["README.md", "ARCHITECTURE.md", "AGENTS.md", "docs", "crates", "bench", "deploy", "fuzz", ".ci"]
+            .iter()
+            .map(|p| root().join(p))
+            .collect();
+    while let Some(p) = todo.pop() {
+        let rel = p.strip_prefix(root()).unwrap().to_string_lossy().into_owned();
+        if skip.iter().any(|s| rel == *s || rel.ends_with(&format!("/{s}")) || rel.starts_with(&format!("{s}/"))) {
+            continue;
+        }
+        if p.is_dir() {
+            todo.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+        } else if let Ok(text) = std::fs::read_to_string(&p) {
+            v.push((rel, text));
+        }
+    }
+    v.sort();
+    v
+}
+
+/// Where `line` names a tracker entry or a work session by number (the word "issue" or
+/// "session", singular or plural, then a number, `#` allowed): such numbers mean nothing to
+/// someone who cloned only this repository, so comments and docs say what and why instead.
+fn tracker_number(line: &str) -> Option<usize> {
+    let l = line.to_ascii_lowercase();
+    for word in ["issue", "session"] {
+        for (i, _) in l.match_indices(word) {
+            let rest = l[i + word.len()..].strip_prefix('s').unwrap_or(&l[i + word.len()..]);
+            let rest = rest.trim_start_matches(' ');
+            let rest = rest.strip_prefix('#').unwrap_or(rest);
+            if rest.starts_with(|c: char| c.is_ascii_digit()) {
+                return Some(i);
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn no_tracker_or_session_numbers_in_the_repository() {
+    // The examples are put together so that this file does not name one itself.
+    assert_eq!(tracker_number(&format!("see {} 11: the wait", "Issue")), Some(4));
+    assert_eq!(tracker_number(&format!("({} #5 and 6)", "sessions")), Some(1));
+    assert_eq!(tracker_number("--max-sessions N, a session id 0x01"), None);
+    let mut found = Vec::new();
+    for (path, text) in repository_text() {
+        for (n, line) in text.lines().enumerate() {
+            if let Some(i) = tracker_number(line) {
+                let end = line.len().min(i + 40);
+                let at = line.get(i..end).unwrap_or(line);
+                found.push(format!("{path}:{}: {at}", n + 1));
+            }
+        }
+    }
+    assert!(found.is_empty(), "say what and why instead of a tracker or session number:\n{}", found.join("\n"));
+}
+
+/// GitHub's anchor for a heading: lower case, spaces to `-`, punctuation dropped, and `-1`,
+/// `-2`, ... on repeats.
+fn anchors(md: &str) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    let mut bases: Vec<String> = Vec::new();
+    let mut fenced = false;
+    for line in md.lines() {
+        if line.starts_with("```") {
+            fenced = !fenced;
+        }
+        let Some(h) = line.strip_prefix('#').filter(|_| !fenced) else { continue };
+        let h = h.trim_start_matches('#').trim();
+        let slug: String = h
+            .to_lowercase()
+            .chars()
+            .filter_map(|c| match c {
+                ' ' => Some('-'),
+                c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+                _ => None,
+            })
+            .collect();
+        let n = bases.iter().filter(|b| **b == slug).count();
+        seen.push(if n == 0 { slug.clone() } else { format!("{slug}-{n}") });
+        bases.push(slug);
+    }
+    seen
+}
+
+/// Every relative link of README.md, ARCHITECTURE.md, AGENTS.md and docs/ leads to a file
+/// that exists, and its `#anchor`, if any, to a heading of that page.
+#[test]
+fn relative_links_in_the_docs_resolve() {
+    let mut broken = Vec::new();
+    for (page, text) in pages() {
+        let dir = Path::new(&page).parent().unwrap_or(Path::new("")).to_path_buf();
+        for (i, _) in text.match_indices("](") {
+            let target = text[i + 2..].split([')', ' ']).next().unwrap_or("");
+            if target.is_empty() || target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            let (file, anchor) = target.split_once('#').map_or((target, None), |(f, a)| (f, Some(a)));
+            let path = if file.is_empty() { PathBuf::from(&page) } else { dir.join(file) };
+            let full = root().join(&path);
+            if !full.exists() {
+                broken.push(format!("{page}: {target}: no file {}", path.display()));
+                continue;
+            }
+            if let Some(a) = anchor.filter(|_| full.extension().is_some_and(|x| x == "md")) {
+                let md = std::fs::read_to_string(&full).unwrap();
+                if !anchors(&md).iter().any(|h| h == a) {
+                    broken.push(format!("{page}: {target}: no heading #{a}"));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "{broken:#?}");
+}

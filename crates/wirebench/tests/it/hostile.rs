@@ -1,4 +1,4 @@
-//! The adversarial suite for `serve` (issue 10), what runs in seconds: hostile numbers on
+//! The adversarial suite for `serve`, what runs in seconds: hostile numbers on
 //! the wire, caps and budgets, spoofed knocks, tokens, stalls, slowloris, non-reading
 //! clients, the connection cap's refusal, and a stop under each (within a second).
 //! `bench/adversarial.sh` has the floods and soaks.
@@ -20,7 +20,7 @@ use crate::support::wirebench;
 
 const SECOND: Duration = Duration::from_secs(1);
 
-/// Issue 10, defect 2: rates that went flat out (or overflowed the schedule) are refused,
+/// Rates that went flat out (or overflowed the schedule) are refused,
 /// with the reason, before anything is allocated.
 #[test]
 fn hostile_rates_on_the_wire_are_refused_with_a_reason() {
@@ -41,7 +41,7 @@ fn hostile_rates_on_the_wire_are_refused_with_a_reason() {
     assert_eq!((c.control_errors, c.streams), (5, 0));
 }
 
-/// Issue 10, defect 2: `--max-rate` caps the session's total, whatever the publishers.
+/// `--max-rate` caps the session's total, whatever the publishers.
 #[test]
 fn the_rate_cap_is_on_the_session_total() {
     let srv = serve_with(|c| c.max_rate = Some(StreamRate::Bits(10e6)));
@@ -127,7 +127,7 @@ fn a_client_cut_short_by_serve_is_told() {
     drop(srv);
 }
 
-/// Issue 10, defect 3: the CLI's defaults cap anonymous sessions (100 Mbit/s, 64 sessions, 16
+/// The CLI's defaults cap anonymous sessions (100 Mbit/s, 64 sessions, 16
 /// per address, 256 MiB) and serve streams only on loopback without a token or `--open`.
 #[test]
 fn the_defaults_are_safe() {
@@ -140,7 +140,7 @@ fn the_defaults_are_safe() {
     assert!(!cfg.streams_allowed(), "0.0.0.0 without --token or --open");
 }
 
-/// Issue 10, "build": on a non-loopback address, streams need a token or `--open`; the
+/// On a non-loopback address, streams need a token or `--open`; the
 /// probe echo stays open.
 #[test]
 fn a_non_loopback_serve_without_token_or_open_answers_only_the_echo() {
@@ -160,7 +160,7 @@ fn a_non_loopback_serve_without_token_or_open_answers_only_the_echo() {
     drop(srv);
 }
 
-/// Issue 10, defect 3: a cap on concurrent sessions per source address, told in words.
+/// A cap on concurrent sessions per source address, told in words.
 #[test]
 fn sessions_per_source_are_capped() {
     let srv = serve_with(|c| c.budget.per_source = 2);
@@ -175,7 +175,7 @@ fn sessions_per_source_are_capped() {
     assert!(srv.stop().refused_sessions >= 1);
 }
 
-/// Issue 10, defect 5: serve's memory budget refuses what would not fit (64 publishers'
+/// Serve's memory budget refuses what would not fit (64 publishers'
 /// windows each), and counts it.
 #[test]
 fn the_memory_budget_refuses_sessions() {
@@ -191,7 +191,7 @@ fn the_memory_budget_refuses_sessions() {
     drop(srv);
 }
 
-/// Issue 10, defect 3: reverse data goes only to the control connection's address and the
+/// Reverse data goes only to the control connection's address and the
 /// port a datagram with the session's secret came from; a spoofed knock is counted and
 /// ignored, and a port the client names is never used.
 #[test]
@@ -223,7 +223,7 @@ fn reverse_udp_goes_only_to_the_port_that_knocked_with_the_secret() {
     assert_eq!(srv.stop().bad_knocks, 1);
 }
 
-/// Issue 10, "build": the token is proved by HMAC; a wrong proof or none is refused and
+/// The token is proved by HMAC; a wrong proof or none is refused and
 /// counted; serve proves itself in its challenge.
 #[test]
 fn the_token_is_a_challenge_response() {
@@ -285,7 +285,7 @@ fn an_old_client_is_told_to_upgrade() {
     assert_eq!(srv.stop().old_clients, 1);
 }
 
-/// Issue 10, defect 5: a header declaring more than a first frame may hold is refused at
+/// A header declaring more than a first frame may hold is refused at
 /// once, before any body: serve holds nothing for it.
 #[test]
 fn a_header_declaring_a_big_body_is_refused_before_the_body() {
@@ -300,7 +300,7 @@ fn a_header_declaring_a_big_body_is_refused_before_the_body() {
     assert_eq!(srv.stop().control_errors, 1);
 }
 
-/// Issue 10, defect 1: a reverse stream at the slowest rate allowed holds nothing past a stop
+/// A reverse stream at the slowest rate allowed holds nothing past a stop
 /// (UDP and TCP).
 #[test]
 fn a_tiny_rate_reverse_stream_stops_within_a_second() {
@@ -318,7 +318,7 @@ fn a_tiny_rate_reverse_stream_stops_within_a_second() {
     stop_within(srv, SECOND);
 }
 
-/// Issue 10, defect 4: a control frame stalled part-way, a probe client that never reads its
+/// A control frame stalled part-way, a probe client that never reads its
 /// replies, and forward TCP sessions holding one byte of a frame or part of a finish: a stop
 /// ends serve within a second with all of them held.
 #[test]
@@ -363,7 +363,7 @@ fn stalled_clients_do_not_hold_a_stop() {
     let _ = deaf.flush();
 }
 
-/// Issue 10, defect 6: a connection that sends nothing (or dribbles a partial frame) is
+/// A connection that sends nothing (or dribbles a partial frame) is
 /// closed at the first-frame timeout, an idle probe connection at the idle timeout.
 #[test]
 fn slowloris_and_idle_connections_time_out() {
@@ -395,7 +395,7 @@ fn slowloris_and_idle_connections_time_out() {
     assert_eq!(srv.stop().timed_out, 3);
 }
 
-/// Issue 10, defect 6: a client turned away at the connection cap is told why: `ping` and
+/// A client turned away at the connection cap is told why: `ping` and
 /// `stream` print the reason instead of "is serve running?".
 #[test]
 fn a_refused_client_is_told_why() {
@@ -414,7 +414,7 @@ fn a_refused_client_is_told_why() {
     assert!(srv.stop().refused_connections >= 2);
 }
 
-/// Issue 9/10: `--ttl 0` and `--ttl 256` are usage errors, and so are limits of 0.
+/// `--ttl 0` and `--ttl 256` are usage errors, and so are limits of 0.
 #[test]
 fn serve_refuses_ttl_0_and_256_and_zero_limits() {
     for bad in [

@@ -1,4 +1,4 @@
-//! The load generator's own health (issue 13 item 4): a rate it keeps is "kept"; a rate no
+//! The load generator's own health: a rate it keeps is "kept"; a rate no
 //! generator here reaches is "missed", by the generator or its send path, never "kept"; a
 //! run that lost clients (dropped by the server, or never connected) is never "kept" and
 //! says so; the figures add up (slip rows to the sends, CPU rows to the CPU, the schedule

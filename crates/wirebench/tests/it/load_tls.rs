@@ -1,4 +1,4 @@
-//! `wirebench load` for real apps (issue 14 item 4): wss:// to `room --tls-cert/--tls-key`
+//! `wirebench load` for real apps: wss:// to `room --tls-cert/--tls-key`
 //! with a certificate made here (rcgen), a wrong CA and a wrong name, `--insecure`; headers,
 //! cookies, subprotocols and per-client values as a small WebSocket server here receives
 //! them; bad input exits 2 with one line.

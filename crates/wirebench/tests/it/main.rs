@@ -10,15 +10,15 @@ mod docs; // what a newcomer reads: every flag documented, docs stand alone, the
 mod doctor; // verdicts on loopback, bad flags; in namespaces: veth MTU 1400, no multicast route, path MTU
 mod fake; // the engine on the in-memory link: loss, lateness, CO correction, one-way
 mod hiccup; // the stall meter: a 200 ms SIGSTOP seen whole, a quiet run, every mode carries it
-mod hostile; // serve against hostile clients: numbers, caps, knocks, tokens, stalls, signals (issue 10)
+mod hostile; // serve against hostile clients: numbers, caps, knocks, tokens, stalls, signals
 #[cfg(feature = "netns-tests")]
 mod lab; // the namespace harness: namespaces, veths and processes removed on drop
 mod listen; // listen: DatagramTest's gap lines, the publisher budget
-mod load; // WebSocket load against an in-process room: delay, thresholds, dead server (issue 4)
+mod load; // WebSocket load against an in-process room: delay, thresholds, dead server
 mod load_health; // the load generator's own health: kept, missed, the same words everywhere, merged shards
 mod load_rows; // the all row of a relayed and a request type: the sum of the event rows in the JSON, the terminal, report and the HTML
 mod load_shards; // load --shard/--start-at in namespaces, report --merge exact and refusing, the k8s Job's flags
-mod load_tls; // load for real apps: wss:// to room --tls-*, wrong CA/name, --insecure, headers, cookies, subprotocols, tokens (issue 14)
+mod load_tls; // load for real apps: wss:// to room --tls-*, wrong CA/name, --insecure, headers, cookies, subprotocols, tokens
 mod load_toml; // the scenario file's TLS and request keys: reach the server, flags override, bad values exit 2
 mod mesh; // mesh agents on loopback: the matrix, views agreeing, peers coming and going, tokens, HTTP bounds
 mod mesh_farend; // the prober against a peer flooding its TCP probe connection (16 KiB per wake-up, flat memory) and one answering garbage (dropped, counted)

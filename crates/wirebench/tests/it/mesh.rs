@@ -282,7 +282,7 @@ fn port_connected_to(peers: &[SocketAddr]) -> Option<u16> {
     })
 }
 
-/// Issue 11: each UDP target has its own socket connected to the peer (as `ping`'s is), on
+/// Each UDP target has its own socket connected to the peer (as `ping`'s is), on
 /// the shared socket's port, opened when the peer is added and closed when it is dropped.
 #[test]
 fn each_udp_peer_has_its_own_connected_socket_on_the_shared_port() {
@@ -328,8 +328,8 @@ fn peers_come_and_go_and_a_stopped_agent_is_a_node_down() {
     }
 }
 
-/// `mesh status` asked only agents that do not answer (issue 11: it printed "1 nodes, 0
-/// reporting" and "verdict: no problems", exit 0): every view names the unreachable agent
+/// `mesh status` asked only agents that do not answer (not "1 nodes, 0
+/// reporting" with "verdict: no problems", exit 0): every view names the unreachable agent
 /// and says there is no matrix, and the exit code is 1.
 #[test]
 fn a_status_no_agent_answers_names_it_in_every_view_and_exits_1() {

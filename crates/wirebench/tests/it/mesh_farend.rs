@@ -1,4 +1,4 @@
-//! A mesh agent's prober against peers that misbehave on its TCP probe connection (issue 11):
+//! A mesh agent's prober against peers that misbehave on its TCP probe connection:
 //! one streams valid-looking frames at line rate without end, one answers garbage. The
 //! agent keeps probing its other peer in full and its memory stays flat; a connection that
 //! carries more frames than probes were sent on it, or garbage, is not a probe stream: it is

@@ -350,8 +350,8 @@ fn six_agents_prometheus_and_the_verdicts() {
     eprintln!("== h6 killed, from Prometheus ==\n{out}");
 }
 
-/// `mesh status --prometheus` against a real Prometheus that scrapes no agent (issue 11: it
-/// printed "0 nodes, 0 reporting" and "verdict: no problems", exit 0): no matrix, exit 1,
+/// `mesh status --prometheus` against a real Prometheus that scrapes no agent (not
+/// "0 nodes, 0 reporting" with "verdict: no problems", exit 0): no matrix, exit 1,
 /// and the saved report says the same.
 #[test]
 fn prometheus_holding_no_agent_is_no_matrix_and_exit_1() {

@@ -1,4 +1,4 @@
-//! The mesh prober's UDP sockets (issue 11): peers whose own connected socket cannot be
+//! The mesh prober's UDP sockets: peers whose own connected socket cannot be
 //! opened (a low open-file limit) are probed from the shared socket and counted, with HTTP
 //! still answering; a second agent never shares a probe port with a running one, and one
 //! started on a running agent's port stops in one line, exit 1.
@@ -124,7 +124,7 @@ fn counter(text: &str, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("{name} in\n{text}")) as u64
 }
 
-/// Issue 11: with an open-file limit of 128 and 120 peers, the prober gives its per-peer UDP
+/// With an open-file limit of 128 and 120 peers, the prober gives its per-peer UDP
 /// sockets only its share of the descriptors (below (128 - 64) / 2 = 32), so most peers have
 /// none: they are probed from the shared socket, every peer's replies are counted, each
 /// peer is either on its own connected socket or counted in
@@ -184,7 +184,7 @@ fn peers_without_their_own_udp_socket_are_probed_from_the_shared_one() {
     serve.stop();
 }
 
-/// Issue 11: a second agent on a running agent's probe port is refused in one line, exit 1
+/// A second agent on a running agent's probe port is refused in one line, exit 1
 /// (the port is held: a runtime condition, not a wrong command; the same command works once
 /// the port is free), and the first keeps running.
 #[test]
@@ -207,7 +207,7 @@ fn a_second_agent_on_the_same_probe_port_stops_in_one_line() {
     assert_eq!(stop(first), Some(0));
 }
 
-/// Issue 11: the prober's shared socket takes its port without `SO_REUSEPORT` first, so a
+/// The prober's shared socket takes its port without `SO_REUSEPORT` first, so a
 /// second agent is never handed a port another agent's probe sockets hold (the kernel lets
 /// `SO_REUSEPORT` sockets of one user share a port, also when it picks the port). In a
 /// namespace whose ephemeral range is one port, the first agent's probe socket takes it and

@@ -1,4 +1,4 @@
-//! The agent's stall samples (issue 11): by default the prober's own send-slot wake-ups, so
+//! The agent's stall samples: by default the prober's own send-slot wake-ups, so
 //! an agent has no meter thread and no wake-ups of its own for them; a meter thread only
 //! with `--hiccup-interval` (as before). The figures on `/metrics` from either source:
 //! `mesh::the_agents_stall_samples_are_on_metrics_per_window_and_off_with_no_hiccup`.

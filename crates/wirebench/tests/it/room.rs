@@ -1,5 +1,4 @@
-//! `wirebench room` against hostile and careless clients (issue 10 item 7 and the room's
-//! parts of items 5 and 6): what is a request, HTTP refusals, the message and frame cap,
+//! `wirebench room` against hostile and careless clients: what is a request, HTTP refusals, the message and frame cap,
 //! a member that never reads, rooms freed after close, slowloris handshakes, and accept
 //! backing off when descriptors run out.
 

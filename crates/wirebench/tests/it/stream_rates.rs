@@ -1,4 +1,4 @@
-//! Stream numbers against an in-process serve (issue 9): every rate over the one stated time
+//! Stream numbers against an in-process serve: every rate over the one stated time
 //! base (the sending time), interval rows that cover the whole run and end when their counts
 //! were taken (UDP and TCP, forward and reverse), live interval lines for TCP, sane rates in
 //! `report`, the kernel's counters in the result, a polite two-way run, and the input rules.

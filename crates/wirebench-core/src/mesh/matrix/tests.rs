@@ -76,8 +76,8 @@ fn merges_rows_and_names_a_dead_node() {
 
 #[test]
 fn no_agent_answering_is_no_matrix_not_no_problems() {
-    // The only agent asked did not answer (issue 11: "1 nodes, 0 reporting" read
-    // "verdict: no problems").
+    // The only agent asked did not answer: that is no matrix, not "1 nodes, 0
+    // reporting" with "verdict: no problems".
     let mut b = MatrixBuilder::new("agents");
     b.add_unreachable(Some("127.0.0.1".parse().unwrap()), "http://127.0.0.1:9/", "connection refused");
     let r = b.finish(&Thresholds::default());

@@ -63,7 +63,8 @@ fn a_valid_start_decodes_and_never_carries_the_token_or_a_port() {
     assert!(!j.contains("hunter2") && !j.contains("token") && !j.contains("client_port"), "{j}");
 }
 
-/// The rates of issue 10's `--max-rate` bypass, each refused at the decoder.
+/// The rates that would get around `--max-rate` (flat out, or overflowing the schedule),
+/// each refused at the decoder.
 #[test]
 fn hostile_rates_are_refused() {
     for bad in ["0", "-1", "1e-300", "5e-324", "0.0009", "1e11", "-0.0"] {

@@ -80,7 +80,7 @@ impl Drop for Serve {
     }
 }
 
-/// Every stall of issue 10 at once: a control frame cut short, a probe client that never
+/// Every stall at once: a control frame cut short, a probe client that never
 /// reads, a forward session holding part of a frame, and a reverse stream at the slowest
 /// rate (UDP and TCP). SIGINT and SIGTERM each end serve within a second, exit 0, and print
 /// the counters.
@@ -148,10 +148,10 @@ fn switches(pid: u32, name: Option<&str>) -> Vec<(String, u64)> {
     v
 }
 
-/// Issue 11: an idle serve costs no wake-ups, and a stop still ends every thread at once.
-/// Session 5: a probe connection's thread woke every 100 ms to look at the stop flag (1,900
-/// context switches a second at 199 connections); session 6: so did the UDP thread (its read
-/// timeout), the acceptor (its wait) and the main thread (`Server::wait`). Now each sleeps
+/// An idle serve costs no wake-ups, and a stop still ends every thread at once.
+/// A probe connection's thread that woke every 100 ms to look at the stop flag cost 1,900
+/// context switches a second at 199 connections; so would a UDP thread's read timeout, the
+/// acceptor's timed wait, or the main thread's (`Server::wait`). Each sleeps
 /// with no timed wake-up (the stop wakes it), so over a third of a second, three of the old
 /// poll intervals, not one thread of serve switches once. (The window is only observed, not
 /// waited on for anything: nothing in an idle serve may wake at any time.)
@@ -202,7 +202,7 @@ fn an_idle_serve_does_not_wake_and_a_stop_ends_it() {
     }
 }
 
-/// Issue 10, defect 6: out of file descriptors, the accept loop backs off instead of
+/// Out of file descriptors, the accept loop backs off instead of
 /// spinning (before: 100 % of a core until the clients left).
 #[test]
 fn out_of_file_descriptors_the_acceptor_does_not_spin() {
@@ -225,7 +225,7 @@ fn out_of_file_descriptors_the_acceptor_does_not_spin() {
     assert!(out.contains("accept errors"), "{out}");
 }
 
-/// Issue 10, defect 5: forward sessions whose 64 publishers' windows are all written (a
+/// Forward sessions whose 64 publishers' windows are all written (a
 /// sequence jump wider than the window) stay inside the memory budget: 32 MiB admits three
 /// such sessions of 9.1 MiB, and serve's RSS grows by about that, not by 8.4 MiB for
 /// every session asked for (before the budget, all 20 were admitted).
