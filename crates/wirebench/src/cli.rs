@@ -111,3 +111,152 @@ pub fn parse_mode<A: clap::Args>(name: &str, args: &[&str]) -> Result<A, clap::E
     }
     Ok(One::<A>::try_parse_from(std::iter::once(name).chain(args.iter().copied()))?.a)
 }
+
+/// Every rate, size, count and duration flag of every command reads the one grammar of
+/// `wirebench_core::units` (docs/units.md).
+#[cfg(test)]
+mod unit_flags {
+    use std::any::TypeId;
+
+    use clap::CommandFactory as _;
+    use wirebench_core::impair::spec::{Delay, Jitter, LossBurst, Percent, Reorder};
+    use wirebench_core::load::shaper::Link;
+    use wirebench_core::units::{BitRate, ByteSize, Count, CountOrSpan, MsgRate, Span, StreamRate};
+
+    use super::Cli;
+
+    /// The grammar's types, and flags built from them (`RATE/DELAY`, `IP=RATE/DELAY`,
+    /// `2ms:normal`).
+    fn unit_types() -> Vec<(TypeId, &'static str)> {
+        vec![
+            (TypeId::of::<Span>(), "duration"),
+            (TypeId::of::<MsgRate>(), "message rate"),
+            (TypeId::of::<BitRate>(), "bit rate"),
+            (TypeId::of::<StreamRate>(), "bit or message rate"),
+            (TypeId::of::<ByteSize>(), "size"),
+            (TypeId::of::<Count>(), "count"),
+            (TypeId::of::<CountOrSpan>(), "count or duration"),
+            (TypeId::of::<Delay>(), "duration"),
+            (TypeId::of::<Jitter>(), "duration:distribution"),
+            (TypeId::of::<Percent>(), "percent"),
+            (TypeId::of::<LossBurst>(), "percent,percent"),
+            (TypeId::of::<Reorder>(), "percent"),
+            (TypeId::of::<Link>(), "bit rate/duration"),
+            (TypeId::of::<crate::shape::LinkSpec>(), "bit rate/duration"),
+            (TypeId::of::<crate::shape::ClientSpec>(), "ip=bit rate/duration"),
+            (TypeId::of::<crate::load::TypeSize>(), "type=size"),
+        ]
+    }
+
+    /// Every flag that takes a value: (command path, long name, what it reads).
+    fn flags() -> Vec<(String, String, Option<&'static str>, String)> {
+        fn walk(
+            cmd: &clap::Command,
+            path: &str,
+            units: &[(TypeId, &'static str)],
+            out: &mut Vec<(String, String, Option<&'static str>, String)>,
+        ) {
+            for a in cmd.get_arguments() {
+                if !a.get_num_args().is_some_and(|n| n.takes_values()) && !a.get_action().takes_values() {
+                    continue;
+                }
+                let Some(long) = a.get_long() else { continue };
+                let id = a.get_value_parser().type_id();
+                let unit = units.iter().find(|(t, _)| id == *t).map(|(_, w)| *w);
+                out.push((path.to_owned(), long.to_owned(), unit, format!("{id:?}")));
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), units, out);
+            }
+        }
+        let mut out = Vec::new();
+        walk(&Cli::command(), "wirebench", &unit_types(), &mut out);
+        out
+    }
+
+    /// Words that make a flag a rate, size, count or duration.
+    const QUANTITY: &[&str] = &[
+        "rate",
+        "size",
+        "count",
+        "duration",
+        "time",
+        "interval",
+        "every",
+        "expiry",
+        "wait",
+        "budget",
+        "backlog",
+        "message",
+        "max-",
+        "min-",
+        "ramp",
+        "warmup",
+        "trial",
+        "held",
+        "flows",
+        "clients",
+        "responders",
+        "publishers",
+        "senders",
+        "sessions",
+        "connections",
+        "rcvbuf",
+        "refresh",
+        "window",
+        "after",
+        "delay",
+        "jitter",
+        "loss",
+        "poll",
+        "inter-zone",
+        "full-mesh",
+        "limit",
+        "check",
+        "sizes",
+        "link",
+        "len",
+        "mps",
+    ];
+
+    /// Flags that look like quantities but are not in the grammar, and why.
+    const NOT_UNITS: &[(&str, &str, &str)] = &[
+        ("wirebench stream", "loss-target", "a share: 0, 0.1%"),
+        ("wirebench mesh status", "max-loss", "a percentage"),
+        ("wirebench load", "start-at", "a wall-clock time"),
+    ];
+
+    /// Plain numbers that are no rate, size, count or duration, and why.
+    const PLAIN_NUMBERS: &[(&str, &str)] = &[
+        ("ttl", "hops, 1..=255"),
+        ("cpu", "a CPU index"),
+        ("seed", "an RNG seed"),
+        ("parallel", "a handful of streams, 1..=128"),
+        ("scale", "a multiplier of the suite's durations"),
+        ("percentiles", "percentiles, 0..100"),
+        ("max-loss", "a percentage"),
+    ];
+
+    #[test]
+    fn every_rate_size_count_and_duration_flag_reads_the_one_grammar() {
+        let all = flags();
+        assert!(all.len() > 150, "the walk found {} flags: it missed commands", all.len());
+        let mut wrong = Vec::new();
+        for (cmd, long, unit, ty) in &all {
+            let quantity =
+                QUANTITY.iter().any(|w| long.contains(w)) && !NOT_UNITS.iter().any(|(c, l, _)| c == cmd && l == long);
+            if quantity && unit.is_none() {
+                wrong.push(format!("{cmd} --{long} looks like a quantity but parses as {ty}"));
+            }
+            let plain = ["u8", "u16", "u32", "u64", "usize", "i32", "i64", "f32", "f64"].contains(&ty.as_str());
+            if plain && !PLAIN_NUMBERS.iter().any(|(l, _)| l == long) {
+                wrong.push(format!("{cmd} --{long} takes a plain {ty}: use a wirebench_core::units type"));
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+        // The walk sees the flags this test is about.
+        for (cmd, long) in [("wirebench stream", "rate"), ("wirebench ping", "count"), ("wirebench proxy", "rate")] {
+            assert!(all.iter().any(|(c, l, u, _)| c == cmd && l == long && u.is_some()), "{cmd} --{long}");
+        }
+    }
+}

@@ -25,7 +25,7 @@ use anyhow::{Context as _, anyhow};
 pub use config::{Config, Proto, Target, resolve};
 use wirebench_core::latency::Interval;
 use wirebench_core::report::{Report, Results};
-use wirebench_core::units::{CountOrSpan, MsgRate, Span};
+use wirebench_core::units::{ByteSize, Count, CountOrSpan, MsgRate, Span};
 use wirebench_core::wire::probe::FLAG_REPLY_GROUP;
 use wirebench_net::clock::{MonoClock, wall_minus_mono};
 use wirebench_net::io::ProbeIo;
@@ -46,11 +46,11 @@ pub struct Args {
     pub proto: Proto,
     /// Probe size in bytes: 32 is round trip only, 48 and more adds the responder's
     /// timestamps (dwell, clock offset, one-way delay).
-    #[arg(long, default_value_t = 32)]
-    pub size: usize,
+    #[arg(long, default_value = "32")]
+    pub size: ByteSize,
     /// Measured probes [default: 100000 closed loop].
     #[arg(long, short = 'n')]
-    pub count: Option<u64>,
+    pub count: Option<Count>,
     /// Measure for this long (with --count, whichever comes first) [default: 10s open loop].
     #[arg(long, short = 'd')]
     pub duration: Option<Span>,
@@ -92,7 +92,7 @@ pub struct Args {
     pub reply_group: Option<SocketAddrV4>,
     /// Multicast: stop waiting for responders once this many answered.
     #[arg(long)]
-    pub responders: Option<usize>,
+    pub responders: Option<Count>,
     /// Print the full percentile distribution (HdrHistogram layout, microseconds).
     #[arg(long)]
     pub table: bool,

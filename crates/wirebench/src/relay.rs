@@ -65,8 +65,8 @@ pub struct Args {
     #[arg(long, default_value = "100k/s")]
     pub max_rate: MsgRate,
     /// Original senders with an emitting socket of their own at most.
-    #[arg(long, default_value_t = 256)]
-    pub max_senders: usize,
+    #[arg(long, default_value = "256")]
+    pub max_senders: wirebench_core::units::Count,
     /// TTL of re-emitted datagrams.
     #[arg(long, default_value_t = 1)]
     pub ttl: u32,

@@ -50,7 +50,7 @@ pub struct Args {
     pub interval: Span,
     /// Open connections at most [default: 10000, or the open-file limit less 96].
     #[arg(long)]
-    pub max_connections: Option<u64>,
+    pub max_connections: Option<wirebench_core::units::Count>,
     /// Largest message (and frame) a client may send; larger ones close it with 1009.
     #[arg(long, default_value = "16KiB")]
     pub max_message: ByteSize,
@@ -112,7 +112,7 @@ impl Config {
             .parse()
             .map_err(|_| UsageError(format!("--listen '{}' is not an address like 0.0.0.0:8080", a.listen)))?;
         let fit = nofile.saturating_sub(SPARE_FDS);
-        let max_connections = match a.max_connections {
+        let max_connections = match a.max_connections.map(|c| c.0) {
             Some(0) => return Err(UsageError("--max-connections must be at least 1".into())),
             Some(n) if n > fit => {
                 return Err(UsageError(format!(

@@ -47,7 +47,7 @@ use std::time::{Instant, SystemTime};
 
 pub use config::Config;
 use wirebench_core::report::{Outcome, Report, Results, StreamResults};
-use wirebench_core::units::{Span, StreamRate};
+use wirebench_core::units::{ByteSize, Count, Span, StreamRate};
 use wirebench_core::wire::control::{Direction, StreamProto};
 
 use self::session::{Live, RunOut, RunSpec};
@@ -66,13 +66,13 @@ pub struct Args {
     pub proto: Proto,
     /// Message size in bytes [default: 1468 UDP, 65535 TCP].
     #[arg(long)]
-    pub size: Option<usize>,
+    pub size: Option<ByteSize>,
     /// Rate per publisher: max, 800mbit, 100MB/s, 50k/s.
     #[arg(long, default_value = "max")]
     pub rate: StreamRate,
     /// Messages per publisher.
     #[arg(long, short = 'n')]
-    pub count: Option<u64>,
+    pub count: Option<Count>,
     /// How long [default: 10s].
     #[arg(long, short = 'd')]
     pub duration: Option<Span>,
@@ -119,7 +119,7 @@ pub struct Args {
     pub trial: Span,
     /// Sweep these message sizes, e.g. 64,256,1024,1468,8192.
     #[arg(long, value_delimiter = ',')]
-    pub sizes: Option<Vec<usize>>,
+    pub sizes: Option<Vec<ByteSize>>,
     /// Receive buffer of the receiving socket (serve's, or this client's with --reverse), e.g.
     /// 4k: to see what a smaller buffer loses [default: 16MiB].
     #[arg(long, value_name = "BYTES")]

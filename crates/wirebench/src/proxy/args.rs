@@ -119,12 +119,12 @@ pub struct Args {
     #[arg(long, default_value = "60s", help_heading = "Run")]
     pub idle_timeout: Span,
     /// At most this many UDP flows or TCP connections at once.
-    #[arg(long, default_value_t = 1024, help_heading = "Run")]
-    pub max_flows: usize,
+    #[arg(long, default_value = "1024", help_heading = "Run")]
+    pub max_flows: wirebench_core::units::Count,
     /// At most this many bytes of delayed packets held at once (UDP: more are dropped and
     /// counted as "queue full"; TCP: the pumps stop reading). Units: KiB, MiB, GiB.
-    #[arg(long, default_value = "64MiB", value_parser = parse_bytes, help_heading = "Run")]
-    pub max_held: usize,
+    #[arg(long, default_value = "64MiB", help_heading = "Run")]
+    pub max_held: wirebench_core::units::ByteSize,
     /// Write the JSON report (also on Ctrl-C).
     #[arg(long, value_name = "FILE", help_heading = "Run")]
     pub json: Option<PathBuf>,
@@ -134,19 +134,4 @@ pub struct Args {
     /// The stall meter beside the run.
     #[command(flatten)]
     pub hiccup: crate::hiccup::HiccupArgs,
-}
-
-/// `64MiB`, `512KiB`, `1GiB`, or bytes.
-fn parse_bytes(s: &str) -> Result<usize, String> {
-    let t = s.trim();
-    let (num, mult) = [("GiB", 1usize << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1)]
-        .iter()
-        .find_map(|(u, m)| t.strip_suffix(u).map(|n| (n.trim(), *m)))
-        .unwrap_or((t, 1));
-    let n: usize = num.parse().map_err(|_| format!("'{s}' is not a size (e.g. 64MiB, 512KiB, 1GiB)"))?;
-    match n.checked_mul(mult) {
-        Some(0) => Err(format!("'{s}': must be above 0")),
-        Some(v) => Ok(v),
-        None => Err(format!("'{s}' is too large")),
-    }
 }
