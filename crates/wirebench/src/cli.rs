@@ -260,3 +260,49 @@ mod unit_flags {
         }
     }
 }
+
+/// iperf3, sockperf and k6 habits that carry over (docs/units.md, "Habits").
+#[cfg(test)]
+mod habits {
+    use super::parse_mode;
+
+    #[test]
+    fn aliases_read_as_the_flags_they_stand_for() {
+        let stream = |args: &[&str]| parse_mode::<crate::stream::Args>("stream", args).unwrap();
+        let sa = stream(&["127.0.0.1:1", "-t", "5s", "-l", "1k", "-b", "100M", "-u"]);
+        let sw = stream(&["h:1", "--duration", "5s", "--size", "1000", "--rate", "100mbit"]);
+        assert_eq!((sa.duration, sa.size), (sw.duration, sw.size));
+        let cfg = crate::stream::Config::from_args(&sa).unwrap();
+        assert_eq!(cfg.rate, wirebench_core::units::StreamRate::Bits(100e6));
+        assert!(sa.udp);
+        assert_eq!(stream(&["h:1", "--time", "5s", "--len", "64"]).size.map(|b| b.0), Some(64));
+        assert!(parse_mode::<crate::stream::Args>("stream", &["h:1", "-b", "1g", "--rate", "1gbit"]).is_err());
+        assert!(parse_mode::<crate::stream::Args>("stream", &["h:1", "-u", "--proto", "tcp"]).is_err());
+
+        let ping = |args: &[&str]| parse_mode::<crate::ping::Args>("ping", args).unwrap();
+        let pa = ping(&["h:1", "--mps", "10k", "-t", "2s", "--msg-size", "64"]);
+        let pw = ping(&["h:1", "--rate", "10k/s", "--duration", "2s", "--size", "64"]);
+        assert_eq!((pa.rate, pa.duration, pa.size), (pw.rate, pw.duration, pw.size));
+
+        let x = parse_mode::<crate::proxy::Args>(
+            "proxy",
+            &["--listen", "a:1", "--upstream", "b:2", "-b", "100M", "-t", "1s"],
+        );
+        let x = x.unwrap();
+        assert_eq!(
+            (x.rate.map(wirebench_core::units::BitRate::bps), x.duration.map(|d| d.0.as_secs())),
+            (Some(100_000_000), Some(1))
+        );
+
+        let ld = parse_mode::<crate::load::Args>("load", &["ws://h/r", "--vus", "20", "-t", "3s"]).unwrap();
+        assert_eq!((ld.clients.map(|c| c.0), ld.duration.map(|d| d.0.as_secs())), (Some(20), Some(3)));
+        for (mode, args) in [("hiccup", &["-t", "1s"][..]), ("listen", &["--time", "1s"]), ("relay", &["-t", "1s"])] {
+            let ok = match mode {
+                "hiccup" => parse_mode::<crate::hiccup::Args>(mode, args).is_ok(),
+                "listen" => parse_mode::<crate::listen::Args>(mode, args).is_ok(),
+                _ => parse_mode::<crate::relay::Args>(mode, args).is_ok(),
+            };
+            assert!(ok, "{mode} {args:?}");
+        }
+    }
+}

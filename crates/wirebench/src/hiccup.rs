@@ -168,7 +168,7 @@ pub fn result(h: Hiccups, cpu_ns: Option<u64>, ps: &[f64]) -> HiccupResult {
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
     /// How long to measure.
-    #[arg(long, short = 'd', default_value = "10s")]
+    #[arg(long, short = 'd', visible_short_alias = 't', visible_alias = "time", default_value = "10s")]
     pub duration: Span,
     /// Sleep interval (10us to 1s).
     #[arg(long, default_value = "1ms")]

@@ -60,7 +60,7 @@ pub struct Args {
     #[arg(long, default_value = "1s")]
     pub interval: Span,
     /// Stop after this long.
-    #[arg(long, short = 'd')]
+    #[arg(long, short = 'd', visible_short_alias = 't', visible_alias = "time")]
     pub duration: Option<Span>,
     /// Stop after this many messages in total.
     #[arg(long, short = 'n')]

@@ -74,13 +74,13 @@ pub struct Args {
     /// otherwise `-N` is appended to the path (e.g. ws://127.0.0.1:8080/rooms/demo).
     pub url: Option<String>,
     /// Simulated users [default: 10; collab-ide: 50].
-    #[arg(long, short = 'c')]
+    #[arg(long, short = 'c', visible_alias = "vus")]
     pub clients: Option<wirebench_core::units::Count>,
     /// Events per second per client [default: 2/s].
     #[arg(long)]
     pub rate: Option<MsgRate>,
     /// How long every client sends, after the ramp [default: 10s; collab-ide: 5m].
-    #[arg(long, short = 'd')]
+    #[arg(long, short = 'd', visible_short_alias = 't', visible_alias = "time")]
     pub duration: Option<Span>,
     /// Clients join evenly over this [default: 0s].
     #[arg(long)]

@@ -46,13 +46,16 @@ pub struct Args {
     pub proto: Proto,
     /// Probe size in bytes: 32 is round trip only, 48 and more adds the responder's
     /// timestamps (dwell, clock offset, one-way delay).
-    #[arg(long, default_value = "32")]
+    #[arg(long, short = 'l', visible_aliases = ["len", "msg-size"], default_value = "32")]
     pub size: ByteSize,
+    /// UDP (the default; as iperf3's -u).
+    #[arg(short = 'u', long = "udp", conflicts_with = "proto")]
+    pub udp: bool,
     /// Measured probes [default: 100000 closed loop].
     #[arg(long, short = 'n')]
     pub count: Option<Count>,
     /// Measure for this long (with --count, whichever comes first) [default: 10s open loop].
-    #[arg(long, short = 'd')]
+    #[arg(long, short = 'd', visible_short_alias = 't', visible_alias = "time")]
     pub duration: Option<Span>,
     /// Warm-up probes (a count) or time, excluded from the results [default: 1000 or 1s].
     #[arg(long)]
@@ -65,7 +68,7 @@ pub struct Args {
     #[arg(long, value_name = "SPAN", default_value = "30s")]
     pub give_up_after: Span,
     /// Open loop at this rate (e.g. 10k/s): latency from the intended send time.
-    #[arg(long)]
+    #[arg(long, visible_alias = "mps")]
     pub rate: Option<MsgRate>,
     /// With --rate: Poisson sampling (RFC 2330 §11.1.1): exponential gaps between intended
     /// send times, mean 1/rate, so the probes cannot phase-lock to periodic host events.

@@ -92,7 +92,7 @@ pub struct Args {
     #[arg(long, value_name = "DURATION")]
     pub busy_poll: Option<Span>,
     /// Stop after this long (default: until Ctrl-C or SIGTERM).
-    #[arg(long, short = 'd')]
+    #[arg(long, short = 'd', visible_short_alias = 't', visible_alias = "time")]
     pub duration: Option<Span>,
     /// How to reach the Kubernetes API for k8s: peers.
     #[command(flatten)]

@@ -64,17 +64,23 @@ pub struct Args {
     /// Transport.
     #[arg(long, value_enum, default_value = "udp")]
     pub proto: Proto,
+    /// UDP (the default; as iperf3's -u).
+    #[arg(short = 'u', long = "udp", conflicts_with = "proto")]
+    pub udp: bool,
     /// Message size in bytes [default: 1468 UDP, 65535 TCP].
-    #[arg(long)]
+    #[arg(long, short = 'l', visible_aliases = ["len", "msg-size"])]
     pub size: Option<ByteSize>,
-    /// Rate per publisher: max, 800mbit, 100MB/s, 50k/s.
+    /// Rate per publisher: max, 800mbit, 100Mbps, 100MB/s, 50k/s (docs/units.md).
     #[arg(long, default_value = "max")]
     pub rate: StreamRate,
+    /// Bit rate per publisher, as iperf3's -b: a bare 100M is 100 Mbit/s.
+    #[arg(short = 'b', long = "bitrate", conflicts_with = "rate")]
+    pub bitrate: Option<wirebench_core::units::BitRate>,
     /// Messages per publisher.
     #[arg(long, short = 'n')]
     pub count: Option<Count>,
     /// How long [default: 10s].
-    #[arg(long, short = 'd')]
+    #[arg(long, short = 'd', visible_short_alias = 't', visible_alias = "time")]
     pub duration: Option<Span>,
     /// Interval of the lines and rows this client measures itself (reverse); serve reports
     /// each second.

@@ -44,8 +44,9 @@ pub struct Args {
     /// Send this share of packets twice (e.g. 0.1%).
     #[arg(long, allow_hyphen_values = true)]
     pub duplicate: Option<Percent>,
-    /// Token-bucket rate (60.76mbit, 1gbit, 100MB/s).
-    #[arg(long)]
+    /// Token-bucket rate (60.76mbit, 1gbit, 100Mbps, 100MB/s; a bare 100M is bits, as
+    /// iperf3's -b).
+    #[arg(long, short = 'b')]
     pub rate: Option<BitRate>,
     /// Drop a packet that would wait longer than this in the rate queue [default: 100ms].
     #[arg(long)]
@@ -109,7 +110,7 @@ pub struct Args {
     #[arg(long, default_value = "1s", help_heading = "Run")]
     pub interval: Span,
     /// Stop after this long [default: until Ctrl-C].
-    #[arg(long, short = 'd', help_heading = "Run")]
+    #[arg(long, short = 'd', visible_short_alias = 't', visible_alias = "time", help_heading = "Run")]
     pub duration: Option<Span>,
     /// Busy-poll while traffic flows (sleeps again after 50 ms idle): the lowest added
     /// latency, at the cost of a core.

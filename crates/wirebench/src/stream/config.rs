@@ -210,7 +210,8 @@ impl Config {
             targets,
             proto,
             size,
-            rate: a.rate,
+            #[expect(clippy::cast_precision_loss, reason = "at most 1e12: exact in f64")]
+            rate: a.bitrate.map_or(a.rate, |b| StreamRate::Bits(b.bps() as f64)),
             count: a.count.map(|c| c.0),
             duration: a
                 .duration
