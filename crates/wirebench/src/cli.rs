@@ -6,7 +6,7 @@ use clap::{Parser, Subcommand};
 
 /// wirebench: a network performance lab in one binary.
 #[derive(Debug, Parser)]
-#[command(name = "wirebench", version, about, long_about = None, propagate_version = true)]
+#[command(name = "wirebench", version, about, long_about = None, propagate_version = true, arg_required_else_help = true)]
 pub struct Cli {
     /// What to run.
     #[command(subcommand)]
@@ -305,4 +305,12 @@ mod habits {
             assert!(ok, "{mode} {args:?}");
         }
     }
+}
+
+/// A multicast `GROUP:PORT` (`239.255.0.1:5000`), refused with the form it expects.
+pub fn group_port(s: &str) -> Result<std::net::SocketAddrV4, String> {
+    s.trim().parse().map_err(|_| match s.trim().parse::<std::net::Ipv4Addr>() {
+        Ok(ip) => format!("'{s}': expected host:port (GROUP:PORT), e.g. {ip}:5000"),
+        Err(_) => format!("'{s}': expected host:port (GROUP:PORT), e.g. 239.255.0.1:5000"),
+    })
 }

@@ -45,7 +45,7 @@ pub struct Args {
     #[arg(long, default_value = "0.0.0.0:7879", env = "WIREBENCH_LISTEN")]
     pub listen: String,
     /// Join this multicast group (its port must be the listen port); repeatable.
-    #[arg(long = "join", value_name = "GROUP:PORT")]
+    #[arg(long = "join", value_name = "GROUP:PORT", value_parser = crate::cli::group_port)]
     pub join: Vec<SocketAddrV4>,
     /// Interface (name or IPv4 address) for the joins.
     #[arg(long, env = "WIREBENCH_INTERFACE")]

@@ -91,7 +91,7 @@ pub struct Args {
     pub multicast_loop: bool,
     /// Multicast: ask responders to answer on this group (Aeron's pong channel); serve must
     /// have the same --reply-group.
-    #[arg(long, value_name = "GROUP:PORT")]
+    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::cli::group_port)]
     pub reply_group: Option<SocketAddrV4>,
     /// Multicast: stop waiting for responders once this many answered.
     #[arg(long)]
@@ -268,13 +268,39 @@ fn timestamps_on(io: &mut UdpProbeIo, cfg: &Config) -> Option<String> {
 
 /// The interfaces whose counters a run reads: the one toward the target, and `--interface`.
 fn counted_interfaces(cfg: &Config) -> Vec<String> {
-    let mut v: Vec<String> = crate::host::net::interface_towards(cfg.target.addr()).into_iter().collect();
-    if let Some(i) = cfg.interface.as_deref().and_then(crate::host::net::interface_name)
+    counted(
+        crate::host::net::interface_towards(cfg.target.addr()),
+        cfg.interface.as_deref().and_then(crate::host::net::interface_name),
+        matches!(cfg.target, config::Target::Multicast(_)),
+    )
+}
+
+/// A multicast group's probes leave by `--interface`, not by the route toward the group
+/// (the default route's interface): that one alone is counted. Unicast: the route's
+/// interface first, then `--interface`.
+fn counted(towards: Option<String>, interface: Option<String>, multicast: bool) -> Vec<String> {
+    if multicast && let Some(i) = interface {
+        return vec![i];
+    }
+    let mut v: Vec<String> = towards.into_iter().collect();
+    if let Some(i) = interface
         && !v.contains(&i)
     {
         v.push(i);
     }
     v
+}
+
+#[cfg(test)]
+mod counted_tests {
+    #[test]
+    fn multicast_counts_the_interface_it_was_given() {
+        let s = |v: &str| Some(v.to_owned());
+        assert_eq!(super::counted(s("eth0"), s("lo"), true), ["lo"]);
+        assert_eq!(super::counted(s("eth0"), None, true), ["eth0"]);
+        assert_eq!(super::counted(s("eth0"), s("lo"), false), ["eth0", "lo"]);
+        assert_eq!(super::counted(s("lo"), s("lo"), false), ["lo"]);
+    }
 }
 
 fn drive<I: ProbeIo>(

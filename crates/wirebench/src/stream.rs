@@ -100,7 +100,7 @@ pub struct Args {
     #[arg(long)]
     pub polite: bool,
     /// UDP multicast: every TARGET serve joins this group and this client sends to it.
-    #[arg(long, value_name = "GROUP:PORT")]
+    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::cli::group_port)]
     pub group: Option<SocketAddrV4>,
     /// Just send to the TARGETs (e.g. a `wirebench listen`), with no serve to ask.
     #[arg(long)]

@@ -68,7 +68,7 @@ pub struct AgentArgs {
     #[arg(long, default_value = "3")]
     pub inter_zone: wirebench_core::units::Count,
     /// Also probe this multicast group: who hears whom (every agent joins it).
-    #[arg(long, value_name = "GROUP:PORT")]
+    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::cli::group_port)]
     pub multicast: Option<SocketAddrV4>,
     /// Group probes per second.
     #[arg(long, default_value = "1/s")]

@@ -32,13 +32,13 @@ pub struct Args {
     #[arg(long, default_value = "0.0.0.0:7878", env = "WIREBENCH_LISTEN")]
     pub listen: String,
     /// Join this multicast group:port and answer probes sent to it (repeatable).
-    #[arg(long = "join", value_name = "GROUP:PORT")]
+    #[arg(long = "join", value_name = "GROUP:PORT", value_parser = crate::cli::group_port)]
     pub join: Vec<SocketAddrV4>,
     /// Interface (name or IPv4 address) for group joins and group replies.
     #[arg(long, env = "WIREBENCH_INTERFACE")]
     pub interface: Option<String>,
     /// Answer probes that ask for it on this group (Aeron's pong channel) instead of unicast.
-    #[arg(long, value_name = "GROUP:PORT")]
+    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::cli::group_port)]
     pub reply_group: Option<SocketAddrV4>,
     /// Multicast TTL of group replies (1..=255).
     #[arg(long, default_value_t = 32, env = "WIREBENCH_TTL", value_parser = clap::value_parser!(u32).range(1..=255))]
