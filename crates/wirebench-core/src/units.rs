@@ -1,13 +1,19 @@
-//! Human units as newtypes: `10ms`, `250us`, `1.5s`, `5m` for time; `50k/s`, `2000/s`,
-//! `1.5M/s` for message rates; `16KiB`, `1MiB` for sizes. Parsing is strict: a value either means exactly one thing
-//! or is refused with an error that says what was expected.
+//! Human units as newtypes, one grammar for every flag of every command (docs/units.md):
+//! `10ms`, `250us`, `1.5s`, `5m` for time; `100mbit`, `100Mbps`, `100MB/s` for bit rates;
+//! `50k/s`, `2000/s` for message rates; `16KiB`, `1MB` for sizes; `10k`, `1M` for counts.
+//! Parsing is strict: a value either means exactly one thing or is refused with an error
+//! that says what was expected (`100M` where a rate may be bits or messages names both).
 
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
 mod bytes;
+mod count;
+mod rate;
 pub use bytes::ByteSize;
+pub use count::Count;
+use rate::RateSpec;
 
 /// Why a unit did not parse. The message names the value and the accepted forms.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -15,11 +21,11 @@ pub use bytes::ByteSize;
 pub struct UnitError {
     what: &'static str,
     input: String,
-    problem: &'static str,
+    problem: String,
 }
 
-fn err(what: &'static str, input: &str, problem: &'static str) -> UnitError {
-    UnitError { what, input: input.to_owned(), problem }
+fn err(what: &'static str, input: &str, problem: &str) -> UnitError {
+    UnitError { what, input: input.to_owned(), problem: problem.to_owned() }
 }
 
 /// Splits `"1.5ms"` into `(1.5, "ms")`.
@@ -30,6 +36,15 @@ fn split_number(s: &str) -> Option<(f64, &str)> {
     }
     let num: f64 = s[..end].replace('_', "").parse().ok()?;
     num.is_finite().then_some((num, s[end..].trim()))
+}
+
+/// Splits a link `RATE[/DELAY]` (`100mbit/10ms`, `100Mbit/s/10ms`, `100Mbit/s`) into its rate
+/// and delay: the delay follows the last `/`, unless that `/` is the rate's own `/s`.
+pub fn split_rate_delay(s: &str) -> (&str, Option<&str>) {
+    match s.rsplit_once('/') {
+        Some((r, d)) if d.trim() != "s" => (r, Some(d)),
+        _ => (s, None),
+    }
 }
 
 /// A span of time given in human units.
@@ -49,10 +64,10 @@ impl FromStr for Span {
             "ns" => 1.0,
             "us" | "µs" => 1e3,
             "ms" => 1e6,
-            "s" => 1e9,
+            "s" | "sec" => 1e9,
             "m" | "min" => 60e9,
             "h" => 3600e9,
-            "" => return Err(err(WHAT, s, "needs a unit (ns, us, ms, s, m, h)")),
+            "" => return Err(err(WHAT, s, &format!("needs a unit: {t}s? (ns, us, ms, s, m, h)"))),
             _ => return Err(err(WHAT, s, "has an unknown unit (use ns, us, ms, s, m, h)")),
         };
         let ns = n * ns_per;
@@ -110,20 +125,18 @@ impl MsgRate {
 impl FromStr for MsgRate {
     type Err = UnitError;
 
+    /// `10k/s`, `2000/s`, `50kpps`, or bare `10k`: a flag that takes only messages reads a
+    /// bare number as messages. A bit or byte rate is refused.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        const WHAT: &str = "rate";
-        let t = s.trim();
-        let t = t.strip_suffix("/s").or_else(|| t.strip_suffix("pps")).unwrap_or(t);
-        let Some((n, suffix)) = split_number(t) else {
-            return Err(err(WHAT, s, "is not a rate (try 10000/s, 50k/s, 1M/s)"));
+        const WHAT: &str = "message rate";
+        let per_sec = match rate::classify(WHAT, s) {
+            Ok(RateSpec::Msgs(m) | RateSpec::Bare(m)) => m,
+            Ok(RateSpec::Bits(_)) => {
+                return Err(err(WHAT, s, "is a bit rate; this flag counts messages (try 10k/s, 2000/s)"));
+            }
+            Err(_) => return Err(err(WHAT, s, "is not a message rate (try 10k/s, 2000/s, 1.5M/s)")),
         };
-        let mult = match suffix {
-            "" => 1.0,
-            "k" | "K" => 1e3,
-            "M" | "m" => 1e6,
-            _ => return Err(err(WHAT, s, "has an unknown unit (use /s, k/s, M/s)")),
-        };
-        Self::new(n * mult).ok_or_else(|| err(WHAT, s, "must be above 0 and at most 1G/s"))
+        Self::new(per_sec).ok_or_else(|| err(WHAT, s, "must be above 0 and at most 1G/s"))
     }
 }
 
@@ -152,20 +165,19 @@ impl FromStr for CountOrSpan {
     type Err = UnitError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let t = s.trim().replace('_', "");
-        if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
-            return t.parse().map(Self::Count).map_err(|_| err("count", s, "is too large"));
+        if let Ok(c) = s.parse::<Count>() {
+            return Ok(Self::Count(c.0));
         }
         s.parse::<Span>()
             .map(|d| Self::Span(d.0))
-            .map_err(|_| err("count or duration", s, "is neither a count (10000) nor a duration (2s)"))
+            .map_err(|_| err("count or duration", s, "is neither a count (10000, 10k) nor a duration (2s)"))
     }
 }
 
-/// A bit rate, stored as bits per second: `60.76mbit`, `1gbit`, `500kbit`, `100MB/s`,
-/// `1.5GB/s`. Bit units (`bit`, `kbit`, `mbit`, `gbit`, any case, optional `/s`) are
-/// decimal bits, as in tc; byte units (`B/s`, `kB/s`, `MB/s`, `GB/s`) are decimal bytes.
-/// tc's `bps`/`mbps` mean *bytes* per second and are refused here so nobody is off by 8.
+/// A bit rate, stored as bits per second: `60.76mbit`, `1gbit`, `500kbit`, `100Mbps`,
+/// `100MB/s`, `1.5GB/s`. Bit units (`bit`, `b`, `bps` after any-case `k`/`m`/`g`/`t`,
+/// optional `/s`) are decimal bits; `bps` is bits as in iperf3 (tc alone reads it as
+/// bytes). Byte units (`B`, `B/s`, `Bps`, upper-case `B`) are bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct BitRate(u64);
 
@@ -192,34 +204,18 @@ impl BitRate {
 impl FromStr for BitRate {
     type Err = UnitError;
 
+    /// `100mbit`, `100Mbit/s`, `100Mbps`, `100Mb`, `1gbit`, `100MB/s`, or bare `100M`: a
+    /// flag that takes only bits reads a bare number as bits, as iperf3's `-b` and tc do.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         const WHAT: &str = "bit rate";
-        let t = s.trim();
-        let Some((n, unit)) = split_number(t) else {
-            return Err(err(WHAT, s, "is not a bit rate (try 60.76mbit, 1gbit, 100MB/s)"));
-        };
-        let unit_l = unit.to_ascii_lowercase();
-        let bits_per_unit = match unit_l.strip_suffix("/s").unwrap_or(&unit_l) {
-            "bit" => Some(1.0),
-            "kbit" => Some(1e3),
-            "mbit" => Some(1e6),
-            "gbit" => Some(1e9),
-            "tbit" => Some(1e12),
-            _ => None,
-        };
-        let mult = match (bits_per_unit, unit) {
-            (Some(m), _) => m,
-            (None, "B/s") => 8.0,
-            (None, "kB/s" | "KB/s") => 8e3,
-            (None, "MB/s") => 8e6,
-            (None, "GB/s") => 8e9,
-            (None, "") => return Err(err(WHAT, s, "needs a unit (kbit, mbit, gbit, or B/s, MB/s)")),
-            (None, _) if unit_l.ends_with("bps") => {
-                return Err(err(WHAT, s, "is ambiguous (tc reads bps as bytes/s): write mbit or MB/s"));
+        let bits = match rate::classify(WHAT, s) {
+            Ok(RateSpec::Bits(b) | RateSpec::Bare(b)) => b,
+            Ok(RateSpec::Msgs(_)) => {
+                return Err(err(WHAT, s, "is a message rate; this flag takes bits (100mbit) or bytes (100MB/s)"));
             }
-            (None, _) => return Err(err(WHAT, s, "has an unknown unit (use kbit, mbit, gbit, or B/s, MB/s)")),
+            Err(_) => return Err(err(WHAT, s, "is not a bit rate (try 100mbit, 1gbit, 100Mbps, 100MB/s)")),
         };
-        let bps = (n * mult).round();
+        let bps = bits.round();
         if !(8.0..=1e12).contains(&bps) {
             return Err(err(WHAT, s, "must be at least 8bit and at most 1tbit"));
         }
@@ -307,10 +303,9 @@ mod tests {
         assert_eq!(r("100MB/s"), Ok(800_000_000));
         assert_eq!(r("1.5GB/s"), Ok(12_000_000_000));
         assert_eq!(r("64B/s"), Ok(512));
-        for bad in ["60", "fast", "10mbps", "10bps", "0mbit", "-1mbit", "2tbit", "5qbit"] {
+        for bad in ["fast", "0mbit", "-1mbit", "2tbit", "5qbit", "10k/s"] {
             assert!(r(bad).is_err(), "{bad} should be refused");
         }
-        assert!("10mbps".parse::<BitRate>().unwrap_err().to_string().contains("ambiguous"));
         for s in ["60.76mbit", "1gbit", "1.5kbit", "100bit", "2.000001gbit"] {
             assert_eq!(s.parse::<BitRate>().unwrap().to_string(), s);
         }
@@ -347,39 +342,23 @@ impl StreamRate {
 impl FromStr for StreamRate {
     type Err = UnitError;
 
+    /// `max`, a bit or byte rate (`800mbit`, `100MB/s`) or a message rate (`50k/s`). A bare
+    /// number (`100M`, `5000`) could be either and is refused with both readings.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         const WHAT: &str = "rate";
         let t = s.trim();
         if t.eq_ignore_ascii_case("max") {
             return Ok(Self::Max);
         }
-        let Some((n, unit)) = split_number(t) else {
-            return Err(err(WHAT, s, "is not a rate (try max, 800mbit, 100MB/s, 50k/s)"));
-        };
-        if n <= 0.0 {
-            return Err(err(WHAT, s, "must be above 0 (or max: as fast as the sender can)"));
-        }
-        let bits = match unit {
-            "bit" | "bps" | "bit/s" => Some(1.0),
-            "kbit" | "kbps" | "kbit/s" => Some(1e3),
-            "mbit" | "Mbit" | "mbps" | "Mbps" | "mbit/s" | "Mbit/s" => Some(1e6),
-            "gbit" | "Gbit" | "gbps" | "Gbps" | "gbit/s" | "Gbit/s" => Some(1e9),
-            "B/s" => Some(8.0),
-            "KB/s" | "kB/s" => Some(8e3),
-            "MB/s" => Some(8e6),
-            "GB/s" => Some(8e9),
-            _ => None,
-        };
-        let rate = if let Some(mult) = bits {
-            Self::Bits(n * mult)
-        } else {
-            let msgs: MsgRate = t.parse().map_err(|_| {
-                err(WHAT, s, "has an unknown unit (use max, bit/kbit/mbit/gbit, B/s KB/s MB/s GB/s, /s k/s M/s)")
-            })?;
-            Self::Msgs(msgs.per_sec())
+        let rate = match rate::classify(WHAT, s) {
+            Ok(RateSpec::Bits(b)) => Self::Bits(b),
+            Ok(RateSpec::Msgs(m)) => Self::Msgs(m),
+            Ok(RateSpec::Bare(_)) => return Err(err(WHAT, s, &format!("is ambiguous: {}", rate::both_readings(s)))),
+            Err(_) => return Err(err(WHAT, s, "is not a rate (try max, 800mbit, 100Mbps, 100MB/s, 50k/s)")),
         };
         match rate {
             Self::Bits(b) if !(b > 0.0 && b <= 1e13) => Err(err(WHAT, s, "must be above 0 and at most 10 Tbit/s")),
+            Self::Msgs(m) if MsgRate::new(m).is_none() => Err(err(WHAT, s, "must be above 0 and at most 1G/s")),
             r => Ok(r),
         }
     }
@@ -417,5 +396,116 @@ mod stream_rate_tests {
         assert_eq!(StreamRate::Bits(800e6).per_sec(1000), Some(100_000.0));
         assert_eq!(StreamRate::Max.per_sec(1000), None);
         assert_eq!(StreamRate::Bits(800e6).to_string(), "800mbit");
+    }
+}
+
+/// The grammar as one table: every form in docs/units.md, and what each kind of flag makes of
+/// it.
+#[cfg(test)]
+mod grammar_table {
+    use super::*;
+
+    /// What a flag of each kind reads: `Ok(value)` in its base unit (bits/s, messages/s,
+    /// bytes, things, ns) or `Err(part of the message)`.
+    #[derive(Debug, Clone, Copy)]
+    enum Kind {
+        Bits,
+        Msgs,
+        Either,
+        Size,
+        Count,
+        Time,
+    }
+
+    fn read(kind: Kind, s: &str) -> Result<f64, String> {
+        #[expect(clippy::cast_precision_loss, reason = "test values are small")]
+        let r = match kind {
+            Kind::Bits => s.parse::<BitRate>().map(|b| b.bps() as f64),
+            Kind::Msgs => s.parse::<MsgRate>().map(MsgRate::per_sec),
+            Kind::Either => s.parse::<StreamRate>().map(|r| match r {
+                StreamRate::Max => f64::INFINITY,
+                StreamRate::Bits(b) => b,
+                StreamRate::Msgs(m) => -m,
+            }),
+            Kind::Size => s.parse::<ByteSize>().map(|b| b.0 as f64),
+            Kind::Count => s.parse::<Count>().map(|c| c.0 as f64),
+            Kind::Time => s.parse::<Span>().map(|d| d.0.as_nanos() as f64),
+        };
+        r.map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn every_form_reads_one_way_or_is_refused_with_a_reason() {
+        use Kind::{Bits, Count, Either, Msgs, Size, Time};
+        // Either: bits are positive, messages negative, `max` infinite.
+        let ok: &[(Kind, &str, f64)] = &[
+            (Bits, "100mbit", 100e6),
+            (Bits, "100Mbit/s", 100e6),
+            (Bits, "1gbit", 1e9),
+            (Bits, "1Gbit/s", 1e9),
+            (Bits, "100Mbps", 100e6),
+            (Bits, "100mbps", 100e6),
+            (Bits, "100Mb", 100e6),
+            (Bits, "500kbit", 500e3),
+            (Bits, "100MB/s", 800e6),
+            (Bits, "100MB", 800e6),
+            (Bits, "100M", 100e6),
+            (Bits, "1g", 1e9),
+            (Bits, "60.76mbit", 60.76e6),
+            (Bits, "64B/s", 512.0),
+            (Either, "100mbit", 100e6),
+            (Either, "100Mbps", 100e6),
+            (Either, "100mbps", 100e6),
+            (Either, "1gbit", 1e9),
+            (Either, "100MB/s", 800e6),
+            (Either, "10k/s", -10e3),
+            (Either, "2000/s", -2000.0),
+            (Either, "50kpps", -50e3),
+            (Either, "max", f64::INFINITY),
+            (Msgs, "10k/s", 10e3),
+            (Msgs, "10k", 10e3),
+            (Msgs, "2000", 2000.0),
+            (Msgs, "1.5M/s", 1.5e6),
+            (Msgs, "50kpps", 50e3),
+            (Size, "1400", 1400.0),
+            (Size, "16KiB", 16_384.0),
+            (Size, "1k", 1000.0),
+            (Size, "64MB", 64e6),
+            (Size, "1MiB", 1_048_576.0),
+            (Count, "10000", 10_000.0),
+            (Count, "10_000", 10_000.0),
+            (Count, "10k", 10_000.0),
+            (Count, "1.5k", 1500.0),
+            (Count, "1M", 1e6),
+            (Time, "10s", 1e10),
+            (Time, "250ms", 2.5e8),
+            (Time, "250us", 2.5e5),
+            (Time, "1.5s", 1.5e9),
+            (Time, "5m", 3e11),
+            (Time, "1h", 3.6e12),
+        ];
+        for &(kind, s, want) in ok {
+            assert_eq!(read(kind, s), Ok(want), "{kind:?} {s}");
+        }
+        let refused: &[(Kind, &str, &str)] = &[
+            (Either, "100M", "100mbit (bits/s) or 100M/s (messages/s)?"),
+            (Either, "1g", "1gbit (bits/s) or 1g/s (messages/s)?"),
+            (Either, "10000", "10000bit (bits/s) or 10000/s (messages/s)?"),
+            (Either, "0mbit", "above 0"),
+            (Bits, "10k/s", "is a message rate"),
+            (Bits, "fast", "not a bit rate"),
+            (Msgs, "100mbit", "is a bit rate"),
+            (Msgs, "0/s", "above 0"),
+            (Size, "1.5", "whole number"),
+            (Count, "10m", "minutes"),
+            (Count, "1.5", "whole number"),
+            (Count, "ten", "not a count"),
+            (Time, "10", "10s?"),
+            (Time, "10 parsecs", "unknown unit"),
+        ];
+        for &(kind, s, part) in refused {
+            let e = read(kind, s).expect_err(s);
+            assert!(e.contains(part), "{kind:?} {s}: {e}");
+        }
     }
 }

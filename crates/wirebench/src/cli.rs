@@ -6,7 +6,7 @@ use clap::{Parser, Subcommand};
 
 /// wirebench: a network performance lab in one binary.
 #[derive(Debug, Parser)]
-#[command(name = "wirebench", version, about, long_about = None, propagate_version = true)]
+#[command(name = "wirebench", version, about, long_about = None, propagate_version = true, arg_required_else_help = true)]
 pub struct Cli {
     /// What to run.
     #[command(subcommand)]
@@ -110,4 +110,207 @@ pub fn parse_mode<A: clap::Args>(name: &str, args: &[&str]) -> Result<A, clap::E
         a: A,
     }
     Ok(One::<A>::try_parse_from(std::iter::once(name).chain(args.iter().copied()))?.a)
+}
+
+/// Every rate, size, count and duration flag of every command reads the one grammar of
+/// `wirebench_core::units` (docs/units.md).
+#[cfg(test)]
+mod unit_flags {
+    use std::any::TypeId;
+
+    use clap::CommandFactory as _;
+    use wirebench_core::impair::spec::{Delay, Jitter, LossBurst, Percent, Reorder};
+    use wirebench_core::load::shaper::Link;
+    use wirebench_core::units::{BitRate, ByteSize, Count, CountOrSpan, MsgRate, Span, StreamRate};
+
+    use super::Cli;
+
+    /// The grammar's types, and flags built from them (`RATE/DELAY`, `IP=RATE/DELAY`,
+    /// `2ms:normal`).
+    fn unit_types() -> Vec<(TypeId, &'static str)> {
+        vec![
+            (TypeId::of::<Span>(), "duration"),
+            (TypeId::of::<MsgRate>(), "message rate"),
+            (TypeId::of::<BitRate>(), "bit rate"),
+            (TypeId::of::<StreamRate>(), "bit or message rate"),
+            (TypeId::of::<ByteSize>(), "size"),
+            (TypeId::of::<Count>(), "count"),
+            (TypeId::of::<CountOrSpan>(), "count or duration"),
+            (TypeId::of::<Delay>(), "duration"),
+            (TypeId::of::<Jitter>(), "duration:distribution"),
+            (TypeId::of::<Percent>(), "percent"),
+            (TypeId::of::<LossBurst>(), "percent,percent"),
+            (TypeId::of::<Reorder>(), "percent"),
+            (TypeId::of::<Link>(), "bit rate/duration"),
+            (TypeId::of::<crate::shape::LinkSpec>(), "bit rate/duration"),
+            (TypeId::of::<crate::shape::ClientSpec>(), "ip=bit rate/duration"),
+            (TypeId::of::<crate::load::TypeSize>(), "type=size"),
+        ]
+    }
+
+    /// Every flag that takes a value: (command path, long name, what it reads).
+    fn flags() -> Vec<(String, String, Option<&'static str>, String)> {
+        fn walk(
+            cmd: &clap::Command,
+            path: &str,
+            units: &[(TypeId, &'static str)],
+            out: &mut Vec<(String, String, Option<&'static str>, String)>,
+        ) {
+            for a in cmd.get_arguments() {
+                if !a.get_num_args().is_some_and(|n| n.takes_values()) && !a.get_action().takes_values() {
+                    continue;
+                }
+                let Some(long) = a.get_long() else { continue };
+                let id = a.get_value_parser().type_id();
+                let unit = units.iter().find(|(t, _)| id == *t).map(|(_, w)| *w);
+                out.push((path.to_owned(), long.to_owned(), unit, format!("{id:?}")));
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), units, out);
+            }
+        }
+        let mut out = Vec::new();
+        walk(&Cli::command(), "wirebench", &unit_types(), &mut out);
+        out
+    }
+
+    /// Words that make a flag a rate, size, count or duration.
+    const QUANTITY: &[&str] = &[
+        "rate",
+        "size",
+        "count",
+        "duration",
+        "time",
+        "interval",
+        "every",
+        "expiry",
+        "wait",
+        "budget",
+        "backlog",
+        "message",
+        "max-",
+        "min-",
+        "ramp",
+        "warmup",
+        "trial",
+        "held",
+        "flows",
+        "clients",
+        "responders",
+        "publishers",
+        "senders",
+        "sessions",
+        "connections",
+        "rcvbuf",
+        "refresh",
+        "window",
+        "after",
+        "delay",
+        "jitter",
+        "loss",
+        "poll",
+        "inter-zone",
+        "full-mesh",
+        "limit",
+        "check",
+        "sizes",
+        "link",
+        "len",
+        "mps",
+    ];
+
+    /// Flags that look like quantities but are not in the grammar, and why.
+    const NOT_UNITS: &[(&str, &str, &str)] = &[
+        ("wirebench stream", "loss-target", "a share: 0, 0.1%"),
+        ("wirebench mesh status", "max-loss", "a percentage"),
+        ("wirebench load", "start-at", "a wall-clock time"),
+    ];
+
+    /// Plain numbers that are no rate, size, count or duration, and why.
+    const PLAIN_NUMBERS: &[(&str, &str)] = &[
+        ("ttl", "hops, 1..=255"),
+        ("cpu", "a CPU index"),
+        ("seed", "an RNG seed"),
+        ("parallel", "a handful of streams, 1..=128"),
+        ("scale", "a multiplier of the suite's durations"),
+        ("percentiles", "percentiles, 0..100"),
+        ("max-loss", "a percentage"),
+    ];
+
+    #[test]
+    fn every_rate_size_count_and_duration_flag_reads_the_one_grammar() {
+        let all = flags();
+        assert!(all.len() > 150, "the walk found {} flags: it missed commands", all.len());
+        let mut wrong = Vec::new();
+        for (cmd, long, unit, ty) in &all {
+            let quantity =
+                QUANTITY.iter().any(|w| long.contains(w)) && !NOT_UNITS.iter().any(|(c, l, _)| c == cmd && l == long);
+            if quantity && unit.is_none() {
+                wrong.push(format!("{cmd} --{long} looks like a quantity but parses as {ty}"));
+            }
+            let plain = ["u8", "u16", "u32", "u64", "usize", "i32", "i64", "f32", "f64"].contains(&ty.as_str());
+            if plain && !PLAIN_NUMBERS.iter().any(|(l, _)| l == long) {
+                wrong.push(format!("{cmd} --{long} takes a plain {ty}: use a wirebench_core::units type"));
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+        // The walk sees the flags this test is about.
+        for (cmd, long) in [("wirebench stream", "rate"), ("wirebench ping", "count"), ("wirebench proxy", "rate")] {
+            assert!(all.iter().any(|(c, l, u, _)| c == cmd && l == long && u.is_some()), "{cmd} --{long}");
+        }
+    }
+}
+
+/// iperf3, sockperf and k6 habits that carry over (docs/units.md, "Habits").
+#[cfg(test)]
+mod habits {
+    use super::parse_mode;
+
+    #[test]
+    fn aliases_read_as_the_flags_they_stand_for() {
+        let stream = |args: &[&str]| parse_mode::<crate::stream::Args>("stream", args).unwrap();
+        let sa = stream(&["127.0.0.1:1", "-t", "5s", "-l", "1k", "-b", "100M", "-u"]);
+        let sw = stream(&["h:1", "--duration", "5s", "--size", "1000", "--rate", "100mbit"]);
+        assert_eq!((sa.duration, sa.size), (sw.duration, sw.size));
+        let cfg = crate::stream::Config::from_args(&sa).unwrap();
+        assert_eq!(cfg.rate, wirebench_core::units::StreamRate::Bits(100e6));
+        assert!(sa.udp);
+        assert_eq!(stream(&["h:1", "--time", "5s", "--len", "64"]).size.map(|b| b.0), Some(64));
+        assert!(parse_mode::<crate::stream::Args>("stream", &["h:1", "-b", "1g", "--rate", "1gbit"]).is_err());
+        assert!(parse_mode::<crate::stream::Args>("stream", &["h:1", "-u", "--proto", "tcp"]).is_err());
+
+        let ping = |args: &[&str]| parse_mode::<crate::ping::Args>("ping", args).unwrap();
+        let pa = ping(&["h:1", "--mps", "10k", "-t", "2s", "--msg-size", "64"]);
+        let pw = ping(&["h:1", "--rate", "10k/s", "--duration", "2s", "--size", "64"]);
+        assert_eq!((pa.rate, pa.duration, pa.size), (pw.rate, pw.duration, pw.size));
+
+        let x = parse_mode::<crate::proxy::Args>(
+            "proxy",
+            &["--listen", "a:1", "--upstream", "b:2", "-b", "100M", "-t", "1s"],
+        );
+        let x = x.unwrap();
+        assert_eq!(
+            (x.rate.map(wirebench_core::units::BitRate::bps), x.duration.map(|d| d.0.as_secs())),
+            (Some(100_000_000), Some(1))
+        );
+
+        let ld = parse_mode::<crate::load::Args>("load", &["ws://h/r", "--vus", "20", "-t", "3s"]).unwrap();
+        assert_eq!((ld.clients.map(|c| c.0), ld.duration.map(|d| d.0.as_secs())), (Some(20), Some(3)));
+        for (mode, args) in [("hiccup", &["-t", "1s"][..]), ("listen", &["--time", "1s"]), ("relay", &["-t", "1s"])] {
+            let ok = match mode {
+                "hiccup" => parse_mode::<crate::hiccup::Args>(mode, args).is_ok(),
+                "listen" => parse_mode::<crate::listen::Args>(mode, args).is_ok(),
+                _ => parse_mode::<crate::relay::Args>(mode, args).is_ok(),
+            };
+            assert!(ok, "{mode} {args:?}");
+        }
+    }
+}
+
+/// A multicast `GROUP:PORT` (`239.255.0.1:5000`), refused with the form it expects.
+pub fn group_port(s: &str) -> Result<std::net::SocketAddrV4, String> {
+    s.trim().parse().map_err(|_| match s.trim().parse::<std::net::Ipv4Addr>() {
+        Ok(ip) => format!("'{s}': expected host:port (GROUP:PORT), e.g. {ip}:5000"),
+        Err(_) => format!("'{s}': expected host:port (GROUP:PORT), e.g. 239.255.0.1:5000"),
+    })
 }

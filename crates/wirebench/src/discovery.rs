@@ -132,6 +132,13 @@ impl Board {
         self.ready.load(Ordering::Acquire)
     }
 
+    /// Every source has failed and none has produced a list yet: nothing to wait for.
+    pub fn all_failed(&self) -> bool {
+        let st = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        !self.errors.is_empty()
+            && st.0.iter().zip(&self.errors).all(|(l, e)| l.is_none() && e.load(Ordering::Relaxed) > 0)
+    }
+
     /// Errors per source, by name.
     pub fn errors(&self) -> Vec<(String, u64)> {
         self.names.iter().cloned().zip(self.errors.iter().map(|e| e.load(Ordering::Relaxed))).collect()

@@ -168,7 +168,7 @@ pub fn result(h: Hiccups, cpu_ns: Option<u64>, ps: &[f64]) -> HiccupResult {
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
     /// How long to measure.
-    #[arg(long, short = 'd', default_value = "10s")]
+    #[arg(long, short = 'd', visible_short_alias = 't', visible_alias = "time", default_value = "10s")]
     pub duration: Span,
     /// Sleep interval (10us to 1s).
     #[arg(long, default_value = "1ms")]
@@ -191,6 +191,13 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let t0 = mono_now_ns();
     let until = t0.saturating_add(u64::try_from(a.duration.0.as_nanos()).unwrap_or(u64::MAX));
     let out = &mut *ctx.out;
+    // From 2 s on: a bar on a terminal, a plain line every 5 s otherwise (as ping's).
+    let progress = crate::progress::Progress::start(
+        "hiccup".into(),
+        crate::progress::Total::Time(a.duration.0),
+        std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        a.quiet,
+    );
     let (rec, cpu) = record(interval_ns, ctx.shutdown.flag(), Some(until), || {
         // Printed once the meter runs, so whoever waits for it knows a stall will be seen.
         if !a.quiet {
@@ -198,6 +205,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
             let _ = out.flush();
         }
     });
+    drop(progress);
     let duration_ns = mono_now_ns().saturating_sub(t0);
     let h = result(rec.finish(), cpu, &DEFAULT_PERCENTILES);
     wirebench_report::attribution::hiccup_summary(ctx.out, &h)?;

@@ -102,6 +102,11 @@ pub fn main_with(argv: Vec<String>, shutdown: Shutdown, out: &mut dyn Write, err
             let _ = write!(out, "{e}");
             return 0;
         }
+        // Bare `wirebench`: the command list, not one line.
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = write!(err, "{}", e.render());
+            return 2;
+        }
         Err(e) => {
             let _ = writeln!(err, "{} (see --help)", one_line(&e.to_string()));
             return 2;

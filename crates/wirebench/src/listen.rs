@@ -26,7 +26,7 @@ use wirebench_core::counters::{LossSplit, Snapshot};
 use wirebench_core::report::{Attribution, ListenTotals, Outcome, ReceiverResult, Report, Results, StreamResults};
 use wirebench_core::stream::table::{Budget, Table};
 use wirebench_core::stream::wake::WakeRecorder;
-use wirebench_core::units::Span;
+use wirebench_core::units::{Count, Span};
 use wirebench_core::wire::stream;
 use wirebench_net::batch::{Batch, SLOT, SLOTS, UdpBatchReceiver, size_buffers};
 use wirebench_net::clock::{Clock, MonoClock, wall_now_ns};
@@ -45,7 +45,7 @@ pub struct Args {
     #[arg(long, default_value = "0.0.0.0:7879", env = "WIREBENCH_LISTEN")]
     pub listen: String,
     /// Join this multicast group (its port must be the listen port); repeatable.
-    #[arg(long = "join", value_name = "GROUP:PORT")]
+    #[arg(long = "join", value_name = "GROUP:PORT", value_parser = crate::cli::group_port)]
     pub join: Vec<SocketAddrV4>,
     /// Interface (name or IPv4 address) for the joins.
     #[arg(long, env = "WIREBENCH_INTERFACE")]
@@ -55,19 +55,19 @@ pub struct Args {
     pub rcvbuf: Option<wirebench_core::units::ByteSize>,
     /// Report every this many messages (per publisher) instead of every interval.
     #[arg(long)]
-    pub report_every: Option<u64>,
+    pub report_every: Option<Count>,
     /// Report interval (at least 100ms).
     #[arg(long, default_value = "1s")]
     pub interval: Span,
     /// Stop after this long.
-    #[arg(long, short = 'd')]
+    #[arg(long, short = 'd', visible_short_alias = 't', visible_alias = "time")]
     pub duration: Option<Span>,
     /// Stop after this many messages in total.
     #[arg(long, short = 'n')]
-    pub count: Option<u64>,
+    pub count: Option<Count>,
     /// Publishers tracked at once; datagrams of more are refused and counted.
-    #[arg(long, default_value_t = DEFAULT_MAX_PUBLISHERS)]
-    pub max_publishers: usize,
+    #[arg(long, default_value_t = Count(DEFAULT_MAX_PUBLISHERS as u64))]
+    pub max_publishers: Count,
     /// Forget a publisher silent this long (after a last report).
     #[arg(long, default_value = "30s")]
     pub idle_expiry: Span,
@@ -126,7 +126,7 @@ fn bind_error(addr: SocketAddr, e: &std::io::Error) -> anyhow::Error {
 }
 
 fn check(a: &Args) -> Result<Budget, UsageError> {
-    if a.report_every == Some(0) {
+    if a.report_every == Some(Count(0)) {
         return Err(UsageError("--report-every must be at least 1".into()));
     }
     if a.interval.0 < Duration::from_millis(100) {
@@ -135,10 +135,10 @@ fn check(a: &Args) -> Result<Budget, UsageError> {
     if a.duration.is_some_and(|d| d.0.is_zero()) {
         return Err(UsageError("--duration must be above 0".into()));
     }
-    if a.count == Some(0) {
+    if a.count == Some(Count(0)) {
         return Err(UsageError("--count must be at least 1".into()));
     }
-    if !(1..=65_536).contains(&a.max_publishers) {
+    if !(1..=65_536).contains(&a.max_publishers.0) {
         return Err(UsageError("--max-publishers must be 1..=65536".into()));
     }
     if a.rcvbuf.is_some_and(|b| b.0 == 0 || b.0 > STREAM_BUFFER as u64) {
@@ -151,8 +151,8 @@ fn check(a: &Args) -> Result<Budget, UsageError> {
         return Err(UsageError("--idle-expiry must be at least 1s".into()));
     }
     Ok(Budget {
-        max_live: a.max_publishers,
-        max_finished: a.max_publishers,
+        max_live: a.max_publishers.as_usize(),
+        max_finished: a.max_publishers.as_usize(),
         idle_ns: u64::try_from(a.idle_expiry.0.as_nanos()).unwrap_or(u64::MAX),
     })
 }
@@ -205,7 +205,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     loop {
         let over = ctx.shutdown.is_set()
             || a.duration.is_some_and(|d| t0.elapsed() >= d.0)
-            || a.count.is_some_and(|n| total >= n);
+            || a.count.is_some_and(|n| total >= n.0);
         if over {
             break;
         }
@@ -225,7 +225,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
                     continue;
                 };
                 total += 1;
-                if let Some(every) = a.report_every {
+                if let Some(Count(every)) = a.report_every {
                     let e = &mut table.live_mut()[i];
                     if e.rx.counts().received.is_multiple_of(every) {
                         printer.report(e, now, None);
@@ -257,7 +257,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         foreign,
         wake: Some(wake.summary()),
     };
-    print::totals(ctx.out, &totals, a.max_publishers)?;
+    print::totals(ctx.out, &totals, a.max_publishers.as_usize())?;
     if let Some(w) = &totals.wake {
         writeln!(ctx.out, "{}", wirebench_report::stream_wake::words("listen", w))?;
     }
@@ -283,7 +283,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         meta: crate::host::meta(&ctx.argv, started, u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX)),
         config: serde_json::json!({
             "listen": a.listen, "join": a.join, "interval_ns": interval_ns,
-            "max_publishers": a.max_publishers, "idle_expiry_ns": budget.idle_ns,
+            "max_publishers": a.max_publishers.0, "idle_expiry_ns": budget.idle_ns,
         }),
         outcome: if ctx.shutdown.is_set() { Outcome::Interrupted } else { Outcome::Completed },
         results: Results::Stream(StreamResults {

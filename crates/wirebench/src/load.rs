@@ -53,6 +53,19 @@ use self::stats::Stats;
 use crate::Ctx;
 use crate::error::UsageError;
 
+/// `--size TYPE=SIZE`: a message type's size (`chat=512`, `*=1KiB`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeSize(pub String, pub wirebench_core::units::ByteSize);
+
+impl std::str::FromStr for TypeSize {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (name, size) = s.split_once('=').ok_or_else(|| format!("'{s}' is not TYPE=SIZE (e.g. chat=512)"))?;
+        Ok(Self(name.trim().to_owned(), size.parse().map_err(|e| format!("{e}"))?))
+    }
+}
+
 /// `wirebench load` flags. Flags left out come from `--scenario`, then `--preset`, then
 /// the defaults.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -61,26 +74,26 @@ pub struct Args {
     /// otherwise `-N` is appended to the path (e.g. ws://127.0.0.1:8080/rooms/demo).
     pub url: Option<String>,
     /// Simulated users [default: 10; collab-ide: 50].
-    #[arg(long, short = 'c')]
-    pub clients: Option<u64>,
+    #[arg(long, short = 'c', visible_alias = "vus")]
+    pub clients: Option<wirebench_core::units::Count>,
     /// Events per second per client [default: 2/s].
     #[arg(long)]
     pub rate: Option<MsgRate>,
     /// How long every client sends, after the ramp [default: 10s; collab-ide: 5m].
-    #[arg(long, short = 'd')]
+    #[arg(long, short = 'd', visible_short_alias = 't', visible_alias = "time")]
     pub duration: Option<Span>,
     /// Clients join evenly over this [default: 0s].
     #[arg(long)]
     pub ramp: Option<Span>,
     /// Members per room [default: 5].
     #[arg(long)]
-    pub room_size: Option<u64>,
+    pub room_size: Option<wirebench_core::units::Count>,
     /// Event mix, NAME=WEIGHT,... (save, open and list are requests) [default: collab-ide's].
     #[arg(long)]
     pub mix: Option<String>,
-    /// Message size of a type, TYPE=BYTES (`*` for all; repeatable) [default: 128].
-    #[arg(long, value_name = "TYPE=BYTES")]
-    pub size: Vec<String>,
+    /// Message size of a type, TYPE=SIZE (`*` for all; repeatable) [default: 128].
+    #[arg(long, value_name = "TYPE=SIZE")]
+    pub size: Vec<TypeSize>,
     /// `fixed` (interval with a random phase) or `poisson`.
     #[arg(long)]
     pub arrivals: Option<String>,

@@ -25,7 +25,7 @@ use anyhow::{Context as _, anyhow};
 pub use config::{Config, Proto, Target, resolve};
 use wirebench_core::latency::Interval;
 use wirebench_core::report::{Report, Results};
-use wirebench_core::units::{CountOrSpan, MsgRate, Span};
+use wirebench_core::units::{ByteSize, Count, CountOrSpan, MsgRate, Span};
 use wirebench_core::wire::probe::FLAG_REPLY_GROUP;
 use wirebench_net::clock::{MonoClock, wall_minus_mono};
 use wirebench_net::io::ProbeIo;
@@ -46,13 +46,16 @@ pub struct Args {
     pub proto: Proto,
     /// Probe size in bytes: 32 is round trip only, 48 and more adds the responder's
     /// timestamps (dwell, clock offset, one-way delay).
-    #[arg(long, default_value_t = 32)]
-    pub size: usize,
+    #[arg(long, short = 'l', visible_aliases = ["len", "msg-size"], default_value = "32")]
+    pub size: ByteSize,
+    /// UDP (the default; as iperf3's -u).
+    #[arg(short = 'u', long = "udp", conflicts_with = "proto")]
+    pub udp: bool,
     /// Measured probes [default: 100000 closed loop].
     #[arg(long, short = 'n')]
-    pub count: Option<u64>,
+    pub count: Option<Count>,
     /// Measure for this long (with --count, whichever comes first) [default: 10s open loop].
-    #[arg(long, short = 'd')]
+    #[arg(long, short = 'd', visible_short_alias = 't', visible_alias = "time")]
     pub duration: Option<Span>,
     /// Warm-up probes (a count) or time, excluded from the results [default: 1000 or 1s].
     #[arg(long)]
@@ -65,7 +68,7 @@ pub struct Args {
     #[arg(long, value_name = "SPAN", default_value = "30s")]
     pub give_up_after: Span,
     /// Open loop at this rate (e.g. 10k/s): latency from the intended send time.
-    #[arg(long)]
+    #[arg(long, visible_alias = "mps")]
     pub rate: Option<MsgRate>,
     /// With --rate: Poisson sampling (RFC 2330 §11.1.1): exponential gaps between intended
     /// send times, mean 1/rate, so the probes cannot phase-lock to periodic host events.
@@ -88,11 +91,11 @@ pub struct Args {
     pub multicast_loop: bool,
     /// Multicast: ask responders to answer on this group (Aeron's pong channel); serve must
     /// have the same --reply-group.
-    #[arg(long, value_name = "GROUP:PORT")]
+    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::cli::group_port)]
     pub reply_group: Option<SocketAddrV4>,
     /// Multicast: stop waiting for responders once this many answered.
     #[arg(long)]
-    pub responders: Option<usize>,
+    pub responders: Option<Count>,
     /// Print the full percentile distribution (HdrHistogram layout, microseconds).
     #[arg(long)]
     pub table: bool,
@@ -265,13 +268,39 @@ fn timestamps_on(io: &mut UdpProbeIo, cfg: &Config) -> Option<String> {
 
 /// The interfaces whose counters a run reads: the one toward the target, and `--interface`.
 fn counted_interfaces(cfg: &Config) -> Vec<String> {
-    let mut v: Vec<String> = crate::host::net::interface_towards(cfg.target.addr()).into_iter().collect();
-    if let Some(i) = cfg.interface.as_deref().and_then(crate::host::net::interface_name)
+    counted(
+        crate::host::net::interface_towards(cfg.target.addr()),
+        cfg.interface.as_deref().and_then(crate::host::net::interface_name),
+        matches!(cfg.target, config::Target::Multicast(_)),
+    )
+}
+
+/// A multicast group's probes leave by `--interface`, not by the route toward the group
+/// (the default route's interface): that one alone is counted. Unicast: the route's
+/// interface first, then `--interface`.
+fn counted(towards: Option<String>, interface: Option<String>, multicast: bool) -> Vec<String> {
+    if multicast && let Some(i) = interface {
+        return vec![i];
+    }
+    let mut v: Vec<String> = towards.into_iter().collect();
+    if let Some(i) = interface
         && !v.contains(&i)
     {
         v.push(i);
     }
     v
+}
+
+#[cfg(test)]
+mod counted_tests {
+    #[test]
+    fn multicast_counts_the_interface_it_was_given() {
+        let s = |v: &str| Some(v.to_owned());
+        assert_eq!(super::counted(s("eth0"), s("lo"), true), ["lo"]);
+        assert_eq!(super::counted(s("eth0"), None, true), ["eth0"]);
+        assert_eq!(super::counted(s("eth0"), s("lo"), false), ["eth0", "lo"]);
+        assert_eq!(super::counted(s("lo"), s("lo"), false), ["lo"]);
+    }
 }
 
 fn drive<I: ProbeIo>(

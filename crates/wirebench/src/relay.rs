@@ -41,7 +41,7 @@ use crate::Ctx;
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
     /// A group to carry, `GROUP:PORT`; repeatable.
-    #[arg(long, value_name = "GROUP:PORT")]
+    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::cli::group_port)]
     pub group: Vec<SocketAddrV4>,
     /// The other relays, as the mesh finds its agents: `host[:port],...` (a name gives every
     /// address it resolves to), a file of them (one a line, or `file:PATH`), `dns:NAME[:PORT]`,
@@ -65,8 +65,8 @@ pub struct Args {
     #[arg(long, default_value = "100k/s")]
     pub max_rate: MsgRate,
     /// Original senders with an emitting socket of their own at most.
-    #[arg(long, default_value_t = 256)]
-    pub max_senders: usize,
+    #[arg(long, default_value = "256")]
+    pub max_senders: wirebench_core::units::Count,
     /// TTL of re-emitted datagrams.
     #[arg(long, default_value_t = 1)]
     pub ttl: u32,
@@ -92,7 +92,7 @@ pub struct Args {
     #[arg(long, value_name = "DURATION")]
     pub busy_poll: Option<Span>,
     /// Stop after this long (default: until Ctrl-C or SIGTERM).
-    #[arg(long, short = 'd')]
+    #[arg(long, short = 'd', visible_short_alias = 't', visible_alias = "time")]
     pub duration: Option<Span>,
     /// How to reach the Kubernetes API for k8s: peers.
     #[command(flatten)]

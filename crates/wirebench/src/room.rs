@@ -50,7 +50,7 @@ pub struct Args {
     pub interval: Span,
     /// Open connections at most [default: 10000, or the open-file limit less 96].
     #[arg(long)]
-    pub max_connections: Option<u64>,
+    pub max_connections: Option<wirebench_core::units::Count>,
     /// Largest message (and frame) a client may send; larger ones close it with 1009.
     #[arg(long, default_value = "16KiB")]
     pub max_message: ByteSize,
@@ -107,12 +107,10 @@ pub const DEFAULT_MAX_CONNECTIONS: u64 = 10_000;
 impl Config {
     /// Args to Config; `nofile` is the open-file soft limit (after raising it).
     pub fn from_args(a: &Args, nofile: u64) -> Result<Self, UsageError> {
-        let listen = a
-            .listen
-            .parse()
-            .map_err(|_| UsageError(format!("--listen '{}' is not an address like 0.0.0.0:8080", a.listen)))?;
+        // A name resolves, as serve's --listen does (`localhost:8080`).
+        let listen = crate::ping::resolve(&a.listen).map_err(|e| UsageError(format!("--listen: {}", e.0)))?;
         let fit = nofile.saturating_sub(SPARE_FDS);
-        let max_connections = match a.max_connections {
+        let max_connections = match a.max_connections.map(|c| c.0) {
             Some(0) => return Err(UsageError("--max-connections must be at least 1".into())),
             Some(n) if n > fit => {
                 return Err(UsageError(format!(
@@ -216,4 +214,18 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Counters> {
     let end = server.stop();
     writeln!(ctx.out, "room: {} over {:.1}s", end.totals(t0.elapsed()), t0.elapsed().as_secs_f64())?;
     Ok(end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Args, Config};
+
+    #[test]
+    fn listen_takes_a_name() {
+        let a: Args = crate::cli::parse_mode("room", &["--listen", "localhost:0"]).unwrap();
+        let c = Config::from_args(&a, 1024).unwrap();
+        assert!(c.listen.ip().is_loopback(), "{}", c.listen);
+        let a: Args = crate::cli::parse_mode("room", &["--listen", "8080"]).unwrap();
+        assert!(Config::from_args(&a, 1024).unwrap_err().0.contains("expected host:port"));
+    }
 }

@@ -84,7 +84,7 @@ impl FromStr for LinkSpec {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let (rate, delay) = s.split_once('/').map_or((s, None), |(r, d)| (r, Some(d)));
+        let (rate, delay) = wirebench_core::units::split_rate_delay(s);
         let rate: BitRate = rate.parse().map_err(|e| format!("{e}"))?;
         let delay_ns = delay.map(|d| span_ns("delay", d)).transpose().map_err(|e| e.0)?.unwrap_or(0);
         Ok(Self(Link { rate, delay_ns }))
@@ -341,7 +341,7 @@ mod tests {
         assert_eq!(c.0, Ipv4Addr::new(10, 0, 0, 11));
         assert_eq!((c.1.rate.bps(), c.1.delay_ns), (60_760_000, 10_000_000));
         assert_eq!("10.0.0.12=1gbit".parse::<ClientSpec>().map(|c| c.1.delay_ns), Ok(0));
-        for bad in ["10.0.0.11", "nohost=1gbit", "10.0.0.1=fast", "10.0.0.1=1gbit/-3ms", "10.0.0.1=10mbps"] {
+        for bad in ["10.0.0.11", "nohost=1gbit", "10.0.0.1=fast", "10.0.0.1=1gbit/-3ms", "10.0.0.1=10k/s"] {
             assert!(bad.parse::<ClientSpec>().is_err(), "{bad}");
         }
     }

@@ -47,7 +47,7 @@ use std::time::{Instant, SystemTime};
 
 pub use config::Config;
 use wirebench_core::report::{Outcome, Report, Results, StreamResults};
-use wirebench_core::units::{Span, StreamRate};
+use wirebench_core::units::{ByteSize, Count, Span, StreamRate};
 use wirebench_core::wire::control::{Direction, StreamProto};
 
 use self::session::{Live, RunOut, RunSpec};
@@ -64,17 +64,23 @@ pub struct Args {
     /// Transport.
     #[arg(long, value_enum, default_value = "udp")]
     pub proto: Proto,
+    /// UDP (the default; as iperf3's -u).
+    #[arg(short = 'u', long = "udp", conflicts_with = "proto")]
+    pub udp: bool,
     /// Message size in bytes [default: 1468 UDP, 65535 TCP].
-    #[arg(long)]
-    pub size: Option<usize>,
-    /// Rate per publisher: max, 800mbit, 100MB/s, 50k/s.
+    #[arg(long, short = 'l', visible_aliases = ["len", "msg-size"])]
+    pub size: Option<ByteSize>,
+    /// Rate per publisher: max, 800mbit, 100Mbps, 100MB/s, 50k/s (docs/units.md).
     #[arg(long, default_value = "max")]
     pub rate: StreamRate,
+    /// Bit rate per publisher, as iperf3's -b: a bare 100M is 100 Mbit/s.
+    #[arg(short = 'b', long = "bitrate", conflicts_with = "rate")]
+    pub bitrate: Option<wirebench_core::units::BitRate>,
     /// Messages per publisher.
     #[arg(long, short = 'n')]
-    pub count: Option<u64>,
+    pub count: Option<Count>,
     /// How long [default: 10s].
-    #[arg(long, short = 'd')]
+    #[arg(long, short = 'd', visible_short_alias = 't', visible_alias = "time")]
     pub duration: Option<Span>,
     /// Interval of the lines and rows this client measures itself (reverse); serve reports
     /// each second.
@@ -94,7 +100,7 @@ pub struct Args {
     #[arg(long)]
     pub polite: bool,
     /// UDP multicast: every TARGET serve joins this group and this client sends to it.
-    #[arg(long, value_name = "GROUP:PORT")]
+    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::cli::group_port)]
     pub group: Option<SocketAddrV4>,
     /// Just send to the TARGETs (e.g. a `wirebench listen`), with no serve to ask.
     #[arg(long)]
@@ -119,7 +125,7 @@ pub struct Args {
     pub trial: Span,
     /// Sweep these message sizes, e.g. 64,256,1024,1468,8192.
     #[arg(long, value_delimiter = ',')]
-    pub sizes: Option<Vec<usize>>,
+    pub sizes: Option<Vec<ByteSize>>,
     /// Receive buffer of the receiving socket (serve's, or this client's with --reverse), e.g.
     /// 4k: to see what a smaller buffer loses [default: 16MiB].
     #[arg(long, value_name = "BYTES")]

@@ -71,15 +71,30 @@ fn steps(target: &str, scale: f64) -> Vec<Step> {
     ]
 }
 
+/// The one folder wirebench makes: the suite's own, named by --out. Only that folder: a
+/// parent that does not exist is a typo, not a tree to build (`/nonexistent/x`).
+fn make_out(out: &std::path::Path) -> Result<(), crate::error::UsageError> {
+    let shown = out.display();
+    if out.is_dir() {
+        return Ok(());
+    }
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    if !parent.is_dir() {
+        return Err(crate::error::UsageError(format!(
+            "--out {shown}: {} is not a folder (the suite makes only the last one)",
+            parent.display()
+        )));
+    }
+    std::fs::create_dir(out)
+        .map_err(|e| crate::error::UsageError(format!("--out {shown}: cannot create the folder: {e}")))
+}
+
 /// Runs the tour; returns the reports in step order (pings, then streams).
 pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Vec<Report>> {
     if !(args.scale > 0.0 && args.scale <= 100.0) {
         return Err(crate::error::UsageError(format!("--scale {} is not in (0, 100]", args.scale)).into());
     }
-    // The one folder wirebench makes: the suite's own, named by --out.
-    std::fs::create_dir_all(&args.out).map_err(|e| {
-        crate::error::UsageError(format!("--out {}: cannot create the folder: {e}", args.out.display()))
-    })?;
+    make_out(&args.out)?;
     let server = Server::start(&serve::Config::loopback(), Shutdown::new())?;
     let target = server.local_addr().to_string();
     writeln!(ctx.out, "wirebench suite: serve on {target} (in-process), reports in {}/", args.out.display())?;

@@ -25,7 +25,7 @@ impl FromStr for Link {
     type Err = UnitError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let (r, d) = s.split_once('/').map_or((s, None), |(r, d)| (r, Some(d)));
+        let (r, d) = crate::units::split_rate_delay(s);
         let r = r.trim();
         let rate = if r == "0" || r.is_empty() { None } else { Some(r.parse::<BitRate>()?) };
         let delay_ns = match d {
@@ -109,6 +109,11 @@ mod tests {
         let l: Link = "0/5ms".parse().unwrap();
         assert_eq!((l.rate, l.delay_ns), (None, 5_000_000));
         assert_eq!("1gbit".parse::<Link>().unwrap().delay_ns, 0);
+        let l: Link = "100Mbit/s/10ms".parse().unwrap();
+        assert_eq!((l.rate.map(BitRate::bps), l.delay_ns), (Some(100_000_000), 10_000_000));
+        let l: Link = "100Mbps".parse().unwrap();
+        assert_eq!((l.rate.map(BitRate::bps), l.delay_ns), (Some(100_000_000), 0));
+        assert_eq!("100Mbit/s".parse::<Link>().unwrap().delay_ns, 0);
         assert!("fast/1ms".parse::<Link>().is_err());
         assert!("1mbit/soon".parse::<Link>().is_err());
         assert_eq!("1mbit/2ms".parse::<Link>().unwrap().to_string(), "1000000bit/2ms");

@@ -253,7 +253,8 @@ impl MatrixBuilder {
 
     /// An agent that did not answer (or was refused): its row is missing. It is matched to
     /// the one node at `ip` whose row is missing (several agents can share an address on
-    /// one host), else listed under `label`. Call after every report is added.
+    /// one host), else to the one whose name (as its peers know it) is the host in `label`
+    /// (`http://node-c:9878/`), else listed under `label`. Call after every report is added.
     pub fn add_unreachable(&mut self, ip: Option<IpAddr>, label: &str, why: &str) {
         self.missing(ip, label, why);
     }
@@ -277,10 +278,20 @@ impl MatrixBuilder {
             .filter(|(_, n)| ip.is_some_and(|ip| n.addr.parse::<SocketAddr>().is_ok_and(|a| a.ip() == ip)))
             .map(|(i, _)| i)
             .collect();
-        let i = if let [one] = hits[..] {
-            one
-        } else {
-            self.node(&NodeRef { addr: label.to_owned(), name: None, zone: None })
+        let host = label.split_once("://").map_or(label, |(_, rest)| rest);
+        let host = host.split(['/', ':']).next().unwrap_or_default();
+        let named: Vec<usize> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| !n.reported && n.error.is_none() && !host.is_empty())
+            .filter(|(_, n)| n.name.as_deref() == Some(host))
+            .map(|(i, _)| i)
+            .collect();
+        let i = match (&hits[..], &named[..]) {
+            ([one], _) | ([], [one]) => *one,
+            ([_, _, ..], [one]) if hits.contains(one) => *one,
+            _ => self.node(&NodeRef { addr: label.to_owned(), name: None, zone: None }),
         };
         if !self.nodes[i].reported {
             self.nodes[i].error = Some(why.to_owned());

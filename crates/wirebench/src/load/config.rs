@@ -180,7 +180,7 @@ impl Config {
         };
         let url = a.url.clone().or(file.url).ok_or_else(|| usage("give the server's URL (ws://HOST:PORT/PATH)"))?;
         let addr = resolve(&url)?;
-        let clients = a.clients.or(file.clients).unwrap_or(if collab { 50 } else { 10 });
+        let clients = a.clients.map(|c| c.0).or(file.clients).unwrap_or(if collab { 50 } else { 10 });
         if clients == 0 {
             return Err(usage("--clients must be at least 1"));
         }
@@ -199,7 +199,7 @@ impl Config {
             (None, Some(d)) => span(d, "scenario ramp")?,
             (None, None) => Duration::ZERO,
         };
-        let room_size = a.room_size.or(file.room_size).unwrap_or(5);
+        let room_size = a.room_size.map(|c| c.0).or(file.room_size).unwrap_or(5);
         if room_size < 2 {
             return Err(usage("--room-size must be at least 2 (a message goes to the other members)"));
         }
@@ -228,10 +228,9 @@ impl Config {
             .map_err(|e| usage(e.to_string()))?,
             (None, None) => Mix::collab_ide(),
         };
-        for s in &a.size {
-            let (name, bytes) = s.split_once('=').ok_or_else(|| usage(format!("--size '{s}' is not TYPE=BYTES")))?;
-            let bytes: usize =
-                bytes.trim().parse().map_err(|_| usage(format!("--size '{s}': bytes is not a number")))?;
+        for super::TypeSize(name, size) in &a.size {
+            let s = format!("{name}={size}");
+            let bytes = usize::try_from(size.0).unwrap_or(usize::MAX);
             if bytes > 1 << 20 {
                 return Err(usage(format!("--size '{s}': at most 1 MiB")));
             }

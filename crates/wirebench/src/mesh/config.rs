@@ -62,13 +62,13 @@ pub struct AgentArgs {
     #[arg(long, default_value = "1s")]
     pub timeout: Span,
     /// Up to this many nodes everyone probes everyone (Pingmesh level 1).
-    #[arg(long, default_value_t = 200)]
-    pub full_mesh_max: usize,
+    #[arg(long, default_value = "200")]
+    pub full_mesh_max: wirebench_core::units::Count,
     /// Past that: peers probed in each other zone.
-    #[arg(long, default_value_t = 3)]
-    pub inter_zone: usize,
+    #[arg(long, default_value = "3")]
+    pub inter_zone: wirebench_core::units::Count,
     /// Also probe this multicast group: who hears whom (every agent joins it).
-    #[arg(long, value_name = "GROUP:PORT")]
+    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::cli::group_port)]
     pub multicast: Option<SocketAddrV4>,
     /// Group probes per second.
     #[arg(long, default_value = "1/s")]
@@ -225,7 +225,7 @@ impl AgentConfig {
         if a.refresh.0 < Duration::from_secs(1) {
             return Err(UsageError("--refresh must be at least 1s".into()));
         }
-        if a.full_mesh_max < 2 {
+        if a.full_mesh_max.0 < 2 {
             return Err(UsageError("--full-mesh-max must be at least 2".into()));
         }
         if a.rate.per_sec() > 1000.0 || a.budget.per_sec() > 100_000.0 || a.multicast_rate.per_sec() > 1000.0 {
@@ -270,8 +270,8 @@ impl AgentConfig {
                 budget: a.budget.per_sec(),
                 #[expect(clippy::cast_possible_truncation, reason = "at most 2")]
                 transports: protos.len() as u32,
-                full_mesh_max: a.full_mesh_max,
-                inter_zone: a.inter_zone,
+                full_mesh_max: a.full_mesh_max.as_usize(),
+                inter_zone: a.inter_zone.as_usize(),
             },
             protos,
             window,
@@ -307,8 +307,8 @@ pub struct StatusArgs {
     #[arg(long, default_value = "10ms")]
     pub max_p99: Span,
     /// Fewer probes than this in a cell: not judged.
-    #[arg(long, default_value_t = 5)]
-    pub min_probes: u64,
+    #[arg(long, default_value = "5")]
+    pub min_probes: wirebench_core::units::Count,
     /// Save the matrix (a wirebench report: `wirebench report FILE --html` draws it).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -386,7 +386,7 @@ impl StatusConfig {
             thresholds: Thresholds {
                 max_loss: a.max_loss / 100.0,
                 max_p99_ns: u64::try_from(a.max_p99.0.as_nanos()).unwrap_or(u64::MAX),
-                min_probes: a.min_probes,
+                min_probes: a.min_probes.0,
             },
             json: a.json.clone(),
             color,

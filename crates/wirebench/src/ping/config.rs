@@ -191,10 +191,13 @@ impl Config {
         if addr.port() == 0 {
             return Err(usage(format!("bad target '{}': port 0", a.target)));
         }
-        if !(probe::MIN_LEN..=probe::MAX_LEN).contains(&a.size) {
+        let size = usize::try_from(a.size.0).unwrap_or(usize::MAX);
+        let count = a.count.map(|c| c.0);
+        let responders = a.responders.map(wirebench_core::units::Count::as_usize);
+        if !(probe::MIN_LEN..=probe::MAX_LEN).contains(&size) {
             return Err(usage(format!(
                 "--size {} is outside {}..={} bytes (the smallest probe is {} bytes)",
-                a.size,
+                a.size.0,
                 probe::MIN_LEN,
                 probe::MAX_LEN,
                 probe::MIN_LEN
@@ -212,10 +215,10 @@ impl Config {
         {
             return Err(usage(format!("--reply-group {g} is not a multicast group")));
         }
-        if a.responders == Some(0) {
+        if responders == Some(0) {
             return Err(usage("--responders must be at least 1".into()));
         }
-        if a.count == Some(0) {
+        if count == Some(0) {
             return Err(usage("--count must be at least 1".into()));
         }
         let timeout = a.timeout.0;
@@ -242,7 +245,7 @@ impl Config {
             // Seeded from the OS once; the seed goes into the report's config.
             (Some(rate), true) => Pacing::Poisson { rate, seed: crate::session_id() },
         };
-        let mut stop = stop_of(a.count, a.duration);
+        let mut stop = stop_of(count, a.duration);
         if stop.is_unbounded() {
             stop = match pacing {
                 Pacing::Closed => Stop { max_count: Some(DEFAULT_COUNT), deadline: None },
@@ -277,7 +280,7 @@ impl Config {
         Ok(Self {
             target,
             proto: a.proto,
-            size: a.size,
+            size,
             stop,
             warmup,
             pacing,
@@ -289,7 +292,7 @@ impl Config {
             interface: a.interface.clone(),
             multicast_loop: a.multicast_loop,
             reply_group: a.reply_group,
-            responders: a.responders,
+            responders,
             percentiles,
             hgrm: a.hgrm.clone(),
             hlog: a.hlog.clone(),
@@ -350,6 +353,15 @@ mod tests {
         assert_eq!(c.pacing, Pacing::Closed);
         assert_eq!(c.percentiles, DEFAULT_PERCENTILES.to_vec());
         assert_eq!((c.give_up_after, c.ttl), (Duration::from_secs(30), 32));
+    }
+
+    #[test]
+    fn counts_and_sizes_read_the_unit_grammar() {
+        let c = cfg(&["127.0.0.1:7878", "--count", "10k", "--size", "1k", "--warmup", "1k"]).unwrap();
+        assert_eq!(c.stop.max_count, Some(10_000));
+        assert_eq!(c.size, 1000);
+        assert_eq!(c.warmup, Stop { max_count: Some(1000), deadline: None });
+        assert!(cfg(&["127.0.0.1:7878", "--count", "10m"]).unwrap_err().contains("minutes"));
     }
 
     #[test]

@@ -44,8 +44,9 @@ pub struct Args {
     /// Send this share of packets twice (e.g. 0.1%).
     #[arg(long, allow_hyphen_values = true)]
     pub duplicate: Option<Percent>,
-    /// Token-bucket rate (60.76mbit, 1gbit, 100MB/s).
-    #[arg(long)]
+    /// Token-bucket rate (60.76mbit, 1gbit, 100Mbps, 100MB/s; a bare 100M is bits, as
+    /// iperf3's -b).
+    #[arg(long, short = 'b')]
     pub rate: Option<BitRate>,
     /// Drop a packet that would wait longer than this in the rate queue [default: 100ms].
     #[arg(long)]
@@ -109,7 +110,7 @@ pub struct Args {
     #[arg(long, default_value = "1s", help_heading = "Run")]
     pub interval: Span,
     /// Stop after this long [default: until Ctrl-C].
-    #[arg(long, short = 'd', help_heading = "Run")]
+    #[arg(long, short = 'd', visible_short_alias = 't', visible_alias = "time", help_heading = "Run")]
     pub duration: Option<Span>,
     /// Busy-poll while traffic flows (sleeps again after 50 ms idle): the lowest added
     /// latency, at the cost of a core.
@@ -119,12 +120,12 @@ pub struct Args {
     #[arg(long, default_value = "60s", help_heading = "Run")]
     pub idle_timeout: Span,
     /// At most this many UDP flows or TCP connections at once.
-    #[arg(long, default_value_t = 1024, help_heading = "Run")]
-    pub max_flows: usize,
+    #[arg(long, default_value = "1024", help_heading = "Run")]
+    pub max_flows: wirebench_core::units::Count,
     /// At most this many bytes of delayed packets held at once (UDP: more are dropped and
     /// counted as "queue full"; TCP: the pumps stop reading). Units: KiB, MiB, GiB.
-    #[arg(long, default_value = "64MiB", value_parser = parse_bytes, help_heading = "Run")]
-    pub max_held: usize,
+    #[arg(long, default_value = "64MiB", help_heading = "Run")]
+    pub max_held: wirebench_core::units::ByteSize,
     /// Write the JSON report (also on Ctrl-C).
     #[arg(long, value_name = "FILE", help_heading = "Run")]
     pub json: Option<PathBuf>,
@@ -134,19 +135,4 @@ pub struct Args {
     /// The stall meter beside the run.
     #[command(flatten)]
     pub hiccup: crate::hiccup::HiccupArgs,
-}
-
-/// `64MiB`, `512KiB`, `1GiB`, or bytes.
-fn parse_bytes(s: &str) -> Result<usize, String> {
-    let t = s.trim();
-    let (num, mult) = [("GiB", 1usize << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1)]
-        .iter()
-        .find_map(|(u, m)| t.strip_suffix(u).map(|n| (n.trim(), *m)))
-        .unwrap_or((t, 1));
-    let n: usize = num.parse().map_err(|_| format!("'{s}' is not a size (e.g. 64MiB, 512KiB, 1GiB)"))?;
-    match n.checked_mul(mult) {
-        Some(0) => Err(format!("'{s}': must be above 0")),
-        Some(v) => Ok(v),
-        None => Err(format!("'{s}' is too large")),
-    }
 }

@@ -106,7 +106,10 @@ impl Config {
         if a.interval.0 < Duration::from_millis(10) {
             return Err(UsageError(format!("--interval {} is too short (at least 10ms)", a.interval)));
         }
-        if a.max_flows == 0 {
+        if a.max_held.0 == 0 {
+            return Err(UsageError("--max-held must be above 0".into()));
+        }
+        if a.max_flows.0 == 0 {
             return Err(UsageError("--max-flows must be at least 1".into()));
         }
         let up = Side {
@@ -140,8 +143,8 @@ impl Config {
             duration: a.duration.map(|d| d.0),
             spin: a.spin,
             idle_timeout: a.idle_timeout.0,
-            max_flows: a.max_flows,
-            max_held: a.max_held,
+            max_flows: a.max_flows.as_usize(),
+            max_held: usize::try_from(a.max_held.0).unwrap_or(usize::MAX),
             json: a.json.clone(),
             quiet: a.quiet,
         })
@@ -236,7 +239,7 @@ mod tests {
             (&["--jitter", "2ms:cauchy"], "unknown distribution"),
             (&["--loss", "1%", "--loss-burst", "1%,10%"], "pick one"),
             (&["--proto", "tcp", "--loss", "1%"], "need --proto udp"),
-            (&["--rate", "10mbps"], "ambiguous"),
+            (&["--rate", "10k/s"], "is a message rate"),
             (&["--queue-limit", "0s"], "above 0"),
             (&["--interval", "1ms"], "too short"),
             (&["--max-held", "0"], "above 0"),

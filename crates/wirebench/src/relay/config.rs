@@ -136,7 +136,7 @@ impl Config {
         };
         #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "MsgRate is within 1..=1e9")]
         let max_rate = a.max_rate.per_sec().ceil() as u64;
-        if a.max_senders == 0 || a.max_senders > 4096 {
+        if a.max_senders.0 == 0 || a.max_senders.0 > 4096 {
             return u("--max-senders must be 1..=4096".into());
         }
         if a.ttl == 0 || a.ttl > 255 {
@@ -167,7 +167,7 @@ impl Config {
             me: SocketAddrV4::new(interface, listen.port()),
             key,
             max_rate,
-            max_senders: a.max_senders,
+            max_senders: a.max_senders.as_usize(),
             ttl: a.ttl,
             resolve_every,
             peer_expiry,

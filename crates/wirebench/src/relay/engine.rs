@@ -223,7 +223,7 @@ pub(crate) fn run(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<RelayResult
         });
     }
     let mut watch = peers::Watch::start(cfg, &ctx.shutdown)?;
-    let first = watch.first(&ctx.shutdown);
+    let first = watch.first(&ctx.shutdown)?;
     let mut r = Relay {
         cfg,
         id: u64::from_be_bytes(crate::os_random()?),

@@ -45,13 +45,20 @@ impl Watch {
 
     /// Waits (at most [`FIRST_LIST_WAIT`], or until the stop) for every source's first list,
     /// then gives the list: a source still silent counts as empty and adds its peers later.
-    pub(crate) fn first(&mut self, shutdown: &Shutdown) -> Vec<SocketAddrV4> {
+    /// When every source failed (names that do not resolve, a file that is not there), the
+    /// relay would run with no peers: that is an error.
+    pub(crate) fn first(&mut self, shutdown: &Shutdown) -> anyhow::Result<Vec<SocketAddrV4>> {
         let end = Instant::now() + FIRST_LIST_WAIT;
-        while !self.board.ready() && !shutdown.is_set() && Instant::now() < end {
+        while !self.board.ready() && !self.board.all_failed() && !shutdown.is_set() && Instant::now() < end {
             std::thread::sleep(POLL.min(Duration::from_millis(10)));
         }
         self.seen = self.board.version();
-        addresses(&self.board.peers(), self.me)
+        let list = addresses(&self.board.peers(), self.me);
+        if list.is_empty() && self.board.all_failed() {
+            let names: Vec<String> = self.board.errors().into_iter().map(|(n, _)| n).collect();
+            anyhow::bail!("no peer: every --peers source failed ({}); nothing to relay to", names.join(", "));
+        }
+        Ok(list)
     }
 
     /// The list, when it changed since the last call.
@@ -111,7 +118,7 @@ mod tests {
         let cfg = Config::from_args(&args, None).unwrap();
         let stop = Shutdown::new();
         let mut w = Watch::start(&cfg, &stop).unwrap();
-        let got = w.first(&stop);
+        let got = w.first(&stop).unwrap();
         stop.trigger();
         let want: [SocketAddrV4; 2] = ["10.0.0.2:7880".parse().unwrap(), "10.0.0.3:9".parse().unwrap()];
         assert_eq!(got, want);

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use wirebench_core::auth::Key;
 use wirebench_core::budget::{Budget, SendLimits};
-use wirebench_core::units::{Span, StreamRate};
+use wirebench_core::units::{ByteSize, Count, Span, StreamRate};
 
 use crate::error::UsageError;
 
@@ -32,13 +32,13 @@ pub struct Args {
     #[arg(long, default_value = "0.0.0.0:7878", env = "WIREBENCH_LISTEN")]
     pub listen: String,
     /// Join this multicast group:port and answer probes sent to it (repeatable).
-    #[arg(long = "join", value_name = "GROUP:PORT")]
+    #[arg(long = "join", value_name = "GROUP:PORT", value_parser = crate::cli::group_port)]
     pub join: Vec<SocketAddrV4>,
     /// Interface (name or IPv4 address) for group joins and group replies.
     #[arg(long, env = "WIREBENCH_INTERFACE")]
     pub interface: Option<String>,
     /// Answer probes that ask for it on this group (Aeron's pong channel) instead of unicast.
-    #[arg(long, value_name = "GROUP:PORT")]
+    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::cli::group_port)]
     pub reply_group: Option<SocketAddrV4>,
     /// Multicast TTL of group replies (1..=255).
     #[arg(long, default_value_t = 32, env = "WIREBENCH_TTL", value_parser = clap::value_parser!(u32).range(1..=255))]
@@ -67,17 +67,17 @@ pub struct Args {
     #[arg(long)]
     pub max_rate_token: Option<StreamRate>,
     /// Stream sessions at once.
-    #[arg(long, default_value_t = MAX_SESSIONS)]
-    pub max_sessions: u32,
+    #[arg(long, default_value_t = Count(MAX_SESSIONS.into()))]
+    pub max_sessions: Count,
     /// Stream sessions at once from one source address.
-    #[arg(long, default_value_t = MAX_SESSIONS_PER_SOURCE)]
-    pub max_sessions_per_source: u32,
-    /// Memory all stream sessions together may hold (buffers, accounting windows), MiB.
-    #[arg(long, default_value_t = MEMORY_BUDGET_MIB, value_name = "MIB")]
-    pub memory_budget: u64,
+    #[arg(long, default_value_t = Count(MAX_SESSIONS_PER_SOURCE.into()))]
+    pub max_sessions_per_source: Count,
+    /// Memory all stream sessions together may hold (buffers, accounting windows): 256MiB, 1GiB.
+    #[arg(long, default_value_t = ByteSize(MEMORY_BUDGET_MIB << 20), value_name = "SIZE")]
+    pub memory_budget: ByteSize,
     /// TCP connections at once (kept below the open-file limit).
-    #[arg(long, default_value_t = MAX_CONNECTIONS)]
-    pub max_connections: u64,
+    #[arg(long, default_value_t = Count(MAX_CONNECTIONS))]
+    pub max_connections: Count,
     /// Close a probe connection that sends nothing for this long.
     #[arg(long, default_value = "60s")]
     pub idle_timeout: Span,
@@ -158,10 +158,17 @@ impl Config {
         if a.max_duration.0.is_zero() || a.idle_timeout.0.is_zero() {
             return Err(UsageError("--max-duration and --idle-timeout must be above 0".into()));
         }
-        if a.max_sessions == 0 || a.max_sessions_per_source == 0 || a.max_connections == 0 {
+        if a.max_sessions.0 == 0 || a.max_sessions_per_source.0 == 0 || a.max_connections.0 == 0 {
             return Err(UsageError(
                 "--max-sessions, --max-sessions-per-source and --max-connections take 1 or more".into(),
             ));
+        }
+        if a.memory_budget.0 < 1 << 20 {
+            // A bare number is bytes (docs/units.md); this flag once took MiB.
+            return Err(UsageError(format!(
+                "--memory-budget {} is below 1MiB: write a unit, e.g. {}MiB",
+                a.memory_budget, a.memory_budget.0
+            )));
         }
         Ok(Self {
             listen,
@@ -178,11 +185,11 @@ impl Config {
             max_rate: cap(Some(a.max_rate)),
             max_rate_token: cap(a.max_rate_token),
             budget: Budget {
-                sessions: a.max_sessions,
-                per_source: a.max_sessions_per_source,
-                bytes: a.memory_budget.saturating_mul(1 << 20),
+                sessions: u32::try_from(a.max_sessions.0).unwrap_or(u32::MAX),
+                per_source: u32::try_from(a.max_sessions_per_source.0).unwrap_or(u32::MAX),
+                bytes: a.memory_budget.0,
             },
-            max_connections: a.max_connections,
+            max_connections: a.max_connections.0,
             idle_timeout: a.idle_timeout.0,
             first_frame_timeout: FIRST_FRAME_TIMEOUT,
             probe_key: None,

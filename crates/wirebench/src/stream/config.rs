@@ -132,7 +132,7 @@ impl Config {
             StreamProto::Udp => (DEFAULT_UDP_SIZE, stream::MAX_UDP_LEN),
             StreamProto::Tcp => (DEFAULT_TCP_SIZE, usize::from(u16::MAX)),
         };
-        let size = a.size.unwrap_or(default_size.min(max));
+        let size = a.size.map_or(default_size.min(max), |b| usize::try_from(b.0).unwrap_or(usize::MAX));
         if !(stream::HEADER_LEN..=max).contains(&size) {
             return Err(usage(format!(
                 "--size {size} is outside {}..={max} bytes for {}",
@@ -140,7 +140,8 @@ impl Config {
                 a.proto.name()
             )));
         }
-        let mut sizes = a.sizes.clone().unwrap_or_default();
+        let mut sizes: Vec<usize> =
+            a.sizes.iter().flatten().map(|b| usize::try_from(b.0).unwrap_or(usize::MAX)).collect();
         if let Some(bad) = sizes.iter().find(|s| !(stream::HEADER_LEN..=max).contains(*s)) {
             return Err(usage(format!("--sizes: {bad} is outside {}..={max} bytes", stream::HEADER_LEN)));
         }
@@ -148,7 +149,7 @@ impl Config {
         if a.parallel == 0 || a.parallel > MAX_PUBLISHERS {
             return Err(usage(format!("--parallel must be 1..={MAX_PUBLISHERS}")));
         }
-        if a.count == Some(0) {
+        if a.count == Some(wirebench_core::units::Count(0)) {
             return Err(usage("--count must be at least 1".into()));
         }
         if a.duration.is_some_and(|d| d.0.is_zero()) {
@@ -209,8 +210,9 @@ impl Config {
             targets,
             proto,
             size,
-            rate: a.rate,
-            count: a.count,
+            #[expect(clippy::cast_precision_loss, reason = "at most 1e12: exact in f64")]
+            rate: a.bitrate.map_or(a.rate, |b| StreamRate::Bits(b.bps() as f64)),
+            count: a.count.map(|c| c.0),
             duration: a
                 .duration
                 .map_or(if a.count.is_some() { Duration::from_secs(3600) } else { DEFAULT_DURATION }, |d| d.0),
@@ -277,7 +279,8 @@ mod tests {
         let cases: &[(&[&str], &str)] = &[
             (&["127.0.0.1:7878", "--size", "65508"], "outside 32..=65507"),
             (&["127.0.0.1:7878", "--size", "8"], "outside"),
-            (&["127.0.0.1:7878", "--rate", "0"], "must be above 0"),
+            (&["127.0.0.1:7878", "--rate", "0"], "ambiguous"),
+            (&["127.0.0.1:7878", "--rate", "100M"], "100mbit (bits/s) or 100M/s (messages/s)?"),
             (&["127.0.0.1:7878", "--rate", "0/s"], "must be above 0"),
             (&["127.0.0.1:7878", "--rate", "0mbit"], "must be above 0"),
             (&["127.0.0.1:7878", "--duration", "0s"], "--duration must be above 0"),

@@ -16,6 +16,11 @@ fn bad_input_exits_2_with_one_line() {
         (&["ping", "127.0.0.1:7878", "--size", "16"], "smallest probe is 32"),
         (&["ping", "127.0.0.1:7878", "--timeout", "3fortnights"], "unknown unit"),
         (&["ping", "127.0.0.1:7878", "--rate", "0"], "rate"),
+        (&["ping", "127.0.0.1:7878", "--rate", "100mbit"], "is a bit rate"),
+        (&["ping", "127.0.0.1:7878", "--count", "ten"], "not a count"),
+        (&["stream", "127.0.0.1:7878", "--rate", "100M"], "100mbit (bits/s) or 100M/s (messages/s)?"),
+        (&["serve", "--max-rate", "1g"], "1gbit (bits/s) or 1g/s (messages/s)?"),
+        (&["proxy", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:9", "--rate", "5k/s"], "is a message rate"),
         (&["ping", "127.0.0.1:7878", "--no-such-flag"], "--no-such-flag"),
         (&["ping"], "TARGET"),
         (&["serve", "--join", "10.0.0.1:5000"], "not a multicast group"),
@@ -30,6 +35,10 @@ fn bad_input_exits_2_with_one_line() {
         (&["relay", "--group", "239.1.1.1:5000", "--peers", "h", "--interface", "127.0.0.1", "--ttl", "0"], "--ttl"),
         (&["relay", "--group", "239.1.1.1:5000", "--peers", "h", "--interface", "127.0.0.1", "--token", ""], "--token"),
         (&["relay", "--group", "239.1.1.1:5000", "--peers", "h", "--listen", "127.0.0.1:0"], "needs a port"),
+        (&["relay", "--group", "239.255.79.1", "--peers", "h"], "expected host:port"),
+        (&["stream", "127.0.0.1:7878", "--group", "239.255.79.1"], "expected host:port"),
+        (&["suite", "--out", "/nonexistent-wirebench/x"], "/nonexistent-wirebench is not a folder"),
+        (&["room", "--listen", "no-such-host.invalid:8080"], "--listen: unknown host"),
     ];
     for (args, want) in cases {
         let r = wirebench(args);
@@ -37,6 +46,44 @@ fn bad_input_exits_2_with_one_line() {
         assert_eq!(r.err.lines().count(), 1, "{args:?}: one line, got {:?}", r.err);
         assert!(r.err.contains(want), "{args:?}: {:?} should mention {want}", r.err);
     }
+}
+
+#[test]
+fn bare_wirebench_prints_the_command_list() {
+    let r = wirebench(&[]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.err.contains("Commands:"), "{}", r.err);
+    for cmd in ["serve", "ping", "stream", "proxy", "relay", "mesh"] {
+        assert!(r.err.lines().any(|l| l.trim_start().starts_with(cmd)), "{cmd}: {}", r.err);
+    }
+}
+
+#[test]
+fn suite_out_under_a_missing_folder_makes_nothing() {
+    let r = wirebench(&["suite", "--out", "/nonexistent-wirebench/x"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(!std::path::Path::new("/nonexistent-wirebench").exists(), "the suite made a folder at /");
+}
+
+#[test]
+fn relay_whose_peers_all_fail_exits_1() {
+    let t = Instant::now();
+    let r = wirebench(&[
+        "relay",
+        "--group",
+        "239.255.79.1:17990",
+        "--peers",
+        "file:/nonexistent-wirebench/peers",
+        "--interface",
+        "127.0.0.1",
+        "--listen",
+        "127.0.0.1:17991",
+        "-d",
+        "5s",
+    ]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.err.contains("every --peers source failed (file:/nonexistent-wirebench/peers)"), "{}", r.err);
+    assert!(t.elapsed().as_secs() < 5, "it waited instead of failing: {:?}", t.elapsed());
 }
 
 #[test]

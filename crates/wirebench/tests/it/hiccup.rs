@@ -150,3 +150,25 @@ fn the_hiccup_command_names_its_own_flag_when_the_interval_is_out_of_range() {
         assert_eq!(run.err.trim(), format!("error: --interval {bad} is outside 10us..=1s"), "{run:?}");
     }
 }
+
+/// A run over 2 s shows its progress (plain lines on a pipe), and `-q` none. The binary
+/// itself: progress goes to the process's stderr.
+#[test]
+fn a_run_over_two_seconds_shows_progress() {
+    let run = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_wirebench"))
+            .arg("hiccup")
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{args:?}: {o:?}");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let err = run(&["-t", "2500ms", "--interval", "10ms"]);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("hiccup: ")).collect();
+    assert!(lines.len() >= 2, "a line at 2 s and one at the end: {err:?}");
+    assert_eq!(lines.last().copied(), Some("hiccup: 2.5/2.5 s"), "{err:?}");
+    let quiet = run(&["-d", "2100ms", "--interval", "10ms", "-q"]);
+    assert!(!quiet.contains("hiccup: "), "{quiet:?}");
+}

@@ -338,7 +338,7 @@ fn bad_input_is_one_line_and_exit_2() {
         ("--delay=-5ms", "cannot be negative"),
         ("--loss=150%", "over 100%"),
         ("--jitter=2ms:cauchy", "unknown distribution"),
-        ("--up-rate=10mbps", "ambiguous"),
+        ("--up-rate=10k/s", "is a message rate"),
     ] {
         let r = wirebench(&["proxy", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:9", flag]);
         assert_eq!(r.code, 2, "{flag}: {r:?}");

@@ -151,7 +151,7 @@ fn the_closing_summary_says_what_a_search_and_a_sweep_report() {
 #[test]
 fn stream_and_listen_input_rules_exit_2() {
     for (args, want) in [
-        (&["stream", "127.0.0.1:7878", "--rate", "0"][..], "must be above 0"),
+        (&["stream", "127.0.0.1:7878", "--rate", "0/s"][..], "must be above 0"),
         (&["stream", "127.0.0.1:7878", "--duration", "0s"][..], "--duration must be above 0"),
         (&["stream", "127.0.0.1:7878", "--ttl", "0"][..], "--ttl"),
         (&["stream", "127.0.0.1:7878", "--ttl", "256"][..], "--ttl"),

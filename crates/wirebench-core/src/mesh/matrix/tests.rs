@@ -75,6 +75,32 @@ fn merges_rows_and_names_a_dead_node() {
 }
 
 #[test]
+fn a_dead_agent_is_named_as_its_peers_know_it() {
+    // The agent's URL is a name, not an address: matched to the node of that name.
+    let mut b = MatrixBuilder::new("agents");
+    for me in 1..=3 {
+        let cells = (1..=4).filter(|&p| p != me).map(|p| cell(p, Proto::Udp, &[1000], 0)).collect();
+        b.add_report(&report(me, cells)).unwrap();
+    }
+    b.add_unreachable(None, "http://n4:9878/", "timed out");
+    let r = b.finish(&Thresholds::default());
+    assert_eq!(r.nodes.iter().map(MeshNode::label).collect::<Vec<_>>(), ["n1", "n2", "n3", "n4"]);
+    assert_eq!(r.nodes[3].error.as_deref(), Some("timed out"));
+    // Two dead agents on one address (one host, two agents): each by its name.
+    let mut b = MatrixBuilder::new("agents");
+    let local = |i: usize| NodeRef { addr: format!("127.0.0.1:{}", 7000 + i), name: Some(format!("n{i}")), zone: None };
+    let mut c = cell(2, Proto::Udp, &[1000], 0);
+    c.peer = local(2);
+    let mut d = cell(3, Proto::Udp, &[1000], 0);
+    d.peer = local(3);
+    b.add_report(&MatrixReport { agent: local(1), ..report(1, vec![c, d]) }).unwrap();
+    b.add_unreachable(Some("127.0.0.1".parse().unwrap()), "http://n3:9878/", "refused");
+    let r = b.finish(&Thresholds::default());
+    assert_eq!(r.nodes.len(), 3, "{:?}", r.nodes);
+    assert_eq!(r.nodes.iter().find(|n| n.label() == "n3").and_then(|n| n.error.as_deref()), Some("refused"));
+}
+
+#[test]
 fn no_agent_answering_is_no_matrix_not_no_problems() {
     // The only agent asked did not answer: that is no matrix, not "1 nodes, 0
     // reporting" with "verdict: no problems".

@@ -232,7 +232,7 @@ fn out_of_file_descriptors_the_acceptor_does_not_spin() {
 #[test]
 fn forward_session_memory_stays_inside_the_budget() {
     use wirebench_core::wire::stream;
-    let srv = Serve::start(&[], &["--memory-budget", "32", "--max-sessions-per-source", "100"]);
+    let srv = Serve::start(&[], &["--memory-budget", "32MiB", "--max-sessions-per-source", "100"]);
     let before = srv.rss_kib();
     let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
     let mut held = Vec::new();
