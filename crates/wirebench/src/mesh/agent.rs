@@ -105,7 +105,7 @@ impl Agent {
         let http_addr = listener.local_addr()?;
         let pcfg = ProberConfig {
             me,
-            self_match: SelfMatch { advertise, local_ips: local, port: listen.port() },
+            self_match: SelfMatch::new(advertise, listen, local),
             plan: cfg.plan,
             protos: cfg.protos.clone(),
             window: cfg.window,

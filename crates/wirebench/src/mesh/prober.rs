@@ -88,6 +88,15 @@ pub struct SelfMatch {
 }
 
 impl SelfMatch {
+    /// An agent whose serve listens on `listen` and is seen by its peers at `advertise`:
+    /// a serve on one address is only that address (another address of this host at the
+    /// same port, 127.0.0.1 beside 127.0.0.2, is another agent); one on all addresses is
+    /// every address of this host at its port.
+    pub fn new(advertise: Option<SocketAddr>, listen: SocketAddr, local_ips: Vec<IpAddr>) -> Self {
+        let local_ips = if listen.ip().is_unspecified() { local_ips } else { Vec::new() };
+        Self { advertise, local_ips, port: listen.port() }
+    }
+
     /// Whether `a` is this agent.
     pub fn is_self(&self, a: SocketAddr) -> bool {
         self.advertise == Some(a) || (a.port() == self.port && self.local_ips.contains(&a.ip()))
@@ -428,6 +437,23 @@ fn restamp(buf: &mut [u8], key: Option<&Key>, seq: u64, t1: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Agents on 127.0.0.2 and 127.0.0.3 of one host each probe the one on 127.0.0.1: only
+    /// an agent listening on every address is every address of its host.
+    #[test]
+    fn an_agent_on_one_address_is_only_that_address() {
+        let at = |s: &str| s.parse::<SocketAddr>().unwrap();
+        let local: Vec<IpAddr> = vec!["127.0.0.1".parse().unwrap(), "10.0.0.5".parse().unwrap()];
+        let one = SelfMatch::new(Some(at("127.0.0.2:7878")), at("127.0.0.2:7878"), local.clone());
+        assert!(one.is_self(at("127.0.0.2:7878")));
+        assert!(!one.is_self(at("127.0.0.1:7878")) && !one.is_self(at("10.0.0.5:7878")));
+        let all = SelfMatch::new(None, at("0.0.0.0:7878"), local.clone());
+        assert!(all.is_self(at("127.0.0.1:7878")) && all.is_self(at("10.0.0.5:7878")));
+        assert!(!all.is_self(at("10.0.0.5:7879")) && !all.is_self(at("10.0.0.6:7878")));
+        // all addresses, advertised as one: still every local address at its port
+        let adv = SelfMatch::new(Some(at("10.0.0.5:7878")), at("0.0.0.0:7878"), local);
+        assert!(adv.is_self(at("127.0.0.1:7878")) && adv.is_self(at("10.0.0.5:7878")));
+    }
     use wirebench_core::wire::probe::Probe;
 
     /// A UDP target's probe is written once and only restamped at each send (as

@@ -232,6 +232,10 @@ fn tracker_number(line: &str) -> Option<usize> {
     let l = line.to_ascii_lowercase();
     for word in ["issue", "session"] {
         for (i, _) in l.match_indices(word) {
+            // a flag's name followed by its value is not a tracker number
+            if l[..i].ends_with('-') {
+                continue;
+            }
             let rest = l[i + word.len()..].strip_prefix('s').unwrap_or(&l[i + word.len()..]);
             let rest = rest.trim_start_matches(' ');
             let rest = rest.strip_prefix('#').unwrap_or(rest);
@@ -249,6 +253,7 @@ fn no_tracker_or_session_numbers_in_the_repository() {
     assert_eq!(tracker_number(&format!("see {} 11: the wait", "Issue")), Some(4));
     assert_eq!(tracker_number(&format!("({} #5 and 6)", "sessions")), Some(1));
     assert_eq!(tracker_number("--max-sessions N, a session id 0x01"), None);
+    assert_eq!(tracker_number(&format!("[--max-{} 64]", "sessions")), None);
     let mut found = Vec::new();
     for (path, text) in repository_text() {
         for (n, line) in text.lines().enumerate() {
