@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Attacks on `wirebench mesh agent` and `serve` (the agent's HTTP side, the token
+handshake, per-source shares): each starts the binary given, attacks it on loopback, prints
+one figure, and stops it. Other source addresses are 127.0.0.x. Every loop is bounded.
+
+usage: adversarial_mesh.py BINARY ATTACK   (ATTACK: see ATTACKS at the bottom)
+"""
+
+import atexit
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+CHILDREN = []
+atexit.register(lambda: [c.kill() for c in CHILDREN])
+
+
+def agent(binary, *extra):
+    argv = [binary, "mesh", "agent", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
+            "--peers", "127.0.0.1:1", "--proto", "udp"] + list(extra)
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    CHILDREN.append(p)
+    line = p.stdout.readline()
+    probe = int(re.search(r"udp\+tcp 127\.0\.0\.1:(\d+)", line).group(1))
+    http = int(re.search(r"http 127\.0\.0\.1:(\d+)", line).group(1))
+    return p, probe, http
+
+
+def conn(src, port, timeout=3.0):
+    s = socket.socket()
+    s.settimeout(timeout)
+    s.bind((src, 0))
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+def ask(s, path, close):
+    hdr = "Connection: close\r\n" if close else ""
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n{hdr}\r\n".encode())
+    got = b""
+    while b"\r\n\r\n" not in got:
+        b = s.recv(4096)
+        if not b:
+            return 0
+        got += b
+    head, body = got.split(b"\r\n\r\n", 1)
+    m = re.search(rb"(?i)content-length:\s*(\d+)", head)
+    n = int(m.group(1)) if m else 0
+    while len(body) < n:
+        b = s.recv(4096)
+        if not b:
+            break
+        body += b
+    return int(head.split()[1])
+
+
+def hogs_then_probe(binary, sources):
+    """64 keep-alive connections asking /healthz every 4 s (spread over `sources` addresses),
+    while a kubelet asks /healthz on a new connection every 0.25 s for 12 s."""
+    p, _, port = agent(binary)
+    stop = time.monotonic() + 14
+    def hog(i):
+        src = f"127.0.0.{10 + i % sources}"
+        while time.monotonic() < stop:
+            try:
+                s = conn(src, port)
+                while time.monotonic() < stop:
+                    if ask(s, "/healthz", False) != 200:
+                        break
+                    time.sleep(4)
+            except OSError:
+                time.sleep(0.2)
+    threads = [threading.Thread(target=hog, args=(i,), daemon=True) for i in range(64)]
+    for t in threads:
+        t.start()
+    time.sleep(1.5)
+    ok = tries = 0
+    end = time.monotonic() + 12
+    while time.monotonic() < end:
+        tries += 1
+        try:
+            if ask(conn("127.0.0.3", port), "/healthz", True) == 200:
+                ok += 1
+        except OSError:
+            pass
+        time.sleep(0.25)
+    p.kill()
+    print(f"64 keep-alive hogs from {sources} source(s): healthz answered {ok} of {tries}")
+
+
+def hogs_one_source(b):
+    hogs_then_probe(b, 1)
+
+
+def hogs_many_sources(b):
+    hogs_then_probe(b, 16)
+
+
+ATTACKS = {f.__name__: f for f in [hogs_one_source, hogs_many_sources]}
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[2] not in ATTACKS:
+        sys.exit(f"usage: {sys.argv[0]} BINARY {{{'|'.join(ATTACKS)}}}")
+    ATTACKS[sys.argv[2]](sys.argv[1])
