@@ -99,7 +99,46 @@ def hogs_many_sources(b):
     hogs_then_probe(b, 16)
 
 
-ATTACKS = {f.__name__: f for f in [hogs_one_source, hogs_many_sources]}
+def offline_oracle(binary):
+    """One `hello` to a serve with the token `hunter2`, then guesses tested offline against
+    what serve answered (version 2 answered with its proof before the client's)."""
+    import hashlib, hmac, json, struct
+    p = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--token", "hunter2"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    CHILDREN.append(p)
+    port = int(re.search(r"127\.0\.0\.1:(\d+)", p.stdout.readline()).group(1))
+    nc = "00" * 16
+    got = None
+    for version in (3, 2):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.settimeout(3)
+        body = json.dumps({"type": "hello", "nonce": nc}).encode()
+        s.sendall(b"\x57\x42" + bytes([version, 4]) + struct.pack(">I", len(body)) + body)
+        h = s.recv(8)
+        n = struct.unpack(">I", h[4:8])[0]
+        b = b""
+        while len(b) < n:
+            b += s.recv(n - len(b))
+        msg = json.loads(b)
+        if msg.get("type") == "challenge":
+            got = (version, msg)
+            break
+    p.kill()
+    version, msg = got
+    proof = msg.get("proof")
+    if not proof:
+        print(f"control v{version}: the challenge carries no proof: nothing to test guesses against offline")
+        return
+    words = ["123456", "password", "letmein", "qwerty", "s3cret", "hunter2", "dragon"]
+    for i, w in enumerate(words, 1):
+        t = hmac.new(w.encode(), f"wirebench control v2 serve{nc}|{msg['nonce']}".encode(), hashlib.sha256)
+        if t.hexdigest() == proof:
+            print(f"control v{version}: token {w!r} found offline after {i} guesses from one hello")
+            return
+    print(f"control v{version}: not found in {len(words)} guesses")
+
+
+ATTACKS = {f.__name__: f for f in [hogs_one_source, hogs_many_sources, offline_oracle]}
 
 if __name__ == "__main__":
     if len(sys.argv) != 3 or sys.argv[2] not in ATTACKS:

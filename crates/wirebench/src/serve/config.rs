@@ -224,9 +224,9 @@ impl Config {
         self.token.is_some() || self.open || self.listen.ip().is_loopback()
     }
 
-    /// The key of the token, if any.
+    /// The key of the token, if any, hardened with serve's salt (derived once, at start).
     pub fn key(&self) -> Option<Key> {
-        self.token.as_deref().map(|t| Key::new(t.as_bytes()))
+        self.token.as_deref().map(|t| Key::derive(t.as_bytes(), wirebench_core::auth::DEFAULT_SALT.as_bytes()))
     }
 
     /// The send limits of a session, authenticated or not, for messages of `size` bytes.
