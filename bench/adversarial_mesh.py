@@ -138,7 +138,32 @@ def offline_oracle(binary):
     print(f"control v{version}: not found in {len(words)} guesses")
 
 
-ATTACKS = {f.__name__: f for f in [hogs_one_source, hogs_many_sources, offline_oracle]}
+def one_source_holds_connections(binary):
+    """1,024 TCP connections to serve from 127.0.0.2, then `ping --proto tcp --count 20`
+    from 127.0.0.1."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    p = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    CHILDREN.append(p)
+    port = int(re.search(r"127\.0\.0\.1:(\d+)", p.stdout.readline()).group(1))
+    held = []
+    for _ in range(1024):
+        try:
+            held.append(conn("127.0.0.2", port))
+        except OSError:
+            break
+    time.sleep(0.5)
+    r = subprocess.run([binary, "ping", f"127.0.0.1:{port}", "--proto", "tcp", "--count", "20"],
+                       capture_output=True, text=True, timeout=60)
+    m = re.search(r"(\d+)/(\d+) received|received (\d+)", r.stdout)
+    line = next((l for l in r.stdout.splitlines() if "received" in l or "lost" in l), r.stderr.strip()[:120])
+    p.kill()
+    print(f"one source holding {len(held)} connections: tcp ping from another source: exit {r.returncode}: {line.strip()}")
+
+
+ATTACKS = {f.__name__: f for f in [hogs_one_source, hogs_many_sources, offline_oracle, one_source_holds_connections]}
 
 if __name__ == "__main__":
     if len(sys.argv) != 3 or sys.argv[2] not in ATTACKS:

@@ -16,6 +16,8 @@ pub const ANON_MAX_RATE: &str = "100mbit";
 pub const MAX_SESSIONS: u32 = 64;
 /// Default: sessions at once from one source address.
 pub const MAX_SESSIONS_PER_SOURCE: u32 = 16;
+/// Default TCP connections at once from one source address.
+pub const MAX_CONNECTIONS_PER_SOURCE: u64 = 64;
 /// Default: bytes all sessions together may hold, MiB.
 pub const MEMORY_BUDGET_MIB: u64 = 256;
 /// Default: TCP connections at once (lowered to fit the open-file limit).
@@ -78,6 +80,9 @@ pub struct Args {
     /// TCP connections at once (kept below the open-file limit).
     #[arg(long, default_value_t = MAX_CONNECTIONS)]
     pub max_connections: u64,
+    /// TCP connections at once from one source address (so one source cannot take the port).
+    #[arg(long, default_value_t = MAX_CONNECTIONS_PER_SOURCE)]
+    pub max_connections_per_source: u64,
     /// Close a probe connection that sends nothing for this long.
     #[arg(long, default_value = "60s")]
     pub idle_timeout: Span,
@@ -121,6 +126,8 @@ pub struct Config {
     pub budget: Budget,
     /// TCP connections at once.
     pub max_connections: u64,
+    /// TCP connections at once from one source address.
+    pub max_connections_per_source: u64,
     /// Idle probe connections are closed after this.
     pub idle_timeout: Duration,
     /// A first frame must arrive within this.
@@ -158,9 +165,13 @@ impl Config {
         if a.max_duration.0.is_zero() || a.idle_timeout.0.is_zero() {
             return Err(UsageError("--max-duration and --idle-timeout must be above 0".into()));
         }
-        if a.max_sessions == 0 || a.max_sessions_per_source == 0 || a.max_connections == 0 {
+        if a.max_sessions == 0
+            || a.max_sessions_per_source == 0
+            || a.max_connections == 0
+            || a.max_connections_per_source == 0
+        {
             return Err(UsageError(
-                "--max-sessions, --max-sessions-per-source and --max-connections take 1 or more".into(),
+                "--max-sessions, --max-sessions-per-source, --max-connections and --max-connections-per-source take 1 or more".into(),
             ));
         }
         Ok(Self {
@@ -183,6 +194,7 @@ impl Config {
                 bytes: a.memory_budget.saturating_mul(1 << 20),
             },
             max_connections: a.max_connections,
+            max_connections_per_source: a.max_connections_per_source,
             idle_timeout: a.idle_timeout.0,
             first_frame_timeout: FIRST_FRAME_TIMEOUT,
             probe_key: None,
@@ -212,6 +224,7 @@ impl Config {
                 bytes: MEMORY_BUDGET_MIB << 20,
             },
             max_connections: MAX_CONNECTIONS,
+            max_connections_per_source: MAX_CONNECTIONS_PER_SOURCE,
             idle_timeout: IDLE_TIMEOUT,
             first_frame_timeout: FIRST_FRAME_TIMEOUT,
             probe_key: None,

@@ -478,3 +478,33 @@ fn a_client_meeting_an_older_serve_names_its_version() {
     assert!(r.err.contains("speaks control version 2, this client 3"), "{}", r.err);
     assert_eq!(r.err.trim().lines().count(), 1, "{}", r.err);
 }
+
+/// One source cannot take the port: past its share of connections it is told why, and a
+/// client from another address is still answered (one source holding all 1,024 connections
+/// left TCP pings 0 of 20 answered and streams refused).
+#[test]
+fn one_source_cannot_hold_every_connection() {
+    let srv = serve_with(|c| {
+        c.max_connections = 32;
+        c.max_connections_per_source = 8;
+    });
+    let addr = srv.local_addr();
+    let from = |last: u8| {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        s.bind(&std::net::SocketAddr::from(([127, 0, 0, last], 0)).into()).unwrap();
+        s.connect(&addr.into()).unwrap();
+        let s: TcpStream = s.into();
+        s.set_read_timeout(Some(5 * SECOND)).unwrap();
+        s
+    };
+    let mut held: Vec<TcpStream> = (0..32).map(|_| from(2)).collect();
+    until("its share accepted", 10 * SECOND, || srv.counters().tcp_connections == 8);
+    let mut got = Vec::new();
+    let _ = held[31].read_to_end(&mut got);
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.contains("127.0.0.2 already has 8 connections to this serve"), "{text}");
+    let r = wirebench(&["ping", &addr.to_string(), "--proto", "tcp", "--count", "5", "-q"]);
+    assert_eq!(r.code, 0, "another source is answered: {r:?}");
+    drop(held);
+    assert!(srv.stop().refused_connections >= 24);
+}
