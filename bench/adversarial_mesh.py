@@ -103,7 +103,9 @@ def offline_oracle(binary):
     """One `hello` to a serve with the token `hunter2`, then guesses tested offline against
     what serve answered (version 2 answered with its proof before the client's)."""
     import hashlib, hmac, json, struct
-    p = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--token", "hunter2"],
+    weak = ["--weak-token"] if "--weak-token" in subprocess.run(
+        [binary, "serve", "--help"], capture_output=True, text=True).stdout else []
+    p = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--token", "hunter2"] + weak,
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     CHILDREN.append(p)
     port = int(re.search(r"127\.0\.0\.1:(\d+)", p.stdout.readline()).group(1))

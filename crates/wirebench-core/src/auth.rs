@@ -91,7 +91,7 @@ fn derive_bytes(token: &[u8], salt: &[u8], rounds: u32) -> [u8; 32] {
 /// log2 of the alphabet its character classes span (lower, upper, digits, other) and one
 /// bit more than log2 of its distinct characters. An estimate: it cannot tell a phrase of
 /// words from random characters, but it refuses short, repetitive and dictionary-sized
-/// tokens (`hunter2`: 25 bits; 43 characters of base64: about 250).
+/// tokens (`hunter2`: 27 bits; 43 characters of base64: about 250).
 pub fn token_bits(token: &str) -> f64 {
     let chars: Vec<char> = token.chars().collect();
     if chars.is_empty() {

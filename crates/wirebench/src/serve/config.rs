@@ -55,6 +55,9 @@ pub struct Args {
     /// echo stays open. Clients give it with `--token` or WIREBENCH_TOKEN.
     #[arg(long, env = "WIREBENCH_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Take a token of under 128 bits of estimated entropy (a test lab).
+    #[arg(long)]
+    pub weak_token: bool,
     /// Serve streams to anyone (no token) on a non-loopback address; the anonymous limits apply.
     #[arg(long)]
     pub open: bool,
@@ -162,6 +165,7 @@ impl Config {
         if a.token.as_deref().is_some_and(str::is_empty) {
             return Err(UsageError("--token is empty".into()));
         }
+        crate::mesh::config::strong_enough(a.token.as_deref(), a.weak_token)?;
         if a.max_duration.0.is_zero() || a.idle_timeout.0.is_zero() {
             return Err(UsageError("--max-duration and --idle-timeout must be above 0".into()));
         }

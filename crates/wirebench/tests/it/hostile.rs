@@ -450,11 +450,17 @@ fn serve_refuses_ttl_0_and_256_and_zero_limits() {
         &["--idle-timeout", "0s"],
         &["--max-sessions", "0"],
         &["--max-connections", "0"],
+        &["--max-connections-per-source", "0"],
         &["--token", ""],
+        &["--token", "hunter2"],
     ] {
         let r = wirebench(&[&["serve", "--listen", "127.0.0.1:0"][..], bad].concat());
         assert_eq!(r.code, 2, "{bad:?}: {r:?}");
+        assert_eq!(r.err.trim().lines().count(), 1, "{bad:?}: {}", r.err);
     }
+    let r = wirebench(&["serve", "--listen", "127.0.0.1:0", "--token", "hunter2"]);
+    assert!(r.err.contains("about 27 bits of entropy, under 128"), "{}", r.err);
+    assert!(r.err.contains("--weak-token"), "{}", r.err);
 }
 
 /// A client meeting an older serve (control version 2) says so in one line naming both

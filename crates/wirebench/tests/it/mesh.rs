@@ -385,7 +385,7 @@ fn a_status_with_an_unreachable_agent_names_it_and_exits_3() {
 
 #[test]
 fn tokens_gate_probes_and_the_api() {
-    let fleet = Fleet::start(2, &["--token", "s3cret"]);
+    let fleet = Fleet::start(2, &["--token", "s3cret", "--weak-token"]);
     fleet.wait_full(1);
     let a = fleet.agent(0);
     assert_eq!(get(a.http_addr(), "/v1/matrix", None).0, 401);
@@ -417,7 +417,7 @@ fn tokens_gate_probes_and_the_api() {
 
 #[test]
 fn an_agent_with_the_wrong_token_is_heard_by_nobody() {
-    let fleet = Fleet::start(2, &["--token", "right"]);
+    let fleet = Fleet::start(2, &["--token", "right", "--weak-token"]);
     fleet.wait_full(1);
     let cfg = agent_config(&[
         "--listen",
@@ -436,6 +436,7 @@ fn an_agent_with_the_wrong_token_is_heard_by_nobody() {
         "30/s",
         "--token",
         "wrong",
+        "--weak-token",
     ]);
     let odd = Agent::start(&cfg, Shutdown::new(), &quiet()).unwrap();
     let m = wait_for(Duration::from_secs(20), "a window of the odd agent", || {
@@ -515,6 +516,7 @@ fn bad_configuration_exits_2_with_one_line() {
             "CA file",
         ),
         (&["mesh", "agent", "--peers", "x", "--token", "a", "--token-file", "/etc/hostname"], "not both"),
+        (&["mesh", "agent", "--peers", "x", "--token", "hunter2"], "bits of entropy, under 128"),
         (&["mesh", "status"], "one of the two"),
         (&["mesh", "status", "http://a:1", "--max-loss", "120"], "percentage"),
     ];
