@@ -9,10 +9,11 @@
 //! a core. The loop backs off for [`BACKOFF`] instead (on the stop descriptor, so a stop
 //! still ends it at once), as Go's net/http and Tokio's accept loops do.
 
+use std::collections::HashMap;
 use std::io::ErrorKind;
-use std::net::{TcpListener, TcpStream};
-use std::sync::Arc;
+use std::net::{IpAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::shutdown::Shutdown;
@@ -27,7 +28,27 @@ where
     R: FnMut(TcpStream),
     H: FnMut(TcpStream) -> Box<dyn FnOnce() + Send>,
 {
-    run_with(listener, shutdown, name, max, refused, || {}, || {}, handle);
+    let mut refused = refused;
+    let limits = Limits { max, per_source: u64::MAX };
+    run_with(listener, shutdown, name, limits, |s, _| refused(s), || {}, || {}, handle);
+}
+
+/// How many connections the loop keeps open.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// At once, from everywhere.
+    pub(crate) max: u64,
+    /// At once, from one source address.
+    pub(crate) per_source: u64,
+}
+
+/// Which limit turned a connection away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Full {
+    /// [`Limits::max`].
+    All,
+    /// [`Limits::per_source`], for this address.
+    Source(IpAddr),
 }
 
 /// [`run`], calling `on_error` for each failed accept (before the back-off), and `on_stop`
@@ -37,13 +58,13 @@ pub(crate) fn run_with<H, R, E, S>(
     listener: &TcpListener,
     shutdown: &Shutdown,
     name: &str,
-    max: u64,
+    limits: Limits,
     mut refused: R,
     mut on_error: E,
     on_stop: S,
     mut handle: H,
 ) where
-    R: FnMut(TcpStream),
+    R: FnMut(TcpStream, Full),
     E: FnMut(),
     S: FnOnce(),
     H: FnMut(TcpStream) -> Box<dyn FnOnce() + Send>,
@@ -52,26 +73,50 @@ pub(crate) fn run_with<H, R, E, S>(
         return;
     }
     let open = Arc::new(AtomicU64::new(0));
+    // Connections open per source address (entries leave at zero: at most `max` of them).
+    let by_source: Arc<Mutex<HashMap<IpAddr, u64>>> = Arc::default();
+    let leave = |by_source: &Mutex<HashMap<IpAddr, u64>>, ip: IpAddr| {
+        let mut m = by_source.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = m.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&ip);
+            }
+        }
+    };
     let mut conns = Vec::new();
     while !shutdown.is_set() {
         match listener.accept() {
-            Ok((stream, _)) => {
+            Ok((stream, peer)) => {
                 // Accepted sockets do not inherit O_NONBLOCK on Linux; make sure.
                 let _ = stream.set_nonblocking(false);
-                if open.load(Ordering::Relaxed) >= max {
-                    refused(stream);
+                if open.load(Ordering::Relaxed) >= limits.max {
+                    refused(stream, Full::All);
                     continue;
                 }
+                let ip = peer.ip();
+                {
+                    let mut m = by_source.lock().unwrap_or_else(PoisonError::into_inner);
+                    let n = m.entry(ip).or_insert(0);
+                    if *n >= limits.per_source {
+                        drop(m);
+                        refused(stream, Full::Source(ip));
+                        continue;
+                    }
+                    *n += 1;
+                }
                 open.fetch_add(1, Ordering::Relaxed);
-                let (work, done) = (handle(stream), open.clone());
+                let (work, done, mine) = (handle(stream), open.clone(), by_source.clone());
                 let spawned = std::thread::Builder::new().name(name.into()).spawn(move || {
                     work();
+                    leave(&mine, ip);
                     done.fetch_sub(1, Ordering::Relaxed);
                 });
                 if let Ok(h) = spawned {
                     conns.push(h);
                 } else {
                     // No thread for it (the work and its stream were dropped): count it free.
+                    leave(&by_source, ip);
                     open.fetch_sub(1, Ordering::Relaxed);
                     on_error();
                 }
@@ -113,7 +158,8 @@ mod tests {
                 tid_tx.send(wirebench_net::rusage::thread_id()).unwrap();
                 let mut stopped = false;
                 let handle = |_: TcpStream| -> Box<dyn FnOnce() + Send> { Box::new(|| {}) };
-                run_with(&l, &stop, "t", 1, drop, || {}, || stopped = true, handle);
+                let limits = Limits { max: 1, per_source: 1 };
+                run_with(&l, &stop, "t", limits, |_, _| {}, || {}, || stopped = true, handle);
                 done_tx.send(stopped).unwrap();
             }
         });

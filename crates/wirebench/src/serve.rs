@@ -40,8 +40,8 @@ use wirebench_core::budget::Ledger;
 use wirebench_net::multicast;
 
 pub use self::config::{
-    ANON_MAX_RATE, Args, Config, FIRST_FRAME_TIMEOUT, IDLE_TIMEOUT, MAX_CONNECTIONS, MAX_SESSIONS,
-    MAX_SESSIONS_PER_SOURCE, MEMORY_BUDGET_MIB,
+    ANON_MAX_RATE, Args, Config, FIRST_FRAME_TIMEOUT, IDLE_TIMEOUT, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_SOURCE,
+    MAX_SESSIONS, MAX_SESSIONS_PER_SOURCE, MEMORY_BUDGET_MIB,
 };
 pub use self::counters::{CounterSnapshot, Counters};
 use crate::Ctx;
@@ -137,7 +137,12 @@ impl Server {
             key: cfg.key(),
             udp_sockets: probe_sockets.iter().map(UdpSocket::try_clone).collect::<Result<_, _>>()?,
         });
-        let acc = tcp::Acceptor { listener: tcp, shared: shared.clone(), max: max_connections };
+        let acc = tcp::Acceptor {
+            listener: tcp,
+            shared: shared.clone(),
+            max: max_connections,
+            per_source: cfg.max_connections_per_source,
+        };
         threads.push(std::thread::Builder::new().name("serve-tcp".into()).spawn(move || acc.run())?);
         Ok(Self { addr, counters, shutdown, threads, shared, probe_sockets, max_connections })
     }

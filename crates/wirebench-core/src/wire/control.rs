@@ -27,8 +27,10 @@ use crate::snmp::Snmp;
 use crate::stream::StreamCounts;
 
 /// The version byte of control frames (the common header's second byte). Version 1 sent the
-/// token as a string and let a client name serve's reverse-UDP destination port.
-pub const VERSION: u8 = 2;
+/// token as a string and let a client name serve's reverse-UDP destination port; version 2
+/// had serve prove the token before the client did (an offline oracle for anyone who said
+/// `hello`).
+pub const VERSION: u8 = 3;
 /// The control version that came before; a frame of it gets a [`legacy_refusal`].
 pub const LEGACY_VERSION: u8 = 1;
 /// Control frame header size.
@@ -90,12 +92,13 @@ pub fn body_len(h: &[u8; HEADER_LEN], max: usize) -> Result<usize, DecodeError> 
     Ok(len)
 }
 
-/// A whole frame telling a client of control version 1 why it was refused, in the framing
-/// that client reads (`{"type":"error","message":...}` behind a version-1 header).
-pub fn legacy_refusal(message: &str) -> Vec<u8> {
+/// A whole frame telling a client of an older control version (1 or 2) why it was refused,
+/// in the framing that client reads (`{"type":"error","message":...}` behind a header of its
+/// version).
+pub fn legacy_refusal(version: u8, message: &str) -> Vec<u8> {
     let body = serde_json::to_vec(&Control::Error { message: message.chars().take(MAX_MESSAGE / 4).collect() })
         .unwrap_or_default();
-    let mut f = header_with(LEGACY_VERSION, body.len()).to_vec();
+    let mut f = header_with(version, body.len()).to_vec();
     f.extend_from_slice(&body);
     f
 }
@@ -188,16 +191,22 @@ pub enum Control {
         /// 16 random bytes, hex.
         nonce: String,
     },
-    /// Serve -> client: serve's nonce, whether a tag is required, and (with a token) serve's
-    /// own proof that it knows the token.
+    /// Serve -> client: serve's nonce, whether a tag is required, and (with a token) the
+    /// salt of serve's key. Nothing here depends on the token.
     Challenge {
         /// 16 random bytes, hex.
         nonce: String,
         /// An `auth` with the client's tag must come before `start`.
         auth: bool,
-        /// HMAC proof of serve (hex), when serve has a token.
+        /// The salt the token's key is derived with (`crate::auth::Key::derive`), when serve
+        /// has a token; at most [`crate::auth::MAX_SALT`] bytes.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        proof: Option<String>,
+        salt: Option<String>,
+    },
+    /// Serve -> client, only after a client's `auth` verified: serve's own proof.
+    Welcome {
+        /// HMAC proof of serve (hex, 64 digits).
+        proof: String,
     },
     /// Client -> serve, right before `start` when the client has a token: its proof.
     Auth {
@@ -380,10 +389,16 @@ impl Control {
     pub fn check(&self) -> Result<(), String> {
         match self {
             Self::Hello { nonce } => hex_field("nonce", nonce, NONCE_HEX),
-            Self::Challenge { nonce, proof, .. } => {
+            Self::Challenge { nonce, salt, .. } => {
                 hex_field("nonce", nonce, NONCE_HEX)?;
-                proof.as_deref().map_or(Ok(()), |p| hex_field("proof", p, TAG_HEX))
+                match salt {
+                    Some(s) if s.len() > crate::auth::MAX_SALT => {
+                        Err(format!("salt of {} bytes (at most {})", s.len(), crate::auth::MAX_SALT))
+                    }
+                    _ => Ok(()),
+                }
             }
+            Self::Welcome { proof } => hex_field("proof", proof, TAG_HEX),
             Self::Auth { tag } => hex_field("tag", tag, TAG_HEX),
             Self::Start(r) => r.check(),
             Self::Knock { secret, .. } => hex_field("secret", secret, SECRET_HEX),

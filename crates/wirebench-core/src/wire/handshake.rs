@@ -1,19 +1,25 @@
-//! The control handshake (control version 2) and the reverse-UDP knock.
+//! The control handshake (control version 3) and the reverse-UDP knock.
 //!
 //! ```text
 //! client                                   serve
 //!   hello {nonce: Nc}              ->
-//!                                  <-      challenge {nonce: Ns, auth, proof?}
+//!                                  <-      challenge {nonce: Ns, auth, salt?}
 //!   auth {tag}                     ->      (only with a token)
+//!                                  <-      welcome {proof}   (only to a client whose tag verified)
 //!   start {..}                     ->
 //!                                  <-      knock {port, secret}       (reverse UDP only)
 //!   knock datagram (secret) from the data port, to serve's knock port, until ready
 //!                                  <-      ready {data_port, rcvbuf, granted}
 //! ```
 //!
-//! With a token both sides prove they know it without sending it: the client's tag is
-//! HMAC-SHA256(token, "wirebench control v2 client" | Nc | "|" | Ns), serve's proof is
-//! HMAC-SHA256(token, "wirebench control v2 serve" | Nc | "|" | Ns) (nonces as hex text); fresh nonces from each side
+//! With a token both sides prove they know it without sending it, the client first: the
+//! key K is PBKDF2-HMAC-SHA256(token, "wirebench token|" | salt, 20,000 rounds)
+//! ([`crate::auth::Key::derive`]); the client's tag is
+//! HMAC-SHA256(K, "wirebench control v3 client" | Nc | "|" | Ns), serve's proof is
+//! HMAC-SHA256(K, "wirebench control v3 serve" | Nc | "|" | Ns) (nonces as hex text). Serve
+//! says nothing that depends on the token until the client's tag verified, so saying `hello`
+//! gives nothing to test guesses against; a fake serve that collects a client's tag pays the
+//! derivation's rounds per guess. Fresh nonces from each side
 //! make a recorded tag useless on another connection, and the labels keep one side's answer
 //! from serving as the other's. Tags are compared in constant time ([`crate::auth::Key`]).
 //!
@@ -50,8 +56,8 @@ pub const TAG_HEX: usize = 64;
 /// Length of a knock datagram.
 pub const KNOCK_LEN: usize = 4 + SECRET_LEN;
 
-const CLIENT_LABEL: &[u8] = b"wirebench control v2 client";
-const SERVE_LABEL: &[u8] = b"wirebench control v2 serve";
+const CLIENT_LABEL: &[u8] = b"wirebench control v3 client";
+const SERVE_LABEL: &[u8] = b"wirebench control v3 serve";
 
 /// Lower-case hex of `b`.
 pub fn hex(b: &[u8]) -> String {
@@ -177,7 +183,7 @@ mod tests {
     #[test]
     fn tag_is_hmac_of_the_documented_bytes() {
         let k = Key::new(b"k");
-        let mut msg = b"wirebench control v2 client".to_vec();
+        let mut msg = b"wirebench control v3 client".to_vec();
         msg.extend_from_slice(NC.as_bytes());
         msg.push(b'|');
         msg.extend_from_slice(NS.as_bytes());

@@ -85,6 +85,9 @@ pub struct AgentArgs {
     /// Read the token from this file instead.
     #[arg(long, env = "WIREBENCH_TOKEN_FILE")]
     pub token_file: Option<PathBuf>,
+    /// Take a token of under 128 bits of estimated entropy (a test lab).
+    #[arg(long)]
+    pub weak_token: bool,
     /// How to reach the Kubernetes API for k8s: peers.
     #[command(flatten)]
     pub kube: crate::discovery::KubeFlags,
@@ -160,6 +163,21 @@ pub enum StallMeter {
     Prober,
     /// `--hiccup-interval`: a meter thread sleeping this interval, ns.
     Thread(u64),
+}
+
+/// Refuses a token a guesser could find (under [`wirebench_core::auth::MIN_TOKEN_BITS`] bits of
+/// estimated entropy) unless `weak` (`--weak-token`).
+pub fn strong_enough(token: Option<&str>, weak: bool) -> Result<(), UsageError> {
+    let Some(t) = token else { return Ok(()) };
+    let bits = wirebench_core::auth::token_bits(t);
+    if weak || bits >= wirebench_core::auth::MIN_TOKEN_BITS {
+        return Ok(());
+    }
+    Err(UsageError(format!(
+        "the token has about {bits:.0} bits of entropy, under {:.0}: make one with `head -c 32 /dev/urandom | base64`, \
+         or give --weak-token",
+        wirebench_core::auth::MIN_TOKEN_BITS
+    )))
 }
 
 /// Reads `--token` or `--token-file` (one of them).
@@ -280,7 +298,11 @@ impl AgentConfig {
             multicast_rate: a.multicast_rate.per_sec(),
             interface,
             ttl: a.ttl,
-            token: token(a.token.as_ref(), a.token_file.as_ref())?,
+            token: {
+                let t = token(a.token.as_ref(), a.token_file.as_ref())?;
+                strong_enough(t.as_deref(), a.weak_token)?;
+                t
+            },
         })
     }
 }

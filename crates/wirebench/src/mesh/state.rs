@@ -48,6 +48,12 @@ pub struct Shared {
     pub replies_unmatched: AtomicU64,
     /// HTTP requests refused for a missing or wrong token.
     pub http_unauthorized: AtomicU64,
+    /// HTTP connections closed at accept (no served or reserved place left).
+    pub http_refused: AtomicU64,
+    /// Idle HTTP connections closed to make room for a new one.
+    pub http_evicted: AtomicU64,
+    /// HTTP connections closed at their idle, request or lifetime deadline.
+    pub http_timed_out: AtomicU64,
     /// UDP targets whose own connected socket could not be opened (probed from the shared one).
     pub udp_socket_failures: AtomicU64,
     /// Probe connections closed for carrying what is not probe replies (a bad header, a
@@ -124,6 +130,9 @@ impl Shared {
             replies_unauthenticated: AtomicU64::new(0),
             replies_unmatched: AtomicU64::new(0),
             http_unauthorized: AtomicU64::new(0),
+            http_refused: AtomicU64::new(0),
+            http_evicted: AtomicU64::new(0),
+            http_timed_out: AtomicU64::new(0),
             udp_socket_failures: AtomicU64::new(0),
             tcp_not_probes: AtomicU64::new(0),
             window_ns,

@@ -23,10 +23,25 @@ pub fn parse(name: &str, text: &str) -> Result<Report, UsageError> {
     read_report(|| Ok(text.as_bytes())).map_err(|e| UsageError(format!("{name}: {e}")))
 }
 
+/// Opens a saved report: only a regular file. Opened without blocking, so a FIFO with no
+/// writer (which would hold `open` until one came, deaf to Ctrl-C) or a device is refused
+/// at once; a regular file reads the same with or without `O_NONBLOCK`.
+fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_NONBLOCK).open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (a pipe, device or directory): save the report to a file first",
+        ));
+    }
+    Ok(f)
+}
+
 /// Reads one file, streamed and within the limits of `wirebench_core::report::read`.
 fn read(path: &Path) -> Result<Report, UsageError> {
     let shown = path.display();
-    read_report(|| std::fs::File::open(path)).map_err(|e| match e {
+    read_report(|| open_regular(path)).map_err(|e| match e {
         ReadError::Io(io) => UsageError(format!("cannot read {shown}: {io}")),
         e => UsageError(format!("{shown}: {e}")),
     })
@@ -55,6 +70,20 @@ pub fn load(files: &[PathBuf], shutdown: &Shutdown) -> anyhow::Result<Vec<Loaded
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A FIFO with no writer used to hang `report` in `open`, deaf to Ctrl-C.
+    #[test]
+    fn a_fifo_or_a_directory_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("r.json");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR).unwrap();
+        for p in [fifo.as_path(), dir.path()] {
+            let t = std::time::Instant::now();
+            let e = read(p).unwrap_err().to_string();
+            assert!(e.contains("not a regular file"), "{e}");
+            assert!(t.elapsed() < std::time::Duration::from_secs(1));
+        }
+    }
 
     #[test]
     fn bad_input_is_one_line_naming_the_file() {

@@ -16,6 +16,8 @@ pub const ANON_MAX_RATE: &str = "100mbit";
 pub const MAX_SESSIONS: u32 = 64;
 /// Default: sessions at once from one source address.
 pub const MAX_SESSIONS_PER_SOURCE: u32 = 16;
+/// Default TCP connections at once from one source address.
+pub const MAX_CONNECTIONS_PER_SOURCE: u64 = 64;
 /// Default: bytes all sessions together may hold, MiB.
 pub const MEMORY_BUDGET_MIB: u64 = 256;
 /// Default: TCP connections at once (lowered to fit the open-file limit).
@@ -53,6 +55,9 @@ pub struct Args {
     /// echo stays open. Clients give it with `--token` or WIREBENCH_TOKEN.
     #[arg(long, env = "WIREBENCH_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Take a token of under 128 bits of estimated entropy (a test lab).
+    #[arg(long)]
+    pub weak_token: bool,
     /// Serve streams to anyone (no token) on a non-loopback address; the anonymous limits apply.
     #[arg(long)]
     pub open: bool,
@@ -78,6 +83,9 @@ pub struct Args {
     /// TCP connections at once (kept below the open-file limit).
     #[arg(long, default_value_t = Count(MAX_CONNECTIONS))]
     pub max_connections: Count,
+    /// TCP connections at once from one source address (so one source cannot take the port).
+    #[arg(long, default_value_t = Count(MAX_CONNECTIONS_PER_SOURCE))]
+    pub max_connections_per_source: Count,
     /// Close a probe connection that sends nothing for this long.
     #[arg(long, default_value = "60s")]
     pub idle_timeout: Span,
@@ -121,6 +129,8 @@ pub struct Config {
     pub budget: Budget,
     /// TCP connections at once.
     pub max_connections: u64,
+    /// TCP connections at once from one source address.
+    pub max_connections_per_source: u64,
     /// Idle probe connections are closed after this.
     pub idle_timeout: Duration,
     /// A first frame must arrive within this.
@@ -155,12 +165,17 @@ impl Config {
         if a.token.as_deref().is_some_and(str::is_empty) {
             return Err(UsageError("--token is empty".into()));
         }
+        crate::mesh::config::strong_enough(a.token.as_deref(), a.weak_token)?;
         if a.max_duration.0.is_zero() || a.idle_timeout.0.is_zero() {
             return Err(UsageError("--max-duration and --idle-timeout must be above 0".into()));
         }
-        if a.max_sessions.0 == 0 || a.max_sessions_per_source.0 == 0 || a.max_connections.0 == 0 {
+        if a.max_sessions.0 == 0
+            || a.max_sessions_per_source.0 == 0
+            || a.max_connections.0 == 0
+            || a.max_connections_per_source.0 == 0
+        {
             return Err(UsageError(
-                "--max-sessions, --max-sessions-per-source and --max-connections take 1 or more".into(),
+                "--max-sessions, --max-sessions-per-source, --max-connections and --max-connections-per-source take 1 or more".into(),
             ));
         }
         if a.memory_budget.0 < 1 << 20 {
@@ -190,6 +205,7 @@ impl Config {
                 bytes: a.memory_budget.0,
             },
             max_connections: a.max_connections.0,
+            max_connections_per_source: a.max_connections_per_source.0,
             idle_timeout: a.idle_timeout.0,
             first_frame_timeout: FIRST_FRAME_TIMEOUT,
             probe_key: None,
@@ -219,6 +235,7 @@ impl Config {
                 bytes: MEMORY_BUDGET_MIB << 20,
             },
             max_connections: MAX_CONNECTIONS,
+            max_connections_per_source: MAX_CONNECTIONS_PER_SOURCE,
             idle_timeout: IDLE_TIMEOUT,
             first_frame_timeout: FIRST_FRAME_TIMEOUT,
             probe_key: None,
@@ -231,9 +248,9 @@ impl Config {
         self.token.is_some() || self.open || self.listen.ip().is_loopback()
     }
 
-    /// The key of the token, if any.
+    /// The key of the token, if any, hardened with serve's salt (derived once, at start).
     pub fn key(&self) -> Option<Key> {
-        self.token.as_deref().map(|t| Key::new(t.as_bytes()))
+        self.token.as_deref().map(|t| Key::derive(t.as_bytes(), wirebench_core::auth::DEFAULT_SALT.as_bytes()))
     }
 
     /// The send limits of a session, authenticated or not, for messages of `size` bytes.

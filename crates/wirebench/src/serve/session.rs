@@ -63,10 +63,15 @@ pub(super) fn handle(mut conn: TcpStream, prefix: &[u8], shared: &Shared) {
     if conn.set_read_timeout(Some(POLL)).is_err() || conn.set_write_timeout(Some(POLL)).is_err() {
         return;
     }
-    if prefix.get(2) == Some(&control::LEGACY_VERSION) {
+    if let Some(&v) = prefix.get(2).filter(|v| (control::LEGACY_VERSION..control::VERSION).contains(v)) {
         Counters::bump(&c.old_clients);
         let f = control::legacy_refusal(
-            "this serve speaks control version 2 (a token is proved, never sent): upgrade wirebench on this client",
+            v,
+            &format!(
+                "this serve speaks control version {} (the client proves the token first), this client {v}: \
+                 upgrade wirebench on this client",
+                control::VERSION
+            ),
         );
         let _ = write_bounded(&mut conn, &f, stop, STALL);
         return;
@@ -158,28 +163,34 @@ fn handshake(conn: &mut TcpStream, prefix: &[u8], shared: &Shared) -> Result<Adm
     }
     let ns = crate::os_random::<NONCE_LEN>().map_err(|e| Refused(control_errors, Some(e.to_string())))?;
     let ns = handshake::hex(&ns);
-    let proof = shared.key.as_ref().map(|k| handshake::serve_proof(k, &nc, &ns));
-    send(conn, &Control::Challenge { nonce: ns.clone(), auth: shared.key.is_some(), proof }, shared)?;
-    // A wirebench client asked for the token leaves here when it has none, or another (it
-    // checks serve's proof before it answers): a token failure, not a control error.
+    let salt = shared.key.as_ref().map(|_| wirebench_core::auth::DEFAULT_SALT.to_owned());
+    // Nothing serve says before the client proved itself depends on the token.
+    send(conn, &Control::Challenge { nonce: ns.clone(), auth: shared.key.is_some(), salt }, shared)?;
+    // A wirebench client asked for the token leaves here when it has none: a token failure,
+    // not a control error.
     let gone = if shared.key.is_some() { auth_failures } else { control_errors };
-    let (tag, next) = match first_frame(conn, &[], shared, gone)? {
-        Control::Auth { tag } => (Some(tag), first_frame(conn, &[], shared, control_errors)?),
-        other => (None, other),
-    };
+    match (&shared.key, first_frame(conn, &[], shared, gone)?) {
+        (Some(k), Control::Auth { tag }) => {
+            if !handshake::verify_client(k, &nc, &ns, &tag) {
+                return Err(Refused(auth_failures, Some("this serve's token does not match yours".into())));
+            }
+            send(conn, &Control::Welcome { proof: handshake::serve_proof(k, &nc, &ns) }, shared)?;
+            finish(first_frame(conn, &[], shared, control_errors)?, true, shared)
+        }
+        (Some(_), _) => {
+            let why = "this serve needs a token: give --token or WIREBENCH_TOKEN";
+            Err(Refused(auth_failures, Some(why.into())))
+        }
+        (None, Control::Auth { .. }) => finish(first_frame(conn, &[], shared, control_errors)?, false, shared),
+        (None, other) => finish(other, false, shared),
+    }
+}
+
+/// The `start` after the handshake, checked against serve's rules.
+fn finish(next: Control, authenticated: bool, shared: &Shared) -> Result<Admitted, Refused> {
+    let cfg = &shared.cfg;
     let Control::Start(req) = next else {
         return Err(Refused(control_errors, Some("expected start after the challenge".into())));
-    };
-    let authenticated = match (&shared.key, &tag) {
-        (Some(k), Some(tag)) if handshake::verify_client(k, &nc, &ns, tag) => true,
-        (Some(_), Some(_)) => {
-            return Err(Refused(auth_failures, Some("this serve's token does not match yours".into())));
-        }
-        (Some(_), None) => {
-            let why = "this serve needs a token: give --token or WIREBENCH_TOKEN";
-            return Err(Refused(auth_failures, Some(why.into())));
-        }
-        (None, _) => false,
     };
     if req.group.is_some() && !authenticated && !cfg.listen.ip().is_loopback() && !cfg.open {
         return Err(Refused(refused_sessions, Some("joining a group needs the token".into())));

@@ -35,16 +35,17 @@ pub(super) struct Acceptor {
     pub(super) listener: TcpListener,
     pub(super) shared: Arc<Shared>,
     pub(super) max: u64,
+    pub(super) per_source: u64,
 }
 
 impl Acceptor {
     pub(super) fn run(self) {
-        let Self { listener, shared, max } = self;
+        let Self { listener, shared, max, per_source } = self;
         // Refused connections linger a moment (at most LINGER of them), so the refusal is
         // read before the close: closing at once can reset the connection under the
         // client's probe and take the reason with it.
         let lingering: RefCell<VecDeque<(TcpStream, Instant)>> = RefCell::new(VecDeque::new());
-        let refuse = |s: TcpStream| {
+        let refuse = |s: TcpStream, full: crate::accept::Full| {
             Counters::bump(&shared.counters.refused_connections);
             let mut lingering = lingering.borrow_mut();
             lingering.retain(|(s, t)| {
@@ -57,7 +58,15 @@ impl Acceptor {
             if lingering.len() >= LINGER {
                 lingering.pop_front();
             }
-            refuse(&s, &format!("serve is at its connection limit ({max} at once): try again later"));
+            let why = match full {
+                crate::accept::Full::All => {
+                    format!("serve is at its connection limit ({max} at once): try again later")
+                }
+                crate::accept::Full::Source(ip) => {
+                    format!("{ip} already has {per_source} connections to this serve (its share): try again later")
+                }
+            };
+            refuse(&s, &why);
             lingering.push_back((s, Instant::now()));
         };
         let on_error = || {
@@ -72,7 +81,7 @@ impl Acceptor {
             &listener,
             &shared.shutdown,
             "serve-tcp-conn",
-            max,
+            crate::accept::Limits { max, per_source },
             refuse,
             on_error,
             on_stop,

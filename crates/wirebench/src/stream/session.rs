@@ -220,28 +220,50 @@ fn after_knock(conn: TcpStream, addr: SocketAddr, m: Control) -> anyhow::Result<
 fn handshake(conn: &mut TcpStream, addr: SocketAddr, req: &StreamRequest) -> anyhow::Result<()> {
     let nc = handshake::hex(&crate::os_random::<{ handshake::NONCE_LEN }>()?);
     control::send(conn, &Control::Hello { nonce: nc.clone() })?;
-    let (ns, auth, proof) = match control::recv(conn) {
-        Ok(Control::Challenge { nonce, auth, proof }) => (nonce, auth, proof),
+    let (ns, auth, salt) = match control::recv(conn) {
+        Ok(Control::Challenge { nonce, auth, salt }) => (nonce, auth, salt),
         Ok(Control::Error { message }) => bail!("{addr} refused the stream: {message}"),
         Ok(other) => bail!("{addr} answered {other:?} to hello"),
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
             bail!("{addr} closed the connection at hello: an older wirebench serve (control version 1)? upgrade it")
         }
-        Err(e) => return Err(e).with_context(|| format!("{addr} did not answer hello")),
-    };
-    let key = req.token.as_deref().map(|t| Key::new(t.as_bytes()));
-    match (&key, auth) {
-        (None, true) => bail!("{addr} needs a token: give --token or set WIREBENCH_TOKEN"),
-        (Some(k), true) => {
-            if !proof.as_deref().is_some_and(|p| handshake::verify_serve(k, &nc, &ns, p)) {
-                bail!("{addr} could not prove it knows the token: a different token, or not the serve you meant");
+        Err(e) => {
+            if let Some(v) = older_version(&e) {
+                bail!(
+                    "{addr} speaks control version {v}, this client {}: an older wirebench serve, upgrade it",
+                    wirebench_core::wire::control::VERSION
+                );
             }
-            control::send(conn, &Control::Auth { tag: handshake::client_tag(k, &nc, &ns) })?;
+            return Err(e).with_context(|| format!("{addr} did not answer hello"));
+        }
+    };
+    match (req.token.as_deref(), auth) {
+        (None, true) => bail!("{addr} needs a token: give --token or set WIREBENCH_TOKEN"),
+        (Some(t), true) => {
+            // The client proves first; serve's proof comes only to a client that proved.
+            let k = Key::derive(t.as_bytes(), salt.as_deref().unwrap_or_default().as_bytes());
+            control::send(conn, &Control::Auth { tag: handshake::client_tag(&k, &nc, &ns) })?;
+            match control::recv(conn) {
+                Ok(Control::Welcome { proof }) if handshake::verify_serve(&k, &nc, &ns, &proof) => {}
+                Ok(Control::Welcome { .. }) => {
+                    bail!("{addr} could not prove it knows the token: not the serve you meant")
+                }
+                Ok(Control::Error { message }) => bail!("{addr} refused the token: {message}"),
+                Ok(other) => bail!("{addr} answered {other:?} to the token"),
+                Err(e) => return Err(e).with_context(|| format!("{addr} did not answer the token")),
+            }
         }
         (_, false) => {}
     }
     control::send(conn, &Control::Start(req.clone()))?;
     Ok(())
+}
+
+/// The control version of an older serve's answer, when that is why it could not be read.
+fn older_version(e: &std::io::Error) -> Option<u8> {
+    let text = e.to_string();
+    let v: u8 = text.strip_prefix("unsupported wire version ")?.trim().parse().ok()?;
+    (v < wirebench_core::wire::control::VERSION).then_some(v)
 }
 
 /// Reads `conn` on a thread, forwarding each message as target `i`'s event until a

@@ -223,25 +223,42 @@ fn reverse_udp_goes_only_to_the_port_that_knocked_with_the_secret() {
     assert_eq!(srv.stop().bad_knocks, 1);
 }
 
-/// The token is proved by HMAC; a wrong proof or none is refused and
-/// counted; serve proves itself in its challenge.
+/// The token is proved by HMAC, the client first; a wrong proof or none is refused and
+/// counted. Serve's challenge carries nothing that depends on the token (it was an offline
+/// oracle: `hunter2` fell in 6 guesses from one `hello`), and its proof comes only to a
+/// client that proved, in `welcome`, made with the derived (PBKDF2) key.
 #[test]
 fn the_token_is_a_challenge_response() {
     use wirebench_core::auth::Key;
-    use wirebench_core::wire::handshake::verify_serve;
+    use wirebench_core::wire::handshake::{client_tag, verify_serve};
     let srv = serve_with(|c| c.token = Some("s3cret".into()));
     let (_c, m) = hello(srv.local_addr());
-    let Control::Challenge { nonce, auth: true, proof: Some(p) } = m else { panic!("{m:?}") };
-    assert!(verify_serve(&Key::new(b"s3cret"), raw::NC, &nonce, &p));
+    let Control::Challenge { auth: true, salt: Some(salt), .. } = &m else { panic!("{m:?}") };
+    let json = serde_json::to_string(&m).unwrap();
+    assert!(!json.contains("proof"), "no proof before the client's: {json}");
+    // A wrong tag: refused, and no proof comes back.
+    let (mut c, _) = hello(srv.local_addr());
+    control::send(&mut c, &Control::Auth { tag: "00".repeat(32) }).unwrap();
+    let answer = control::recv(&mut c).unwrap();
+    assert!(matches!(answer, Control::Error { .. }), "{answer:?}");
+    // The right tag: serve's proof, with the derived key (not the plain token's).
+    let (mut c, m) = hello(srv.local_addr());
+    let Control::Challenge { nonce, .. } = m else { panic!() };
+    let key = Key::derive(b"s3cret", salt.as_bytes());
+    control::send(&mut c, &Control::Auth { tag: client_tag(&key, raw::NC, &nonce) }).unwrap();
+    let Control::Welcome { proof } = control::recv(&mut c).unwrap() else { panic!("no welcome") };
+    assert!(verify_serve(&key, raw::NC, &nonce, &proof));
+    assert!(!verify_serve(&Key::new(b"s3cret"), raw::NC, &nonce, &proof));
+    drop(c);
     let req = request(Direction::Forward, StreamProto::Udp, 1, None);
     assert!(refusal(&start(srv.local_addr(), &req, Some("wrong")).1).contains("does not match"));
     assert!(refusal(&start(srv.local_addr(), &req, None).1).contains("needs a token"));
     assert!(matches!(start(srv.local_addr(), &req, Some("s3cret")).1, Control::Ready { .. }));
-    assert_eq!(srv.stop().auth_failures, 2);
+    assert_eq!(srv.stop().auth_failures, 3);
 }
 
-/// A `wirebench stream` without the token, or with another, leaves after serve's challenge
-/// (it never sends a tag serve could reject): serve counts both as token failures, not as
+/// A `wirebench stream` without the token leaves after serve's challenge, one with another
+/// token is refused at its tag: serve counts both as token failures, not as
 /// control errors, so its stop line says what happened. A client that leaves there when
 /// serve has no token is still a control error.
 #[test]
@@ -253,7 +270,7 @@ fn clients_without_the_token_count_as_token_failures() {
     assert!(r.err.contains("needs a token"), "{}", r.err);
     let r = wirebench(&["stream", &target, "--count", "10", "-q", "--no-hiccup", "--token", "wrong"]);
     assert_eq!(r.code, 1, "{r:?}");
-    assert!(r.err.contains("could not prove it knows the token"), "{}", r.err);
+    assert!(r.err.contains("refused the token: this serve's token does not match yours"), "{}", r.err);
     until("both clients counted", 10 * SECOND, || srv.counters().auth_failures == 2);
     let c = srv.stop();
     assert_eq!((c.auth_failures, c.control_errors), (2, 0));
@@ -267,22 +284,31 @@ fn clients_without_the_token_count_as_token_failures() {
     assert_eq!(open.stop().auth_failures, 0);
 }
 
-/// An old (control version 1) client is told to upgrade, in the framing it reads.
+/// An old (control version 1 or 2) client is told to upgrade, in the framing it reads, in
+/// one line naming both versions.
 #[test]
 fn an_old_client_is_told_to_upgrade() {
     let srv = serve_with(|_| {});
-    let mut c = TcpStream::connect(srv.local_addr()).unwrap();
-    c.set_read_timeout(Some(5 * SECOND)).unwrap();
-    let body = br#"{"type":"start","session":1}"#;
-    let mut f = vec![0x57, 0x42, LEGACY_VERSION, 4];
-    f.extend_from_slice(&u32::try_from(body.len()).unwrap().to_be_bytes());
-    f.extend_from_slice(body);
-    c.write_all(&f).unwrap();
-    let mut got = Vec::new();
-    let _ = c.read_to_end(&mut got);
-    assert_eq!(&got[..4], &[0x57, 0x42, LEGACY_VERSION, 4], "a version-1 frame");
-    assert!(String::from_utf8_lossy(&got).contains("upgrade"));
-    assert_eq!(srv.stop().old_clients, 1);
+    for (v, body) in [
+        (LEGACY_VERSION, &br#"{"type":"start","session":1}"#[..]),
+        (2, &br#"{"type":"hello","nonce":"000102030405060708090a0b0c0d0e0f"}"#[..]),
+    ] {
+        let mut c = TcpStream::connect(srv.local_addr()).unwrap();
+        c.set_read_timeout(Some(5 * SECOND)).unwrap();
+        let mut f = vec![0x57, 0x42, v, 4];
+        f.extend_from_slice(&u32::try_from(body.len()).unwrap().to_be_bytes());
+        f.extend_from_slice(body);
+        c.write_all(&f).unwrap();
+        let mut got = Vec::new();
+        let _ = c.read_to_end(&mut got);
+        assert_eq!(&got[..4], &[0x57, 0x42, v, 4], "a frame of the client's version");
+        let text = String::from_utf8_lossy(&got);
+        assert!(
+            text.contains(&format!("control version 3 (the client proves the token first), this client {v}: upgrade")),
+            "{text}"
+        );
+    }
+    assert_eq!(srv.stop().old_clients, 2);
 }
 
 /// A header declaring more than a first frame may hold is refused at
@@ -424,9 +450,67 @@ fn serve_refuses_ttl_0_and_256_and_zero_limits() {
         &["--idle-timeout", "0s"],
         &["--max-sessions", "0"],
         &["--max-connections", "0"],
+        &["--max-connections-per-source", "0"],
         &["--token", ""],
+        &["--token", "hunter2"],
     ] {
         let r = wirebench(&[&["serve", "--listen", "127.0.0.1:0"][..], bad].concat());
         assert_eq!(r.code, 2, "{bad:?}: {r:?}");
+        assert_eq!(r.err.trim().lines().count(), 1, "{bad:?}: {}", r.err);
     }
+    let r = wirebench(&["serve", "--listen", "127.0.0.1:0", "--token", "hunter2"]);
+    assert!(r.err.contains("about 27 bits of entropy, under 128"), "{}", r.err);
+    assert!(r.err.contains("--weak-token"), "{}", r.err);
+}
+
+/// A client meeting an older serve (control version 2) says so in one line naming both
+/// versions (a stand-in serve answers its hello as a version-2 serve did: an error frame).
+#[test]
+fn a_client_meeting_an_older_serve_names_its_version() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = l.local_addr().unwrap().to_string();
+    let old = std::thread::spawn(move || {
+        let (mut c, _) = l.accept().unwrap();
+        let mut h = [0u8; 8];
+        c.read_exact(&mut h).unwrap();
+        let _ = c.write_all(&wirebench_core::wire::control::legacy_refusal(
+            2,
+            "bad control frame: unsupported wire version 3",
+        ));
+    });
+    let r = wirebench(&["stream", &target, "--count", "10", "-q", "--no-hiccup"]);
+    old.join().unwrap();
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.err.contains("speaks control version 2, this client 3"), "{}", r.err);
+    assert_eq!(r.err.trim().lines().count(), 1, "{}", r.err);
+}
+
+/// One source cannot take the port: past its share of connections it is told why, and a
+/// client from another address is still answered (one source holding all 1,024 connections
+/// left TCP pings 0 of 20 answered and streams refused).
+#[test]
+fn one_source_cannot_hold_every_connection() {
+    let srv = serve_with(|c| {
+        c.max_connections = 32;
+        c.max_connections_per_source = 8;
+    });
+    let addr = srv.local_addr();
+    let from = |last: u8| {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        s.bind(&std::net::SocketAddr::from(([127, 0, 0, last], 0)).into()).unwrap();
+        s.connect(&addr.into()).unwrap();
+        let s: TcpStream = s.into();
+        s.set_read_timeout(Some(5 * SECOND)).unwrap();
+        s
+    };
+    let mut held: Vec<TcpStream> = (0..32).map(|_| from(2)).collect();
+    until("its share accepted", 10 * SECOND, || srv.counters().tcp_connections == 8);
+    let mut got = Vec::new();
+    let _ = held[31].read_to_end(&mut got);
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.contains("127.0.0.2 already has 8 connections to this serve"), "{text}");
+    let r = wirebench(&["ping", &addr.to_string(), "--proto", "tcp", "--count", "5", "-q"]);
+    assert_eq!(r.code, 0, "another source is answered: {r:?}");
+    drop(held);
+    assert!(srv.stop().refused_connections >= 24);
 }

@@ -35,8 +35,9 @@ fn header_round_trip_and_limits() {
 }
 
 #[test]
-fn legacy_refusal_is_a_version_1_error_frame() {
-    let f = legacy_refusal("upgrade");
+fn legacy_refusal_is_an_error_frame_of_the_old_version() {
+    assert_eq!(&legacy_refusal(2, "upgrade")[0..4], &[0x57, 0x42, 2, 4], "a version 2 client reads it");
+    let f = legacy_refusal(1, "upgrade");
     assert_eq!(&f[0..4], &[0x57, 0x42, 1, 4]);
     let len = u32::from_be_bytes([f[4], f[5], f[6], f[7]]) as usize;
     assert_eq!(len, f.len() - HEADER_LEN);
@@ -184,4 +185,15 @@ proptest! {
     fn decode_never_panics(b in proptest::collection::vec(any::<u8>(), 0..300)) {
         let _ = decode(&b);
     }
+}
+
+#[test]
+fn a_challenge_carries_no_proof_and_a_bounded_salt() {
+    let ok = r#"{"type":"challenge","nonce":"000102030405060708090a0b0c0d0e0f","auth":true,"salt":"wirebench"}"#;
+    assert!(decode(ok.as_bytes()).is_ok());
+    let long = ok.replace("wirebench", &"s".repeat(crate::auth::MAX_SALT + 1));
+    assert!(decode(long.as_bytes()).is_err(), "a salt past MAX_SALT is refused");
+    let welcome = format!(r#"{{"type":"welcome","proof":"{}"}}"#, "ab".repeat(32));
+    assert!(decode(welcome.as_bytes()).is_ok());
+    assert!(decode(br#"{"type":"welcome","proof":"abc"}"#).is_err());
 }

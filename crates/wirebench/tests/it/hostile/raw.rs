@@ -42,10 +42,15 @@ pub(crate) fn hello(addr: SocketAddr) -> (TcpStream, Control) {
 /// Hello, challenge, (auth with `token`), start: serve's first answer to the start.
 pub(crate) fn start(addr: SocketAddr, req: &StreamRequest, token: Option<&str>) -> (TcpStream, Control) {
     let (mut c, m) = hello(addr);
-    let Control::Challenge { nonce, .. } = m else { return (c, m) };
+    let Control::Challenge { nonce, salt, .. } = m else { return (c, m) };
     if let Some(t) = token {
-        let tag = handshake::client_tag(&Key::new(t.as_bytes()), NC, &nonce);
+        let key = Key::derive(t.as_bytes(), salt.unwrap_or_default().as_bytes());
+        let tag = handshake::client_tag(&key, NC, &nonce);
         control::send(&mut c, &Control::Auth { tag }).unwrap();
+        let m = control::recv(&mut c).unwrap();
+        if !matches!(m, Control::Welcome { .. }) {
+            return (c, m);
+        }
     }
     control::send(&mut c, &Control::Start(req.clone())).unwrap();
     let m = control::recv(&mut c).unwrap();
