@@ -561,7 +561,9 @@ fn synopsis_and_help(mode: &str) -> (std::collections::BTreeSet<String>, std::co
             .collect::<std::collections::BTreeSet<_>>()
     };
     let help = wirebench(&[mode, "--help"]);
-    let mut h = flags(&help.out);
+    // A flag's aliases (`[alias: --vus]`, `[aliases: -t, --time]`) are not flags of their own.
+    let own: String = help.out.lines().map(|l| l.split(" [alias").next().unwrap_or(l)).collect::<Vec<_>>().join("\n");
+    let mut h = flags(&own);
     h.remove("--help");
     h.remove("--version");
     (flags(block), h)
