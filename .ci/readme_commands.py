@@ -48,7 +48,8 @@ SKIP = [
 ]
 # Run before the README's commands: (host, command, reason).
 SETUP = [
-    ("hostC", "wirebench serve --token s3cret", "the throughput block streams to hostC (with hostB's token) before the multicast block starts a serve there"),
+    ("hostC", "TOKEN=$(head -c 32 /dev/urandom | base64)", "one token for the lab's hosts, as a reader copies hostB's to the others"),
+    ("hostC", 'wirebench serve --token "$TOKEN"', "the throughput block streams to hostC (with hostB's token) before the multicast block starts a serve there"),
 ]
 # Commands that run until stopped: started in the background (ready at their first line),
 # stopped with SIGINT at the end, or when the same host starts another of the same kind
@@ -90,6 +91,16 @@ BIN = None
 WORK = None
 # `HOST$ export NAME=VALUE` lines: the variables each host's later commands run with.
 ENV = {}
+# `HOST$ NAME=VALUE` lines (shell variables, `$(...)` evaluated by bash): `$NAME` in later
+# commands on any host, as a reader copies a value from one host to the next. The first
+# value stays (the lab's hosts share SETUP's token); a later line is still evaluated.
+VARS = {}
+ASSIGN = re.compile(r"^([A-Z_][A-Z0-9_]*)=(.+?)\s*(#.*)?$")
+
+
+def expand(arg):
+    """`$NAME` and `${NAME}` of VARS in one argument."""
+    return re.sub(r"\$\{?([A-Z_][A-Z0-9_]*)\}?", lambda m: VARS.get(m.group(1), m.group(0)), arg)
 TAG = f"wbrd{os.getpid()}"
 
 
@@ -315,6 +326,17 @@ def main():
             if why:
                 print(f"readme-check: skip  {text}  ({why})")
                 continue
+            m = ASSIGN.match(text)
+            if m:
+                r = subprocess.run(["bash", "-c", f"{m.group(1)}={m.group(2)}; printf %s \"${m.group(1)}\""],
+                                   capture_output=True, text=True)
+                if r.returncode != 0 or not r.stdout:
+                    failures.append(f"{host or 'local'}$ {text}: no value ({r.stderr.strip()})")
+                    continue
+                VARS.setdefault(m.group(1), r.stdout)
+                print(f"readme-check: var   {host or 'local'}$ {m.group(1)}=... ({len(r.stdout)} characters)")
+                continue
+            argv = [expand(a) for a in argv]
             if argv[0] == "export":
                 for a in argv[1:]:
                     name, _, value = a.partition("=")
