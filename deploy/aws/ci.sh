@@ -12,7 +12,8 @@ npx tsc --noEmit -p .
 npx jest --silent
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-# The defaults (relay, room node); TGW with a user's URL; no multicast on Graviton.
+# The defaults (relay, room node); TGW with a user's URL; no multicast on Graviton;
+# LoadLab shaped in a NAT instance's kernel.
 # Synth's own chatter (the placeholder binary's warning) only when it fails.
 synth() {
   local dir=$out/$1
@@ -22,5 +23,6 @@ synth() {
 synth default
 synth tgw -c multicast=tgw -c nodes=4 -c url=wss://app.example.com/rooms/demo -c shards=5 -c startAt=2026-12-01T09:30:00Z
 synth none -c multicast=none -c nodes=2 -c instanceType=c7gn.xlarge
+synth nat -c shaping=nat -c shards=4 -c link=20mbit/40ms
 cfn-lint "$out"/*/*.template.json
 echo "aws: $(ls "$out"/*/*.template.json | wc -l) templates synthesized offline, cfn-lint clean"

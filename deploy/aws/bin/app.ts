@@ -4,7 +4,7 @@
 // deploy's credentials) and do no lookups, so `cdk synth` needs no AWS account.
 import * as cdk from 'aws-cdk-lib';
 import { LatencyLab, parseGroups, parseMulticast } from '../lib/latency-lab';
-import { LoadLab, defaultStartAt } from '../lib/load-lab';
+import { LoadLab, defaultStartAt, parseShaping } from '../lib/load-lab';
 
 const app = new cdk.App();
 const ctx = (k: string, d: string): string => String(app.node.tryGetContext(k) ?? d);
@@ -26,6 +26,8 @@ try {
     url: app.node.tryGetContext('url'),
     scenarioFile: app.node.tryGetContext('scenario'),
     link: ctx('link', '60.76mbit/10ms'),
+    shaping: parseShaping(ctx('shaping', 'link')),
+    natInstanceType: ctx('natType', 'c6in.large'),
     extraArgs: ctx('loadArgs', '--seed 1'),
     // The default gives the deploy 20 minutes; RerunCommand (an output) picks a new time.
     startAt: ctx('startAt', defaultStartAt(20)),

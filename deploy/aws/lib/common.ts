@@ -64,8 +64,18 @@ export function nodeAddress(i: number): string {
   return `${SUBNET_PREFIX}${10 + i}`;
 }
 
+/** Node i's address in the lab's n-th /24 (0: the lab subnet, 1 and 2: `extraSubnets`). */
+export function subnetAddress(n: number, i: number): string {
+  return `10.42.${n}.${10 + i}`;
+}
+
 export interface LabNetworkProps {
   readonly az: string;
+  /**
+   * Further isolated /24 subnets by name, after `lab` (10.42.0.0/24): 10.42.1.0/24, then
+   * 10.42.2.0/24. LoadLab's NAT variant puts the generators and the app in two of them.
+   */
+  readonly extraSubnets?: string[];
 }
 
 /**
@@ -85,10 +95,11 @@ export class LabNetwork extends Construct {
       availabilityZones: [props.az],
       natGateways: 0,
       restrictDefaultSecurityGroup: false,
-      subnetConfiguration: [{ name: 'lab', subnetType: ec2.SubnetType.PRIVATE_ISOLATED, cidrMask: 24 }],
+      subnetConfiguration: ['lab', ...(props.extraSubnets ?? [])].map((name) => ({ name, subnetType: ec2.SubnetType.PRIVATE_ISOLATED, cidrMask: 24 })),
+      // Every subnet's route table gets the S3 route (the binary, the results).
       gatewayEndpoints: { S3: { service: ec2.GatewayVpcEndpointAwsService.S3 } },
     });
-    this.subnet = this.vpc.isolatedSubnets[0];
+    this.subnet = this.subnetNamed('lab');
     const endpointSg = new ec2.SecurityGroup(this, 'EndpointSg', {
       vpc: this.vpc,
       description: 'wirebench lab: HTTPS to the interface endpoints from the lab nodes',
@@ -100,7 +111,7 @@ export class LabNetwork extends Construct {
       ['Ec2Messages', ec2.InterfaceVpcEndpointAwsService.EC2_MESSAGES],
       ['SecretsManager', ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER],
     ] as const) {
-      this.vpc.addInterfaceEndpoint(name, { service, securityGroups: [endpointSg], open: false, privateDnsEnabled: true });
+      this.vpc.addInterfaceEndpoint(name, { service, securityGroups: [endpointSg], open: false, privateDnsEnabled: true, subnets: { subnets: [this.subnet] } });
     }
     this.securityGroup = new ec2.SecurityGroup(this, 'NodeSg', {
       vpc: this.vpc,
@@ -108,6 +119,13 @@ export class LabNetwork extends Construct {
       allowAllOutbound: true,
     });
     endpointSg.addIngressRule(this.securityGroup, ec2.Port.tcp(443), 'HTTPS from the lab nodes');
+  }
+
+  /** The one subnet of a group (`lab`, or one of `extraSubnets`). */
+  subnetNamed(name: string): ec2.ISubnet {
+    const subnets = this.vpc.selectSubnets({ subnetGroupName: name }).subnets;
+    if (subnets.length !== 1) throw new Error(`subnet group ${name}: ${subnets.length} subnets, not 1`);
+    return subnets[0];
   }
 
   /** Admit a port from the lab nodes themselves (the group references itself). */
@@ -213,6 +231,10 @@ export interface LabInstanceProps {
   readonly labTag: string;
   readonly roleTag: string;
   readonly placementGroup?: ec2.IPlacementGroup;
+  /** The subnet of its ENI (default: the lab subnet). */
+  readonly subnet?: ec2.ISubnet;
+  /** false for a node that forwards others' packets (LoadLab's NAT instance). */
+  readonly sourceDestCheck?: boolean;
 }
 
 /** User data is at most 16 KiB; tokens (bucket, ARN) add about 200 bytes when resolved. */
@@ -227,15 +249,17 @@ export function labInstance(scope: Construct, id: string, p: LabInstanceProps): 
   if (Buffer.byteLength(text, 'utf8') > USER_DATA_MAX) {
     throw new Error(`${p.name}: user data is ${Buffer.byteLength(text, 'utf8')} bytes, past the ${USER_DATA_MAX} EC2 allows here (fewer nodes, or a smaller scenario)`);
   }
+  const subnet = p.subnet ?? p.net.subnet;
   const eni = new ec2.CfnNetworkInterface(scope, `${id}Eni`, {
-    subnetId: p.net.subnet.subnetId,
+    subnetId: subnet.subnetId,
+    sourceDestCheck: p.sourceDestCheck,
     privateIpAddress: p.address,
     groupSet: [p.net.securityGroup.securityGroupId],
     description: `wirebench ${p.name}`,
   });
   const instance = new ec2.Instance(scope, id, {
     vpc: p.net.vpc,
-    vpcSubnets: { subnets: [p.net.subnet] },
+    vpcSubnets: { subnets: [subnet] },
     instanceType: p.instanceType,
     machineImage: al2023(p.instanceType),
     placementGroup: p.placementGroup,

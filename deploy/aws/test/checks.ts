@@ -198,3 +198,53 @@ export function checkShards(t: Json, k: number): void {
   if (JSON.stringify([...shards].sort()) !== JSON.stringify([...want].sort())) fail(`shards ${shards.join(',')}, want ${want.join(',')}`);
   if (starts.size !== 1) fail(`${starts.size} start times: ${[...starts].join(', ')}`);
 }
+
+/** A generator's `wirebench load` flags (WIREBENCH_LOAD_ARGS in its load.env). */
+function loadArgs(g: { name: string; ud: string }): string {
+  const env = heredoc(g.ud, '/etc/wirebench/load.env') ?? fail(`${g.name}: no load.env`);
+  return env.find((l) => l.startsWith('WIREBENCH_LOAD_ARGS='))?.slice('WIREBENCH_LOAD_ARGS='.length) ?? fail(`${g.name}: no WIREBENCH_LOAD_ARGS`);
+}
+
+/**
+ * Where the links are shaped. link: no NAT instance, no route through an instance, every
+ * generator runs load with --link. nat: one NAT instance whose ENI has the source/dest check
+ * off and whose user data runs `shape tc --apply` with every generator's address as a
+ * --client; the generators' subnet routes the room's subnet through that ENI (and back);
+ * no generator runs --link.
+ */
+export function checkNatShaping(t: Json, shaping: 'link' | 'nat'): void {
+  const nats = nodes(t, 'nat');
+  const gens = nodes(t, 'generator');
+  if (gens.length === 0) fail('no generators');
+  const routes = resources(t, 'AWS::EC2::Route').filter(([, r]) => r.Properties?.NetworkInterfaceId !== undefined || r.Properties?.InstanceId !== undefined);
+  if (shaping === 'link') {
+    if (nats.length !== 0) fail(`a NAT instance (${nats[0].id}) in the link variant`);
+    if (routes.length !== 0) fail(`a route through an instance (${routes[0][0]}) in the link variant`);
+    for (const g of gens) if (!/(^| )--link \S+/.test(loadArgs(g))) fail(`${g.name}: load without --link in the link variant`);
+    return;
+  }
+  if (nats.length !== 1) fail(`${nats.length} NAT instances, not 1`);
+  const nat = nats[0];
+  const eniId = nat.r.Properties.NetworkInterfaces[0].NetworkInterfaceId.Ref;
+  if (t.Resources[eniId].Properties.SourceDestCheck !== false) fail(`${nat.name}: the source/dest check is on`);
+  const shape = /wirebench shape tc --dev \S+((?: --client \S+)+) --apply\b/.exec(nat.ud) ?? fail(`${nat.name}: no shape tc --apply in its user data`);
+  const shaped = shape[1].trim().split(/\s+/).filter((w) => w !== '--client').map((c) => c.split('=')[0]).sort();
+  const want = gens.map((g) => g.addr).sort();
+  if (JSON.stringify(shaped) !== JSON.stringify(want)) fail(`${nat.name}: shapes ${shaped.join(',')}, want ${want.join(',')}`);
+  for (const g of gens) if (/(^| )--link(-down)? /.test(loadArgs(g))) fail(`${g.name}: load with --link in the nat variant`);
+  // Each side's subnet routes the other's whole range through the NAT instance's ENI.
+  const subnetOf = (n: { addr: string; r: Json }): string => t.Resources[n.r.Properties.NetworkInterfaces[0].NetworkInterfaceId.Ref].Properties.SubnetId.Ref;
+  const tableOf = (subnet: string): string =>
+    resources(t, 'AWS::EC2::SubnetRouteTableAssociation').find(([, a]) => a.Properties.SubnetId.Ref === subnet)?.[1].Properties.RouteTableId.Ref ?? fail(`${subnet}: no route table`);
+  const rooms = nodes(t, 'room');
+  if (rooms.length !== 1) fail(`${rooms.length} room nodes in the nat variant`);
+  const pairs: [string, string][] = [[subnetOf(gens[0]), subnetOf(rooms[0])], [subnetOf(rooms[0]), subnetOf(gens[0])]];
+  for (const g of gens) if (subnetOf(g) !== pairs[0][0]) fail(`${g.name} is not in the generators' subnet`);
+  for (const [from, to] of pairs) {
+    if (from === to) fail('the generators and the room share a subnet: nothing routes them through the NAT instance');
+    const cidr = t.Resources[to].Properties.CidrBlock;
+    const ok = routes.some(([, r]) => r.Properties.RouteTableId.Ref === tableOf(from) && r.Properties.DestinationCidrBlock === cidr && r.Properties.NetworkInterfaceId?.Ref === eniId);
+    if (!ok) fail(`${from} does not route ${cidr} through ${nat.name}`);
+  }
+  if (subnetOf(nat) === pairs[0][0] || subnetOf(nat) === pairs[1][0]) fail(`${nat.name} sits in a subnet it routes`);
+}

@@ -5,9 +5,9 @@ import { spawnSync } from 'child_process';
 import * as cdk from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { LatencyLab, LatencyLabProps, Multicast } from '../lib/latency-lab';
-import { LoadLab, LoadLabProps, checkStartAt, defaultStartAt } from '../lib/load-lab';
+import { LoadLab, LoadLabProps, checkStartAt, defaultStartAt, parseShaping } from '../lib/load-lab';
 import {
-  Json, checkIam, checkIngress, checkPeers, checkPlacement, checkRelay, checkShards, checkTgw,
+  Json, checkIam, checkIngress, checkNatShaping, checkPeers, checkPlacement, checkRelay, checkShards, checkTgw,
   clone, heredoc, nodes, userData,
 } from './checks';
 
@@ -36,7 +36,8 @@ const relay = latency('relay');
 const tgw = latency('tgw');
 const plain = latency('none');
 const loadLab = load();
-const ALL: [string, Template][] = [['relay', relay], ['tgw', tgw], ['none', plain], ['load', loadLab]];
+const natLab = load({ shaping: 'nat' });
+const ALL: [string, Template][] = [['relay', relay], ['tgw', tgw], ['none', plain], ['load', loadLab], ['load nat', natLab]];
 const CARRIED = [...GROUPS, REPLY];
 
 /** The first resource of a type in a template's JSON. */
@@ -226,6 +227,67 @@ describe('load shards', () => {
     expect(() => load({ url: 'http://x' })).toThrow('url:');
     expect(() => checkStartAt('tomorrow')).toThrow('startAt: tomorrow');
     expect(defaultStartAt(20, new Date('2026-11-28T23:40:30Z'))).toBe('2026-11-29T00:01:00Z');
+  });
+});
+
+describe('NAT shaping', () => {
+  test('link (default): no NAT instance, every generator runs --link', () => {
+    checkNatShaping(loadLab.toJSON(), 'link');
+    expect(nodes(loadLab.toJSON(), 'nat')).toHaveLength(0);
+    expect(() => checkNatShaping(loadLab.toJSON(), 'nat')).toThrow('0 NAT instances, not 1');
+  });
+  test('nat: the NAT instance shapes every generator in the kernel, the generators run no --link', () => {
+    const t = natLab.toJSON();
+    checkNatShaping(t, 'nat');
+    checkShards(t, 4);
+    const [nat] = nodes(t, 'nat');
+    expect(nat.addr).toBe('10.42.0.10');
+    expect(nodes(t, 'room')[0].addr).toBe('10.42.2.10');
+    expect(nodes(t, 'generator').map((g) => g.addr)).toEqual(['10.42.1.11', '10.42.1.12', '10.42.1.13', '10.42.1.14']);
+    expect(nat.ud).toContain(
+      '/usr/local/bin/wirebench shape tc --dev "$dev" --client 10.42.1.11=60.76mbit/10ms --client 10.42.1.12=60.76mbit/10ms ' +
+        '--client 10.42.1.13=60.76mbit/10ms --client 10.42.1.14=60.76mbit/10ms --apply',
+    );
+    expect(nat.ud).toContain('net.ipv4.ip_forward = 1');
+    expect(nodes(t, 'generator')[0].ud).toContain('WIREBENCH_LOAD_ARGS=--preset collab-ide --seed 1 -q');
+    natLab.resourceCountIs('AWS::EC2::Route', 2);
+    expect(() => checkNatShaping(t, 'link')).toThrow('a NAT instance');
+  });
+  test('nat fails with the source/dest check on', () => {
+    const t = clone(natLab.toJSON());
+    const [nat] = nodes(t, 'nat');
+    t.Resources[nat.r.Properties.NetworkInterfaces[0].NetworkInterfaceId.Ref].Properties.SourceDestCheck = true;
+    expect(() => checkNatShaping(t, 'nat')).toThrow('nat: the source/dest check is on');
+  });
+  test('nat fails when the NAT instance only prints the script', () => {
+    const t = clone(natLab.toJSON());
+    editUserData(t, nodes(t, 'nat')[0].id, ' --apply', '');
+    expect(() => checkNatShaping(t, 'nat')).toThrow('nat: no shape tc --apply');
+  });
+  test('nat fails with a generator left unshaped', () => {
+    const t = clone(natLab.toJSON());
+    editUserData(t, nodes(t, 'nat')[0].id, ' --client 10.42.1.13=60.76mbit/10ms', '');
+    expect(() => checkNatShaping(t, 'nat')).toThrow('nat: shapes 10.42.1.11,10.42.1.12,10.42.1.14, want 10.42.1.11,10.42.1.12,10.42.1.13,10.42.1.14');
+  });
+  test('nat fails with a generator shaping in user space too', () => {
+    const t = clone(natLab.toJSON());
+    editUserData(t, nodes(t, 'generator')[1].id, /^WIREBENCH_LOAD_ARGS=--preset collab-ide/m, 'WIREBENCH_LOAD_ARGS=--preset collab-ide --link 60.76mbit/10ms');
+    expect(() => checkNatShaping(t, 'nat')).toThrow('gen2: load with --link in the nat variant');
+  });
+  test('nat fails with the route back missing', () => {
+    const t = clone(natLab.toJSON());
+    delete t.Resources.AppToGenerators;
+    expect(() => checkNatShaping(t, 'nat')).toThrow('does not route 10.42.1.0/24 through nat');
+  });
+  test('link fails with a generator without --link', () => {
+    const t = clone(loadLab.toJSON());
+    editUserData(t, nodes(t, 'generator')[0].id, /^WIREBENCH_LOAD_ARGS=--preset collab-ide --link 60.76mbit\/10ms/m, 'WIREBENCH_LOAD_ARGS=--preset collab-ide');
+    expect(() => checkNatShaping(t, 'link')).toThrow('gen1: load without --link in the link variant');
+  });
+  test('bad nat settings are refused', () => {
+    expect(() => load({ shaping: 'nat', url: 'wss://app.example.com/rooms/demo' })).toThrow('shaping=nat shapes the path to the lab');
+    expect(() => load({ shaping: 'nat', link: '' })).toThrow('shaping=nat needs link=RATE/DELAY');
+    expect(() => parseShaping('tc')).toThrow('shaping: tc is not link or nat');
   });
 });
 
