@@ -134,8 +134,29 @@ export class LabNetwork extends Construct {
   }
 }
 
+/** What a lab's nodes reach, and the one place their role is granted it. */
+export interface LabAccess {
+  role: iam.Role;
+  bucket: s3.Bucket;
+  token: secrets.Secret;
+  asset: s3assets.Asset;
+}
+
+/** The node role with its grants: the result bucket (read and write), the fleet token and
+ * the binary asset (read); nothing else (test/checks.ts `checkIam`). */
+export function labAccess(scope: Construct): LabAccess {
+  const role = nodeRole(scope, 'NodeRole');
+  const bucket = resultBucket(scope, 'Results');
+  bucket.grantReadWrite(role);
+  const token = fleetToken(scope, 'Token');
+  token.grantRead(role);
+  const asset = binaryAsset(scope, 'Binary');
+  asset.grantRead(role);
+  return { role, bucket, token, asset };
+}
+
 /** The node role: Session Manager, the binary asset, the token, the result bucket. */
-export function nodeRole(scope: Construct, id: string): iam.Role {
+function nodeRole(scope: Construct, id: string): iam.Role {
   return new iam.Role(scope, id, {
     assumedBy: new iam.ServicePrincipal('ec2.amazonaws.com'),
     description: 'wirebench lab node: SSM core, the binary asset, the fleet token, the result bucket',
@@ -143,7 +164,7 @@ export function nodeRole(scope: Construct, id: string): iam.Role {
   });
 }
 
-export function resultBucket(scope: Construct, id: string): s3.Bucket {
+function resultBucket(scope: Construct, id: string): s3.Bucket {
   return new s3.Bucket(scope, id, {
     blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
     encryption: s3.BucketEncryption.S3_MANAGED,
@@ -155,7 +176,7 @@ export function resultBucket(scope: Construct, id: string): s3.Bucket {
 }
 
 /** The fleet's shared token (mesh probes' MAC, relay datagrams' MAC, serve's stream token). */
-export function fleetToken(scope: Construct, id: string): secrets.Secret {
+function fleetToken(scope: Construct, id: string): secrets.Secret {
   return new secrets.Secret(scope, id, {
     description: 'wirebench lab token (mesh, relay, serve)',
     generateSecretString: { passwordLength: 32, excludePunctuation: true, includeSpace: false },
@@ -164,7 +185,7 @@ export function fleetToken(scope: Construct, id: string): secrets.Secret {
 }
 
 /** The binary asset, with a synth-time warning when it is the placeholder. */
-export function binaryAsset(scope: Construct, id: string): s3assets.Asset {
+function binaryAsset(scope: Construct, id: string): s3assets.Asset {
   const bin = binaryPath(scope);
   const asset = new s3assets.Asset(scope, id, { path: bin.path });
   if (bin.placeholder) {

@@ -5,8 +5,8 @@ import * as cdk from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import { Construct } from 'constructs';
 import {
-  LabNetwork, PORTS, MAX_NODES, binaryAsset, checkCount, fleetToken, installBase,
-  installUnits, UnitInstall, labInstance, nodeAddress, nodeRole, resultBucket, sendCommand,
+  LabNetwork, PORTS, labAccess, MAX_NODES, checkCount, installBase,
+  installUnits, UnitInstall, labInstance, nodeAddress, sendCommand,
 } from './common';
 
 export type Multicast = 'none' | 'relay' | 'tgw';
@@ -84,13 +84,7 @@ export class LatencyLab extends cdk.Stack {
     }
 
     const pg = new ec2.PlacementGroup(this, 'PlacementGroup', { strategy: ec2.PlacementGroupStrategy.CLUSTER });
-    const role = nodeRole(this, 'NodeRole');
-    const bucket = resultBucket(this, 'Results');
-    bucket.grantReadWrite(role);
-    const token = fleetToken(this, 'Token');
-    token.grantRead(role);
-    const asset = binaryAsset(this, 'Binary');
-    asset.grantRead(role);
+    const { role, bucket, token, asset } = labAccess(this);
 
     const addrs = Array.from({ length: n }, (_, k) => nodeAddress(k + 1));
     const enis: ec2.CfnNetworkInterface[] = [];

@@ -10,8 +10,8 @@ import * as cdk from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import { Construct } from 'constructs';
 import {
-  LabNetwork, PORTS, binaryAsset, checkCount, fleetToken, installBase, installUnits,
-  labInstance, nodeAddress, nodeRole, resultBucket, subnetAddress, systemdUnit, writeFile,
+  LabNetwork, PORTS, labAccess, checkCount, installBase, installUnits,
+  labInstance, nodeAddress, subnetAddress, systemdUnit, writeFile,
 } from './common';
 
 /** Where the clients' links are shaped: in user space on the generators, or in a NAT instance's kernel. */
@@ -90,13 +90,7 @@ export class LoadLab extends cdk.Stack {
     const appSubnet = nat ? net.subnetNamed('app') : net.subnet;
     const genAddress = (i: number): string => (nat ? subnetAddress(1, i) : nodeAddress(i));
     net.allowFromNodes(ec2.Port.tcp(PORTS.room), 'room: WebSocket from the generators');
-    const role = nodeRole(this, 'NodeRole');
-    const bucket = resultBucket(this, 'Results');
-    bucket.grantReadWrite(role);
-    const token = fleetToken(this, 'Token');
-    token.grantRead(role);
-    const asset = binaryAsset(this, 'Binary');
-    asset.grantRead(role);
+    const { role, bucket, token, asset } = labAccess(this);
 
     const roomAddr = nat ? subnetAddress(2, 0) : nodeAddress(0);
     if (props.url === undefined) {
