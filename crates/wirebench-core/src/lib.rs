@@ -45,6 +45,7 @@ pub mod latency;
 pub mod load;
 pub mod mesh;
 pub mod ratesearch;
+pub mod reflect;
 pub mod relay;
 pub mod report;
 pub mod rng;

@@ -1,12 +1,14 @@
 //! Wire formats. Every datagram and frame starts with the same 4 bytes: a 16-bit magic, a
 //! version and a kind, so a receiver can tell ours from foreign traffic before it reads
 //! further. All integers are big-endian. `docs/wire-format.md` is the prose version.
+//! The one exception is [`stamp`]: the standard's own packets, on their own sockets.
 
 pub mod control;
 pub mod handshake;
 pub mod mesh;
 pub mod probe;
 pub mod relay;
+pub mod stamp;
 pub mod stream;
 
 /// `"WB"`: the first two bytes of every wirebench datagram and frame.

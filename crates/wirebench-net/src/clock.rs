@@ -67,3 +67,29 @@ mod tests {
         assert!((mapped - i128::from(wall_now_ns())).abs() < 1_000_000_000);
     }
 }
+
+/// What the kernel says of the wall clock's discipline (`adjtimex`, read only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WallSync {
+    /// An NTP or PTP daemon keeps it synchronised (`STA_UNSYNC` clear).
+    pub synced: bool,
+    /// Its error bound, ns: the estimated error when synchronised, the maximum otherwise.
+    pub error_ns: u64,
+}
+
+/// Reads the wall clock's synchronisation state; `None` where the kernel does not say.
+pub fn wall_sync() -> Option<WallSync> {
+    // SAFETY: `timex` is plain data; all zeros (modes 0) asks adjtimex to change nothing and
+    // only fill the struct in.
+    #[expect(unsafe_code, reason = "adjtimex has no safe wrapper in nix")]
+    let (rc, tx) = unsafe {
+        let mut tx: libc::timex = std::mem::zeroed();
+        (libc::adjtimex(&raw mut tx), tx)
+    };
+    if rc < 0 {
+        return None;
+    }
+    let synced = tx.status & libc::STA_UNSYNC == 0;
+    let us = if synced { tx.esterror } else { tx.maxerror };
+    Some(WallSync { synced, error_ns: u64::try_from(us).unwrap_or(0).saturating_mul(1000) })
+}

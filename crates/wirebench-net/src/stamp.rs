@@ -90,7 +90,7 @@ pub struct Receiver {
 impl Default for Receiver {
     fn default() -> Self {
         Self {
-            cmsg: nix::cmsg_space!([TimeSpec; 3]),
+            cmsg: nix::cmsg_space!([TimeSpec; 3], libc::c_int),
             errq: nix::cmsg_space!([TimeSpec; 3], libc::sock_extended_err, libc::sockaddr_in6),
         }
     }
@@ -105,6 +105,19 @@ pub struct Recv {
     pub from: Option<std::net::SocketAddr>,
     /// Its RX timestamp.
     pub at: Stamp,
+    /// Its IP TTL (IPv4) or hop limit (IPv6), when the socket asked for it ([`enable_ttl`]).
+    pub ttl: Option<u8>,
+}
+
+/// Asks the kernel for each datagram's TTL (`IP_RECVTTL`) or hop limit (`IPV6_RECVHOPLIMIT`),
+/// which [`Receiver::recv`] then reports.
+pub fn enable_ttl(sock: &impl AsFd, ipv6: bool) -> io::Result<()> {
+    if ipv6 {
+        setsockopt(sock, sockopt::Ipv6RecvHopLimit, &true)
+    } else {
+        setsockopt(sock, sockopt::Ipv4RecvTtl, &true)
+    }
+    .map_err(io::Error::from)
 }
 
 impl Receiver {
@@ -113,15 +126,22 @@ impl Receiver {
         let mut iov = [IoSliceMut::new(buf)];
         let m = recvmsg::<SockaddrStorage>(sock.as_raw_fd(), &mut iov, Some(&mut self.cmsg), MsgFlags::empty())?;
         let mut at = Stamp::default();
+        let mut ttl = None;
         if let Ok(cmsgs) = m.cmsgs() {
             for c in cmsgs {
-                if let ControlMessageOwned::ScmTimestampsns(ts) = c {
-                    at = Stamp { sw_ns: ns(&ts.system), hw_ns: ns(&ts.hw_raw) };
+                match c {
+                    ControlMessageOwned::ScmTimestampsns(ts) => {
+                        at = Stamp { sw_ns: ns(&ts.system), hw_ns: ns(&ts.hw_raw) };
+                    }
+                    ControlMessageOwned::Ipv4Ttl(t) | ControlMessageOwned::Ipv6HopLimit(t) => {
+                        ttl = u8::try_from(t).ok();
+                    }
+                    _ => {}
                 }
             }
         }
         let from = m.address.and_then(|a| crate::batch::to_std(&a));
-        Ok(Recv { len: m.bytes, from, at })
+        Ok(Recv { len: m.bytes, from, at, ttl })
     }
 
     /// Reads one TX timestamp from the error queue without waiting; `None` when it is empty.

@@ -107,6 +107,11 @@ impl UdpProbeIo {
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.sock.local_addr()
     }
+
+    /// The IP TTL of what it sends.
+    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
+        self.sock.set_ttl(ttl)
+    }
 }
 
 /// Empty busy-poll reads between looks at the clock for the deadline: at a few hundred

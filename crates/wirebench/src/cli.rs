@@ -224,6 +224,8 @@ mod unit_flags {
         ("wirebench stream", "loss-target", "a share: 0, 0.1%"),
         ("wirebench mesh status", "max-loss", "a percentage"),
         ("wirebench load", "start-at", "a wall-clock time"),
+        ("wirebench serve", "stamp-max-rate", "max, or a message rate read by MsgRate"),
+        ("wirebench mesh agent", "stamp-max-rate", "max, or a message rate read by MsgRate"),
     ];
 
     /// Plain numbers that are no rate, size, count or duration, and why.
@@ -235,6 +237,7 @@ mod unit_flags {
         ("scale", "a multiplier of the suite's durations"),
         ("percentiles", "percentiles, 0..100"),
         ("max-loss", "a percentage"),
+        ("stamp-session-id", "an RFC 8972 session id, 0..=65535"),
     ];
 
     #[test]

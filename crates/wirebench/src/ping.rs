@@ -39,15 +39,17 @@ use crate::Ctx;
 /// `wirebench ping` flags.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
-    /// host:port of a `wirebench serve`, or a multicast group:port
+    /// host:port of a `wirebench serve`, a multicast group:port, or stamp://host[:port] of a
+    /// STAMP reflector (a router, `serve --stamp`; port 862 by default)
     pub target: String,
-    /// Transport.
+    /// Transport (stamp: RFC 8762 test packets over UDP).
     #[arg(long, value_enum, default_value = "udp")]
     pub proto: Proto,
     /// Probe size in bytes: 32 is round trip only, 48 and more adds the responder's
-    /// timestamps (dwell, clock offset, one-way delay).
-    #[arg(long, short = 'l', visible_aliases = ["len", "msg-size"], default_value = "32")]
-    pub size: ByteSize,
+    /// timestamps (dwell, clock offset, one-way delay). STAMP: 44 (112 authenticated), or
+    /// 4 or more bytes longer for an Extra Padding TLV [default: 32, STAMP 44].
+    #[arg(long, short = 'l', visible_aliases = ["len", "msg-size"])]
+    pub size: Option<ByteSize>,
     /// UDP (the default; as iperf3's -u).
     #[arg(short = 'u', long = "udp", conflicts_with = "proto")]
     pub udp: bool,
@@ -130,6 +132,20 @@ pub struct Args {
     /// The stall meter beside the run.
     #[command(flatten)]
     pub meter: crate::hiccup::HiccupArgs,
+    /// STAMP authenticated mode (RFC 8762 §4.4): the HMAC-SHA-256 key, hex, 16 bytes or
+    /// more (as stamp-suite's --hmac-key).
+    #[arg(long, env = "WIREBENCH_STAMP_KEY", hide_env_values = true, help_heading = "STAMP")]
+    #[arg(conflicts_with = "stamp_key_file")]
+    pub stamp_key: Option<String>,
+    /// The STAMP key from a file (hex).
+    #[arg(long, value_name = "FILE", help_heading = "STAMP")]
+    pub stamp_key_file: Option<PathBuf>,
+    /// The format of the STAMP sender's timestamps (the reflector states its own).
+    #[arg(long, value_enum, default_value = "ntp", help_heading = "STAMP")]
+    pub stamp_format: crate::serve::stamp::FormatArg,
+    /// The STAMP session id (RFC 8972 SSID) [default: random, not 0].
+    #[arg(long, help_heading = "STAMP")]
+    pub stamp_session_id: Option<u16>,
 }
 
 /// `wirebench ping`: measure, print, save.
@@ -170,6 +186,7 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
         silence_ns: u64::try_from(cfg.give_up_after.as_nanos()).unwrap_or(u64::MAX),
         intervals: cfg.hlog.is_some(),
         cpu_probe: wirebench_net::pin::current_cpu,
+        stamp: cfg.stamp.as_ref().map(config::StampCfg::sender),
     };
     let shutdown = ctx.shutdown.clone();
     let ifaces = counted_interfaces(cfg);
@@ -214,7 +231,14 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
                     // the kernel's own view of the connection, read before it closes
                     Ok((o, note, io.tcp_stats().map(tcp_info)))
                 }
-                (Proto::Tcp, Target::Multicast(_)) => unreachable!("refused by Config"),
+                (Proto::Stamp, Target::Unicast(a)) => {
+                    let mut io = UdpProbeIo::unicast(a, wait, cfg.timeout)?;
+                    // As routers' senders do: the reflector reads the hops taken from it.
+                    io.set_ttl(255)?;
+                    let note = timestamps_on(&mut io, cfg);
+                    drive(&mut io, &clock, &ecfg, &shutdown, cfg, shown).map(|o| (o, note, None))
+                }
+                (Proto::Tcp | Proto::Stamp, Target::Multicast(_)) => unreachable!("refused by Config"),
             }
         })
         .join()
@@ -320,6 +344,9 @@ fn drive<I: ProbeIo>(
                 format!("no reply from {addr} within {}", wirebench_core::units::Span(cfg.timeout))
             };
             let hint = match cfg.target {
+                Target::Unicast(_) if cfg.proto == Proto::Stamp => {
+                    format!("is a STAMP reflector answering there (`wirebench serve --stamp {addr}`), in the same authentication mode?")
+                }
                 Target::Unicast(_) => {
                     format!("is `wirebench serve` running there? (start one with `wirebench serve --listen {addr}`)")
                 }
@@ -433,6 +460,7 @@ mod tests {
             silence_ns: u64::MAX,
             intervals: false,
             cpu_probe: || None,
+            stamp: None,
         };
         let shown = Arc::new(Shown::default());
         let total = progress_total(&cfg, &shown).expect("a bounded run shows progress");

@@ -91,7 +91,8 @@ impl Proxy {
         let counts = Arc::new(FlowCounts::default());
         let shutdown = Shutdown::new();
         let (addr, thread) = match cfg.proto {
-            Proto::Udp => {
+            // STAMP is UDP on the wire.
+            Proto::Udp | Proto::Stamp => {
                 let sock = UdpSocket::bind(cfg.listen).with_context(|| format!("cannot bind udp {}", cfg.listen))?;
                 let addr = sock.local_addr()?;
                 let engine = udp::Engine::new(cfg, sock, counts.clone(), tx, shutdown.clone())?;

@@ -26,6 +26,7 @@ mod config;
 mod counters;
 mod session;
 mod spin;
+pub mod stamp;
 mod stream;
 mod tcp;
 mod udp;
@@ -129,6 +130,19 @@ impl Server {
             };
             threads.push(std::thread::Builder::new().name("serve-udp".into()).spawn(move || w.run())?);
         }
+        if let Some(sc) = &cfg.stamp {
+            let sock = stamp::bind(sc)?;
+            probe_sockets.push(sock.try_clone()?);
+            let r = stamp::Reflector {
+                sock,
+                cfg: sc.clone(),
+                spin: cfg.spin,
+                timestamps: cfg.timestamps,
+                counters: counters.clone(),
+                shutdown: shutdown.clone(),
+            };
+            threads.push(std::thread::Builder::new().name("serve-stamp".into()).spawn(move || r.run())?);
+        }
         let shared = Arc::new(Shared {
             cfg: cfg.clone(),
             counters: counters.clone(),
@@ -231,6 +245,24 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<CounterSnapshot> {
         "probe echo only: streams need --token or --open on a non-loopback address".to_string()
     };
     writeln!(ctx.out, "wirebench serve: {streams}; at most {} connections", server.max_connections())?;
+    if let Some(sc) = &cfg.stamp {
+        writeln!(
+            ctx.out,
+            "wirebench serve: STAMP reflector on udp {} ({}, {}, {} timestamps, {}, {})",
+            sc.addr,
+            if sc.key.is_some() { "authenticated" } else { "unauthenticated" },
+            if sc.stateful { "stateful" } else { "stateless" },
+            sc.format.name(),
+            if sc.allow.is_empty() {
+                "any source".to_string()
+            } else {
+                format!("sources {}", sc.allow.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))
+            },
+            sc.max_rate
+                .and_then(wirebench_core::units::MsgRate::new)
+                .map_or("no rate cap".to_string(), |r| format!("at most {r} per source")),
+        )?;
+    }
     ctx.out.flush()?;
     let c = server.wait();
     writeln!(ctx.out, "wirebench serve: {c}")?;

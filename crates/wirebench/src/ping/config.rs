@@ -10,9 +10,11 @@ use wirebench_core::latency::DEFAULT_PERCENTILES;
 use wirebench_core::schedule::{Pacing, Stop};
 use wirebench_core::units::{CountOrSpan, MsgRate, Span};
 use wirebench_core::wire::probe;
+use wirebench_core::wire::stamp::{self, Key, TsFormat};
 
 use super::Args;
 use crate::error::UsageError;
+use crate::serve::stamp::FormatArg;
 
 /// Transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -22,6 +24,8 @@ pub enum Proto {
     Udp,
     /// Frames on one TCP connection.
     Tcp,
+    /// STAMP test packets (RFC 8762) to a reflector, over UDP.
+    Stamp,
 }
 
 impl Proto {
@@ -30,6 +34,7 @@ impl Proto {
         match self {
             Self::Udp => "udp",
             Self::Tcp => "tcp",
+            Self::Stamp => "stamp",
         }
     }
 }
@@ -110,6 +115,37 @@ pub struct Config {
     /// What busy-poll turned off by default, for the report's notes.
     #[serde(skip)]
     pub spin_off: SpinOff,
+    /// STAMP's settings, with `--proto stamp`.
+    pub stamp: Option<StampCfg>,
+}
+
+/// A STAMP session-sender's settings.
+#[derive(Debug, Clone, Serialize)]
+pub struct StampCfg {
+    /// Authenticated mode's key.
+    #[serde(skip)]
+    pub key: Option<Key>,
+    /// Authenticated mode.
+    pub authenticated: bool,
+    /// The format of T1.
+    pub format: FormatArg,
+    /// The session id (SSID).
+    pub session_id: u16,
+}
+
+impl StampCfg {
+    /// The engine's sender: its error estimate says the clock is unsynchronised unless the
+    /// kernel says otherwise, with the kernel's error bound.
+    pub fn sender(&self) -> stamp::Sender {
+        let format = TsFormat::from(self.format);
+        let sync = wirebench_net::clock::wall_sync();
+        let error = stamp::ErrorEstimate::new(
+            sync.is_some_and(|s| s.synced),
+            format,
+            sync.map_or(1_000_000_000, |s| s.error_ns).max(1_000),
+        );
+        stamp::Sender { key: self.key.clone(), format, error, ssid: self.session_id }
+    }
 }
 
 /// What `--spin` turns off unless asked to keep it: instrumentation that costs the busy-poll
@@ -176,6 +212,30 @@ pub fn resolve(s: &str) -> Result<SocketAddr, UsageError> {
     found.into_iter().find(SocketAddr::is_ipv4).ok_or_else(|| usage(format!("host '{host}' has no IPv4 address")))
 }
 
+/// STAMP's settings with `--proto stamp` (or a `stamp://` target); its flags refused
+/// without it.
+fn stamp_cfg(a: &Args, proto: Proto) -> Result<Option<StampCfg>, UsageError> {
+    if proto != Proto::Stamp {
+        if a.stamp_key.is_some() || a.stamp_key_file.is_some() || a.stamp_session_id.is_some() {
+            return Err(usage(
+                "--stamp-key and --stamp-session-id need a STAMP target (stamp://host or --proto stamp)".into(),
+            ));
+        }
+        return Ok(None);
+    }
+    let hex = match (&a.stamp_key, &a.stamp_key_file) {
+        (Some(k), _) => Some(k.clone()),
+        (None, Some(f)) => {
+            Some(std::fs::read_to_string(f).map_err(|e| usage(format!("--stamp-key-file {}: {e}", f.display())))?)
+        }
+        (None, None) => None,
+    };
+    let key = hex.map(|h| Key::from_hex(&h).map_err(|e| usage(format!("--stamp-key: {e}")))).transpose()?;
+    // Random and never 0: a reflector that predates RFC 8972 answers with 0.
+    let session_id = a.stamp_session_id.unwrap_or_else(|| u16::try_from(crate::session_id() % 65_535 + 1).unwrap_or(1));
+    Ok(Some(StampCfg { authenticated: key.is_some(), key, format: a.stamp_format, session_id }))
+}
+
 fn stop_of(count: Option<u64>, duration: Option<Span>) -> Stop {
     Stop { max_count: count, deadline: duration.map(|d| d.0) }
 }
@@ -183,7 +243,25 @@ fn stop_of(count: Option<u64>, duration: Option<Span>) -> Stop {
 impl Config {
     /// Validates `args`.
     pub fn from_args(a: &Args) -> Result<Self, UsageError> {
-        let addr = resolve(&a.target)?;
+        let (proto, target_s) = match a.target.strip_prefix("stamp://") {
+            Some(rest) => {
+                if a.proto == Proto::Tcp {
+                    return Err(usage(format!(
+                        "{} is a STAMP reflector: STAMP runs over UDP, drop --proto tcp",
+                        a.target
+                    )));
+                }
+                (Proto::Stamp, rest.to_string())
+            }
+            None => (a.proto, a.target.clone()),
+        };
+        // A STAMP reflector without a port is on 862.
+        let target_s = if proto == Proto::Stamp && target_s.parse::<SocketAddr>().is_err() && !target_s.contains(':') {
+            format!("{target_s}:{}", stamp::PORT)
+        } else {
+            target_s
+        };
+        let addr = resolve(&target_s)?;
         let target = match addr {
             SocketAddr::V4(v4) if v4.ip().is_multicast() => Target::Multicast(v4),
             _ => Target::Unicast(addr),
@@ -191,19 +269,39 @@ impl Config {
         if addr.port() == 0 {
             return Err(usage(format!("bad target '{}': port 0", a.target)));
         }
-        let size = usize::try_from(a.size.0).unwrap_or(usize::MAX);
+        let stamp_cfg = stamp_cfg(a, proto)?;
         let count = a.count.map(|c| c.0);
         let responders = a.responders.map(wirebench_core::units::Count::as_usize);
-        if !(probe::MIN_LEN..=probe::MAX_LEN).contains(&size) {
+        let size = match (&stamp_cfg, a.size) {
+            (Some(s), None) => stamp::base_len(s.authenticated),
+            (None, None) => probe::MIN_LEN,
+            (_, Some(b)) => usize::try_from(b.0).unwrap_or(usize::MAX),
+        };
+        if let Some(s) = &stamp_cfg {
+            let sender =
+                stamp::Sender { key: s.key.clone(), format: TsFormat::Ntp, error: stamp::ErrorEstimate(1), ssid: 0 };
+            let base = stamp::base_len(s.authenticated);
+            if !sender.valid_len(size) {
+                return Err(usage(format!(
+                    "--size {size}: a STAMP packet is {base} bytes{}, or {}..={} with an Extra Padding TLV",
+                    if s.authenticated { " authenticated" } else { "" },
+                    base + 4,
+                    stamp::MAX_LEN
+                )));
+            }
+        } else if !(probe::MIN_LEN..=probe::MAX_LEN).contains(&size) {
             return Err(usage(format!(
                 "--size {} is outside {}..={} bytes (the smallest probe is {} bytes)",
-                a.size.0,
+                size,
                 probe::MIN_LEN,
                 probe::MAX_LEN,
                 probe::MIN_LEN
             )));
         }
         let multicast = matches!(target, Target::Multicast(_));
+        if proto == Proto::Stamp && multicast {
+            return Err(usage(format!("{target_s} is a multicast group: STAMP is unicast")));
+        }
         if a.proto == Proto::Tcp && multicast {
             return Err(usage(format!("{} is a multicast group: multicast needs --proto udp", a.target)));
         }
@@ -274,12 +372,12 @@ impl Config {
         }
         let spin_off = SpinOff {
             // TCP probes have none to turn off.
-            timestamps: a.spin && a.proto == Proto::Udp && !a.timestamps && !a.no_timestamps,
+            timestamps: a.spin && proto != Proto::Tcp && !a.timestamps && !a.no_timestamps,
             meter: a.spin && !a.hiccup && !a.meter.no_hiccup,
         };
         Ok(Self {
             target,
-            proto: a.proto,
+            proto,
             size,
             stop,
             warmup,
@@ -302,6 +400,7 @@ impl Config {
             no_timestamps: a.no_timestamps || spin_off.timestamps,
             hiccup: crate::hiccup::HiccupArgs { no_hiccup: a.meter.no_hiccup || spin_off.meter, ..a.meter.clone() },
             spin_off,
+            stamp: stamp_cfg,
         })
     }
 
@@ -326,6 +425,11 @@ impl Config {
             m.insert("poisson".into(), poisson);
         }
         v
+    }
+
+    /// The probes' form: a STAMP packet always carries the reflector's T2 and T3.
+    pub const fn form(&self) -> probe::Form {
+        if self.stamp.is_some() { probe::Form::Full } else { probe::Form::for_len(self.size) }
     }
 
     /// Is the rate a `MsgRate` (open loop)?

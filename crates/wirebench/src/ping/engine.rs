@@ -27,12 +27,15 @@ use wirebench_core::report::{GaveUp, Outcome, Stopped};
 use wirebench_core::schedule::{Pacing, PoissonTimes, Schedule, Slip, Stop};
 use wirebench_core::seq::SeqWindow;
 use wirebench_core::wire::probe;
+use wirebench_core::wire::stamp;
 use wirebench_net::io::{Clock, ProbeIo, Support};
 
 /// Sequence numbers of discovery probes: far above any real run, so their replies can
 /// never be mistaken for a measured probe's.
 const DISCOVERY_BASE: u64 = u64::MAX - (1 << 20);
 const INTERVAL_NS: u64 = 1_000_000_000;
+/// STAMP's 32-bit sequence numbers, discovery probes at the top.
+const STAMP_SEQ: stamp::SeqMap = stamp::SeqMap { discovery_base: DISCOVERY_BASE };
 /// Where the thread runs is sampled every 1024 probes (a vDSO call).
 const CPU_SAMPLE_MASK: u64 = 1023;
 
@@ -65,6 +68,9 @@ pub struct EngineConfig {
     pub intervals: bool,
     /// Which CPU the thread is on (sampled once per interval).
     pub cpu_probe: fn() -> Option<usize>,
+    /// STAMP (RFC 8762) test packets instead of wirebench probes: `size` is then the
+    /// packet's length, T1 goes out on the wall clock, and the reflector's T2 and T3 come back.
+    pub stamp: Option<stamp::Sender>,
 }
 
 /// Why a run could not start.
@@ -231,7 +237,10 @@ pub fn run_shown<I: ProbeIo, C: Clock>(
         next_seq: 0,
         shown,
     };
-    probe::init(&mut lp.send_buf, cfg.session, cfg.flags);
+    match &cfg.stamp {
+        Some(s) => s.init(&mut lp.send_buf),
+        None => probe::init(&mut lp.send_buf, cfg.session, cfg.flags),
+    }
     lp.discover()?;
     if lp.stop_flag.load(Ordering::Relaxed) {
         lp.out.outcome = Outcome::Interrupted;
@@ -303,7 +312,7 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
             if now >= deadline || self.stopped() {
                 break;
             }
-            probe::stamp(&mut self.send_buf, DISCOVERY_BASE + k, now);
+            self.write_probe(DISCOVERY_BASE + k, now);
             k += 1;
             match self.io.send(&self.send_buf) {
                 Ok(()) => {}
@@ -376,8 +385,19 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
         self.cfg.stop.reached(seq - self.measure_start, now - self.measure_start_ns)
     }
 
+    /// Writes probe `seq`, sent at `t1` (monotonic ns), into the send buffer.
+    fn write_probe(&mut self, seq: u64, t1: u64) {
+        match &self.cfg.stamp {
+            Some(s) => {
+                let wall = t1.saturating_add_signed(self.cfg.wall_minus_mono);
+                s.stamp(&mut self.send_buf, STAMP_SEQ.to_wire(seq), wall);
+            }
+            None => probe::stamp(&mut self.send_buf, seq, t1),
+        }
+    }
+
     fn send(&mut self, seq: u64, t1: u64) -> io::Result<()> {
-        probe::stamp(&mut self.send_buf, seq, t1);
+        self.write_probe(seq, t1);
         self.io.send(&self.send_buf)?;
         self.next_seq = seq + 1;
         self.shown.sent.store(self.next_seq, Ordering::Relaxed);

@@ -23,7 +23,7 @@ pub fn build(cfg: &Config, out: &EngineOutput) -> PingResults {
     let ps = &cfg.percentiles;
     let open = cfg.pacing.is_open();
     let main = if open { "rtt_from_intended_send" } else { "rtt_from_send" };
-    let full = Form::for_len(cfg.size) == Form::Full;
+    let full = cfg.form() == Form::Full;
     let responders: Vec<ResponderResult> = out
         .responders
         .iter()
@@ -79,7 +79,7 @@ pub fn build(cfg: &Config, out: &EngineOutput) -> PingResults {
         target: cfg.target.addr().to_string(),
         pacing: if open { "open" } else { "closed" }.into(),
         probe_size: cfg.size,
-        probe_form: Form::for_len(cfg.size).name().into(),
+        probe_form: cfg.form().name().into(),
         sent: out.sent,
         warmup_sent: out.warmup_sent,
         timeout_ns: u64::try_from(cfg.timeout.as_nanos()).unwrap_or(u64::MAX),

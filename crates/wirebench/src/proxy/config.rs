@@ -132,12 +132,14 @@ impl Config {
             rate: a.down_rate.or(a.rate),
             queue_limit: a.down_queue_limit.or(a.queue_limit),
         };
+        // STAMP is UDP on the wire: a proxy in front of a reflector relays datagrams.
+        let proto = if a.proto == Proto::Stamp { Proto::Udp } else { a.proto };
         Ok(Self {
             listen,
             upstream,
-            proto: a.proto,
-            up: side("up", &up, a.proto)?,
-            down: side("down", &down, a.proto)?,
+            proto,
+            up: side("up", &up, proto)?,
+            down: side("down", &down, proto)?,
             seed: a.seed.unwrap_or(fallback_seed),
             interval: a.interval.0,
             duration: a.duration.map(|d| d.0),

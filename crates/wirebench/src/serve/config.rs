@@ -94,6 +94,9 @@ pub struct Args {
     /// with --spin too: a busy-polling thread has no wake-up to take out).
     #[arg(long, help_heading = "Attribution")]
     pub no_timestamps: bool,
+    /// The STAMP reflector.
+    #[command(flatten)]
+    pub stamp: super::stamp::StampArgs,
 }
 
 /// A validated serve configuration.
@@ -138,6 +141,8 @@ pub struct Config {
     /// Mesh agents: answer only probes whose tag this key verifies, and tag the replies
     /// (`wire::mesh`); others are counted `unauthenticated` and dropped.
     pub probe_key: Option<Key>,
+    /// The STAMP reflector, when asked for.
+    pub stamp: Option<super::stamp::StampConfig>,
 }
 
 fn cap(r: Option<StreamRate>) -> Option<StreamRate> {
@@ -209,6 +214,7 @@ impl Config {
             idle_timeout: a.idle_timeout.0,
             first_frame_timeout: FIRST_FRAME_TIMEOUT,
             probe_key: None,
+            stamp: a.stamp.config(listen.ip())?,
         })
     }
 
@@ -239,6 +245,7 @@ impl Config {
             idle_timeout: IDLE_TIMEOUT,
             first_frame_timeout: FIRST_FRAME_TIMEOUT,
             probe_key: None,
+            stamp: None,
         }
     }
 

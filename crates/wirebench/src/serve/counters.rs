@@ -70,6 +70,18 @@ counters! {
     accept_errors,
     /// Probes without a right tag when a probe key is set (mesh agents): never answered.
     unauthenticated,
+    /// STAMP test packets reflected.
+    stamp_reflected,
+    /// STAMP packets too short for the mode, or malformed.
+    stamp_malformed,
+    /// STAMP packets whose HMAC did not match the key.
+    stamp_auth_failures,
+    /// STAMP packets from a source outside --stamp-allow.
+    stamp_not_allowed,
+    /// STAMP packets over their source's rate cap.
+    stamp_over_rate,
+    /// STAMP packets of a new session when the stateful table was full.
+    stamp_sessions_full,
 }
 
 impl Counters {
@@ -114,6 +126,16 @@ impl std::fmt::Display for CounterSnapshot {
             (self.bad_knocks, "bad knock", "bad knocks"),
             (self.accept_errors, "accept error", "accept errors"),
             (self.unauthenticated, "unauthenticated probe", "unauthenticated probes"),
+            (self.stamp_reflected, "STAMP packet reflected", "STAMP packets reflected"),
+            (self.stamp_malformed, "malformed STAMP packet", "malformed STAMP packets"),
+            (self.stamp_auth_failures, "STAMP authentication failure", "STAMP authentication failures"),
+            (
+                self.stamp_not_allowed,
+                "STAMP packet from a source not allowed",
+                "STAMP packets from sources not allowed",
+            ),
+            (self.stamp_over_rate, "STAMP packet over its source's rate", "STAMP packets over their source's rate"),
+            (self.stamp_sessions_full, "STAMP session refused (table full)", "STAMP sessions refused (table full)"),
             (
                 self.kernel_drops,
                 "datagram dropped by the kernel (receive buffer full)",

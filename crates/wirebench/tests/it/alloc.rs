@@ -40,6 +40,7 @@ fn allocations_with(count: u64, pacing: Pacing, target: std::net::SocketAddr, st
         silence_ns: 5_000_000_000,
         intervals: false,
         cpu_probe: wirebench_net::pin::current_cpu,
+        stamp: None,
     };
     let before = thread_allocations();
     let out = engine::run(&mut io, &clock, &cfg, &AtomicBool::new(false)).unwrap();

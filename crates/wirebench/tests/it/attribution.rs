@@ -194,6 +194,7 @@ fn without_tx_timestamps_the_run_goes_on_with_a_note() {
         silence_ns: 5_000_000_000,
         intervals: false,
         cpu_probe: wirebench_net::pin::current_cpu,
+        stamp: None,
     };
     let out = engine::run(&mut io, &MonoClock::default(), &ecfg, &AtomicBool::new(false)).unwrap();
     let results = wirebench::ping::results::build(&cfg, &out);

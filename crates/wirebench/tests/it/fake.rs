@@ -42,6 +42,7 @@ fn cfg(count: u64, timeout_us: u64) -> EngineConfig {
         silence_ns: 1_000_000_000,
         intervals: false,
         cpu_probe: || None,
+        stamp: None,
     }
 }
 

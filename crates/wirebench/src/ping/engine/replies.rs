@@ -10,22 +10,29 @@ use wirebench_core::wire::Kind;
 use wirebench_core::wire::probe::{FLAG_KERNEL_RX, Probe};
 use wirebench_net::io::{Clock, ProbeIo, Received};
 
-use super::{DISCOVERY_BASE, INTERVAL_NS, Loop, Responder};
+use super::{DISCOVERY_BASE, INTERVAL_NS, Loop, Responder, STAMP_SEQ};
+
+/// A reply, whatever its wire form.
+struct Parsed {
+    seq: u64,
+    /// The probe's send time, monotonic ns.
+    t1: u64,
+    /// The responder's receive and send times, wall ns.
+    responder: Option<(u64, u64)>,
+    /// The responder's receive time is its kernel's RX timestamp.
+    t2_kernel: bool,
+}
 
 impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
     /// Accounts one datagram: a reply to this session from a known or new responder, or
     /// something to ignore.
     pub(super) fn on_datagram(&mut self, rcv: &Received) {
-        let (len, from, at_ns) = (rcv.len, rcv.from, rcv.at_ns);
-        let Ok(p) = Probe::parse(&self.recv_buf[..len]) else {
+        let (from, at_ns) = (rcv.from, rcv.at_ns);
+        let Some(p) = self.parse_reply(rcv.len) else {
             self.out.ignored += 1;
             return;
         };
-        if p.kind() != Kind::Reply || p.session() != self.cfg.session {
-            self.out.ignored += 1;
-            return;
-        }
-        let seq = p.seq();
+        let seq = p.seq;
         let idx = if let Some(i) = self.out.responders.iter().position(|r| r.addr == from) {
             i
         } else {
@@ -49,7 +56,7 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
         self.out.responders[idx].last_heard_ns = at_ns;
         if seq >= DISCOVERY_BASE {
             // Discovery replies teach the closed loop how long the responders take.
-            self.patience.on_round_trip(at_ns.saturating_sub(p.t1()));
+            self.patience.on_round_trip(at_ns.saturating_sub(p.t1));
             return;
         }
         let phase = self.phase_of(seq);
@@ -63,16 +70,16 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
                 rx_ns: k.at.sw_ns,
                 t4_wall_ns: k.at_wall_ns,
                 hw: tx.hw_ns.zip(k.at.hw_ns),
-                t2_kernel: p.flags() & FLAG_KERNEL_RX != 0,
+                t2_kernel: p.t2_kernel,
             }
         });
         let obs = ReplyObs {
             seq,
             phase,
-            t1: p.t1(),
+            t1: p.t1,
             t4: at_ns,
             intended,
-            responder: p.responder_times(),
+            responder: p.responder,
             wall_minus_mono: self.cfg.wall_minus_mono,
             kernel,
         };
@@ -95,6 +102,35 @@ impl<I: ProbeIo, C: Clock> Loop<'_, I, C> {
                 }
             }
         }
+    }
+
+    /// Reads a reply to this session: a wirebench reply with the session id, or a STAMP
+    /// reflection (authenticated when the run is) whose SSID is this run's or zero (a
+    /// reflector that predates RFC 8972 leaves it zero). `None` for anything else.
+    fn parse_reply(&self, len: usize) -> Option<Parsed> {
+        let buf = &self.recv_buf[..len];
+        if let Some(s) = &self.cfg.stamp {
+            let r = s.parse(buf).ok()?;
+            if r.ssid != s.ssid && r.ssid != 0 {
+                return None;
+            }
+            return Some(Parsed {
+                seq: STAMP_SEQ.from_wire(r.sender_seq, self.next_seq),
+                t1: r.t1_unix_ns.saturating_add_signed(-self.cfg.wall_minus_mono),
+                responder: Some((r.t2_unix_ns, r.t3_unix_ns)),
+                t2_kernel: false,
+            });
+        }
+        let p = Probe::parse(buf).ok()?;
+        if p.kind() != Kind::Reply || p.session() != self.cfg.session {
+            return None;
+        }
+        Some(Parsed {
+            seq: p.seq(),
+            t1: p.t1(),
+            responder: p.responder_times(),
+            t2_kernel: p.flags() & FLAG_KERNEL_RX != 0,
+        })
     }
 
     fn on_interval_sample(&mut self, rtt_ns: u64, at_ns: u64) {
