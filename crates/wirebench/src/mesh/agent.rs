@@ -66,6 +66,7 @@ impl Agent {
             // Streams to an agent need the same token as its probes and API.
             token: cfg.token.clone(),
             probe_key: key.clone(),
+            stamp: cfg.stamp.clone(),
             ..serve::Config::loopback()
         };
         let server = Server::start(&serve_cfg, shutdown.clone())?;
@@ -241,7 +242,7 @@ pub fn run(args: &AgentArgs, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
     let sources: Vec<String> = cfg.sources.iter().map(discovery::Source::describe).collect();
     writeln!(
         ctx.out,
-        "wirebench mesh agent {}: listening on udp+tcp {} (as {}), http {}; peers from {}; window {}{}{} (Ctrl-C to stop)",
+        "wirebench mesh agent {}: listening on udp+tcp {} (as {}), http {}; peers from {}; window {}{}{}{} (Ctrl-C to stop)",
         cfg.name,
         agent.probe_addr(),
         agent.me().addr,
@@ -250,6 +251,7 @@ pub fn run(args: &AgentArgs, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
         humantime::format_duration(cfg.window),
         cfg.multicast.map_or_else(String::new, |g| format!(", multicast {g}")),
         if cfg.token.is_some() { ", token required" } else { "" },
+        cfg.stamp.as_ref().map_or_else(String::new, |s| format!(", STAMP reflector on udp {}", s.addr)),
     )?;
     ctx.out.flush()?;
     let c = agent.wait();

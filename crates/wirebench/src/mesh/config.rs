@@ -94,6 +94,9 @@ pub struct AgentArgs {
     /// The stall meter beside the probing (per window on /metrics).
     #[command(flatten)]
     pub hiccup: AgentHiccupArgs,
+    /// A STAMP reflector beside the probe port, for routers' and other tools' senders.
+    #[command(flatten)]
+    pub stamp: crate::serve::stamp::StampArgs,
 }
 
 /// The stall meter's flags for an agent. By default the agent has no meter thread: its
@@ -152,6 +155,8 @@ pub struct AgentConfig {
     pub token: Option<String>,
     /// Where the stall samples come from.
     pub stall_meter: StallMeter,
+    /// The STAMP reflector, when asked for.
+    pub stamp: Option<crate::serve::stamp::StampConfig>,
 }
 
 /// Where an agent's stall samples come from.
@@ -303,6 +308,7 @@ impl AgentConfig {
                 strong_enough(t.as_deref(), a.weak_token)?;
                 t
             },
+            stamp: a.stamp.config(listen.ip())?,
         })
     }
 }
