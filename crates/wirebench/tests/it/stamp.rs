@@ -95,15 +95,15 @@ fn stamp_suite(ns: &str, args: &[&str]) -> std::process::Output {
 #[test]
 fn stamp_interoperates_with_stamp_suite_both_ways() {
     let mut lab = Lab::new("stamp");
-    let a = lab.ns("a");
-    let b = lab.ns("b");
-    Lab::link(&a, "eth0", "10.77.86.1/24", &b, "eth0", Some("10.77.86.2/24"));
+    let near = lab.ns("a");
+    let far = lab.ns("b");
+    Lab::link(&near, "eth0", "10.77.86.1/24", &far, "eth0", Some("10.77.86.2/24"));
     let dir = tempfile::tempdir().unwrap();
     for (auth, ptp) in [(false, false), (false, true), (true, false), (true, true)] {
         let what =
             format!("{} {}", if auth { "authenticated" } else { "unauthenticated" }, if ptp { "ptp" } else { "ntp" });
         let key = auth.then_some(KEY);
-        let (format, z) = if ptp { ("ptp", 1) } else { ("ntp", 0) };
+        let (format, z_bit) = if ptp { ("ptp", 1) } else { ("ntp", 0) };
 
         // stamp-suite's sender against wirebench's reflector.
         let port: u16 = 18_862 + u16::from(auth) * 2 + u16::from(ptp);
@@ -114,8 +114,8 @@ fn stamp_interoperates_with_stamp_suite_both_ways() {
             serve.extend(["--stamp-key", k]);
         }
         let served = lab.next_index();
-        lab.serve(&b, &serve);
-        let cap = Capture::start(&b, port, key);
+        lab.serve(&far, &serve);
+        let cap = Capture::start(&far, port, key);
         let count = PROBES.to_string();
         let port_s = port.to_string();
         let mut args = vec!["--remote-addr", "10.77.86.2", "--remote-port", &port_s, "--count", &count];
@@ -126,12 +126,12 @@ fn stamp_interoperates_with_stamp_suite_both_ways() {
         if ptp {
             args.extend(["--clock-source", "PTP"]);
         }
-        let out = stamp_suite(&a, &args);
+        let out = stamp_suite(&near, &args);
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{what}: stamp-suite sender: {text}{}", String::from_utf8_lossy(&out.stderr));
         assert!(text.contains(&format!("Packets received: {PROBES}")), "{what}: {text}");
         let pkts = cap.finish();
-        check_pairs(&pkts, z, auth, &format!("wirebench reflector, {what}"));
+        check_pairs(&pkts, z_bit, auth, &format!("wirebench reflector, {what}"));
         assert!(
             pkts.iter().filter(|p| p["dir"] == "reflector").all(|p| p["ip_ttl"] == 255),
             "replies leave with TTL 255"
@@ -148,8 +148,8 @@ fn stamp_interoperates_with_stamp_suite_both_ways() {
         if ptp {
             args.extend(["--clock-source", "PTP"]);
         }
-        let refl = lab.spawn(&b, "stamp-suite", &args);
-        let cap = Capture::start(&b, port, key);
+        let refl = lab.spawn(&far, "stamp-suite", &args);
+        let cap = Capture::start(&far, port, key);
         let json = dir.path().join(format!("{auth}-{ptp}.json"));
         let target = format!("stamp://10.77.86.2:{port}");
         let mut ping = vec!["ping", &target, "-n", &count, "--warmup", "0", "--stamp-format", format];
@@ -159,7 +159,7 @@ fn stamp_interoperates_with_stamp_suite_both_ways() {
         }
         // The reflector binds after it starts: discovery probes until it answers.
         ping.extend(["--timeout", "200ms", "--give-up-after", "10s"]);
-        let out = Lab::run(&a, &ping);
+        let out = Lab::run(&near, &ping);
         assert!(out.status.success(), "{what}: ping: {}", String::from_utf8_lossy(&out.stderr));
         let pkts = cap.finish();
         lab.kill(refl);
@@ -168,12 +168,12 @@ fn stamp_interoperates_with_stamp_suite_both_ways() {
         let r = &p.responders[0];
         assert_eq!((r.received, r.lost, p.proto.as_str()), (PROBES as u64, 0, "stamp"), "{what}");
         assert!(r.one_way.is_some() && r.dwell.is_some(), "{what}: the reflector's T2 and T3 were read");
-        check_pairs(&pkts, z, auth, &format!("stamp-suite reflector, {what}"));
+        check_pairs(&pkts, z_bit, auth, &format!("stamp-suite reflector, {what}"));
         let ours: Vec<&Value> = pkts.iter().filter(|p| p["dir"] == "sender").collect();
         for s in &ours {
             assert_eq!(
                 (s["ssid"].as_u64(), s["ip_ttl"].as_u64(), s["err"]["Z"].as_u64()),
-                (Some(777), Some(255), Some(z)),
+                (Some(777), Some(255), Some(z_bit)),
                 "{what}: {s}"
             );
             assert_eq!(s["len"], if auth { 112 } else { 44 });
