@@ -40,9 +40,13 @@ impl Capture {
         Self(child)
     }
 
-    /// Stops the capture; every packet it saw, decoded.
-    fn finish(mut self) -> Vec<Value> {
-        drop(self.0.stdin.take());
+    /// Stops the capture once it has seen `at_least` packets (it reads behind the wire);
+    /// every packet it saw, decoded.
+    fn finish(mut self, at_least: usize) -> Vec<Value> {
+        use std::io::Write as _;
+        let mut stdin = self.0.stdin.take().unwrap();
+        writeln!(stdin, "{at_least}").unwrap();
+        drop(stdin);
         let mut out = String::new();
         self.0.stdout.take().unwrap().read_to_string(&mut out).unwrap();
         assert!(self.0.wait().unwrap().success(), "the capture failed");
@@ -130,7 +134,7 @@ fn stamp_interoperates_with_stamp_suite_both_ways() {
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{what}: stamp-suite sender: {text}{}", String::from_utf8_lossy(&out.stderr));
         assert!(text.contains(&format!("Packets received: {PROBES}")), "{what}: {text}");
-        let pkts = cap.finish();
+        let pkts = cap.finish(2 * PROBES);
         check_pairs(&pkts, z_bit, auth, &format!("wirebench reflector, {what}"));
         assert!(
             pkts.iter().filter(|p| p["dir"] == "reflector").all(|p| p["ip_ttl"] == 255),
@@ -161,7 +165,7 @@ fn stamp_interoperates_with_stamp_suite_both_ways() {
         ping.extend(["--timeout", "200ms", "--give-up-after", "10s"]);
         let out = Lab::run(&near, &ping);
         assert!(out.status.success(), "{what}: ping: {}", String::from_utf8_lossy(&out.stderr));
-        let pkts = cap.finish();
+        let pkts = cap.finish(2 * PROBES);
         lab.kill(refl);
         let rep: Report = serde_json::from_value(crate::support::read_json(&json)).unwrap();
         let Results::Ping(p) = rep.results else { panic!("a ping report") };

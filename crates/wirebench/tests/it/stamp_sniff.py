@@ -5,9 +5,10 @@ packets; for authenticated ones (scapy has no classes for them) the RFC 8762 4.2
 offsets read here, with the HMAC checked by Python's hmac module.
 
 Usage: stamp_sniff.py IFACE PORT [HEXKEY]
-Prints "ready" once capturing, then, when stdin closes (or after 60 s), one JSON object per
-packet: dir ("sender" toward PORT, "reflector" from it), len, ip_ttl and the fields, with
-timestamps as Unix ns.
+Prints "ready" once capturing. Then reads from stdin the number of packets the run put on the
+wire at least, waits until it has decoded that many (at most 30 s: the capture reads behind
+the wire), and prints one JSON object per packet: dir ("sender" toward PORT, "reflector" from
+it), len, ip_ttl and the fields, with timestamps as Unix ns.
 """
 import hashlib
 import hmac
@@ -96,12 +97,23 @@ def main():
     def ours(p):
         return UDP in p and port in (p[UDP].sport, p[UDP].dport)
 
-    sniffer = AsyncSniffer(iface=iface, lfilter=ours, store=True, started_callback=started.set)
+    seen = threading.Condition()
+    count = [0]
+
+    def on_packet(_):
+        with seen:
+            count[0] += 1
+            seen.notify_all()
+
+    sniffer = AsyncSniffer(iface=iface, lfilter=ours, prn=on_packet, store=True, started_callback=started.set)
     sniffer.start()
     if not started.wait(20):
         sys.exit("the capture did not start")
     print("ready", flush=True)
-    select.select([sys.stdin], [], [], 60)
+    ready, _, _ = select.select([sys.stdin], [], [], 120)
+    want = int(sys.stdin.readline() or 0) if ready else 0
+    with seen:
+        seen.wait_for(lambda: count[0] >= want, timeout=30)
     sniffer.stop()
     for pkt in sniffer.results or []:
         if IP not in pkt or UDP not in pkt:
