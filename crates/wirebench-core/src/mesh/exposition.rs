@@ -5,6 +5,8 @@
 //! first; other scrapers (and `curl`) send no preference and expect text 0.0.4. Formats:
 //! <https://prometheus.io/docs/instrumenting/exposition_formats/>.
 
+use std::fmt::Write as _;
+
 /// A format `/metrics` answers in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -97,9 +99,9 @@ pub fn text_from_openmetrics(om: &str) -> String {
             if let Some((h_name, text)) = help.take()
                 && h_name == name
             {
-                out.push_str(&format!("# HELP {name}{suffix} {}\n", text.replace('\\', "\\\\")));
+                let _ = writeln!(out, "# HELP {name}{suffix} {}", text.replace('\\', "\\\\"));
             }
-            out.push_str(&format!("# TYPE {name}{suffix} {kind}\n"));
+            let _ = writeln!(out, "# TYPE {name}{suffix} {kind}");
             continue;
         }
         if line.starts_with("# UNIT ") || line == "# EOF" {

@@ -39,7 +39,6 @@ pub struct Native {
 /// `v = frac * 2^exp` with `frac` in `[0.5, 1)`, for finite `v > 0` (C's `frexp`).
 fn frexp(v: f64) -> (f64, i32) {
     let bits = v.to_bits();
-    #[expect(clippy::cast_possible_truncation, clippy::cast_possible_wrap, reason = "11 bits")]
     let e = ((bits >> 52) & 0x7ff) as i32;
     if e == 0 {
         // Subnormal: scale into the normal range first.
@@ -67,7 +66,8 @@ pub fn bucket_index(schema: i8, v: f64) -> i32 {
     } else {
         // Bounds at powers of 2^(2^-schema): whole powers of two, every 2^-schema of them.
         let m = 1_i32 << -schema;
-        let log2_ceil = if frac == 0.5 { exp - 1 } else { exp };
+        // A power of two ends its bucket (frexp gives exactly 0.5 for one).
+        let log2_ceil = if frac.to_bits() == 0.5_f64.to_bits() { exp - 1 } else { exp };
         -(-log2_ceil).div_euclid(m)
     }
 }
@@ -96,21 +96,21 @@ fn seconds(ns: u64) -> f64 {
 pub fn native_seconds(h: &Histogram<u64>, schema: i8) -> Native {
     let mut buckets: Vec<(i32, u64)> = Vec::new();
     let (mut zero_count, mut sum_ns) = (0, 0.0);
-    for v in h.iter_recorded() {
-        let n = v.count_at_value();
+    for rec in h.iter_recorded() {
+        let count = rec.count_at_value();
         #[expect(clippy::cast_precision_loss, reason = "a sum of floats")]
         {
-            sum_ns += h.median_equivalent(v.value_iterated_to()) as f64 * n as f64;
+            sum_ns += h.median_equivalent(rec.value_iterated_to()) as f64 * count as f64;
         }
-        let s = seconds(v.value_iterated_to());
-        if s <= ZERO_THRESHOLD {
-            zero_count += n;
+        let value = seconds(rec.value_iterated_to());
+        if value <= ZERO_THRESHOLD {
+            zero_count += count;
             continue;
         }
-        let i = bucket_index(schema, s);
+        let index = bucket_index(schema, value);
         match buckets.last_mut() {
-            Some((last, c)) if *last == i => *c += n,
-            _ => buckets.push((i, n)),
+            Some((last, c)) if *last == index => *c += count,
+            _ => buckets.push((index, count)),
         }
     }
     Native { schema, count: h.len(), sum: sum_ns / 1e9, zero_count, buckets }
@@ -150,6 +150,7 @@ impl Native {
 }
 
 #[cfg(test)]
+#[expect(clippy::float_cmp, clippy::cast_precision_loss, reason = "exact bounds; counts far below 2^52")]
 mod tests {
     use super::*;
 
