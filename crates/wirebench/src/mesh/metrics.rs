@@ -47,7 +47,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::exemplar::Exemplar;
 use prometheus_client::registry::Registry;
 use prost::Message as _;
-use wirebench_core::mesh::api::{CellReport, Proto};
+use wirebench_core::mesh::api::{CellReport, MatrixReport, Proto};
 use wirebench_core::mesh::exposition::{self, Format};
 use wirebench_core::mesh::native;
 
@@ -241,9 +241,11 @@ impl Collector for MeshCollector {
                 &[(vec![], (h.wakeups + h.corrected) as f64)],
             )?;
         }
-        per_peer(s, &mut e)?;
+        // One window for the quantiles and the native histograms alike.
+        let window = s.matrix();
+        per_peer(s, &window, &mut e)?;
         if self.native {
-            window_rtt(&s.matrix().cells, &mut e)?;
+            window_rtt(&window.cells, &mut e)?;
         }
         Ok(())
     }
@@ -257,8 +259,7 @@ fn quantile_label(q: f64) -> String {
 
 /// The per-peer series, from the latest closed window and the running totals.
 #[expect(clippy::cast_precision_loss, reason = "metric values are floats")]
-fn per_peer(s: &Shared, e: &mut DescriptorEncoder<'_>) -> fmt::Result {
-    let m = s.matrix();
+fn per_peer(s: &Shared, m: &MatrixReport, e: &mut DescriptorEncoder<'_>) -> fmt::Result {
     let totals = s.totals();
     let plan = s.peers();
     let infos: Vec<Labels> = plan
