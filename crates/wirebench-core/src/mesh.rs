@@ -10,13 +10,17 @@
 //! - [`pacer`]: due times with a random phase and jitter per target.
 //! - [`window`]: per-target accounting in fixed windows.
 //! - [`api`]: `/v1/matrix` and `/v1/peers`.
+//! - [`exposition`]: the format `/metrics` answers in.
 //! - [`matrix`]: rows from agents or Prometheus, checked and merged.
+//! - [`native`]: Prometheus native histograms from HdrHistograms.
 //! - [`verdict`]: node, zone and path problems.
 
 pub mod api;
 pub mod endpoints;
+pub mod exposition;
 pub mod lines;
 pub mod matrix;
+pub mod native;
 pub mod pacer;
 pub mod peer;
 pub mod plan;

@@ -129,7 +129,7 @@ impl Agent {
         };
         let api = Api {
             shared: shared.clone(),
-            registry: Arc::new(super::metrics::registry(shared.clone())),
+            metrics: Arc::new(super::metrics::Metrics::new(&shared)),
             token_tag: cfg.token.as_deref().map(http::expected_tag),
         };
         let handle = runtime.handle().clone();

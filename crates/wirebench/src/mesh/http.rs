@@ -32,10 +32,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, TRANSFER_ENCODING, WWW_AUTHENTICATE};
+use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, TRANSFER_ENCODING, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use prometheus_client::registry::Registry;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
@@ -101,7 +100,7 @@ pub struct Api {
     /// Agent state.
     pub shared: Arc<Shared>,
     /// `/metrics`.
-    pub registry: Arc<Registry>,
+    pub metrics: Arc<super::metrics::Metrics>,
     /// The token's tag, when one is set.
     pub token_tag: Option<[u8; 32]>,
 }
@@ -153,11 +152,14 @@ pub fn handle(api: &Api, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         return r;
     }
     match path {
-        "/metrics" => reply(
-            StatusCode::OK,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            super::metrics::scrape(&api.registry),
-        ),
+        "/metrics" => {
+            let accept = req.headers().get(ACCEPT).and_then(|h| h.to_str().ok());
+            let format = wirebench_core::mesh::exposition::negotiate(accept);
+            match api.metrics.scrape(format) {
+                Some(body) => reply(StatusCode::OK, format.content_type(), body),
+                None => reply(StatusCode::INTERNAL_SERVER_ERROR, TEXT, "encoding failed\n"),
+            }
+        }
         "/v1/matrix" => json(&*api.shared.matrix()),
         "/v1/peers" => json(&*api.shared.peers()),
         _ => reply(StatusCode::NOT_FOUND, TEXT, "not found: /metrics /v1/matrix /v1/peers /healthz /readyz\n"),

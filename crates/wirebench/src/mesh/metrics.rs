@@ -1,6 +1,9 @@
-//! `/metrics`: the agent's state in the OpenMetrics text format, encoded by the
-//! `prometheus-client` crate from a snapshot at each scrape (a peer that is dropped is gone
-//! from the next scrape; nothing is kept per label set that ever existed).
+//! `/metrics`: the agent's state, encoded by the `prometheus-client` crate from a snapshot
+//! at each scrape (a peer that is dropped is gone from the next scrape; nothing is kept per
+//! label set that ever existed), in the format the scraper asks for
+//! ([`wirebench_core::mesh::exposition`]): Prometheus text 0.0.4 by default, OpenMetrics
+//! text, or protobuf. The two text formats carry the same series; protobuf carries them and
+//! the per-peer native histograms.
 //!
 //! Per agent (58 series with UDP, TCP, one discovery source and the stall meter; the
 //! multicast histogram adds 19): `wirebench_mesh_agent_info{node,addr,zone}`, `wirebench_mesh_peers{state}`,
@@ -20,23 +23,46 @@
 //! `wirebench_mesh_peer_rtt_seconds{quantile="0|0.5|0.99|1"}` (min, p50, p99, max of the
 //! last window, from its HdrHistogram), `wirebench_mesh_peer_window_sent`,
 //! `wirebench_mesh_peer_window_lost` (the last window), `wirebench_mesh_peer_probes_sent_total`,
-//! `wirebench_mesh_peer_probes_lost_total` (since the agent started).
+//! `wirebench_mesh_peer_probes_lost_total` (since the agent started). In protobuf only, and
+//! for each cell with a round trip, [`WINDOW_RTT`]: the last window's HdrHistogram as a gauge
+//! histogram with native buckets (schema [`native::SCHEMA`]) and the classic
+//! [`RTT_BUCKETS`] beside them, so that a sum over peers and agents is the distribution of
+//! all their round trips.
+//!
+//! Protobuf is the `prometheus-client` crate's own encoder (its `prometheus_protobuf`
+//! feature, which writes native histograms): the same collector feeds all three formats, so
+//! they cannot drift apart. Its `.proto` is compiled at build time by `protox` (pure Rust:
+//! no `protoc` to install).
 
 use std::fmt::{self, Write as _};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric as _, NoLabelSet};
+use prometheus_client::encoding::prometheus_protobuf::{self, prometheus_data_model};
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeMetric as _, NativeHistogram, NativeHistogramBuckets, NoLabelSet,
+};
 use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::exemplar::Exemplar;
 use prometheus_client::registry::Registry;
-use wirebench_core::mesh::api::Proto;
+use prost::Message as _;
+use wirebench_core::mesh::api::{CellReport, MatrixReport, Proto};
+use wirebench_core::mesh::exposition::{self, Format};
+use wirebench_core::mesh::native;
 
-use super::state::Shared;
+use super::state::{RTT_BUCKETS, Shared};
+
+/// The per-peer native histogram of the last window's round trips (protobuf only).
+pub const WINDOW_RTT: &str = "wirebench_mesh_peer_window_rtt_seconds";
 
 /// The collector behind `/metrics`.
 #[derive(Debug)]
-pub struct MeshCollector(pub Arc<Shared>);
+pub struct MeshCollector {
+    shared: Arc<Shared>,
+    /// With the per-peer native histograms (for protobuf; the text formats keep their series).
+    native: bool,
+}
 
 type Labels = Vec<(&'static str, String)>;
 
@@ -96,7 +122,7 @@ pub fn process_use() -> (f64, u64) {
 impl Collector for MeshCollector {
     #[expect(clippy::cast_precision_loss, reason = "metric values are floats")]
     fn encode(&self, mut e: DescriptorEncoder<'_>) -> fmt::Result {
-        let s = &self.0;
+        let s = &self.shared;
         let plan = s.peers();
         let me = &plan.agent;
         info(
@@ -215,7 +241,13 @@ impl Collector for MeshCollector {
                 &[(vec![], (h.wakeups + h.corrected) as f64)],
             )?;
         }
-        per_peer(s, &mut e)
+        // One window for the quantiles and the native histograms alike.
+        let window = s.matrix();
+        per_peer(s, &window, &mut e)?;
+        if self.native {
+            window_rtt(&window.cells, &mut e)?;
+        }
+        Ok(())
     }
 }
 
@@ -227,8 +259,7 @@ fn quantile_label(q: f64) -> String {
 
 /// The per-peer series, from the latest closed window and the running totals.
 #[expect(clippy::cast_precision_loss, reason = "metric values are floats")]
-fn per_peer(s: &Shared, e: &mut DescriptorEncoder<'_>) -> fmt::Result {
-    let m = s.matrix();
+fn per_peer(s: &Shared, m: &MatrixReport, e: &mut DescriptorEncoder<'_>) -> fmt::Result {
     let totals = s.totals();
     let plan = s.peers();
     let infos: Vec<Labels> = plan
@@ -269,16 +300,89 @@ fn per_peer(s: &Shared, e: &mut DescriptorEncoder<'_>) -> fmt::Result {
     counter(e, "wirebench_mesh_peer_probes_lost", "Probes lost since the agent started (closed windows)", &lost)
 }
 
-/// A registry holding only the mesh collector.
-pub fn registry(shared: Arc<Shared>) -> Registry {
-    let mut r = Registry::default();
-    r.register_collector(Box::new(MeshCollector(shared)));
-    r
+/// [`WINDOW_RTT`]: one histogram per cell that has round trips, from its HdrHistogram.
+fn window_rtt(cells: &[CellReport], e: &mut DescriptorEncoder<'_>) -> fmt::Result {
+    let hists: Vec<_> = cells
+        .iter()
+        .filter_map(|c| {
+            let h = wirebench_core::report::decode_histogram(c.histogram.as_deref()?).ok()?;
+            Some((vec![("peer", c.peer.addr.clone()), ("proto", c.proto.name().to_owned())], h))
+        })
+        .collect();
+    if hists.is_empty() {
+        return Ok(());
+    }
+    let mut m = e.encode_descriptor(
+        WINDOW_RTT,
+        "Round trips in the last window (native buckets, and the classic ones for servers without them)",
+        None,
+        MetricType::Histogram,
+    )?;
+    for (labels, h) in &hists {
+        let n = native::native_seconds(h, native::SCHEMA);
+        let (spans, deltas) = n.spans_and_deltas();
+        let classic = native::classic_seconds(h, &RTT_BUCKETS);
+        m.encode_family(labels)?.encode_histogram_with_native(
+            n.sum,
+            n.count,
+            &classic,
+            None::<&std::collections::HashMap<usize, Exemplar<NoLabelSet, f64>>>,
+            NativeHistogram {
+                schema: i32::from(n.schema),
+                zero_threshold: native::ZERO_THRESHOLD,
+                zero_count: n.zero_count,
+                negative: NativeHistogramBuckets { spans: &[], deltas: &[] },
+                positive: NativeHistogramBuckets { spans: &spans, deltas: &deltas },
+                created: None,
+            },
+        )?;
+    }
+    Ok(())
 }
 
-/// The text of one scrape.
-pub fn scrape(r: &Registry) -> String {
-    let mut out = String::new();
-    let _ = prometheus_client::encoding::text::encode(&mut out, r);
-    out
+/// `/metrics` in each format: a registry for the text formats and one for protobuf.
+#[derive(Debug)]
+pub struct Metrics {
+    text: Registry,
+    protobuf: Registry,
+}
+
+impl Metrics {
+    /// Both registries, each holding only the mesh collector.
+    pub fn new(shared: &Arc<Shared>) -> Self {
+        let registry = |native| {
+            let mut r = Registry::default();
+            r.register_collector(Box::new(MeshCollector { shared: shared.clone(), native }));
+            r
+        };
+        Self { text: registry(false), protobuf: registry(true) }
+    }
+
+    /// One scrape in `format`; `None` if the protobuf encoder failed.
+    pub fn scrape(&self, format: Format) -> Option<Vec<u8>> {
+        match format {
+            Format::OpenMetrics => Some(self.openmetrics().into_bytes()),
+            Format::Text => Some(exposition::text_from_openmetrics(&self.openmetrics()).into_bytes()),
+            Format::Protobuf => {
+                let mut families = prometheus_protobuf::encode(&self.protobuf).ok()?;
+                let mut out = Vec::new();
+                for f in &mut families {
+                    // A window's histogram is not a running total: a gauge histogram (the
+                    // encoder has no such type, the exposition has).
+                    if f.name == WINDOW_RTT {
+                        f.r#type = prometheus_data_model::MetricType::GaugeHistogram as i32;
+                    }
+                    f.encode_length_delimited(&mut out).ok()?;
+                }
+                Some(out)
+            }
+        }
+    }
+
+    /// The OpenMetrics text of one scrape.
+    pub fn openmetrics(&self) -> String {
+        let mut out = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.text);
+        out
+    }
 }

@@ -22,9 +22,12 @@ mod load_tls; // load for real apps: wss:// to room --tls-*, wrong CA/name, --in
 mod load_toml; // the scenario file's TLS and request keys: reach the server, flags override, bad values exit 2
 mod mesh; // mesh agents on loopback: the matrix, views agreeing, peers coming and going, tokens, HTTP bounds
 mod mesh_farend; // the prober against a peer flooding its TCP probe connection (16 KiB per wake-up, flat memory) and one answering garbage (dropped, counted)
+mod mesh_formats; // /metrics in text 0.0.4 (the default), OpenMetrics and protobuf: the same series, and per-peer native histograms holding each cell's round trips
 mod mesh_http; // the agent's HTTP side against keep-alive hogs: per-source shares, eviction of the idlest, reserved probe places, the idle deadline
 #[cfg(feature = "netns-tests")]
 mod mesh_k8s; // EndpointSlice discovery against a real kube-apiserver; the manifests pass server validation
+#[cfg(feature = "netns-tests")]
+mod mesh_native; // two agents scraped by a real Prometheus with native histograms: the p99 of the summed histograms is the merged HdrHistograms' p99, to the bucket
 #[cfg(feature = "netns-tests")]
 mod mesh_netns; // six agents in namespaces, a real Prometheus, node/path impairments, a killed agent
 mod mesh_sockets; // the prober's UDP sockets: per-peer ones past the descriptor share fall back to the shared one; one probe port per agent

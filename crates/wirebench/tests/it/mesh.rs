@@ -80,14 +80,14 @@ fn quiet() -> wirebench::discovery::Log {
 
 /// Three agents on 127.0.0.1 finding each other through a peer file written after they
 /// started (discovery adds peers without a restart).
-struct Fleet {
+pub(crate) struct Fleet {
     agents: Vec<Option<Agent>>,
     file: tempfile::NamedTempFile,
     token: Option<String>,
 }
 
 impl Fleet {
-    fn start(n: usize, extra: &[&str]) -> Self {
+    pub(crate) fn start(n: usize, extra: &[&str]) -> Self {
         let file = tempfile::NamedTempFile::new().unwrap();
         let path = file.path().to_str().unwrap().to_owned();
         let agents: Vec<Option<Agent>> = (1..=n)
@@ -122,7 +122,7 @@ impl Fleet {
         f
     }
 
-    fn agent(&self, i: usize) -> &Agent {
+    pub(crate) fn agent(&self, i: usize) -> &Agent {
         self.agents[i].as_ref().expect("running")
     }
 
@@ -141,7 +141,7 @@ impl Fleet {
         std::fs::write(self.file.path(), text).unwrap();
     }
 
-    fn matrix(&self, i: usize) -> MatrixReport {
+    pub(crate) fn matrix(&self, i: usize) -> MatrixReport {
         let (status, body) = get(self.agent(i).http_addr(), "/v1/matrix", self.token.as_deref());
         assert_eq!(status, 200, "{body}");
         serde_json::from_str(&body).unwrap()
@@ -149,7 +149,7 @@ impl Fleet {
 
     /// Waits until every running agent's latest window has a cell per peer and transport,
     /// each with replies.
-    fn wait_full(&self, peers: usize) {
+    pub(crate) fn wait_full(&self, peers: usize) {
         for i in 0..self.agents.len() {
             if self.agents[i].is_none() {
                 continue;
