@@ -88,6 +88,8 @@ pub struct Server {
     probe_sockets: Vec<UdpSocket>,
     /// The connection cap in force (the asked one, lowered to fit the open-file limit).
     max_connections: u64,
+    /// The STAMP reflector's bound address.
+    stamp_addr: Option<SocketAddr>,
 }
 
 impl Server {
@@ -130,8 +132,10 @@ impl Server {
             };
             threads.push(std::thread::Builder::new().name("serve-udp".into()).spawn(move || w.run())?);
         }
+        let mut stamp_addr = None;
         if let Some(sc) = &cfg.stamp {
             let sock = stamp::bind(sc)?;
+            stamp_addr = Some(sock.local_addr()?);
             probe_sockets.push(sock.try_clone()?);
             let r = stamp::Reflector {
                 sock,
@@ -158,12 +162,17 @@ impl Server {
             per_source: cfg.max_connections_per_source,
         };
         threads.push(std::thread::Builder::new().name("serve-tcp".into()).spawn(move || acc.run())?);
-        Ok(Self { addr, counters, shutdown, threads, shared, probe_sockets, max_connections })
+        Ok(Self { addr, counters, shutdown, threads, shared, probe_sockets, max_connections, stamp_addr })
     }
 
     /// The bound address (with the real port when the config asked for port 0).
     pub const fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The STAMP reflector's address (with the real port when the config asked for 0).
+    pub const fn stamp_addr(&self) -> Option<SocketAddr> {
+        self.stamp_addr
     }
 
     /// The TCP connection cap in force.
@@ -249,7 +258,7 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<CounterSnapshot> {
         writeln!(
             ctx.out,
             "wirebench serve: STAMP reflector on udp {} ({}, {}, {} timestamps, {}, {})",
-            sc.addr,
+            server.stamp_addr().unwrap_or(sc.addr),
             if sc.key.is_some() { "authenticated" } else { "unauthenticated" },
             if sc.stateful { "stateful" } else { "stateless" },
             sc.format.name(),

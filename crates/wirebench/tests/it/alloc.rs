@@ -21,13 +21,23 @@ fn allocations_for(count: u64, pacing: Pacing, target: std::net::SocketAddr) -> 
 }
 
 fn allocations_with(count: u64, pacing: Pacing, target: std::net::SocketAddr, stamps: bool) -> u64 {
+    allocations_of(count, pacing, target, stamps, None)
+}
+
+fn allocations_of(
+    count: u64,
+    pacing: Pacing,
+    target: std::net::SocketAddr,
+    stamps: bool,
+    stamp: Option<wirebench_core::wire::stamp::Sender>,
+) -> u64 {
     let clock = MonoClock::default();
     let mut io = UdpProbeIo::unicast(target, Wait::Block, Duration::from_secs(1)).unwrap();
     if stamps {
         io.enable_timestamps().unwrap();
     }
     let cfg = EngineConfig {
-        size: 64,
+        size: if stamp.is_some() { 112 } else { 64 },
         flags: 0,
         session: 42,
         pacing,
@@ -40,7 +50,7 @@ fn allocations_with(count: u64, pacing: Pacing, target: std::net::SocketAddr, st
         silence_ns: 5_000_000_000,
         intervals: false,
         cpu_probe: wirebench_net::pin::current_cpu,
-        stamp: None,
+        stamp,
     };
     let before = thread_allocations();
     let out = engine::run(&mut io, &clock, &cfg, &AtomicBool::new(false)).unwrap();
@@ -57,6 +67,34 @@ fn closed_loop_allocates_nothing_per_probe() {
     let a = allocations_for(1_000, Pacing::Closed, srv.local_addr());
     let b = allocations_for(10_000, Pacing::Closed, srv.local_addr());
     srv.stop();
+    assert_eq!(a, b, "allocations grew with the probe count");
+}
+
+/// STAMP in authenticated mode: each packet is signed and each reflection checked (a keyed
+/// HMAC state cloned on the stack), with kernel timestamps on.
+#[test]
+fn authenticated_stamp_allocates_nothing_per_probe() {
+    use wirebench::serve::stamp::StampConfig;
+    use wirebench_core::wire::stamp::{ErrorEstimate, Key, Sender, TsFormat};
+    let key = Key::new(&[5u8; 32]).unwrap();
+    let cfg = wirebench::serve::Config {
+        stamp: Some(StampConfig {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            key: Some(key.clone()),
+            stateful: false,
+            format: TsFormat::Ntp,
+            allow: Vec::new(),
+            max_rate: None,
+        }),
+        ..wirebench::serve::Config::loopback()
+    };
+    let srv = wirebench::serve::Server::start(&cfg, wirebench::shutdown::Shutdown::new()).unwrap();
+    let target = srv.stamp_addr().unwrap();
+    let sender = Sender { key: Some(key), format: TsFormat::Ntp, error: ErrorEstimate(1), ssid: 9 };
+    let a = allocations_of(1_000, Pacing::Closed, target, true, Some(sender.clone()));
+    let b = allocations_of(10_000, Pacing::Closed, target, true, Some(sender));
+    let c = srv.stop();
+    assert!(c.stamp_reflected >= 11_000, "the reflector answered: {c}");
     assert_eq!(a, b, "allocations grew with the probe count");
 }
 

@@ -51,6 +51,7 @@ mod serve_noise; // 100,000 bad datagrams at serve during a ping
 mod shape; // shape tc: the script; in namespaces apply/clear, foreign qdiscs left alone, NAT clients classified
 #[cfg(feature = "netns-tests")]
 mod stamp; // STAMP against stamp-suite 1.0.0 both ways, both modes and formats, the wire decoded by scapy
+mod stamp_reflector; // serve --stamp packet by packet: stateful numbering, allow-list, rate cap, authentication, each refusal counted
 mod stream; // stream and listen on loopback: complete, both sides, reverse only to the client
 #[cfg(feature = "netns-tests")]
 mod stream_loss; // in namespaces: a tiny receive buffer blamed on RcvbufErrors, a loopback stream's GRO runs counted in datagrams, a router's tbf drops elsewhere on the path, the sender's own tbf drops on the sending host
