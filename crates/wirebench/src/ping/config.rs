@@ -256,11 +256,9 @@ impl Config {
             None => (a.proto, a.target.clone()),
         };
         // A STAMP reflector without a port is on 862.
-        let target_s = if proto == Proto::Stamp && target_s.parse::<SocketAddr>().is_err() && !target_s.contains(':') {
-            format!("{target_s}:{}", stamp::PORT)
-        } else {
-            target_s
-        };
+        let bare_host = !target_s.contains(':') || (target_s.starts_with('[') && target_s.ends_with(']'));
+        let target_s =
+            if proto == Proto::Stamp && bare_host { format!("{target_s}:{}", stamp::PORT) } else { target_s };
         let addr = resolve(&target_s)?;
         let target = match addr {
             SocketAddr::V4(v4) if v4.ip().is_multicast() => Target::Multicast(v4),
@@ -515,6 +513,22 @@ mod tests {
         assert_eq!(notes.len(), 2);
         assert!(notes[0].contains("--timestamps keeps them") && notes[1].contains("--hiccup keeps it"), "{notes:?}");
         assert!(SpinOff::default().notes().is_empty());
+    }
+
+    #[test]
+    fn stamp_targets_default_to_port_862_and_the_base_packet() {
+        let c = cfg(&["stamp://127.0.0.1"]).unwrap();
+        assert_eq!((c.proto, c.target.addr().to_string(), c.size), (Proto::Stamp, "127.0.0.1:862".into(), 44));
+        assert_eq!(c.form(), probe::Form::Full, "a STAMP packet carries T2 and T3");
+        assert_eq!(cfg(&["stamp://[::1]"]).unwrap().target.addr().to_string(), "[::1]:862");
+        let c =
+            cfg(&["127.0.0.1:8620", "--proto", "stamp", "--stamp-key", "00112233445566778899aabbccddeeff"]).unwrap();
+        assert_eq!((c.size, c.stamp.as_ref().map(|s| s.authenticated)), (112, Some(true)));
+        let c = cfg(&["stamp://127.0.0.1:9", "--stamp-session-id", "7", "--size", "100"]).unwrap();
+        assert_eq!((c.size, c.stamp.map(|s| s.session_id)), (100, Some(7)));
+        let sessions: Vec<u16> =
+            (0..50).filter_map(|_| cfg(&["stamp://127.0.0.1"]).unwrap().stamp.map(|s| s.session_id)).collect();
+        assert!(sessions.iter().all(|&s| s != 0), "never 0: that is a reflector that predates RFC 8972");
     }
 
     #[test]
