@@ -192,8 +192,14 @@ fn receivers_part(out: &mut dyn Write, report: &Report, s: &StreamResults) -> io
         );
     }
     let missing = s.missing_receivers(&targets, no_control);
+    // Stopped before anything was sent: nothing was owed yet.
+    let never_started = report.outcome == Outcome::Interrupted && s.sender.is_none();
     for addr in &missing {
-        writeln!(out, "{addr}: no results: its serve's final counts never came, so what it received is unknown")?;
+        if never_started {
+            writeln!(out, "{addr}: not started: stopped before serve answered")?;
+        } else {
+            writeln!(out, "{addr}: no results: its serve's final counts never came, so what it received is unknown")?;
+        }
     }
     if s.receivers.is_empty() && missing.is_empty() {
         writeln!(out, "receivers: none in this report")?;

@@ -177,9 +177,9 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     };
     let mut outcome = Outcome::Completed;
     let last = if cfg.find_max_rate {
-        search::find_max_rate(cfg, ctx, &mut results)?
+        search::find_max_rate(cfg, ctx, &mut results)
     } else if !cfg.sizes.is_empty() {
-        search::sweep(cfg, ctx, &mut results)?
+        search::sweep(cfg, ctx, &mut results)
     } else {
         let spec = RunSpec {
             size: cfg.size,
@@ -189,7 +189,14 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
             behind: crate::flow::send::Behind::CatchUp,
         };
         let live = live_for_run(cfg);
-        once(cfg, &spec, ctx, &live)?
+        once(cfg, &spec, ctx, &live)
+    };
+    let last = match last {
+        Ok(l) => l,
+        // Stopped before the run began (serve had not answered yet): a report all the same,
+        // interrupted, with nothing measured, as ping saves one.
+        Err(e) if ctx.shutdown.is_set() => RunOut { warnings: vec![format!("{e:#}")], ..RunOut::default() },
+        Err(e) => return Err(e),
     };
     if let Some(why) = &last.peer_lost {
         outcome = Outcome::PeerSilent;

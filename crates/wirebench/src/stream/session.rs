@@ -18,6 +18,7 @@ use wirebench_core::wire::handshake;
 
 use crate::control;
 use crate::flow::send::Behind;
+use crate::shutdown::{Input, Shutdown};
 pub(super) use wirebench_report::text::{bits_words, rate_words, secs_words};
 
 /// What one run needs beyond the config: the size, rate and bounds of this trial.
@@ -130,8 +131,9 @@ pub(super) fn start(
     req: &StreamRequest,
     knock_from: Option<&UdpSocket>,
     warnings: &mut Vec<String>,
+    stop: &Shutdown,
 ) -> anyhow::Result<(TcpStream, u16, usize)> {
-    let (conn, port, rcvbuf, granted) = start_granted(addr, req, knock_from)?;
+    let (conn, port, rcvbuf, granted) = start_granted(addr, req, knock_from, stop)?;
     // How long the run needs serve to send: its duration, or a counted run's count at its
     // rate if that is sooner (a counted run's duration is only its deadline); unknown for a
     // counted run flat out.
@@ -170,12 +172,14 @@ fn start_granted(
     addr: SocketAddr,
     req: &StreamRequest,
     knock_from: Option<&UdpSocket>,
+    stop: &Shutdown,
 ) -> anyhow::Result<(TcpStream, u16, usize, Granted)> {
     let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
         .with_context(|| format!("cannot connect to {addr}: is `wirebench serve` running there?"))?;
     conn.set_nodelay(true)?;
     conn.set_read_timeout(Some(Duration::from_secs(10)))?;
-    handshake(&mut conn, addr, req)?;
+    handshake(&mut conn, addr, req, stop)?;
+    answered(&conn, addr, stop)?;
     match control::recv(&mut conn) {
         Ok(Control::Ready { data_port, rcvbuf, granted }) => Ok((conn, data_port, rcvbuf, granted)),
         Ok(Control::Knock { port, secret }) => {
@@ -215,11 +219,22 @@ fn after_knock(conn: TcpStream, addr: SocketAddr, m: Control) -> anyhow::Result<
     }
 }
 
+/// Waits until serve's next control message starts to arrive, or the stop (Ctrl-C), or 10 s:
+/// a run stopped while serve has not answered yet ends at once with what it has.
+fn answered(conn: &TcpStream, addr: SocketAddr, stop: &Shutdown) -> anyhow::Result<()> {
+    match stop.wait_input(conn, Some(Duration::from_secs(10))) {
+        Input::Stop => bail!("interrupted while waiting for {addr} to answer"),
+        // Ready, or quiet: the read then reports what the socket has (or its timeout).
+        Input::Ready | Input::Quiet => Ok(()),
+    }
+}
+
 /// `hello`, `challenge`, then `auth` (with a token) and `start`. With a token, serve must
 /// prove it knows it too.
-fn handshake(conn: &mut TcpStream, addr: SocketAddr, req: &StreamRequest) -> anyhow::Result<()> {
+fn handshake(conn: &mut TcpStream, addr: SocketAddr, req: &StreamRequest, stop: &Shutdown) -> anyhow::Result<()> {
     let nc = handshake::hex(&crate::os_random::<{ handshake::NONCE_LEN }>()?);
     control::send(conn, &Control::Hello { nonce: nc.clone() })?;
+    answered(conn, addr, stop)?;
     let (ns, auth, salt) = match control::recv(conn) {
         Ok(Control::Challenge { nonce, auth, salt }) => (nonce, auth, salt),
         Ok(Control::Error { message }) => bail!("{addr} refused the stream: {message}"),
@@ -243,6 +258,7 @@ fn handshake(conn: &mut TcpStream, addr: SocketAddr, req: &StreamRequest) -> any
             // The client proves first; serve's proof comes only to a client that proved.
             let k = Key::derive(t.as_bytes(), salt.as_deref().unwrap_or_default().as_bytes());
             control::send(conn, &Control::Auth { tag: handshake::client_tag(&k, &nc, &ns) })?;
+            answered(conn, addr, stop)?;
             match control::recv(conn) {
                 Ok(Control::Welcome { proof }) if handshake::verify_serve(&k, &nc, &ns, &proof) => {}
                 Ok(Control::Welcome { .. }) => {

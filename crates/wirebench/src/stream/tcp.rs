@@ -149,7 +149,7 @@ pub(super) fn run(
             // Each connection is its own session: serve counts one publisher per connection.
             let session = session.wrapping_add(u64::from(p));
             let mut said = Vec::new();
-            let started_conn = session::start(target, &request(cfg, spec, session), None, &mut said);
+            let started_conn = session::start(target, &request(cfg, spec, session), None, &mut said, &ctx.shutdown);
             for w in said {
                 if !warnings.contains(&w) {
                     warnings.push(w);

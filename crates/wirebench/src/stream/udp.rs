@@ -180,7 +180,8 @@ pub(super) fn run(
             group: cfg.group,
             rcvbuf: cfg.rcvbuf,
         };
-        let (conn, data_port, rcvbuf) = session::start(target, &req, knock_from.as_ref(), &mut out.warnings)?;
+        let (conn, data_port, rcvbuf) =
+            session::start(target, &req, knock_from.as_ref(), &mut out.warnings, &ctx.shutdown)?;
         ready_at.push(Instant::now());
         let asked = cfg.rcvbuf.unwrap_or(STREAM_BUFFER);
         if forward && rcvbuf > 0 && rcvbuf < asked {

@@ -176,6 +176,41 @@ fn ctrl_c_stops_prints_and_saves_what_was_measured() {
     assert!(p.responders[0].received + 1 >= p.sent);
 }
 
+/// A stream stopped while serve has not answered `hello` yet (a serve that accepts and says
+/// nothing) ends at the stop, not after its 10 s wait for the answer, and saves an
+/// interrupted report with nothing measured, as ping does.
+#[test]
+fn ctrl_c_before_serve_answers_hello_saves_an_interrupted_stream_report() {
+    use std::io::Read as _;
+    let mute = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = mute.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("early.json");
+    let stop = Shutdown::new();
+    let (r, waited) = std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            wirebench_with(&["stream", &target, "--duration", "5s", "--json", json.to_str().unwrap()], stop.clone())
+        });
+        let (mut conn, _) = mute.accept().unwrap();
+        // The client's hello has arrived: it now waits for an answer that never comes.
+        let mut first = [0u8; 4];
+        conn.read_exact(&mut first).unwrap();
+        let t0 = Instant::now();
+        stop.trigger();
+        let r = h.join().unwrap();
+        (r, t0.elapsed())
+    });
+    assert!(waited.as_secs() < 5, "the stop waited {waited:?}: it sat out serve's 10 s answer deadline");
+    // No receiver's results: exit 1, as for any stream without them.
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.out.contains("interrupted") && r.out.contains("not started: stopped before serve answered"), "{}", r.out);
+    let report: Report = serde_json::from_value(read_json(&json)).unwrap();
+    assert_eq!(report.outcome, Outcome::Interrupted);
+    let Results::Stream(st) = report.results else { panic!("a stream report") };
+    assert!(st.receivers.is_empty() && st.sender.is_none(), "nothing measured");
+    assert!(st.warnings.iter().any(|w| w.contains("interrupted while waiting")), "{:?}", st.warnings);
+}
+
 #[test]
 fn a_peer_that_dies_mid_run_exits_1_with_a_partial_report() {
     let srv = serve();
