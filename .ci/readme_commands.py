@@ -15,6 +15,9 @@ README example either works here or needs a line in a table. Long runs are short
 (SHORTER), servers run in the background until the end (SERVERS), a few commands are not run
 (SKIP), some are run first (SETUP) or undone after (UNDO).
 
+Bounded: a measuring command (ping, stream, load) as written must end on its own within
+BUDGET_S (a count, a duration, or a search), so a reader who copies it gets an end.
+
 Impossible numbers (checked in each command's output, and in its JSON report, which is
 written to a file of its own when the command writes none):
   - a loss percentage below 0 or above 100;
@@ -179,6 +182,46 @@ def to_binary(argv):
     raise SystemExit(f"readme-check: not a wirebench command: {' '.join(argv)} (add it to SKIP with a reason)")
 
 
+# Every measuring command the README shows ends on its own, within this as written (a reader
+# copies it; CI then shortens it, SHORTER): it gives a count or a duration, or a search
+# with its own trial budget.
+BUDGET_S = 120
+BOUNDED = {
+    "ping": ("--count", "--duration"),
+    "stream": ("--count", "--duration", "--find-max-rate"),
+    "load": ("--duration",),
+}
+
+
+def seconds(span):
+    """A duration flag's value in seconds (`30s`, `2m`, `500ms`), None if unreadable."""
+    m = re.fullmatch(r"([\d.]+)(ms|s|m|h)", span)
+    if not m:
+        return None
+    return float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
+def unbounded(argv):
+    """Why a README command as written would not end within BUDGET_S, or None."""
+    mode = argv[1] if len(argv) > 1 else ""
+    bounds = BOUNDED.get(mode)
+    if bounds is None:
+        return None
+    given = [b for b in bounds if b in argv]
+    if not given:
+        return f"`{mode}` without {' or '.join(bounds)} runs for its default length: give one"
+    total = 0.0
+    for flag in ("--duration", "--ramp"):
+        if flag in argv and argv.index(flag) + 1 < len(argv):
+            s = seconds(argv[argv.index(flag) + 1])
+            if s is None:
+                return f"{flag} {argv[argv.index(flag) + 1]}: not a duration this check reads"
+            total += s
+    if total > BUDGET_S:
+        return f"runs {total:.0f} s as written, over the README's budget of {BUDGET_S} s"
+    return None
+
+
 def shorten(argv):
     mode = argv[1]
     rules = SHORTER.get(mode, {})
@@ -299,8 +342,22 @@ def self_test():
     bad = [(t, r, c, n, impossible(t, r, c)) for t, r, c, n in cases if len(impossible(t, r, c)) != n]
     for t, r, c, n, got in bad:
         print(f"readme-check self-test: FAIL {t!r} {r} crossed={c}: expected {n} problem(s), got {got}")
-    print(f"readme-check self-test: {len(cases) - len(bad)} of {len(cases)} cases as expected")
-    return 1 if bad else 0
+    bounds = [
+        ("wirebench ping hostB:7878", True),
+        ("wirebench ping hostB:7878 --count 1000", False),
+        ("wirebench stream hostB:7878 --size 64 --find-max-rate", False),
+        ("wirebench stream hostB:7878 --duration 30m", True),
+        ("wirebench load ws://b/r --preset collab-ide", True),
+        ("wirebench load ws://b/r --duration 60s --ramp 10s", False),
+        ("wirebench load ws://b/r --duration 2m --ramp 10s", True),
+        ("wirebench serve", False),
+    ]
+    wrong = [(c, w) for c, w in bounds if (unbounded(shlex.split(c)) is not None) != w]
+    for c, w in wrong:
+        print(f"readme-check self-test: FAIL {c!r}: expected {'unbounded' if w else 'bounded'}")
+    n = len(cases) + len(bounds)
+    print(f"readme-check self-test: {n - len(bad) - len(wrong)} of {n} cases as expected")
+    return 1 if bad or wrong else 0
 
 
 def main():
@@ -343,6 +400,9 @@ def main():
                     ENV.setdefault(host, {})[name] = value
                 print(f"readme-check: env   {host or 'local'}$ {' '.join(argv)}")
                 continue
+            why = unbounded(argv)
+            if why:
+                failures.append(f"{host or 'local'}$ {text}: {why}")
             argv = shorten(to_binary(argv))
             mode = argv[1]
             shown = " ".join(shlex.quote(a) for a in [os.path.basename(argv[0]), *argv[1:]])
