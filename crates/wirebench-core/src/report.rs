@@ -9,4 +9,4 @@ pub mod read;
 
 pub use histo::{HistoError, MAX_HIGHEST, MAX_SIGFIG, decode_histogram, encode_histogram, encode_histogram_plain};
 pub use model::*;
-pub use read::{ReadError, read_report};
+pub use read::{ReadError, read_report, read_report_until};

@@ -13,6 +13,7 @@
 use std::cell::Cell;
 use std::fmt;
 use std::io::{self, BufReader, Read};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
@@ -52,6 +53,9 @@ pub enum ReadError {
     /// An embedded histogram that does not decode.
     #[error("{0}")]
     Histogram(String),
+    /// Stopped (Ctrl-C) while reading.
+    #[error("stopped by Ctrl-C while reading")]
+    Stopped,
 }
 
 /// A reader that fails once more than [`MAX_BYTES`] went through it.
@@ -59,10 +63,16 @@ struct Capped<'a, R> {
     inner: R,
     left: u64,
     over: &'a Cell<bool>,
+    /// Set from outside (Ctrl-C): the next read fails, and the parse with it.
+    stop: &'a AtomicBool,
 }
 
 impl<R: Read> Read for Capped<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.stop.load(Ordering::Relaxed) {
+            // Not `Interrupted`: readers retry that kind.
+            return Err(io::Error::other("stopped"));
+        }
         let n = self.inner.read(buf)?;
         if let Some(left) = self.left.checked_sub(n as u64) {
             self.left = left;
@@ -133,6 +143,51 @@ impl<'de> Visitor<'de> for Skim<'_> {
     }
 }
 
+/// The value of `schema_version`: an unsigned number is kept; anything else is skimmed like
+/// every other value (counted, never held: an array there is as bounded as one elsewhere).
+#[derive(Clone, Copy)]
+struct Version<'a> {
+    skim: Skim<'a>,
+}
+
+impl<'de> DeserializeSeed<'de> for Version<'_> {
+    type Value = Option<u64>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<u64>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Version<'_> {
+    type Value = Option<u64>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a schema version")
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Option<u64>, E> {
+        self.skim.bump().map(|()| Some(v))
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Option<u64>, E> {
+        self.skim.bump().map(|()| None)
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Option<u64>, E> {
+        self.skim.bump().map(|()| None)
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Option<u64>, E> {
+        self.skim.bump().map(|()| None)
+    }
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Option<u64>, E> {
+        self.skim.bump().map(|()| None)
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Option<u64>, E> {
+        self.skim.bump().map(|()| None)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, s: A) -> Result<Option<u64>, A::Error> {
+        self.skim.visit_seq(s).map(|()| None)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<Option<u64>, A::Error> {
+        self.skim.visit_map(m).map(|()| None)
+    }
+}
+
 /// The top level: an object, its `schema_version` kept (when it is an unsigned number).
 struct Top<'a> {
     skim: Skim<'a>,
@@ -148,8 +203,7 @@ impl<'de> Visitor<'de> for Top<'_> {
         while let Some(key) = m.next_key::<String>()? {
             self.skim.bump()?;
             if key == "schema_version" {
-                self.skim.bump()?;
-                version = m.next_value::<serde_json::Value>()?.as_u64();
+                version = m.next_value_seed(Version { skim: self.skim })?;
             } else {
                 m.next_value_seed(self.skim)?;
             }
@@ -185,14 +239,15 @@ fn one_line(s: &str) -> String {
 }
 
 /// Pass 1: the version, within the limits.
-fn skim<R: Read>(r: R) -> Result<Option<u64>, ReadError> {
+fn skim<R: Read>(r: R, stop: &AtomicBool) -> Result<Option<u64>, ReadError> {
     let (over, values) = (Cell::new(false), Cell::new(0));
-    let capped = Capped { inner: r, left: MAX_BYTES, over: &over };
+    let capped = Capped { inner: r, left: MAX_BYTES, over: &over, stop };
     let mut de = serde_json::Deserializer::from_reader(BufReader::new(capped));
     let top = Top { skim: Skim { values: &values } };
     let version = de.deserialize_any(top).and_then(|v| de.end().map(|()| v));
     match version {
         Ok(v) => Ok(v),
+        Err(_) if stop.load(Ordering::Relaxed) => Err(ReadError::Stopped),
         Err(_) if over.get() => Err(ReadError::TooLarge),
         Err(_) if values.get() > MAX_VALUES => Err(ReadError::TooManyValues),
         Err(e) if e.is_io() => Err(ReadError::Io(e.into())),
@@ -262,20 +317,33 @@ fn views_mut(report: &mut Report) -> Vec<(String, &mut LatencyView)> {
 /// is then recomputed from its histogram at the percentiles it lists (one pass per
 /// histogram, however many), so files from older versions show the figures of the one
 /// percentile definition (`latency::percentile`) in every view.
-pub fn read_report<R: Read>(mut open: impl FnMut() -> io::Result<R>) -> Result<Report, ReadError> {
-    match skim(open().map_err(ReadError::Io)?)? {
+pub fn read_report<R: Read>(open: impl FnMut() -> io::Result<R>) -> Result<Report, ReadError> {
+    read_report_until(open, &AtomicBool::new(false))
+}
+
+/// [`read_report`], given up as soon as `stop` is set (Ctrl-C): between reads of the bytes
+/// and between histograms.
+pub fn read_report_until<R: Read>(
+    mut open: impl FnMut() -> io::Result<R>,
+    stop: &AtomicBool,
+) -> Result<Report, ReadError> {
+    match skim(open().map_err(ReadError::Io)?, stop)? {
         None | Some(0) => return Err(ReadError::NoVersion),
         Some(n) if n > u64::from(SCHEMA_VERSION) => return Err(ReadError::Newer(n)),
         Some(_) => {}
     }
     let over = Cell::new(false);
-    let capped = Capped { inner: open().map_err(ReadError::Io)?, left: MAX_BYTES, over: &over };
+    let capped = Capped { inner: open().map_err(ReadError::Io)?, left: MAX_BYTES, over: &over, stop };
     let mut report: Report = serde_json::from_reader(BufReader::new(capped)).map_err(|e| match e {
+        _ if stop.load(Ordering::Relaxed) => ReadError::Stopped,
         _ if over.get() => ReadError::TooLarge,
         e if e.is_io() => ReadError::Io(e.into()),
         e => ReadError::Shape(one_line(&e.to_string())),
     })?;
     for (name, view) in views_mut(&mut report) {
+        if stop.load(Ordering::Relaxed) {
+            return Err(ReadError::Stopped);
+        }
         let h = decode_histogram(&view.histogram).map_err(|e| ReadError::Histogram(format!("{name}: {e}")))?;
         let ps: Vec<f64> = view.summary.percentiles.iter().map(|q| q.p).collect();
         view.summary = Summary::of(&h, &ps);
@@ -283,6 +351,9 @@ pub fn read_report<R: Read>(mut open: impl FnMut() -> io::Result<R>) -> Result<R
     // A mesh cell's figures, from its histogram too.
     if let Results::Mesh(m) = &mut report.results {
         for c in &mut m.cells {
+            if stop.load(Ordering::Relaxed) {
+                return Err(ReadError::Stopped);
+            }
             let Some(text) = &c.histogram else { continue };
             let h = decode_histogram(text)
                 .map_err(|e| ReadError::Histogram(format!("cell {} -> {} {}: {e}", c.src, c.dst, c.proto)))?;
@@ -298,6 +369,29 @@ mod tests {
 
     fn read(text: &str) -> Result<Report, ReadError> {
         read_report(|| Ok(text.as_bytes()))
+    }
+
+    /// A stop set before or during the read ends it with `Stopped`, whatever the input.
+    #[test]
+    fn a_stop_ends_the_read() {
+        let stop = AtomicBool::new(true);
+        let r = read_report_until(|| Ok(r#"{"schema_version": 1}"#.as_bytes()), &stop);
+        assert!(matches!(r, Err(ReadError::Stopped)), "{:?}", r.err());
+        // Set while the bytes are read: the reader sees it at its next read.
+        struct SetsStop<'a>(&'a AtomicBool, &'a [u8]);
+        impl Read for SetsStop<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                self.0.store(true, Ordering::Relaxed);
+                let n = self.1.len().min(buf.len()).min(4);
+                buf[..n].copy_from_slice(&self.1[..n]);
+                self.1 = &self.1[n..];
+                Ok(n)
+            }
+        }
+        let stop = AtomicBool::new(false);
+        let text = r#"{"schema_version": 1, "meta": {}}"#.as_bytes();
+        let r = read_report_until(|| Ok(SetsStop(&stop, text)), &stop);
+        assert!(matches!(r, Err(ReadError::Stopped)), "{:?}", r.err());
     }
 
     #[test]
@@ -319,6 +413,12 @@ mod tests {
         }
         let e = read(r#"{"schema_version": 1, "meta": {}}"#).unwrap_err().to_string();
         assert!(e.starts_with("not a wirebench report (missing field"), "{e}");
+        // The value cap holds for schema_version's own value: an array there was held whole.
+        let mut huge = String::from(r#"{"schema_version": ["#);
+        huge.push_str(&"0,".repeat(usize::try_from(MAX_VALUES).unwrap()));
+        huge.push_str("0]}");
+        assert!(matches!(read(&huge), Err(ReadError::TooManyValues)), "{:?}", read(&huge).err());
+        assert!(matches!(read(r#"{"schema_version": {"a": [1]}}"#), Err(ReadError::NoVersion)));
     }
 
     /// A report the first release wrote (`fuzz/seeds/report_load/`), as JSON to edit.

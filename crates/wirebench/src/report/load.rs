@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use wirebench_core::report::{ReadError, Report, read_report};
+use wirebench_core::report::{ReadError, Report, read_report, read_report_until};
 
 use crate::error::UsageError;
 use crate::shutdown::Shutdown;
@@ -38,10 +38,11 @@ fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
     Ok(f)
 }
 
-/// Reads one file, streamed and within the limits of `wirebench_core::report::read`.
-fn read(path: &Path) -> Result<Report, UsageError> {
+/// Reads one file, streamed and within the limits of `wirebench_core::report::read`; Ctrl-C
+/// ends it at the next read of its bytes or the next histogram.
+fn read(path: &Path, shutdown: &Shutdown) -> Result<Report, UsageError> {
     let shown = path.display();
-    read_report(|| open_regular(path)).map_err(|e| match e {
+    read_report_until(|| open_regular(path), shutdown.flag()).map_err(|e| match e {
         ReadError::Io(io) => UsageError(format!("cannot read {shown}: {io}")),
         e => UsageError(format!("{shown}: {e}")),
     })
@@ -60,7 +61,7 @@ pub fn load(files: &[PathBuf], shutdown: &Shutdown) -> anyhow::Result<Vec<Loaded
         if shutdown.is_set() {
             anyhow::bail!("stopped by Ctrl-C while reading the reports");
         }
-        let report = read(f)?;
+        let report = read(f, shutdown)?;
         let name = if seen[&stem(f)] > 1 { f.display().to_string() } else { stem(f) };
         out.push(Loaded { name, report });
     }
