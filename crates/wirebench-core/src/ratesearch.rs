@@ -359,6 +359,9 @@ mod tests {
         assert!((reached(1e8, 1e7, 0, 2 * s) - 1e7).abs() < 1e-9, "short by its own speed");
         assert!((reached(1_000.0, 1_001.0, 0, 2 * s) - 1_001.0).abs() < 1e-9);
         assert!((reached(1_000.0, 0.0, 0, 0)).abs() < 1e-9, "no sending time");
+        // a tenth of the time skipped is still within the share
+        assert!((reached(1_000.0, 900.0, s / 5, 2 * s) - 1_000.0).abs() < 1e-9, "a tenth skipped");
+        assert!((reached(1_000.0, 900.0, s / 5 + 1, 2 * s) - 900.0).abs() < 1e-9, "just over a tenth");
     }
 
     #[test]
@@ -648,5 +651,23 @@ mod tests {
         assert!((s.next_rate().unwrap() - 900.0).abs() < 1e-9, "a queue, no loss: 0.9 of the rate");
         s.on_result(900.0, 0.5);
         assert!((s.next_rate().unwrap() - 90.0).abs() < 1e-9);
+    }
+
+    /// Loss exactly at the target passes; a search whose top is within a step of the floor
+    /// tries the floor and ends there.
+    #[test]
+    fn the_edges_of_the_target_and_the_floor() {
+        let mut s = RateSearch::new(1000.0, 0.01, SearchSteps::default());
+        assert!(s.on_result(1000.0, 0.01).passed, "1 % lost, 1 % allowed");
+        assert!(!s.on_result(1000.0, 0.010_001).passed);
+        let mut s = RateSearch::new(4.5, 0.0, SearchSteps { floor: 4.0, ..SearchSteps::default() });
+        let mut tried = Vec::new();
+        while let Some(r) = s.next_rate() {
+            assert!(tried.len() < LOOP_CAP, "{tried:?}");
+            tried.push(r);
+            s.on_result(r, 0.5);
+        }
+        assert_eq!(tried, [4.5, 4.0]);
+        assert_eq!(s.ending(), Ending::NothingPassed(4.0));
     }
 }

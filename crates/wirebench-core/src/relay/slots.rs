@@ -225,6 +225,7 @@ mod tests {
     #[test]
     fn peers_gone_quiet_past_the_expiry_free_their_slots_for_new_ones() {
         let mut t = PeerSlots::new(1024, 60 * S);
+        assert_eq!(t.capacity(), 1024);
         let first = addrs(0, 1024);
         let ch = t.set_list(&first, 0);
         assert_eq!(ch.added.len(), 1024);

@@ -443,3 +443,113 @@ fn prometheus_unread_is_named_as_prometheus() {
         ]
     );
 }
+
+#[test]
+fn a_histogram_text_or_header_past_a_mesh_histogram_is_refused() {
+    let refused = |text: String| {
+        let mut c = cell(2, Proto::Udp, &[5], 0);
+        c.histogram = Some(text);
+        MatrixBuilder::new("agents").add_report(&report(1, vec![c])).unwrap_err().to_string()
+    };
+    let why = |e: &str| format!("cell to 10.0.0.2:7878 (udp): {e}");
+    // 64 KiB of text is read (here: zeros, not a histogram); a byte more is not
+    assert_eq!(refused("A".repeat(64 << 10)), why("histogram: not an HdrHistogram V2 encoding"));
+    assert_eq!(refused("A".repeat((64 << 10) + 1)), why("histogram text too long"));
+    // 4 significant digits, or a range past twice the longest timeout, either alone
+    let with = |high: u64, sigfig: u8| {
+        let mut h = Histogram::<u64>::new_with_bounds(1, high, sigfig).unwrap();
+        h.record(5).unwrap();
+        crate::report::encode_histogram_plain(&h)
+    };
+    let wide = why("histogram: wider or finer than a mesh histogram");
+    assert_eq!(refused(with(1_000, 4)), wide);
+    assert_eq!(refused(with(2 * MAX_TIMEOUT_NS + 1, 3)), wide);
+    let mut b = MatrixBuilder::new("agents");
+    let mut c = cell(2, Proto::Udp, &[5], 0);
+    c.histogram = Some(with(2 * MAX_TIMEOUT_NS, 3));
+    b.add_report(&report(1, vec![c])).unwrap();
+}
+
+#[test]
+fn a_summary_that_disagrees_is_refused() {
+    let refused = |c: CellReport| MatrixBuilder::new("agents").add_report(&report(1, vec![c])).unwrap_err().to_string();
+    let rtt = RttSummary { count: 3, min_ns: 5, p50_ns: 6, p99_ns: 7, max_ns: 7 };
+    let base = CellReport { histogram: None, rtt: Some(rtt), ..cell(2, Proto::Udp, &[5, 6, 7], 0) };
+    let summary = "cell to 10.0.0.2:7878 (udp): round-trip summary disagrees with itself or the counts";
+    for bad in [
+        RttSummary { count: 2, ..rtt },
+        RttSummary { min_ns: 7, ..rtt },
+        RttSummary { p50_ns: 8, ..rtt },
+        RttSummary { p99_ns: 8, ..rtt },
+        RttSummary { max_ns: 6, ..rtt },
+    ] {
+        assert_eq!(refused(CellReport { rtt: Some(bad), ..base.clone() }), summary, "{bad:?}");
+    }
+    MatrixBuilder::new("agents").add_report(&report(1, vec![base])).unwrap();
+    // a histogram of as many samples whose figures are not the summary's
+    let mut c = cell(2, Proto::Udp, &[5, 6, 7], 0);
+    c.histogram = Some(encode_histogram(&histogram_of(&[5, 6, 9])));
+    assert_eq!(refused(c), "cell to 10.0.0.2:7878 (udp): histogram disagrees with the counts");
+}
+
+#[test]
+fn at_most_max_cells_per_report_and_a_budget_met_exactly_is_kept() {
+    let many = |n: usize| report(1, (0..n).map(|_| cell(2, Proto::Udp, &[], 0)).collect());
+    MatrixBuilder::new("agents").add_report(&many(MAX_CELLS)).unwrap();
+    let e = MatrixBuilder::new("agents").add_report(&many(MAX_CELLS + 1)).unwrap_err().to_string();
+    assert_eq!(e, format!("{} cells (at most {MAX_CELLS})", MAX_CELLS + 1));
+    let row = report(1, vec![cell(2, Proto::Udp, &[100; 10], 0)]);
+    let mut b = MatrixBuilder::new("agents");
+    b.add_report(&row).unwrap();
+    let one = b.held();
+    let mut b = MatrixBuilder::new("agents").with_budget(one);
+    b.add_report(&row).unwrap();
+    assert_eq!(b.held(), one);
+    let mut b = MatrixBuilder::new("agents").with_budget(one - 1);
+    assert_eq!(b.add_report(&row), Err(Refused::Budget { budget: one - 1, held: 0 }));
+}
+
+#[test]
+fn zones_are_named_as_zones_and_the_window_is_kept() {
+    // n1, n2 in zone a; n3, n4 in zone b: everything between a and b bad
+    let zoned = |i: usize| NodeRef { zone: Some(if i <= 2 { "a" } else { "b" }.into()), ..node(i) };
+    let mut b = MatrixBuilder::new("agents");
+    for me in 1..=4 {
+        let cells = (1..=4)
+            .filter(|&p| p != me)
+            .map(|p| {
+                let across = (me <= 2) != (p <= 2);
+                let c = if across { cell(p, Proto::Udp, &[100; 5], 5) } else { cell(p, Proto::Udp, &[100; 10], 0) };
+                CellReport { peer: zoned(p), ..c }
+            })
+            .collect();
+        b.add_report(&MatrixReport { agent: zoned(me), ..report(me, cells) }).unwrap();
+    }
+    let r = b.finish(&Thresholds::default());
+    assert_eq!(r.window_ns, Some(10_000_000_000));
+    let named: Vec<(&str, &str, Vec<&str>)> = r
+        .problems
+        .iter()
+        .map(|p| (p.kind.as_str(), p.summary.as_str(), p.zones.iter().map(String::as_str).collect()))
+        .collect();
+    assert_eq!(named, [("zone", "unicast zones a <-> b: paths between them bad", vec!["a", "b"])]);
+    // and inside zone a only (n1 to n3: a zone of two is never judged within itself, as
+    // without either node nothing is left of it)
+    let zoned = |i: usize| NodeRef { zone: Some(if i <= 3 { "a" } else { "b" }.into()), ..node(i) };
+    let mut b = MatrixBuilder::new("agents");
+    for me in 1..=5 {
+        let cells = (1..=5)
+            .filter(|&p| p != me)
+            .map(|p| {
+                let inside_a = me <= 3 && p <= 3;
+                let c = if inside_a { cell(p, Proto::Udp, &[100; 5], 5) } else { cell(p, Proto::Udp, &[100; 10], 0) };
+                CellReport { peer: zoned(p), ..c }
+            })
+            .collect();
+        b.add_report(&MatrixReport { agent: zoned(me), ..report(me, cells) }).unwrap();
+    }
+    let r = b.finish(&Thresholds::default());
+    let named: Vec<(&str, Vec<&str>)> =
+        r.problems.iter().map(|p| (p.summary.as_str(), p.zones.iter().map(String::as_str).collect())).collect();
+    assert_eq!(named, [("unicast zone a: paths inside it bad", vec!["a"])]);
+}

@@ -354,6 +354,10 @@ fn the_first_difference_is_named_with_its_path() {
     assert_eq!(first_difference("config", &a, &a), None);
     let c = serde_json::json!({"x": 1});
     assert_eq!(first_difference("config", &c, &a).unwrap(), r#"config.m differs (absent vs [{"n":"a"},{"n":"b"}])"#);
+    // values up to 60 characters (as JSON) are shown whole, longer ones cut to 57 and "..."
+    let (sixty, long) = ("s".repeat(58), "s".repeat(59));
+    let d = first_difference("config", &serde_json::json!({"x": sixty}), &serde_json::json!({"x": long})).unwrap();
+    assert_eq!(d, format!("config.x differs (\"{sixty}\" vs \"{}...)", &long[..56]));
     assert_eq!(weighted_mean([(10, 1), (20, 3)]), 17);
     // exact with counts and means near the top (a sum of products overflowed u128)
     assert_eq!(weighted_mean([(u64::MAX, u64::MAX), (u64::MAX - 2, u64::MAX)]), u64::MAX - 1);
