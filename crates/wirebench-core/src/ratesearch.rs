@@ -576,6 +576,11 @@ mod tests {
         s.on_result(994.9, 0.0);
         assert_eq!(s.ending(), Ending::Running, "1000 / 994.9 is not");
         assert!((s.next_rate().unwrap() - (994.9f64 * 1000.0).sqrt()).abs() < 1e-9);
+        // exactly at the resolution (1.5 times: exact in binary) is closed
+        let mut s = RateSearch::new(1500.0, 0.0, SearchSteps { resolution: 0.5, ..SearchSteps::default() });
+        s.on_result(1500.0, 0.5);
+        s.on_result(1000.0, 0.0);
+        assert_eq!((s.next_rate(), s.ending()), (None, Ending::Found(1000.0)));
     }
 
     /// A busy host: every third trial the sender reaches half the rate asked and loses half
@@ -599,6 +604,18 @@ mod tests {
         let Ending::OutOfTrials(best) = s.ending() else { panic!("{:?}", s.ending()) };
         assert!(best > 0.0 && best <= 600.0 && (best - s.result()).abs() < f64::EPSILON, "{best}");
         assert!(s.fail.is_some_and(|f| f > best * 1.005), "the bracket is open: {:?}", s.fail);
+    }
+
+    /// A caller that spends the budget on failures above the floor (here one rate, 1.5, half
+    /// a step above a floor of 1) ran out of trials with nothing passed; that is not the
+    /// floor failing.
+    #[test]
+    fn failures_above_the_floor_run_out_of_trials_not_down_to_the_floor() {
+        let mut s = RateSearch::new(1000.0, 0.0, SearchSteps::default());
+        for _ in 0..s.max_trials() {
+            s.on_result(1.5, 0.5);
+        }
+        assert_eq!((s.next_rate(), s.ending()), (None, Ending::OutOfTrials(0.0)));
     }
 
     /// The floor of 1 s trials is 4 messages a second: the budget counts the descent to it,

@@ -244,6 +244,9 @@ mod tests {
         assert_eq!(c(100, 1, Some(10)).verdict(&t), Good, "1 % is not past 1 %");
         assert_eq!(c(100, 2, Some(10)).verdict(&t), Bad);
         assert_eq!(c(100, 0, Some(1_000_001)).verdict(&t), Bad);
+        assert_eq!(c(100, 0, Some(1_000_000)).verdict(&t), Good, "at the p99 bound is not past it");
+        let any = Thresholds { min_probes: 0, ..t };
+        assert_eq!(c(0, 0, None).verdict(&any), Unknown, "no probe is never a verdict");
         assert_eq!(c(5, 5, None).verdict(&t), Bad, "nothing answered");
         let lenient = Thresholds { max_loss: 1.0, ..t };
         assert_eq!(c(5, 5, None).verdict(&lenient), Bad, "unanswered is bad whatever the loss threshold");
@@ -510,5 +513,34 @@ mod tests {
             g.problems(),
             vec![Problem::Node { node: 0, down: false }, Problem::Path { src: 2, dst: 3, both: true }]
         );
+    }
+
+    #[test]
+    fn a_column_half_bad_is_enough_for_a_node_less_is_not() {
+        // node 0's row all bad, its column bad from `k` of 4 peers
+        let column_bad = |k: usize| {
+            let mut g = grid(5, |_| None);
+            bad_where(&mut g, |s, d| s == 0 || (d == 0 && s <= k));
+            g.problems()
+        };
+        assert_eq!(column_bad(2), vec![Problem::Node { node: 0, down: false }]);
+        assert_eq!(
+            column_bad(1),
+            vec![
+                Problem::Path { src: 0, dst: 1, both: true },
+                Problem::Path { src: 0, dst: 2, both: false },
+                Problem::Path { src: 0, dst: 3, both: false },
+                Problem::Path { src: 0, dst: 4, both: false },
+            ]
+        );
+    }
+
+    #[test]
+    fn the_worse_node_is_named_first() {
+        // node 4: row and column 4 of 5 bad (0.8); node 1: column all bad, row 3 of 5 (0.6,
+        // the lesser of the two). Node 4 first; without its cells node 1 is still half bad.
+        let mut g = grid(6, |_| None);
+        bad_where(&mut g, |s, d| (d == 4 && s != 5) || (s == 4 && d != 5) || d == 1 || (s == 1 && d <= 2));
+        assert_eq!(g.problems(), vec![Problem::Node { node: 4, down: false }, Problem::Node { node: 1, down: false }]);
     }
 }

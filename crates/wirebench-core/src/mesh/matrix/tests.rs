@@ -553,3 +553,29 @@ fn zones_are_named_as_zones_and_the_window_is_kept() {
         r.problems.iter().map(|p| (p.summary.as_str(), p.zones.iter().map(String::as_str).collect())).collect();
     assert_eq!(named, [("unicast zone a: paths inside it bad", vec!["a"])]);
 }
+
+#[test]
+fn a_node_costs_its_address_twice_its_name_and_its_zone() {
+    let me = NodeRef { addr: "10.0.0.1:7878".into(), name: Some("n1".into()), zone: Some("zone-a".into()) };
+    let mut b = MatrixBuilder::new("agents");
+    b.node(&me);
+    assert_eq!(b.held(), NODE_BYTES + 2 * "10.0.0.1:7878".len() + "n1".len() + "zone-a".len());
+    b.node(&me);
+    assert_eq!(b.held(), NODE_BYTES + 2 * "10.0.0.1:7878".len() + "n1".len() + "zone-a".len(), "once");
+}
+
+#[test]
+fn a_name_matches_only_a_node_without_a_row_or_an_error() {
+    // n1 gave its row; n2 is known only as its peer
+    let mut b = MatrixBuilder::new("agents");
+    b.add_report(&report(1, vec![cell(2, Proto::Udp, &[100; 10], 0)])).unwrap();
+    b.add_unreachable(None, "http://n1:9878/", "gone");
+    b.add_unreachable(None, "http://n2:9878/", "first");
+    b.add_unreachable(None, "http://n2:9999/", "second");
+    let r = b.finish(&Thresholds::default());
+    let got: Vec<(&str, Option<&str>)> = r.nodes.iter().map(|n| (n.label(), n.error.as_deref())).collect();
+    assert_eq!(
+        got,
+        [("http://n1:9878/", Some("gone")), ("http://n2:9999/", Some("second")), ("n1", None), ("n2", Some("first")),]
+    );
+}
