@@ -264,6 +264,9 @@ mod tests {
     use super::*;
 
     const FLAT_OUT: f64 = 1e7;
+    /// More trials than any search here may take: a loop past it fails its test (a search
+    /// that never ends must not run until the machine gives out).
+    const LOOP_CAP: usize = 64;
 
     /// A sender that reaches at most `FLAT_OUT` and a link that loses whatever is offered
     /// above `capacity` (tail drop). Returns the search's end and its trial count.
@@ -276,7 +279,7 @@ mod tests {
             let loss = if achieved > capacity { (achieved - capacity) / achieved } else { 0.0 };
             s.on_result_achieved(r, achieved, loss, false);
             trials += 1;
-            assert!(trials <= s.max_trials(), "bounded by max_trials");
+            assert!(trials <= s.max_trials().min(LOOP_CAP), "bounded by max_trials");
         }
         (s.ending(), trials, s.result(), s.max_trials())
     }
@@ -325,14 +328,15 @@ mod tests {
     fn a_short_paced_pass_below_a_faster_failure_bisects_on() {
         let (capacity, flat_out) = (1.5e6, 4e6);
         let mut s = RateSearch::new(flat_out, 0.0, SearchSteps::default());
-        let mut passes = Vec::new();
+        let (mut passes, mut trials) = (Vec::new(), 0);
         while let Some(r) = s.next_rate() {
             let achieved = if r >= flat_out { flat_out } else { 0.96 * r };
             let loss = if achieved > capacity { (achieved - capacity) / achieved } else { 0.0 };
+            trials += 1;
+            assert!(trials <= s.max_trials().min(LOOP_CAP), "bounded by max_trials");
             if s.on_result_achieved(r, achieved, loss, false).passed {
                 passes.push(achieved);
             }
-            assert!(passes.len() < s.max_trials(), "bounded");
         }
         assert!(passes.len() >= 2, "the first short pass did not end it: {passes:?}");
         let Ending::SenderLimited(r) = s.ending() else { panic!("{:?}", s.ending()) };
@@ -355,6 +359,9 @@ mod tests {
         assert!((reached(1e8, 1e7, 0, 2 * s) - 1e7).abs() < 1e-9, "short by its own speed");
         assert!((reached(1_000.0, 1_001.0, 0, 2 * s) - 1_001.0).abs() < 1e-9);
         assert!((reached(1_000.0, 0.0, 0, 0)).abs() < 1e-9, "no sending time");
+        // a tenth of the time skipped is still within the share
+        assert!((reached(1_000.0, 900.0, s / 5, 2 * s) - 1_000.0).abs() < 1e-9, "a tenth skipped");
+        assert!((reached(1_000.0, 900.0, s / 5 + 1, 2 * s) - 900.0).abs() < 1e-9, "just over a tenth");
     }
 
     #[test]
@@ -362,6 +369,7 @@ mod tests {
         let mut s = RateSearch::new(FLAT_OUT, 0.0, SearchSteps::default());
         let mut tried = Vec::new();
         while let Some(r) = s.next_rate() {
+            assert!(tried.len() < LOOP_CAP, "{tried:?}");
             tried.push(r);
             s.on_result(r, 0.01);
         }
@@ -435,6 +443,7 @@ mod tests {
         let (mut trend, mut lost, mut sent_n) = (DelayTrend::new(), 0u64, 0u64);
         #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "test values")]
         let n = (2.0 * per_s) as u64;
+        assert!(n <= 100_000, "a trace of {n} packets: more than these tests need");
         for i in 0..n {
             #[expect(clippy::cast_precision_loss, reason = "test values")]
             let due = i as f64 / per_s;
@@ -501,7 +510,10 @@ mod tests {
         let room = 300_000.0 / 1_510.0;
         let run = |watch_queue: bool| {
             let mut s = RateSearch::new(1e6, 0.0, SearchSteps { floor: 2.0, ..SearchSteps::default() });
+            let mut trials = 0;
             while let Some(r) = s.next_rate() {
+                trials += 1;
+                assert!(trials <= s.max_trials().min(LOOP_CAP), "bounded by max_trials");
                 let excess = (r - capacity).max(0.0) * 2.0;
                 let loss = (excess - room).max(0.0) / (2.0 * r);
                 // the queue rises by the excess's share of the time, over 1.5 s of the trial
@@ -515,5 +527,164 @@ mod tests {
         assert!(blind > capacity * 1.02, "loss alone: {blind}");
         let r = run(true);
         assert!(r <= capacity && r >= capacity / 1.005, "{r} against {capacity}");
+    }
+
+    /// A trial short of the rate asked by at most 3 % counts at the rate asked; further
+    /// short, at what it reached.
+    #[test]
+    fn a_trial_within_three_percent_counts_at_the_rate_asked() {
+        let mut s = RateSearch::new(1000.0, 0.0, SearchSteps::default());
+        let t = s.on_result_achieved(1000.0, 970.0, 0.0, false);
+        assert_eq!(t, Trial { rate: 1000.0, loss: 0.0, queue: false, passed: true });
+        assert_eq!(s.ending(), Ending::TopPassed(1000.0));
+        let mut s = RateSearch::new(1000.0, 0.0, SearchSteps::default());
+        let t = s.on_result_achieved(1000.0, 969.0, 0.0, false);
+        assert_eq!(t, Trial { rate: 969.0, loss: 0.0, queue: false, passed: true });
+        assert_eq!(s.ending(), Ending::SenderLimited(969.0));
+    }
+
+    /// After a faster failure, a short pass bisects on while it raises the highest pass by
+    /// more than the resolution, and ends the search once it does not.
+    #[test]
+    fn a_short_pass_no_higher_than_the_best_ends_the_search() {
+        let mut s = RateSearch::new(1000.0, 0.0, SearchSteps::default());
+        s.on_result(1000.0, 0.5);
+        s.on_result_achieved(450.0, 400.0, 0.0, false);
+        assert_eq!(s.ending(), Ending::Running, "the first short pass raised the best from none");
+        // 1.004 times the best: within the resolution, the sender can get no closer
+        s.on_result_achieved(600.0, 401.6, 0.0, false);
+        assert_eq!(s.ending(), Ending::SenderLimited(401.6));
+        let mut s = RateSearch::new(1000.0, 0.0, SearchSteps::default());
+        s.on_result(1000.0, 0.5);
+        s.on_result_achieved(450.0, 400.0, 0.0, false);
+        // 1.006 times the best: higher, so on
+        s.on_result_achieved(600.0, 402.4, 0.0, false);
+        assert_eq!(s.ending(), Ending::Running);
+        assert!((s.result() - 402.4).abs() < 1e-12, "{}", s.result());
+    }
+
+    /// The search stops when the failure is within the resolution above the pass, and not
+    /// before.
+    #[test]
+    fn the_bracket_closes_at_the_resolution() {
+        let mut s = RateSearch::new(1000.0, 0.0, SearchSteps::default());
+        s.on_result(1000.0, 0.5);
+        s.on_result(995.1, 0.0);
+        assert_eq!(s.ending(), Ending::Found(995.1), "1000 / 995.1 is within 0.5 %");
+        let mut s = RateSearch::new(1000.0, 0.0, SearchSteps::default());
+        s.on_result(1000.0, 0.5);
+        s.on_result(994.9, 0.0);
+        assert_eq!(s.ending(), Ending::Running, "1000 / 994.9 is not");
+        assert!((s.next_rate().unwrap() - (994.9f64 * 1000.0).sqrt()).abs() < 1e-9);
+        // exactly at the resolution (1.5 times: exact in binary) is closed
+        let mut s = RateSearch::new(1500.0, 0.0, SearchSteps { resolution: 0.5, ..SearchSteps::default() });
+        s.on_result(1500.0, 0.5);
+        s.on_result(1000.0, 0.0);
+        assert_eq!((s.next_rate(), s.ending()), (None, Ending::Found(1000.0)));
+    }
+
+    /// A busy host: every third trial the sender reaches half the rate asked and loses half
+    /// of that, so the failure (counted at the rate reached) falls below the pass and the
+    /// bracket reopens. The search stops at its trial budget and says it ran out, with the
+    /// best pass.
+    #[test]
+    fn noisy_results_run_out_of_trials() {
+        let mut s = RateSearch::new(1000.0, 0.0, SearchSteps::default());
+        let budget = s.max_trials();
+        assert_eq!(budget, 2 + 3 + 9);
+        let mut n = 0;
+        while let Some(r) = s.next_rate() {
+            n += 1;
+            assert!(n <= LOOP_CAP, "runs on past its budget");
+            let achieved = if n % 3 == 0 { r / 2.0 } else { r };
+            let loss = if achieved > 600.0 || n % 3 == 0 { 0.5 } else { 0.0 };
+            s.on_result_achieved(r, achieved, loss, false);
+        }
+        assert_eq!(n, budget);
+        let Ending::OutOfTrials(best) = s.ending() else { panic!("{:?}", s.ending()) };
+        assert!(best > 0.0 && best <= 600.0 && (best - s.result()).abs() < f64::EPSILON, "{best}");
+        assert!(s.fail.is_some_and(|f| f > best * 1.005), "the bracket is open: {:?}", s.fail);
+    }
+
+    /// A caller that spends the budget on failures above the floor (here one rate, 1.5, half
+    /// a step above a floor of 1) ran out of trials with nothing passed; that is not the
+    /// floor failing.
+    #[test]
+    fn failures_above_the_floor_run_out_of_trials_not_down_to_the_floor() {
+        let mut s = RateSearch::new(1000.0, 0.0, SearchSteps::default());
+        for _ in 0..s.max_trials() {
+            s.on_result(1.5, 0.5);
+        }
+        assert_eq!((s.next_rate(), s.ending()), (None, Ending::OutOfTrials(0.0)));
+    }
+
+    /// The floor of 1 s trials is 4 messages a second: the budget counts the descent to it,
+    /// and a search where nothing passes tries it last and ends there.
+    #[test]
+    fn the_budget_and_the_end_follow_the_floor() {
+        let steps = |floor| SearchSteps { floor, ..SearchSteps::default() };
+        // 40 down to 4 is one step of 10; down to 1, two
+        assert_eq!(RateSearch::new(40.0, 0.0, steps(4.0)).max_trials(), 2 + 1 + 9);
+        assert_eq!(RateSearch::new(40.0, 0.0, steps(1.0)).max_trials(), 2 + 2 + 9);
+        // a top at the floor: no descent
+        assert_eq!(RateSearch::new(4.0, 0.0, steps(4.0)).max_trials(), 2 + 9);
+        assert_eq!(RateSearch::new(1.0, 0.0, steps(4.0)).max_trials(), 2 + 9);
+        let mut s = RateSearch::new(1e6, 0.0, steps(4.0));
+        let mut tried = Vec::new();
+        while let Some(r) = s.next_rate() {
+            assert!(tried.len() < LOOP_CAP, "{tried:?}");
+            tried.push(r);
+            s.on_result(r, 0.5);
+        }
+        assert_eq!(s.ending(), Ending::NothingPassed(4.0));
+        assert!(tried.iter().all(|&r| r >= 4.0), "{tried:?}");
+        assert!((tried.last().unwrap() - 4.0).abs() < 1e-12, "{tried:?}");
+        assert!(tried.len() <= s.max_trials());
+        // steps out of range are brought into it
+        let s = RateSearch::new(1e6, 0.0, SearchSteps { floor: 0.0, factor: 1.0, resolution: 0.0 });
+        assert_eq!(s.steps, SearchSteps { floor: 1e-3, factor: 1.5, resolution: 1e-4 });
+        let s = RateSearch::new(1e6, 0.0, SearchSteps { floor: 1.0, factor: 10.0, resolution: 5.0 });
+        assert!((s.steps.resolution - 1.0).abs() < f64::EPSILON);
+    }
+
+    /// A failure below a pass makes that pass noise; a pass at or above a failure, the
+    /// failure.
+    #[test]
+    fn a_result_contradicting_the_bracket_replaces_it() {
+        let mut s = RateSearch::new(1000.0, 0.0, SearchSteps::default());
+        s.on_result(1000.0, 0.5);
+        s.on_result(500.0, 0.0);
+        s.on_result(500.0, 0.5);
+        assert_eq!((s.pass, s.fail), (None, Some(500.0)));
+        s.on_result(200.0, 0.0);
+        s.on_result(200.0, 0.0);
+        s.on_result(300.0, 0.0);
+        assert_eq!((s.pass, s.fail), (Some(300.0), Some(500.0)));
+        s.on_result(500.0, 0.0);
+        assert_eq!((s.pass, s.fail), (Some(500.0), None));
+        // only the first failure's loss points the descent
+        let mut s = RateSearch::new(1000.0, 0.0, SearchSteps::default());
+        s.on_trial(1000.0, 0.0, true);
+        assert!((s.next_rate().unwrap() - 900.0).abs() < 1e-9, "a queue, no loss: 0.9 of the rate");
+        s.on_result(900.0, 0.5);
+        assert!((s.next_rate().unwrap() - 90.0).abs() < 1e-9);
+    }
+
+    /// Loss exactly at the target passes; a search whose top is within a step of the floor
+    /// tries the floor and ends there.
+    #[test]
+    fn the_edges_of_the_target_and_the_floor() {
+        let mut s = RateSearch::new(1000.0, 0.01, SearchSteps::default());
+        assert!(s.on_result(1000.0, 0.01).passed, "1 % lost, 1 % allowed");
+        assert!(!s.on_result(1000.0, 0.010_001).passed);
+        let mut s = RateSearch::new(4.5, 0.0, SearchSteps { floor: 4.0, ..SearchSteps::default() });
+        let mut tried = Vec::new();
+        while let Some(r) = s.next_rate() {
+            assert!(tried.len() < LOOP_CAP, "{tried:?}");
+            tried.push(r);
+            s.on_result(r, 0.5);
+        }
+        assert_eq!(tried, [4.5, 4.0]);
+        assert_eq!(s.ending(), Ending::NothingPassed(4.0));
     }
 }

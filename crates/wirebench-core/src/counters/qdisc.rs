@@ -137,7 +137,9 @@ mod tests {
         a.extend_from_slice(&u16::try_from(4 + body.len()).unwrap().to_ne_bytes());
         a.extend_from_slice(&kind.to_ne_bytes());
         a.extend_from_slice(body);
-        a.resize(align4(a.len()), 0);
+        let to = align4(a.len());
+        assert!((a.len()..a.len() + 4).contains(&to), "aligned {} to {to}", a.len());
+        a.resize(to, 0);
         a
     }
 

@@ -82,9 +82,13 @@ mod tests {
 
     use super::*;
 
+    /// The lines complete so far; more lines or bytes than any test here pushes fail the
+    /// test (a reader that returns a line forever must not fill the machine).
     fn all(l: &mut Lines) -> Vec<Vec<u8>> {
-        let mut out = Vec::new();
+        let (mut out, mut bytes) = (Vec::new(), 0);
         while let Some(line) = l.next_line().unwrap() {
+            bytes += line.len();
+            assert!(out.len() < 1 << 12 && bytes <= 8 << 20, "{} lines, {bytes} bytes", out.len() + 1);
             out.push(line.to_vec());
         }
         out

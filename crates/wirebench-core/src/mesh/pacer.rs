@@ -247,13 +247,18 @@ mod tests {
     use super::*;
 
     const MS: u64 = 1_000_000;
+    /// More sends (and wake-ups) than any run here makes: past it the test fails rather than
+    /// grow without bound.
+    const MAX_SENDS: usize = 1 << 20;
 
     /// Drives the pacer on a virtual clock in 1 ms steps; returns send times per target.
     fn run(p: &mut Pacer, rng: &mut SplitMix64, from: u64, to: u64) -> HashMap<u64, Vec<u64>> {
         let mut sent: HashMap<u64, Vec<u64>> = HashMap::new();
-        let mut now = from;
+        let (mut now, mut total) = (from, 0);
         while now < to {
             while let Some(id) = p.pop_due(now, rng) {
+                total += 1;
+                assert!(total <= MAX_SENDS, "{total} sends by {now}");
                 sent.entry(id).or_default().push(now);
             }
             now += MS;
@@ -340,8 +345,10 @@ mod tests {
         let mut wakes = 0;
         // The last grid point that sent, and the paths it sent.
         let mut last_grid: (Option<u64>, Vec<u64>) = (None, Vec::new());
+        let mut total = 0;
         while let Some(now) = p.wake_at().filter(|&t| t < to) {
             wakes += 1;
+            assert!(wakes <= MAX_SENDS as u64, "{wakes} wake-ups by {now}");
             let on_grid = now <= p.origin || (now - p.origin).is_multiple_of(p.slot_ns);
             let grid_before = now - (now.saturating_sub(p.origin) % p.slot_ns);
             if on_grid {
@@ -350,6 +357,8 @@ mod tests {
             let mut any = false;
             while let Some(id) = p.pop_due(now, rng) {
                 any = true;
+                total += 1;
+                assert!(total <= MAX_SENDS, "{total} sends by {now}");
                 let path = p.entries[&id].path;
                 let v = sent.entry(id).or_default();
                 // Off the grid only an exact send: a short gap after the target's last one,

@@ -244,6 +244,9 @@ mod tests {
         assert_eq!(c(100, 1, Some(10)).verdict(&t), Good, "1 % is not past 1 %");
         assert_eq!(c(100, 2, Some(10)).verdict(&t), Bad);
         assert_eq!(c(100, 0, Some(1_000_001)).verdict(&t), Bad);
+        assert_eq!(c(100, 0, Some(1_000_000)).verdict(&t), Good, "at the p99 bound is not past it");
+        let any = Thresholds { min_probes: 0, ..t };
+        assert_eq!(c(0, 0, None).verdict(&any), Unknown, "no probe is never a verdict");
         assert_eq!(c(5, 5, None).verdict(&t), Bad, "nothing answered");
         let lenient = Thresholds { max_loss: 1.0, ..t };
         assert_eq!(c(5, 5, None).verdict(&lenient), Bad, "unanswered is bad whatever the loss threshold");
@@ -354,5 +357,190 @@ mod tests {
         g.set(0, 1, Bad);
         g.set(1, 0, Bad);
         assert_eq!(g.problems(), vec![Problem::Path { src: 0, dst: 1, both: true }]);
+    }
+
+    /// Every cell (s, d) with `pick(s, d)` set bad.
+    fn bad_where(g: &mut Grid, pick: impl Fn(usize, usize) -> bool) {
+        let n = g.zones.len();
+        for s in 0..n {
+            for d in 0..n {
+                if s != d && pick(s, d) {
+                    g.set(s, d, Bad);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_zone_bad_within_itself_is_one_zone() {
+        let zone = |i: usize| Some(if i < 3 { "a" } else { "b" });
+        let mut g = grid(6, zone);
+        bad_where(&mut g, |s, d| s < 3 && d < 3);
+        assert_eq!(g.problems(), vec![Problem::Zone { a: "a".into(), b: "a".into() }]);
+    }
+
+    #[test]
+    fn of_three_zones_the_bad_pair_is_named() {
+        let zone = |i: usize| Some(["a", "b", "c"][i / 2]);
+        let mut g = grid(6, zone);
+        // between a (0, 1) and c (4, 5), both ways; b is fine with both
+        bad_where(&mut g, |s, d| (s < 2 && d >= 4) || (s >= 4 && d < 2));
+        assert_eq!(g.problems(), vec![Problem::Zone { a: "a".into(), b: "c".into() }]);
+        // and a bad path inside b beside it
+        g.set(2, 3, Bad);
+        assert_eq!(
+            g.problems(),
+            vec![Problem::Zone { a: "a".into(), b: "c".into() }, Problem::Path { src: 2, dst: 3, both: false }]
+        );
+    }
+
+    #[test]
+    fn scattered_bad_cells_are_paths_not_a_node_or_zone() {
+        let zone = |i: usize| Some(if i < 3 { "a" } else { "b" });
+        let mut g = grid(6, zone);
+        for (s, d) in [(0, 1), (2, 3), (4, 5), (5, 4), (3, 0)] {
+            g.set(s, d, Bad);
+        }
+        assert_eq!(
+            g.problems(),
+            vec![
+                Problem::Path { src: 0, dst: 1, both: false },
+                Problem::Path { src: 2, dst: 3, both: false },
+                Problem::Path { src: 3, dst: 0, both: false },
+                Problem::Path { src: 4, dst: 5, both: true },
+            ]
+        );
+    }
+
+    #[test]
+    fn mostly_bad_is_at_least_two_known_and_eighty_percent_bad() {
+        // cells (0, d) of a mesh of 11: `bad` of them bad, `good` good, the rest unknown
+        let judged = |bad: usize, good: usize| {
+            let mut g = Grid::new(vec![None; 11]);
+            for d in 1..=bad {
+                g.set(0, d, Bad);
+            }
+            for d in bad + 1..=bad + good {
+                g.set(0, d, Good);
+            }
+            let cells: Vec<(usize, usize)> = (1..11).map(|d| (0, d)).collect();
+            g.mostly_bad(&cells)
+        };
+        assert!(judged(4, 1), "4 of 5 is 80 %");
+        assert!(!judged(3, 1), "3 of 4 is 75 %");
+        assert!(judged(8, 2) && !judged(7, 3));
+        assert!(judged(2, 0) && !judged(1, 0), "at least 2 known");
+        assert!(!judged(0, 0));
+    }
+
+    #[test]
+    fn a_zone_pair_at_eighty_percent_is_a_zone_and_below_is_paths() {
+        // a = 0..5, b = 5..10: 50 cells between them. Every node of both zones has 2 good
+        // cells: 40 of 50 bad (80 %), and without any one node 32 of 40 (80 %).
+        let zone = |i: usize| Some(if i < 5 { "a" } else { "b" });
+        let mut g = grid(10, zone);
+        bad_where(&mut g, |s, d| zone(s) != zone(d));
+        for i in 0..5 {
+            g.set(i, 5 + i, Good);
+            g.set(5 + i, (i + 1) % 5, Good);
+        }
+        assert_eq!(g.problems(), vec![Problem::Zone { a: "a".into(), b: "b".into() }]);
+        // one more good cell: 39 of 50 (78 %), no zone; no node either (node 0's row is 6 of
+        // 9 good): 25 pairs are paths, the 14 with no good direction both ways
+        g.set(0, 6, Good);
+        let p = g.problems();
+        assert_eq!(p.len(), 25, "{p:?}");
+        assert!(p.iter().all(|p| matches!(p, Problem::Path { .. })), "{p:?}");
+        assert_eq!(p.iter().filter(|p| matches!(p, Problem::Path { both: true, .. })).count(), 14);
+    }
+
+    #[test]
+    fn two_bad_nodes_at_once_are_both_named_the_down_one_first() {
+        let mut g = grid(6, |_| None);
+        bad_where(&mut g, |s, d| s == 1 || d == 1);
+        assert_eq!(g.problems(), vec![Problem::Node { node: 1, down: false }]);
+        bad_where(&mut g, |s, d| s == 4 || d == 4);
+        assert_eq!(g.problems(), vec![Problem::Node { node: 1, down: false }, Problem::Node { node: 4, down: false }]);
+        // node 4's agent gives no row: a node down, named before a node merely bad
+        g.no_row[4] = true;
+        for d in 0..6 {
+            g.set(4, d, Unknown);
+        }
+        assert_eq!(g.problems(), vec![Problem::Node { node: 4, down: true }, Problem::Node { node: 1, down: false }]);
+    }
+
+    #[test]
+    fn a_node_without_a_row_and_a_partly_good_column_is_not_down() {
+        let mut g = grid(6, |_| None);
+        g.no_row[4] = true;
+        for d in 0..6 {
+            g.set(4, d, Unknown);
+        }
+        // 3 of 5 peers do not reach it, 2 do: its node answers, the 3 are paths
+        for s in 0..3 {
+            g.set(s, 4, Bad);
+        }
+        assert_eq!(g.problems(), (0..3).map(|s| Problem::Path { src: s, dst: 4, both: false }).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_row_half_bad_is_enough_for_a_node_less_is_not() {
+        // node 0's column all bad, its row bad to `k` of 4 peers
+        let row_bad = |k: usize| {
+            let mut g = grid(5, |_| None);
+            bad_where(&mut g, |s, d| d == 0 || (s == 0 && d <= k));
+            g.problems()
+        };
+        assert_eq!(row_bad(2), vec![Problem::Node { node: 0, down: false }]);
+        assert_eq!(
+            row_bad(1),
+            vec![
+                Problem::Path { src: 0, dst: 1, both: true },
+                Problem::Path { src: 2, dst: 0, both: false },
+                Problem::Path { src: 3, dst: 0, both: false },
+                Problem::Path { src: 4, dst: 0, both: false },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_two_way_path_beside_a_named_node_is_still_named() {
+        let mut g = grid(6, |_| None);
+        bad_where(&mut g, |s, d| s == 0 || d == 0);
+        g.set(2, 3, Bad);
+        g.set(3, 2, Bad);
+        assert_eq!(
+            g.problems(),
+            vec![Problem::Node { node: 0, down: false }, Problem::Path { src: 2, dst: 3, both: true }]
+        );
+    }
+
+    #[test]
+    fn a_column_half_bad_is_enough_for_a_node_less_is_not() {
+        // node 0's row all bad, its column bad from `k` of 4 peers
+        let column_bad = |k: usize| {
+            let mut g = grid(5, |_| None);
+            bad_where(&mut g, |s, d| s == 0 || (d == 0 && s <= k));
+            g.problems()
+        };
+        assert_eq!(column_bad(2), vec![Problem::Node { node: 0, down: false }]);
+        assert_eq!(
+            column_bad(1),
+            vec![
+                Problem::Path { src: 0, dst: 1, both: true },
+                Problem::Path { src: 0, dst: 2, both: false },
+                Problem::Path { src: 0, dst: 3, both: false },
+                Problem::Path { src: 0, dst: 4, both: false },
+            ]
+        );
+    }
+
+    #[test]
+    fn the_worse_node_is_named_first() {
+        // node 4: row and column 4 of 5 bad (0.8); node 1: column all bad, row 3 of 5 (0.6,
+        // the lesser of the two). Node 4 first; without its cells node 1 is still half bad.
+        let mut g = grid(6, |_| None);
+        bad_where(&mut g, |s, d| (d == 4 && s != 5) || (s == 4 && d != 5) || d == 1 || (s == 1 && d <= 2));
+        assert_eq!(g.problems(), vec![Problem::Node { node: 4, down: false }, Problem::Node { node: 1, down: false }]);
     }
 }

@@ -225,6 +225,7 @@ mod tests {
     #[test]
     fn peers_gone_quiet_past_the_expiry_free_their_slots_for_new_ones() {
         let mut t = PeerSlots::new(1024, 60 * S);
+        assert_eq!(t.capacity(), 1024);
         let first = addrs(0, 1024);
         let ch = t.set_list(&first, 0);
         assert_eq!(ch.added.len(), 1024);
@@ -237,19 +238,18 @@ mod tests {
         // for less than the expiry), so the new ones wait, each refused once.
         let second = addrs(5000, 1024);
         let ch = t.set_list(&second, 20 * S);
-        assert!(ch.retired.is_empty() && ch.added.is_empty());
-        assert_eq!(ch.refused, second);
+        assert_eq!(ch, Changes { retired: vec![], added: vec![], refused: second.clone() });
         assert_eq!((t.refused(), t.waiting()), (1024, 1024));
         assert!(second.iter().all(|a| t.slot(a).is_none()), "waiting peers hold no slot");
         // Checked again before the expiry: nothing changes, and nobody is refused twice.
-        assert!(t.expire(79 * S).is_empty());
+        assert_eq!(t.expire(79 * S), Changes::default());
         assert_eq!(t.set_list(&second, 79 * S), Changes::default());
         // 60 s after they left the list (and 70 s unheard), they are retired; every new
         // address gets a slot.
         let ch = t.expire(80 * S);
         assert_eq!(ch.retired.len(), 1024);
         assert_eq!(ch.added.len(), 1024);
-        assert!(ch.refused.is_empty());
+        assert_eq!(ch.refused, []);
         assert_eq!((t.len(), t.waiting(), t.retired(), t.refused()), (1024, 0, 1024, 1024));
         for a in &second {
             let i = t.slot(a).expect("a slot");
@@ -269,13 +269,13 @@ mod tests {
         let mut t = PeerSlots::new(4, 10 * S);
         t.set_list(&addrs(0, 2), 0);
         t.heard(0, 3 * S);
-        assert!(t.set_list(&addrs(1, 1), 5 * S).is_empty(), "addr 0 leaves the list at 5 s");
+        assert_eq!(t.set_list(&addrs(1, 1), 5 * S), Changes::default(), "addr 0 leaves the list at 5 s");
         assert!(!t.listed(0) && t.listed(1));
         t.heard(0, 12 * S);
-        assert!(t.expire(21 * S).is_empty(), "heard at 12 s: live until 22 s");
-        assert_eq!(t.expire(22 * S).retired, [(0, addr(0))]);
+        assert_eq!(t.expire(21 * S), Changes::default(), "heard at 12 s: live until 22 s");
+        assert_eq!(t.expire(22 * S), Changes { retired: vec![(0, addr(0))], ..Changes::default() });
         // A listed peer is never retired, however long it is silent.
-        assert!(t.expire(1_000 * S).is_empty());
+        assert_eq!(t.expire(1_000 * S), Changes::default());
         assert_eq!(t.slot(&addr(1)), Some(1));
     }
 
@@ -287,7 +287,7 @@ mod tests {
         t.set_list(&[addr(1), addr(2)], 0);
         assert_eq!(t.slot(&addr(2)), Some(1));
         t.set_list(&[addr(1)], S);
-        assert!(t.set_list(&[addr(1), addr(2)], 5 * S).is_empty(), "back within the expiry");
+        assert_eq!(t.set_list(&[addr(1), addr(2)], 5 * S), Changes::default(), "back within the expiry");
         assert_eq!(t.slot(&addr(2)), Some(1));
         t.set_list(&[addr(1), addr(3)], 6 * S);
         let ch = t.expire(16 * S);
@@ -311,7 +311,7 @@ mod tests {
         let ch = t.set_list(&list, S);
         assert_eq!(ch.refused, [addr(9999)]);
         assert_eq!(t.slot(&addr(9999)), None);
-        assert!(t.expire(1_000 * S).is_empty(), "listed peers never expire");
+        assert_eq!(t.expire(1_000 * S), Changes::default(), "listed peers never expire");
         t.set_list(&list, 1_001 * S);
         assert_eq!((t.refused(), t.waiting()), (1, 1), "refused once while it waits");
         // One peer leaves the list: after the expiry the waiting one takes its slot.
@@ -329,5 +329,49 @@ mod tests {
         list.push(addr(10_000));
         t.set_list(&list, 1_065 * S);
         assert_eq!(t.refused(), 3);
+    }
+
+    /// What a call changed is not empty when any one of its lists is not, and the caller
+    /// (which applies changes only then) sees each: retired, added, refused.
+    #[test]
+    fn changes_are_not_empty_when_anything_changed() {
+        assert!(Changes::default().is_empty());
+        let one = [
+            Changes { retired: vec![(0, addr(1))], ..Changes::default() },
+            Changes { added: vec![(0, addr(1))], ..Changes::default() },
+            Changes { refused: vec![addr(1)], ..Changes::default() },
+        ];
+        assert!(one.iter().all(|c| !c.is_empty()));
+        // A table of one slot: the first address takes it, the second waits.
+        let mut t = PeerSlots::new(0, 10 * S);
+        assert_eq!((t.capacity(), t.len(), t.is_empty()), (1, 0, true));
+        let ch = t.set_list(&[addr(1), addr(2)], 0);
+        assert!(!ch.is_empty());
+        assert_eq!(ch, Changes { retired: vec![], added: vec![(0, addr(1))], refused: vec![addr(2)] });
+        assert_eq!((t.len(), t.is_empty()), (1, false));
+        assert_eq!(t.iter().map(|(i, s)| (i, s.addr, s.listed)).collect::<Vec<_>>(), [(0, addr(1), true)]);
+        // addr 1 leaves; heard at 4 s, an older datagram does not move that back
+        t.set_list(&[addr(2)], S);
+        t.heard(0, 4 * S);
+        t.heard(0, 2 * S);
+        t.heard(5, 9 * S);
+        assert_eq!(t.expire(13 * S), Changes::default());
+        let ch = t.expire(14 * S);
+        assert!(!ch.is_empty());
+        assert_eq!(ch, Changes { retired: vec![(0, addr(1))], added: vec![(0, addr(2))], refused: vec![] });
+        assert_eq!((t.retired(), t.refused(), t.waiting()), (1, 1, 0));
+    }
+
+    /// Slots freed together are given out lowest first, whatever order they freed in.
+    #[test]
+    fn the_lowest_free_slot_is_given_first() {
+        let mut t = PeerSlots::new(3, 10 * S);
+        t.set_list(&[addr(1), addr(2), addr(3)], 0);
+        t.set_list(&[addr(2)], S);
+        assert_eq!(t.expire(11 * S).retired, [(0, addr(1)), (2, addr(3))]);
+        let ch = t.set_list(&[addr(2), addr(9)], 12 * S);
+        assert_eq!(ch, Changes { added: vec![(0, addr(9))], ..Changes::default() });
+        let ch = t.set_list(&[addr(2), addr(8), addr(9)], 13 * S);
+        assert_eq!(ch, Changes { added: vec![(2, addr(8))], ..Changes::default() });
     }
 }

@@ -135,7 +135,8 @@ mod tests {
         let sends = 10_000u64;
         for n in 0..sends {
             let due = MS + n * 100_000;
-            loop {
+            for step in 0.. {
+                assert!(step < 1_000_000, "send {n} never went");
                 match w.step(now, due) {
                     Step::Go => break,
                     Step::Spin => {

@@ -357,6 +357,8 @@ fn stalled_clients_do_not_hold_a_stop() {
     stalled.write_all(b"{\"t").unwrap();
     // 2: probes of 64 KB, never read: serve's writes fill both buffers and block.
     let mut deaf = TcpStream::connect(addr).unwrap();
+    let deaf_at = deaf.local_addr().unwrap();
+    assert!(!raw::blocked_sending(std::process::id(), addr, deaf_at), "nothing asked of serve yet");
     let mut p = vec![0u8; probe::MAX_LEN];
     probe::init(&mut p, 1, 0);
     let writer = {
@@ -377,12 +379,9 @@ fn stalled_clients_do_not_hold_a_stop() {
     let (mut cut, m) = start(addr, &request(Direction::Forward, StreamProto::Tcp, 1, None), None);
     assert!(matches!(m, Control::Ready { .. }), "{m:?}");
     cut.write_all(&wirebench_core::wire::control::header(20)[..5]).unwrap();
-    // Serve is stuck writing to the deaf client once its answered count stops moving.
-    until("serve blocked on the deaf client", 20 * SECOND, || {
-        let n = srv.counters().tcp_probes;
-        std::thread::sleep(Duration::from_millis(300));
-        n > 10 && srv.counters().tcp_probes == n
-    });
+    // Serve is stuck writing to the deaf client: one of its threads is in a send to it.
+    until("serve blocked on the deaf client", 20 * SECOND, || raw::blocked_sending(std::process::id(), addr, deaf_at));
+    assert!(srv.counters().tcp_probes > 0, "it answered some before the buffers filled");
     stop_within(srv, SECOND);
     let _ = deaf.shutdown(std::net::Shutdown::Both);
     let _ = writer.join();

@@ -475,6 +475,8 @@ fn an_echo_server_is_not_a_table_of_zeros() {
         "cursor:p99<10s",
         "-q",
     ]);
+    // still no measurement: exit 1, which a failed threshold (3) does not hide
+    assert_eq!(run.code, 1, "{}{}", run.out, run.err);
     assert!(run.out.contains("threshold cursor:p99<10s: no data FAILED"), "{}", run.out);
 }
 
@@ -537,6 +539,7 @@ fn load_runs_compare_side_by_side() {
     let rep = read_json(&a);
     let expected = ns(&rep["results"]["deliveries"]["expected"]);
     let text = wirebench(&["report", a.to_str().unwrap()]);
+    assert_eq!(text.code, 0, "{}", text.err);
     assert!(
         text.out.contains(&format!("deliveries: {expected} expected, {expected} arrived (100.00%)")),
         "{}",
@@ -561,6 +564,7 @@ fn synopsis_and_help(mode: &str) -> (std::collections::BTreeSet<String>, std::co
             .collect::<std::collections::BTreeSet<_>>()
     };
     let help = wirebench(&[mode, "--help"]);
+    assert_eq!(help.code, 0, "{}", help.err);
     // A flag's aliases (`[alias: --vus]`, `[aliases: -t, --time]`) are not flags of their own.
     let own: String = help.out.lines().map(|l| l.split(" [alias").next().unwrap_or(l)).collect::<Vec<_>>().join("\n");
     let mut h = flags(&own);

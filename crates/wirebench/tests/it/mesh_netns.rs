@@ -207,8 +207,20 @@ fn six_agents_prometheus_and_the_verdicts() {
         assert_eq!(cells.len(), 30, "{proto}: every ordered pair");
         assert!(cells.iter().all(|c| c.sent > 0 && c.lost == 0), "{proto}: {out}");
     }
-    let (_, out, _) = status(dir.path(), &agents);
+    // The agents' own view agrees: every node gave its row, every cell good, no problem.
+    let (code, out, r) = status(dir.path(), &agents);
     eprintln!("== healthy, from the agents ==\n{out}");
+    assert_eq!(code, 0, "{out}");
+    assert!(problems(&r).is_empty(), "{out}");
+    let Results::Mesh(m) = &r.results else { panic!() };
+    assert_eq!(m.source, "agents");
+    let nodes: Vec<(String, bool)> = m.nodes.iter().map(|n| (n.label().to_owned(), n.reported)).collect();
+    assert_eq!(nodes, (1..=6).map(|i| (format!("h{i}"), true)).collect::<Vec<_>>());
+    for proto in ["udp", "tcp", "multicast"] {
+        let cells: Vec<_> = m.cells.iter().filter(|c| c.proto == proto).collect();
+        assert_eq!(cells.len(), 30, "{proto}: every ordered pair");
+        assert!(cells.iter().all(|c| c.sent > 0 && c.lost == 0 && c.verdict == "good"), "{proto}: {out}");
+    }
 
     // Series in Prometheus per agent, as the docs' arithmetic says: the fixed ones, the
     // multicast histogram, and 1 + 8 per transport for each of its 5 peers; Prometheus's own

@@ -298,3 +298,284 @@ fn the_budget_refuses_whole_rows_past_it_and_they_are_named_skipped() {
     assert_eq!(named, [("skipped", why.as_str())]);
     assert_eq!(r.nodes.iter().filter(|n| n.reported).count(), 3);
 }
+
+/// A cell as a real agent sends it: the histogram in plain V2, not compressed.
+fn plain_cell(peer: usize, proto: Proto, samples: &[u32]) -> CellReport {
+    let h = histogram_of(samples);
+    CellReport { histogram: Some(crate::report::encode_histogram_plain(&h)), ..cell(peer, proto, samples, 0) }
+}
+
+#[test]
+fn plain_histograms_as_agents_send_them_are_read_checked_and_merged() {
+    let mut b = MatrixBuilder::new("agents");
+    b.add_report(&report(1, vec![plain_cell(2, Proto::Udp, &[1_000; 10])])).unwrap();
+    b.add_report(&report(2, vec![plain_cell(1, Proto::Udp, &[3_000; 10])])).unwrap();
+    let r = b.finish(&Thresholds::default());
+    assert_eq!(r.cells.iter().map(|c| c.verdict.as_str()).collect::<Vec<_>>(), ["good", "good"]);
+    let all = &r.combined[0].latency.summary;
+    assert_eq!((all.count, all.min_ns), (20, 1_000));
+    assert!(crate::latency::histogram().equivalent(all.max_ns, 3_000), "{}", all.max_ns);
+    // The checks hold for the plain form too: a histogram that disagrees with its counts,
+    // one wider than a mesh histogram, and a header cut short are refused.
+    let mut b = MatrixBuilder::new("agents");
+    let mut c = plain_cell(2, Proto::Tcp, &[5, 6, 7]);
+    c.histogram = Some(crate::report::encode_histogram_plain(&histogram_of(&[5, 6])));
+    let e = b.add_report(&report(1, vec![c])).unwrap_err().to_string();
+    assert!(e.contains("histogram disagrees"), "{e}");
+    let mut wide = Histogram::<u64>::new_with_bounds(1, u64::MAX / 4, 3).unwrap();
+    wide.record(5).unwrap();
+    let mut c = plain_cell(2, Proto::Tcp, &[5]);
+    c.histogram = Some(crate::report::encode_histogram_plain(&wide));
+    let e = b.add_report(&report(1, vec![c])).unwrap_err().to_string();
+    assert_eq!(e, "cell to 10.0.0.2:7878 (tcp): histogram: wider or finer than a mesh histogram");
+    let text = crate::report::encode_histogram_plain(&histogram_of(&[5]));
+    let raw = base64::engine::general_purpose::STANDARD.decode(&text).unwrap();
+    let mut c = plain_cell(2, Proto::Tcp, &[5]);
+    c.histogram = Some(base64::engine::general_purpose::STANDARD.encode(&raw[..39]));
+    let e = b.add_report(&report(1, vec![c])).unwrap_err().to_string();
+    assert_eq!(e, "cell to 10.0.0.2:7878 (tcp): histogram: truncated");
+    let mut c = plain_cell(2, Proto::Tcp, &[5]);
+    c.histogram = Some(base64::engine::general_purpose::STANDARD.encode([0u8; 40]));
+    let e = b.add_report(&report(1, vec![c])).unwrap_err().to_string();
+    assert_eq!(e, "cell to 10.0.0.2:7878 (tcp): histogram: not an HdrHistogram V2 encoding");
+    assert!(b.finish(&Thresholds::default()).nodes.is_empty());
+}
+
+#[test]
+fn a_report_given_again_replaces_its_cells_and_a_cell_to_itself_is_dropped() {
+    let mut b = MatrixBuilder::new("agents");
+    b.add_report(&report(1, vec![cell(2, Proto::Udp, &[100; 10], 0)])).unwrap();
+    let once = b.held();
+    // again, with a cell to itself: the same cells, the same bytes held
+    b.add_report(&report(1, vec![cell(2, Proto::Udp, &[100; 10], 0), cell(1, Proto::Udp, &[100; 10], 0)])).unwrap();
+    assert_eq!(b.held(), once);
+    // the same row, now lossy: the newer cell is the one judged
+    b.add_report(&report(1, vec![cell(2, Proto::Udp, &[100; 5], 5)])).unwrap();
+    let r = b.finish(&Thresholds::default());
+    assert_eq!(r.cells.len(), 1);
+    assert_eq!((r.cells[0].sent, r.cells[0].lost, r.cells[0].verdict.as_str()), (10, 5, "bad"));
+}
+
+#[test]
+fn an_agents_own_name_and_zone_win_over_its_peers_labels() {
+    let mut b = MatrixBuilder::new("agents");
+    let known_as = NodeRef { addr: node(2).addr, name: Some("other".into()), zone: Some("z9".into()) };
+    b.add_report(&report(1, vec![CellReport { peer: known_as, ..cell(2, Proto::Udp, &[100; 10], 0) }])).unwrap();
+    let me = NodeRef { zone: Some("z2".into()), ..node(2) };
+    b.add_report(&MatrixReport { agent: me, ..report(2, vec![cell(1, Proto::Udp, &[100; 10], 0)]) }).unwrap();
+    let r = b.finish(&Thresholds::default());
+    let got: Vec<(&str, Option<&str>)> = r.nodes.iter().map(|n| (n.label(), n.zone.as_deref())).collect();
+    // sorted by zone: no zone first
+    assert_eq!(got, [("n1", None), ("n2", Some("z2"))]);
+}
+
+#[test]
+fn one_bad_transport_makes_the_pair_bad() {
+    // udp good, tcp lossy, on the same pair both ways: the unicast grid holds the worse
+    let mut b = MatrixBuilder::new("agents");
+    for (me, peer) in [(1, 2), (2, 1)] {
+        let cells = vec![cell(peer, Proto::Udp, &[100; 10], 0), cell(peer, Proto::Tcp, &[100; 5], 5)];
+        b.add_report(&report(me, cells)).unwrap();
+    }
+    let r = b.finish(&Thresholds::default());
+    let named: Vec<&str> = r.problems.iter().map(|p| p.summary.as_str()).collect();
+    assert_eq!(named, ["unicast path n1 <-> n2"]);
+    // in either order the tcp cell comes first
+    let mut b = MatrixBuilder::new("agents");
+    for (me, peer) in [(1, 2), (2, 1)] {
+        let cells = vec![cell(peer, Proto::Tcp, &[100; 5], 5), cell(peer, Proto::Udp, &[100; 10], 0)];
+        b.add_report(&report(me, cells)).unwrap();
+    }
+    let r = b.finish(&Thresholds::default());
+    assert_eq!(r.problems.iter().map(|p| p.summary.as_str()).collect::<Vec<_>>(), ["unicast path n1 <-> n2"]);
+}
+
+#[test]
+fn prometheus_cells_rows_and_window_are_kept() {
+    let mut b = MatrixBuilder::new("prometheus");
+    b.set_window(10_000_000_000);
+    let rtt = |ns| Some(RttSummary { count: 10, min_ns: ns, p50_ns: ns, p99_ns: ns, max_ns: ns });
+    b.add_cell(&node(1), &node(2), Proto::Udp, 10, 0, rtt(100));
+    assert_eq!(b.held(), CELL_BYTES + 2 * (NODE_BYTES + 2 * "10.0.0.1:7878".len() + 2));
+    let held = b.held();
+    // the same cell again (a later sample) replaces it; a cell to itself is dropped
+    b.add_cell(&node(1), &node(2), Proto::Udp, 10, 20, rtt(100));
+    b.add_cell(&node(1), &node(1), Proto::Udp, 10, 0, rtt(100));
+    assert_eq!(b.held(), held);
+    b.add_cell(&node(2), &node(1), Proto::Udp, 10, 0, rtt(50_000_000));
+    // n3's scrape worked but it exports no cell yet; n4's agent is down
+    b.mark_reported(&node(3));
+    b.add_unreachable(None, "10.0.0.4:7878", "down");
+    let r = b.finish(&Thresholds::default());
+    assert_eq!((r.source.as_str(), r.window_ns, r.window_start_unix_ns), ("prometheus", Some(10_000_000_000), None));
+    let cells: Vec<(usize, usize, u64, u64, &str)> =
+        r.cells.iter().map(|c| (c.src, c.dst, c.sent, c.lost, c.verdict.as_str())).collect();
+    // lost is at most sent; the slow cell is bad on its p99
+    // (sorted by label: the agent known only by its address first)
+    assert_eq!(cells, [(1, 2, 10, 10, "bad"), (2, 1, 10, 0, "bad")]);
+    let reported: Vec<(&str, bool, Option<&str>)> =
+        r.nodes.iter().map(|n| (n.label(), n.reported, n.error.as_deref())).collect();
+    assert_eq!(
+        reported,
+        [("10.0.0.4:7878", false, Some("down")), ("n1", true, None), ("n2", true, None), ("n3", true, None)]
+    );
+    let named: Vec<&str> = r.problems.iter().map(|p| p.summary.as_str()).collect();
+    assert_eq!(named, ["agent 10.0.0.4:7878 unreachable: down", "unicast path n1 <-> n2"]);
+    // a node marked reported after a failure is no longer in error
+    let mut b = MatrixBuilder::new("prometheus");
+    b.add_unreachable(None, "10.0.0.3:7878", "scrape failed");
+    b.mark_reported(&NodeRef { addr: "10.0.0.3:7878".into(), name: None, zone: None });
+    let r = b.finish(&Thresholds::default());
+    assert_eq!((r.nodes[0].reported, r.nodes[0].error.as_deref()), (true, None));
+}
+
+#[test]
+fn prometheus_unread_is_named_as_prometheus() {
+    let mut b = MatrixBuilder::new("prometheus");
+    b.add_skipped(None, "http://prom:9090", "answer past the budget");
+    let r = b.finish(&Thresholds::default());
+    let named: Vec<(&str, &str)> = r.problems.iter().map(|p| (p.kind.as_str(), p.summary.as_str())).collect();
+    assert_eq!(
+        named,
+        [
+            ("skipped", "Prometheus http://prom:9090 skipped: answer past the budget"),
+            ("no_matrix", "no agent's row read from Prometheus: no matrix to judge"),
+        ]
+    );
+}
+
+#[test]
+fn a_histogram_text_or_header_past_a_mesh_histogram_is_refused() {
+    let refused = |text: String| {
+        let mut c = cell(2, Proto::Udp, &[5], 0);
+        c.histogram = Some(text);
+        MatrixBuilder::new("agents").add_report(&report(1, vec![c])).unwrap_err().to_string()
+    };
+    let why = |e: &str| format!("cell to 10.0.0.2:7878 (udp): {e}");
+    // 64 KiB of text is read (here: zeros, not a histogram); a byte more is not
+    assert_eq!(refused("A".repeat(64 << 10)), why("histogram: not an HdrHistogram V2 encoding"));
+    assert_eq!(refused("A".repeat((64 << 10) + 1)), why("histogram text too long"));
+    // 4 significant digits, or a range past twice the longest timeout, either alone
+    let with = |high: u64, sigfig: u8| {
+        let mut h = Histogram::<u64>::new_with_bounds(1, high, sigfig).unwrap();
+        h.record(5).unwrap();
+        crate::report::encode_histogram_plain(&h)
+    };
+    let wide = why("histogram: wider or finer than a mesh histogram");
+    assert_eq!(refused(with(1_000, 4)), wide);
+    assert_eq!(refused(with(2 * MAX_TIMEOUT_NS + 1, 3)), wide);
+    let mut b = MatrixBuilder::new("agents");
+    let mut c = cell(2, Proto::Udp, &[5], 0);
+    c.histogram = Some(with(2 * MAX_TIMEOUT_NS, 3));
+    b.add_report(&report(1, vec![c])).unwrap();
+}
+
+#[test]
+fn a_summary_that_disagrees_is_refused() {
+    let refused = |c: CellReport| MatrixBuilder::new("agents").add_report(&report(1, vec![c])).unwrap_err().to_string();
+    let rtt = RttSummary { count: 3, min_ns: 5, p50_ns: 6, p99_ns: 7, max_ns: 7 };
+    let base = CellReport { histogram: None, rtt: Some(rtt), ..cell(2, Proto::Udp, &[5, 6, 7], 0) };
+    let summary = "cell to 10.0.0.2:7878 (udp): round-trip summary disagrees with itself or the counts";
+    for bad in [
+        RttSummary { count: 2, ..rtt },
+        RttSummary { min_ns: 7, ..rtt },
+        RttSummary { p50_ns: 8, ..rtt },
+        RttSummary { p99_ns: 8, ..rtt },
+        RttSummary { max_ns: 6, ..rtt },
+    ] {
+        assert_eq!(refused(CellReport { rtt: Some(bad), ..base.clone() }), summary, "{bad:?}");
+    }
+    MatrixBuilder::new("agents").add_report(&report(1, vec![base])).unwrap();
+    // a histogram of as many samples whose figures are not the summary's
+    let mut c = cell(2, Proto::Udp, &[5, 6, 7], 0);
+    c.histogram = Some(encode_histogram(&histogram_of(&[5, 6, 9])));
+    assert_eq!(refused(c), "cell to 10.0.0.2:7878 (udp): histogram disagrees with the counts");
+}
+
+#[test]
+fn at_most_max_cells_per_report_and_a_budget_met_exactly_is_kept() {
+    let many = |n: usize| report(1, (0..n).map(|_| cell(2, Proto::Udp, &[], 0)).collect());
+    MatrixBuilder::new("agents").add_report(&many(MAX_CELLS)).unwrap();
+    let e = MatrixBuilder::new("agents").add_report(&many(MAX_CELLS + 1)).unwrap_err().to_string();
+    assert_eq!(e, format!("{} cells (at most {MAX_CELLS})", MAX_CELLS + 1));
+    let row = report(1, vec![cell(2, Proto::Udp, &[100; 10], 0)]);
+    let mut b = MatrixBuilder::new("agents");
+    b.add_report(&row).unwrap();
+    let one = b.held();
+    let mut b = MatrixBuilder::new("agents").with_budget(one);
+    b.add_report(&row).unwrap();
+    assert_eq!(b.held(), one);
+    let mut b = MatrixBuilder::new("agents").with_budget(one - 1);
+    assert_eq!(b.add_report(&row), Err(Refused::Budget { budget: one - 1, held: 0 }));
+}
+
+#[test]
+fn zones_are_named_as_zones_and_the_window_is_kept() {
+    // n1, n2 in zone a; n3, n4 in zone b: everything between a and b bad
+    let zoned = |i: usize| NodeRef { zone: Some(if i <= 2 { "a" } else { "b" }.into()), ..node(i) };
+    let mut b = MatrixBuilder::new("agents");
+    for me in 1..=4 {
+        let cells = (1..=4)
+            .filter(|&p| p != me)
+            .map(|p| {
+                let across = (me <= 2) != (p <= 2);
+                let c = if across { cell(p, Proto::Udp, &[100; 5], 5) } else { cell(p, Proto::Udp, &[100; 10], 0) };
+                CellReport { peer: zoned(p), ..c }
+            })
+            .collect();
+        b.add_report(&MatrixReport { agent: zoned(me), ..report(me, cells) }).unwrap();
+    }
+    let r = b.finish(&Thresholds::default());
+    assert_eq!(r.window_ns, Some(10_000_000_000));
+    let named: Vec<(&str, &str, Vec<&str>)> = r
+        .problems
+        .iter()
+        .map(|p| (p.kind.as_str(), p.summary.as_str(), p.zones.iter().map(String::as_str).collect()))
+        .collect();
+    assert_eq!(named, [("zone", "unicast zones a <-> b: paths between them bad", vec!["a", "b"])]);
+    // and inside zone a only (n1 to n3: a zone of two is never judged within itself, as
+    // without either node nothing is left of it)
+    let zoned = |i: usize| NodeRef { zone: Some(if i <= 3 { "a" } else { "b" }.into()), ..node(i) };
+    let mut b = MatrixBuilder::new("agents");
+    for me in 1..=5 {
+        let cells = (1..=5)
+            .filter(|&p| p != me)
+            .map(|p| {
+                let inside_a = me <= 3 && p <= 3;
+                let c = if inside_a { cell(p, Proto::Udp, &[100; 5], 5) } else { cell(p, Proto::Udp, &[100; 10], 0) };
+                CellReport { peer: zoned(p), ..c }
+            })
+            .collect();
+        b.add_report(&MatrixReport { agent: zoned(me), ..report(me, cells) }).unwrap();
+    }
+    let r = b.finish(&Thresholds::default());
+    let named: Vec<(&str, Vec<&str>)> =
+        r.problems.iter().map(|p| (p.summary.as_str(), p.zones.iter().map(String::as_str).collect())).collect();
+    assert_eq!(named, [("unicast zone a: paths inside it bad", vec!["a"])]);
+}
+
+#[test]
+fn a_node_costs_its_address_twice_its_name_and_its_zone() {
+    let me = NodeRef { addr: "10.0.0.1:7878".into(), name: Some("n1".into()), zone: Some("zone-a".into()) };
+    let mut b = MatrixBuilder::new("agents");
+    b.node(&me);
+    assert_eq!(b.held(), NODE_BYTES + 2 * "10.0.0.1:7878".len() + "n1".len() + "zone-a".len());
+    b.node(&me);
+    assert_eq!(b.held(), NODE_BYTES + 2 * "10.0.0.1:7878".len() + "n1".len() + "zone-a".len(), "once");
+}
+
+#[test]
+fn a_name_matches_only_a_node_without_a_row_or_an_error() {
+    // n1 gave its row; n2 is known only as its peer
+    let mut b = MatrixBuilder::new("agents");
+    b.add_report(&report(1, vec![cell(2, Proto::Udp, &[100; 10], 0)])).unwrap();
+    b.add_unreachable(None, "http://n1:9878/", "gone");
+    b.add_unreachable(None, "http://n2:9878/", "first");
+    b.add_unreachable(None, "http://n2:9999/", "second");
+    let r = b.finish(&Thresholds::default());
+    let got: Vec<(&str, Option<&str>)> = r.nodes.iter().map(|n| (n.label(), n.error.as_deref())).collect();
+    assert_eq!(
+        got,
+        [("http://n1:9878/", Some("gone")), ("http://n2:9999/", Some("second")), ("n1", None), ("n2", Some("first")),]
+    );
+}

@@ -156,7 +156,9 @@ pub(super) fn shard_list(ks: &[u64], count: u64) -> String {
 
 /// The shards of `1..=count` not in `seen`: refused, or (`partial`) what the merge lacks.
 fn missing_shards(seen: &BTreeMap<u64, &str>, count: u64, partial: bool) -> Result<Option<LoadPartial>, MergeError> {
-    let missing: Vec<u64> = (1..=count).filter(|k| !seen.contains_key(k)).collect();
+    // `merge` refuses a count past MAX_SHARDS; the bound is kept here too, where the list
+    // is allocated, so no count from a file can size it.
+    let missing: Vec<u64> = (1..=count.min(MAX_SHARDS)).filter(|k| !seen.contains_key(k)).collect();
     if missing.is_empty() {
         return Ok(None);
     }

@@ -323,8 +323,12 @@ fn ping_generators_against_one_server_add_up() {
     gen2.meta.started_at = "2026-11-22T00:00:00.5Z".into();
     let same = merge(&[Input { name: "a", report: &gen1 }, Input { name: "a2", report: &gen1 }]).unwrap_err();
     assert_eq!(same.to_string(), "a and a2 are the same run: give each report once");
+    gen2.meta.duration_ns = gen1.meta.duration_ns + 250_000_000;
     let inputs = [Input { name: "a", report: &gen1 }, Input { name: "b", report: &gen2 }];
     let m = merge(&inputs).unwrap();
+    // the earlier start (the whole second, though its text sorts after "…00.5Z"), the longer run
+    assert_eq!(m.meta.started_at, "2026-11-22T00:00:00Z");
+    assert_eq!(m.meta.duration_ns, 1_250_000_000);
     let (Results::Ping(got), Results::Ping(one)) = (&m.results, &gen1.results) else { panic!("ping") };
     assert_eq!(got.sent, 2 * one.sent);
     let (mine, one_r) = (&got.responders[0], &one.responders[0]);
@@ -350,6 +354,10 @@ fn the_first_difference_is_named_with_its_path() {
     assert_eq!(first_difference("config", &a, &a), None);
     let c = serde_json::json!({"x": 1});
     assert_eq!(first_difference("config", &c, &a).unwrap(), r#"config.m differs (absent vs [{"n":"a"},{"n":"b"}])"#);
+    // values up to 60 characters (as JSON) are shown whole, longer ones cut to 57 and "..."
+    let (sixty, long) = ("s".repeat(58), "s".repeat(59));
+    let d = first_difference("config", &serde_json::json!({"x": sixty}), &serde_json::json!({"x": long})).unwrap();
+    assert_eq!(d, format!("config.x differs (\"{sixty}\" vs \"{}...)", &long[..56]));
     assert_eq!(weighted_mean([(10, 1), (20, 3)]), 17);
     // exact with counts and means near the top (a sum of products overflowed u128)
     assert_eq!(weighted_mean([(u64::MAX, u64::MAX), (u64::MAX - 2, u64::MAX)]), u64::MAX - 1);
@@ -542,4 +550,14 @@ fn config_arrays_of_different_lengths_are_different_scenarios() {
     let d = first_difference("config", &base, &longer).expect("a difference");
     assert!(d.starts_with("config.targets differs"), "{d}");
     assert!(first_difference("config", &base, &base.clone()).is_none());
+    // and two reports so configured are refused, either one first
+    let gen1 = seed("report-ping-full.json");
+    let (mut two, mut three) = (gen1.clone(), gen1.clone());
+    two.config["targets"] = base["targets"].clone();
+    three.config["targets"] = longer["targets"].clone();
+    three.meta.started_at = "2026-11-22T00:00:00.5Z".into();
+    for (a, b) in [(&two, &three), (&three, &two)] {
+        let e = merge(&[Input { name: "a", report: a }, Input { name: "b", report: b }]).unwrap_err().to_string();
+        assert!(e.starts_with("a and b are not parts of one scenario: config.targets differs"), "{e}");
+    }
 }

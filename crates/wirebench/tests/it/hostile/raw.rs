@@ -107,3 +107,42 @@ pub(crate) fn serve_with(f: impl FnOnce(&mut Config)) -> Server {
     f(&mut cfg);
     Server::start(&cfg, Shutdown::new()).unwrap()
 }
+
+/// Whether a thread of process `pid` is inside a send on its TCP socket from `local` to
+/// `peer`: the kernel's own word that the thread is stuck writing to that client (its
+/// `/proc/PID/task/TID/syscall` names a write to the socket's descriptor), rather than a
+/// guess from counters that stopped moving.
+pub(crate) fn blocked_sending(pid: u32, local: SocketAddr, peer: SocketAddr) -> bool {
+    let Some(inode) = tcp_inode(pid, local, peer) else { return false };
+    let want = format!("socket:[{inode}]");
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return false };
+    let fds: Vec<u64> = fds
+        .flatten()
+        .filter(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy() == want))
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    let sends = [nix::libc::SYS_write, nix::libc::SYS_writev, nix::libc::SYS_sendto, nix::libc::SYS_sendmsg];
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+    tasks.flatten().any(|t| {
+        let line = std::fs::read_to_string(t.path().join("syscall")).unwrap_or_default();
+        let mut f = line.split_whitespace();
+        let nr = f.next().and_then(|n| n.parse::<i64>().ok());
+        let fd = f.next().and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok());
+        nr.is_some_and(|n| sends.contains(&n)) && fd.is_some_and(|fd| fds.contains(&fd))
+    })
+}
+
+/// The inode of the IPv4 TCP socket from `local` to `peer` in `pid`'s namespace.
+fn tcp_inode(pid: u32, local: SocketAddr, peer: SocketAddr) -> Option<u64> {
+    let table = std::fs::read_to_string(format!("/proc/{pid}/net/tcp")).ok()?;
+    // "0100007F:1F90": the address as the kernel holds it (network order), the port in hex
+    let addr = |s: &str| -> Option<SocketAddr> {
+        let (ip, port) = s.split_once(':')?;
+        let ip = std::net::Ipv4Addr::from(u32::from_str_radix(ip, 16).ok()?.to_ne_bytes());
+        Some(SocketAddr::from((ip, u16::from_str_radix(port, 16).ok()?)))
+    };
+    table.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.len() > 9 && addr(f[1]) == Some(local) && addr(f[2]) == Some(peer)).then(|| f[9].parse().ok())?
+    })
+}

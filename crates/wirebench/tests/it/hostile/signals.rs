@@ -12,7 +12,7 @@ use nix::unistd::Pid;
 use wirebench_core::wire::control::{Control, Direction, MIN_RATE_PER_S, StreamProto};
 use wirebench_core::wire::probe;
 
-use super::raw::{request, start, start_reverse};
+use super::raw::{blocked_sending, request, start, start_reverse, until};
 
 /// A `wirebench serve` child on 127.0.0.1 (killed on drop); `wrap` runs it under another
 /// command (e.g. `prlimit`).
@@ -82,8 +82,8 @@ impl Drop for Serve {
 
 /// Every stall at once: a control frame cut short, a probe client that never
 /// reads, a forward session holding part of a frame, and a reverse stream at the slowest
-/// rate (UDP and TCP). SIGINT and SIGTERM each end serve within a second, exit 0, and print
-/// the counters.
+/// rate (UDP and TCP). With serve confirmed stuck sending to the deaf client, SIGINT and
+/// SIGTERM each end it within a second, exit 0, and print the counters.
 #[test]
 fn sigint_and_sigterm_exit_within_a_second_whatever_the_clients_do() {
     for sig in [Signal::SIGINT, Signal::SIGTERM] {
@@ -95,6 +95,7 @@ fn sigint_and_sigterm_exit_within_a_second_whatever_the_clients_do() {
         stalled.write_all(b"{\"t").unwrap();
         held.push(stalled);
         let deaf = TcpStream::connect(addr).unwrap();
+        let deaf_at = deaf.local_addr().unwrap();
         let mut deaf_w = deaf.try_clone().unwrap();
         let writer = std::thread::spawn(move || {
             let mut p = vec![0u8; probe::MAX_LEN];
@@ -118,6 +119,11 @@ fn sigint_and_sigterm_exit_within_a_second_whatever_the_clients_do() {
         let (tcp, m) = start(addr, &request(Direction::Reverse, StreamProto::Tcp, 1, slow), None);
         assert!(matches!(m, Control::Ready { .. }), "{m:?}");
         held.push(tcp);
+        // The stall is there before the signal: a thread of serve is in a send to the deaf
+        // client, its buffers full.
+        until("serve blocked on the deaf client", Duration::from_secs(20), || {
+            blocked_sending(srv.child.id(), addr, deaf_at)
+        });
         let (took, code, out) = srv.signal(sig);
         assert!(took < Duration::from_secs(1), "{sig}: exit took {took:?}");
         assert_eq!(code, Some(0), "{sig}");
