@@ -5,6 +5,8 @@
 //!
 //! Sources (`--peers`, comma-separated, repeatable):
 //! - `HOST[:PORT] [name=N] [zone=Z]`: a static entry; names are re-resolved every refresh;
+//! - `stamp:HOST[:PORT] [name=N] [zone=Z]`: a STAMP reflector (port 862 by default), a
+//!   member that is probed and probes nobody (`mesh::peer`); in a peer file too;
 //! - `file:PATH` (or a path starting with `/` or `.`): a peer list (`mesh::peer` format),
 //!   re-read every refresh;
 //! - `dns:NAME[:PORT]`: every address of a name (a Kubernetes headless Service gives every
@@ -281,7 +283,12 @@ async fn resolve_lines(lines: &[PeerLine]) -> anyhow::Result<Vec<Peer>> {
             Some(a) => vec![a],
             None => resolve(&l.host, l.port).await?,
         };
-        out.extend(addrs.into_iter().map(|addr| Peer { addr, name: l.name.clone(), zone: l.zone.clone() }));
+        out.extend(addrs.into_iter().map(|addr| Peer {
+            addr,
+            name: l.name.clone(),
+            zone: l.zone.clone(),
+            stamp: l.stamp,
+        }));
     }
     Ok(out)
 }
@@ -320,7 +327,7 @@ mod tests {
     fn the_board_merges_sources_and_counts_versions() {
         let srcs = [Source::List(vec![]), Source::Dns { name: "x".into(), port: 1 }];
         let b = Board::new(&srcs);
-        let p = |s: &str, name: Option<&str>| Peer { addr: s.parse().unwrap(), name: name.map(Into::into), zone: None };
+        let p = |s: &str, name: Option<&str>| Peer { name: name.map(Into::into), ..Peer::at(s.parse().unwrap()) };
         assert!(!b.ready());
         let d = b.publish(0, vec![p("10.0.0.1:1", Some("a"))]);
         assert_eq!(d.added.len(), 1);

@@ -193,6 +193,7 @@ fn node_of(l: &Labels, addr: Option<&String>) -> Option<NodeRef> {
         addr: label(addr)?.to_owned(),
         name: label(l.node.as_ref()).map(str::to_owned),
         zone: label(l.zone.as_ref()).map(str::to_owned),
+        stamp: false,
     })
 }
 
@@ -310,7 +311,7 @@ fn join(answers: [Vec<Row>; 7], mut b: MatrixBuilder) -> MatrixBuilder {
             }
             _ => None,
         };
-        let peer = peers.get(&peer).cloned().unwrap_or(NodeRef { addr: peer, name: None, zone: None });
+        let peer = peers.get(&peer).cloned().unwrap_or_else(|| NodeRef::at(peer));
         row.push(CellReport {
             peer,
             proto,
