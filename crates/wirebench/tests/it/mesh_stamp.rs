@@ -182,6 +182,8 @@ fn a_stamp_reflector_has_a_measured_column_and_an_empty_row() {
     assert!(text.contains(&format!("wirebench_mesh_peer_window_sent{{{l}}}")), "{text}");
     assert!(text.contains(&format!("wirebench_mesh_peer_rtt_seconds{{{l},quantile=\"0.5\"}}")), "{text}");
     assert!(text.contains("wirebench_mesh_replies_unmatched_total 0"), "nothing dropped: {text}");
+    let info = text.lines().find(|l| l.starts_with("wirebench_mesh_peer_info") && l.contains(&r1)).expect("r1's info");
+    assert!(info.contains("node=\"r1\"") && info.contains("kind=\"stamp\""), "{info}");
     router.stop();
 }
 
