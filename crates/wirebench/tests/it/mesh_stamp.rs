@@ -33,22 +33,22 @@ fn reflector(ip: &str, flags: &[&str]) -> wirebench::serve::Server {
     wirebench::serve::Server::start(&cfg, Shutdown::new()).expect("serve starts")
 }
 
-/// Agents `n1`, `n2`, … on 127.0.28.1, .2, … with a peer file listing each other and
-/// `stamp` (its lines as written).
+/// Agents `n1`, `n2`, … on `ips`, with these extra flags and a peer file listing each
+/// other and `stamp` (its lines as written).
 struct Pair {
     agents: Vec<Agent>,
     _file: tempfile::NamedTempFile,
 }
 
 impl Pair {
-    fn start(n: usize, stamp: &[&str]) -> Self {
+    fn start(ips: &[&str], stamp: &[&str], extra: &[&str]) -> Self {
         let file = tempfile::NamedTempFile::new().unwrap();
         let path = file.path().to_str().unwrap().to_owned();
-        let agents: Vec<Agent> = (1..=n)
+        let agents: Vec<Agent> = (1..=ips.len())
             .map(|i| {
-                let (name, listen) = (format!("n{i}"), format!("127.0.28.{i}:0"));
-                let http = format!("127.0.28.{i}:0");
-                let cfg = agent_config(&[
+                let (name, listen) = (format!("n{i}"), format!("{}:0", ips[i - 1]));
+                let http = listen.clone();
+                let mut args = vec![
                     "--listen",
                     &listen,
                     "--http",
@@ -65,7 +65,9 @@ impl Pair {
                     "400ms",
                     "--rate",
                     "30/s",
-                ]);
+                ];
+                args.extend_from_slice(extra);
+                let cfg = agent_config(&args);
                 Agent::start(&cfg, Shutdown::new(), &quiet()).expect("agent starts")
             })
             .collect();
@@ -125,7 +127,7 @@ fn status(urls: &[String], json: &Path) -> (u8, String, MeshResults) {
 #[test]
 fn a_stamp_reflector_has_a_measured_column_and_an_empty_row() {
     let router = reflector("127.0.28.3", &[]);
-    let pair = Pair::start(2, &[&format!("stamp:127.0.28.3:{STAMP_PORT} name=r1")]);
+    let pair = Pair::start(&["127.0.28.1", "127.0.28.2"], &[&format!("stamp:127.0.28.3:{STAMP_PORT} name=r1")], &[]);
     // n2 (udp, tcp) and r1 (udp).
     pair.wait_cells(3, 5);
     let r1 = format!("127.0.28.3:{STAMP_PORT}");
@@ -194,11 +196,12 @@ fn a_stamp_reflector_that_loses_probes_is_named() {
     let r2 = reflector("127.0.28.4", &["--stamp-allow", "127.0.28.1"]);
     let r3 = reflector("127.0.28.5", &["--stamp-allow", "127.0.28.250"]);
     let pair = Pair::start(
-        2,
+        &["127.0.28.1", "127.0.28.2"],
         &[
             &format!("stamp:127.0.28.4:{STAMP_PORT} name=r2"),
             &format!("stamp:127.0.28.5:{STAMP_PORT} name=r3 zone=edge"),
         ],
+        &[],
     );
     pair.wait_cells(4, 5);
     let dir = tempfile::tempdir().unwrap();
@@ -222,4 +225,78 @@ fn a_stamp_reflector_that_loses_probes_is_named() {
     assert!(r2.counters().stamp_not_allowed > 0 && r3.counters().stamp_reflected == 0);
     r2.stop();
     r3.stop();
+}
+
+/// A reflector answering each (authenticated) test packet with garbage, a reflection of
+/// another session, one naming a probe never sent (both signed with the right key) and one
+/// signed with another key: all dropped and counted (unmatched, unauthenticated), the probes
+/// lost. Beside it an authenticated reflector (`--stamp-key`) probed with its key
+/// (`--stamp-peer-key`) answers in full.
+#[test]
+fn forged_reflections_are_dropped_and_counted_and_keyed_ones_answered() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use wirebench_core::wire::stamp::{ErrorEstimate, Key, Reflector, TsFormat};
+
+    const KEY: &str = "00112233445566778899aabbccddeeff";
+    let keyed = reflector("127.0.28.11", &["--stamp-key", KEY]);
+    let sock = std::net::UdpSocket::bind(("127.0.28.12", STAMP_PORT)).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let forger = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let signer = |k| Reflector { key: Some(k), format: TsFormat::Ntp, error: ErrorEstimate(1) };
+            let (right, wrong) = (signer(Key::from_hex(KEY).unwrap()), signer(Key::new(&[9; 16]).unwrap()));
+            let (mut buf, mut out) = ([0u8; 2048], [0u8; 2048]);
+            let mut answered = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let Ok((n, from)) = sock.recv_from(&mut buf) else { continue };
+                let Ok(tp) = right.check(&buf[..n]) else { continue };
+                sock.send_to(b"not a STAMP packet", from).unwrap();
+                let mut reply = |req: &[u8], r: &Reflector| {
+                    let len = r.reflect(req, &mut out, tp.seq, 1, 64, || 2).unwrap();
+                    sock.send_to(&out[..len], from).unwrap();
+                };
+                let mut other = buf[..n].to_vec();
+                other[26] ^= 0x55; // another session's SSID (authenticated layout)
+                reply(&other, &right);
+                let mut other = buf[..n].to_vec();
+                other[0] ^= 0x80; // a sender sequence number never sent
+                reply(&other, &right);
+                reply(&buf[..n], &wrong);
+                answered += 1;
+            }
+            answered
+        })
+    };
+    let pair = Pair::start(
+        &["127.0.28.10"],
+        &[
+            &format!("stamp:127.0.28.11:{STAMP_PORT} name=keyed"),
+            &format!("stamp:127.0.28.12:{STAMP_PORT} name=forger"),
+        ],
+        &["--stamp-peer-key", KEY],
+    );
+    pair.wait_cells(2, 5);
+    let m = pair.matrix(0);
+    let cell = |ip: &str| m.cells.iter().find(|c| c.peer.addr.starts_with(ip)).unwrap();
+    let (good, bad) = (cell("127.0.28.11:"), cell("127.0.28.12:"));
+    assert!(good.sent >= 5 && good.lost == 0 && good.rtt.is_some(), "{good:?}");
+    assert!(bad.sent >= 5 && bad.received == 0 && bad.lost == bad.sent, "{bad:?}");
+    assert!(keyed.counters().stamp_auth_failures == 0 && keyed.counters().stamp_reflected > 0);
+    stop.store(true, Ordering::Relaxed);
+    let answered = forger.join().unwrap();
+    let counter = |text: &str, name: &str| -> u64 {
+        text.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().parse::<f64>().ok()).unwrap_or(0.0) as u64
+    };
+    let (unmatched, unauthenticated) = wait_for(Duration::from_secs(10), "every forgery counted", || {
+        let text = get(pair.agents[0].http_addr(), "/metrics", None).1;
+        let u = counter(&text, "wirebench_mesh_replies_unmatched_total ");
+        let a = counter(&text, "wirebench_mesh_unauthenticated_total{direction=\"reply\"} ");
+        (a == answered && u >= 3 * answered).then_some((u, a))
+    });
+    assert!(answered >= bad.sent, "{answered} answered");
+    eprintln!("forger answered {answered} probes: {unmatched} unmatched, {unauthenticated} unauthenticated");
+    keyed.stop();
 }
