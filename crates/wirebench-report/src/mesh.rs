@@ -147,6 +147,9 @@ fn heatmap(out: &mut dyn Write, m: &MeshResults, proto: &str, metric: Metric, co
             } else if let Some(c) = cells.get(&(s, d)) {
                 let (t, h) = cell(m, c, metric, median);
                 (if h == Heat::Red { format!("{t}!") } else { t }, Some(h))
+            } else if m.nodes[s].stamp {
+                // A STAMP reflector probes nobody: an empty row, said so above the maps.
+                (String::new(), None)
             } else if !m.nodes[s].reported {
                 ("?".to_owned(), Some(Heat::Grey))
             } else {
@@ -168,9 +171,18 @@ pub fn mesh(out: &mut dyn Write, report: &Report, colour: bool) -> io::Result<()
     let Results::Mesh(m) = &report.results else { return Ok(()) };
     let window = m.window_ns.map_or_else(String::new, |w| format!(", window {}", humanize(w)));
     let reported = m.nodes.iter().filter(|n| n.reported).count();
+    let reflectors = m.nodes.iter().filter(|n| n.stamp).count();
     let nodes = crate::text::counted(m.nodes.len() as u64, "node", "nodes");
-    writeln!(out, "mesh: {nodes}, {reported} reporting (from {}{window})", m.source)?;
-    for n in m.nodes.iter().filter(|n| !n.reported) {
+    let reflectors = match reflectors {
+        0 => String::new(),
+        r => format!(", {}", crate::text::counted(r as u64, "STAMP reflector", "STAMP reflectors")),
+    };
+    writeln!(out, "mesh: {nodes}, {reported} reporting{reflectors} (from {}{window})", m.source)?;
+    for n in m.nodes.iter().filter(|n| n.stamp) {
+        let who = n.name.as_ref().map_or_else(|| n.addr.clone(), |name| format!("{name} ({})", n.addr));
+        writeln!(out, "  {who}: stamp reflector, probes nobody (no row; its column is measured)")?;
+    }
+    for n in m.nodes.iter().filter(|n| !n.reported && !n.stamp) {
         let why = n.error.as_deref().unwrap_or("no agent asked");
         // an agent known only by its URL is named once
         match &n.name {

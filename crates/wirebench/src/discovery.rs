@@ -5,6 +5,8 @@
 //!
 //! Sources (`--peers`, comma-separated, repeatable):
 //! - `HOST[:PORT] [name=N] [zone=Z]`: a static entry; names are re-resolved every refresh;
+//! - `stamp:HOST[:PORT] [name=N] [zone=Z]`: a STAMP reflector (port 862 by default), a
+//!   member that is probed and probes nobody (`mesh::peer`); in a peer file too;
 //! - `file:PATH` (or a path starting with `/` or `.`): a peer list (`mesh::peer` format),
 //!   re-read every refresh;
 //! - `dns:NAME[:PORT]`: every address of a name (a Kubernetes headless Service gives every
@@ -281,7 +283,12 @@ async fn resolve_lines(lines: &[PeerLine]) -> anyhow::Result<Vec<Peer>> {
             Some(a) => vec![a],
             None => resolve(&l.host, l.port).await?,
         };
-        out.extend(addrs.into_iter().map(|addr| Peer { addr, name: l.name.clone(), zone: l.zone.clone() }));
+        out.extend(addrs.into_iter().map(|addr| Peer {
+            addr,
+            name: l.name.clone(),
+            zone: l.zone.clone(),
+            stamp: l.stamp,
+        }));
     }
     Ok(out)
 }
@@ -308,19 +315,50 @@ mod tests {
         assert!(matches!(&got[4], Source::Kubernetes(k) if k.namespace == "ns" && k.service == "agents"));
     }
 
+    /// `stamp:` entries join the static list as reflectors, on port 862 unless given one,
+    /// with their labels; resolved like any literal entry.
+    #[test]
+    fn stamp_entries_are_reflectors_in_the_static_list() {
+        let got = parse(&["10.0.0.1, stamp:10.0.0.9 name=r1 zone=edge, stamp:10.0.0.8:8620".into()], 7878).unwrap();
+        let Source::List(l) = &got[0] else { panic!("{got:?}") };
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            l.iter().map(|p| (p.literal().unwrap().to_string(), p.stamp)).collect::<Vec<_>>(),
+            [("10.0.0.1:7878".into(), false), ("10.0.0.9:862".into(), true), ("10.0.0.8:8620".into(), true)]
+        );
+        assert_eq!((l[1].name.as_deref(), l[1].zone.as_deref()), (Some("r1"), Some("edge")));
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let peers = rt.block_on(resolve_lines(l)).unwrap();
+        assert_eq!(peers.iter().map(|p| p.stamp).collect::<Vec<_>>(), [false, true, true]);
+    }
+
     #[test]
     fn refuses_bad_entries_in_one_line() {
-        for bad in ["10.0.0.1:x", "dns:", "k8s:nonamespace", "k8s:ns/", "host colour=red", "dns:a b"] {
+        for bad in [
+            "10.0.0.1:x",
+            "dns:",
+            "k8s:nonamespace",
+            "k8s:ns/",
+            "host colour=red",
+            "dns:a b",
+            "stamp:",
+            "stamp:10.0.0.1:x",
+            "stamp:10.0.0.1:0",
+            "stamp:bad_host!",
+            "stamp:10.0.0.1 zone=a/b",
+        ] {
             let e = parse(&[bad.into()], 1).unwrap_err();
-            assert!(e.0.starts_with("--peers"), "{e}");
+            assert!(e.0.starts_with(&format!("--peers '{bad}': ")) && !e.0.contains('\n'), "{e}");
         }
+        let e = parse(&["stamp:".into()], 1).unwrap_err();
+        assert_eq!(e.0, "--peers 'stamp:': 'stamp:' needs a reflector's HOST[:PORT], e.g. stamp:10.0.0.1:862");
     }
 
     #[test]
     fn the_board_merges_sources_and_counts_versions() {
         let srcs = [Source::List(vec![]), Source::Dns { name: "x".into(), port: 1 }];
         let b = Board::new(&srcs);
-        let p = |s: &str, name: Option<&str>| Peer { addr: s.parse().unwrap(), name: name.map(Into::into), zone: None };
+        let p = |s: &str, name: Option<&str>| Peer { name: name.map(Into::into), ..Peer::at(s.parse().unwrap()) };
         assert!(!b.ready());
         let d = b.publish(0, vec![p("10.0.0.1:1", Some("a"))]);
         assert_eq!(d.added.len(), 1);

@@ -51,6 +51,21 @@ pub struct NodeRef {
     /// Zone, if known.
     #[serde(default)]
     pub zone: Option<String>,
+    /// A STAMP reflector (a router): probed, it probes nobody, so it has no row.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub stamp: bool,
+}
+
+impl NodeRef {
+    /// An agent at `addr`, with no labels.
+    pub fn at(addr: impl Into<String>) -> Self {
+        Self { addr: addr.into(), name: None, zone: None, stamp: false }
+    }
+}
+
+#[expect(clippy::trivially_copy_pass_by_ref, reason = "serde's skip_serializing_if passes a reference")]
+const fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// The window a matrix covers.

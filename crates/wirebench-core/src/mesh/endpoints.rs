@@ -156,7 +156,7 @@ pub fn peers_of(slice: &EndpointSlice, sel: &PortSel, default_port: u16) -> Vec<
         }
         let Some(ip) = e.addresses.first().and_then(|a| a.parse::<IpAddr>().ok()) else { continue };
         let name = label(e.node_name.as_ref()).or_else(|| label(e.target_ref.as_ref().and_then(|t| t.name.as_ref())));
-        out.push(Peer { addr: SocketAddr::new(ip, port), name, zone: label(e.zone.as_ref()) });
+        out.push(Peer { addr: SocketAddr::new(ip, port), name, zone: label(e.zone.as_ref()), stamp: false });
         if out.len() == MAX_PEERS {
             break;
         }
@@ -191,9 +191,9 @@ mod tests {
         assert_eq!(
             p,
             vec![
-                Peer { addr: at("10.1.0.11:7878"), name: Some("node-a".into()), zone: Some("z1".into()) },
-                Peer { addr: at("10.1.0.12:7878"), name: Some("agent-b".into()), zone: None },
-                Peer { addr: at("10.1.0.15:7878"), name: None, zone: None },
+                Peer { addr: at("10.1.0.11:7878"), name: Some("node-a".into()), zone: Some("z1".into()), stamp: false },
+                Peer { addr: at("10.1.0.12:7878"), name: Some("agent-b".into()), zone: None, stamp: false },
+                Peer::at(at("10.1.0.15:7878")),
             ]
         );
         assert_eq!(peers_of(&s, &PortSel::Name("http".into()), 1)[0].addr, at("10.1.0.11:9878"));

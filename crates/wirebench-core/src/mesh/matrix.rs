@@ -166,14 +166,23 @@ impl MatrixBuilder {
         NODE_BYTES + 2 * r.addr.len() + r.name.as_ref().map_or(0, String::len) + r.zone.as_ref().map_or(0, String::len)
     }
 
-    /// The index of node `r`, added if new; labels fill in as sources learn them.
+    /// The index of node `r`, added if new; labels fill in as sources learn them, and a
+    /// prober that calls it a STAMP reflector makes it one.
     pub fn node(&mut self, r: &NodeRef) -> usize {
         let i = *self.index.entry(r.addr.clone()).or_insert_with(|| {
             self.held = self.held.saturating_add(Self::node_bytes(r));
-            self.nodes.push(MeshNode { addr: r.addr.clone(), name: None, zone: None, reported: false, error: None });
+            self.nodes.push(MeshNode {
+                addr: r.addr.clone(),
+                name: None,
+                zone: None,
+                reported: false,
+                error: None,
+                stamp: false,
+            });
             self.nodes.len() - 1
         });
         let n = &mut self.nodes[i];
+        n.stamp |= r.stamp;
         if n.name.is_none() {
             n.name.clone_from(&r.name);
         }
@@ -253,7 +262,7 @@ impl MatrixBuilder {
 
     /// An agent that did not answer (or was refused): its row is missing. It is matched to
     /// the one node at `ip` whose row is missing (several agents can share an address on
-    /// one host), else to the one whose name (as its peers know it) is the host in `label`
+    /// one host; a STAMP reflector is never an agent), else to the one whose name (as its peers know it) is the host in `label`
     /// (`http://node-c:9878/`), else listed under `label`. Call after every report is added.
     pub fn add_unreachable(&mut self, ip: Option<IpAddr>, label: &str, why: &str) {
         self.missing(ip, label, why);
@@ -274,7 +283,7 @@ impl MatrixBuilder {
             .nodes
             .iter()
             .enumerate()
-            .filter(|(_, n)| !n.reported && n.error.is_none())
+            .filter(|(_, n)| !n.reported && n.error.is_none() && !n.stamp)
             .filter(|(_, n)| ip.is_some_and(|ip| n.addr.parse::<SocketAddr>().is_ok_and(|a| a.ip() == ip)))
             .map(|(i, _)| i)
             .collect();
@@ -284,14 +293,14 @@ impl MatrixBuilder {
             .nodes
             .iter()
             .enumerate()
-            .filter(|(_, n)| !n.reported && n.error.is_none() && !host.is_empty())
+            .filter(|(_, n)| !n.reported && n.error.is_none() && !n.stamp && !host.is_empty())
             .filter(|(_, n)| n.name.as_deref() == Some(host))
             .map(|(i, _)| i)
             .collect();
         let i = match (&hits[..], &named[..]) {
             ([one], _) | ([], [one]) => *one,
             ([_, _, ..], [one]) if hits.contains(one) => *one,
-            _ => self.node(&NodeRef { addr: label.to_owned(), name: None, zone: None }),
+            _ => self.node(&NodeRef::at(label)),
         };
         if !self.nodes[i].reported {
             self.nodes[i].error = Some(why.to_owned());
@@ -356,13 +365,17 @@ impl MatrixBuilder {
             if n.name.as_ref().is_some_and(|name| seen[name] > 1) {
                 n.name = None;
             }
+            // A node that gave a row is an agent, whatever a peer list called it.
+            n.stamp &= !n.reported;
         }
         let zones: Vec<Option<String>> = nodes.iter().map(|n| n.zone.clone()).collect();
         let mut unicast = Grid::new(zones.clone());
         let mut multicast = Grid::new(zones);
         for (i, n) in nodes.iter().enumerate() {
-            unicast.no_row[i] = !n.reported;
-            multicast.no_row[i] = !n.reported;
+            unicast.no_row[i] = !n.reported && !n.stamp;
+            multicast.no_row[i] = !n.reported && !n.stamp;
+            unicast.reflector[i] = n.stamp;
+            multicast.reflector[i] = n.stamp;
         }
         let mut cells = Vec::with_capacity(self.cells.len());
         let mut merged: BTreeMap<Proto, Histogram<u64>> = BTreeMap::new();
@@ -533,6 +546,20 @@ fn describe(scope: &str, grid: &Grid, nodes: &[MeshNode]) -> Vec<MeshProblem> {
                     zones: nodes[node].zone.iter().cloned().collect(),
                     down,
                     summary: format!("{scope} node {}: {what}", nodes[node].label()),
+                }
+            }
+            Problem::Reflector { node } => {
+                let col = tally(&mut (0..n).filter(|&s| s != node).map(|s| (s, node)));
+                MeshProblem {
+                    scope: scope.into(),
+                    kind: "node".into(),
+                    nodes: vec![node],
+                    zones: nodes[node].zone.iter().cloned().collect(),
+                    down: false,
+                    summary: format!(
+                        "{scope} stamp reflector {}: column bad ({col}), it answers none of its probers well",
+                        nodes[node].label()
+                    ),
                 }
             }
             Problem::Zone { a, b } => MeshProblem {

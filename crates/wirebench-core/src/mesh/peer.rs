@@ -2,7 +2,9 @@
 //! knows, and the plain-text peer list format.
 //!
 //! A list has one peer a line: `HOST[:PORT] [name=NAME] [zone=ZONE]`; `#` starts a comment;
-//! blank lines are ignored. `HOST` is an IPv4/IPv6 address or a DNS name (resolved by the
+//! blank lines are ignored. `stamp:HOST[:PORT]` (same labels) is a STAMP reflector (RFC 8762,
+//! port 862 by default): a router or another tool's reflector, probed with STAMP test
+//! packets, a member of the matrix that probes nobody itself. `HOST` is an IPv4/IPv6 address or a DNS name (resolved by the
 //! caller), `[v6]:port` for IPv6 with a port. Names and zones are label values: at most
 //! [`MAX_LABEL`] bytes of `A-Za-z0-9._-`, so they are safe in Prometheus labels, file
 //! names and terminals.
@@ -24,12 +26,15 @@ pub struct Peer {
     pub name: Option<String>,
     /// Zone or rack label, if known.
     pub zone: Option<String>,
+    /// A STAMP reflector (`stamp:` entries), not an agent: probed with STAMP test packets
+    /// over UDP only, and it probes nobody.
+    pub stamp: bool,
 }
 
 impl Peer {
-    /// A peer with no labels.
+    /// An agent with no labels.
     pub const fn at(addr: SocketAddr) -> Self {
-        Self { addr, name: None, zone: None }
+        Self { addr, name: None, zone: None, stamp: false }
     }
 
     /// What to call it: its name, or its address.
@@ -49,6 +54,8 @@ pub struct PeerLine {
     pub name: Option<String>,
     /// `zone=`.
     pub zone: Option<String>,
+    /// A `stamp:` entry: a STAMP reflector.
+    pub stamp: bool,
 }
 
 impl PeerLine {
@@ -107,10 +114,16 @@ fn check_host(h: &str) -> Result<(), String> {
     if ok { Ok(()) } else { Err(format!("'{h}' is not an address or host name")) }
 }
 
-/// Parses one entry (`HOST[:PORT] [name=N] [zone=Z]`).
+/// Parses one entry (`HOST[:PORT] [name=N] [zone=Z]`, or `stamp:HOST[:PORT] ...`, whose
+/// port is STAMP's, 862, when none is given).
 pub fn parse_entry(entry: &str, default_port: u16) -> Result<PeerLine, String> {
     let mut words = entry.split_whitespace();
     let first = words.next().ok_or("empty entry")?;
+    let (first, stamp, default_port) = match first.strip_prefix("stamp:") {
+        Some("") => return Err("'stamp:' needs a reflector's HOST[:PORT], e.g. stamp:10.0.0.1:862".into()),
+        Some(rest) => (rest, true, crate::wire::stamp::PORT),
+        None => (first, false, default_port),
+    };
     let (host, port) = split_host_port(first, default_port)?;
     check_host(&host)?;
     if port == 0 {
@@ -124,7 +137,7 @@ pub fn parse_entry(entry: &str, default_port: u16) -> Result<PeerLine, String> {
             _ => return Err(format!("'{w}': expected name=NAME or zone=ZONE")),
         }
     }
-    Ok(PeerLine { host, port, name, zone })
+    Ok(PeerLine { host, port, name, zone, stamp })
 }
 
 /// Parses a whole list (a file's text).
@@ -145,7 +158,7 @@ pub fn parse_list(text: &str, default_port: u16) -> Result<Vec<PeerLine>, PeerEr
 
 /// The union of several sources' peers: one entry per address, sorted by address; where two
 /// sources know the same address, the first one's labels win and missing ones are filled
-/// from the next.
+/// from the next; any source calling it a STAMP reflector makes it one.
 pub fn merge(sources: &[Vec<Peer>]) -> Vec<Peer> {
     let mut all: std::collections::BTreeMap<SocketAddr, Peer> = std::collections::BTreeMap::new();
     for p in sources.iter().flatten() {
@@ -156,6 +169,7 @@ pub fn merge(sources: &[Vec<Peer>]) -> Vec<Peer> {
         if e.zone.is_none() {
             e.zone.clone_from(&p.zone);
         }
+        e.stamp |= p.stamp;
     }
     all.into_values().collect()
 }
@@ -194,7 +208,7 @@ mod tests {
     use super::*;
 
     fn line(host: &str, port: u16, name: Option<&str>, zone: Option<&str>) -> PeerLine {
-        PeerLine { host: host.into(), port, name: name.map(Into::into), zone: zone.map(Into::into) }
+        PeerLine { host: host.into(), port, name: name.map(Into::into), zone: zone.map(Into::into), stamp: false }
     }
 
     #[test]
@@ -233,6 +247,51 @@ mod tests {
     }
 
     #[test]
+    fn stamp_entries_are_reflectors_on_port_862_unless_given_one() {
+        let got = parse_list(
+            "stamp:10.0.0.9\nstamp:10.0.0.9:8620 name=r1 zone=edge\nstamp:router.example name=r2\nstamp:[::1]:9 zone=v6\nstamp:::2\n",
+            7878,
+        )
+        .unwrap();
+        let stamp = |host: &str, port, name: Option<&str>, zone: Option<&str>| PeerLine {
+            stamp: true,
+            ..line(host, port, name, zone)
+        };
+        assert_eq!(
+            got,
+            vec![
+                stamp("10.0.0.9", 862, None, None),
+                stamp("10.0.0.9", 8620, Some("r1"), Some("edge")),
+                stamp("router.example", 862, Some("r2"), None),
+                stamp("::1", 9, None, Some("v6")),
+                stamp("::2", 862, None, None),
+            ]
+        );
+        assert!(!parse_entry("10.0.0.9", 7878).unwrap().stamp, "a plain entry is an agent");
+        // A reflector and an agent at one address: any source calling it a reflector wins.
+        let a: SocketAddr = "10.0.0.9:862".parse().unwrap();
+        let m = merge(&[vec![Peer::at(a)], vec![Peer { stamp: true, ..Peer::at(a) }]]);
+        assert!(m[0].stamp);
+    }
+
+    #[test]
+    fn refuses_bad_stamp_entries_in_one_line() {
+        for (entry, why) in [
+            ("stamp:", "needs a reflector's HOST[:PORT]"),
+            ("stamp: name=r1", "needs a reflector's HOST[:PORT]"),
+            ("stamp:10.0.0.1:x", "is not a port"),
+            ("stamp:10.0.0.1:0", "port 0"),
+            ("stamp:bad_host!", "not an address"),
+            ("stamp:10.0.0.1 colour=red", "expected name=NAME"),
+            ("stamp:10.0.0.1 name=has/slash", "may only hold"),
+            ("stamp:[::1", "missing ']'"),
+        ] {
+            let e = parse_entry(entry, 7878).unwrap_err();
+            assert!(e.contains(why) && !e.contains('\n'), "{entry:?}: {e}");
+        }
+    }
+
+    #[test]
     fn refuses_lists_past_the_cap() {
         let text = "10.0.0.1\n".repeat(MAX_PEERS + 1);
         assert!(parse_list(&text, 1).unwrap_err().problem.contains("more than"));
@@ -242,10 +301,14 @@ mod tests {
     fn merge_keeps_one_per_address_and_fills_labels() {
         let a: SocketAddr = "10.0.0.1:1".parse().unwrap();
         let b: SocketAddr = "10.0.0.2:1".parse().unwrap();
-        let first = vec![Peer { addr: b, name: Some("b".into()), zone: None }];
-        let second = vec![Peer::at(a), Peer { addr: b, name: Some("other".into()), zone: Some("z".into()) }];
+        let first = vec![Peer { addr: b, name: Some("b".into()), zone: None, stamp: false }];
+        let second =
+            vec![Peer::at(a), Peer { addr: b, name: Some("other".into()), zone: Some("z".into()), stamp: false }];
         let m = merge(&[first, second]);
-        assert_eq!(m, vec![Peer::at(a), Peer { addr: b, name: Some("b".into()), zone: Some("z".into()) }]);
+        assert_eq!(
+            m,
+            vec![Peer::at(a), Peer { addr: b, name: Some("b".into()), zone: Some("z".into()), stamp: false }]
+        );
         let d = Diff::between(&m[..1], &m[1..]);
         assert_eq!((d.added, d.removed), (vec![b], vec![a]));
         assert!(Diff::between(&m, &m).is_empty());

@@ -15,6 +15,9 @@
 //!   2 known cells, at least half of them bad; and its row is at least half bad too, or its
 //!   agent is unreachable (no row at all: then every known cell of its column must be bad,
 //!   so a dead agent, not one stale report, makes a node "down").
+//! - A STAMP reflector (a router) has no row by design: that is no evidence against it. It
+//!   is named itself when every known cell of its column is bad (at least 2); a bad cell of
+//!   its column short of that is a path, which names it too.
 //! - Path: any other bad cell; both directions of a pair bad are one path, `a <-> b`.
 
 /// Thresholds for a bad cell.
@@ -80,6 +83,11 @@ pub enum Problem {
         /// No row and an all-bad column.
         down: bool,
     },
+    /// STAMP reflector `node`: every known cell of its column is bad.
+    Reflector {
+        /// Node index.
+        node: usize,
+    },
     /// Zones `a` and `b` (equal for a zone with itself).
     Zone {
         /// One zone.
@@ -105,6 +113,8 @@ pub struct Grid {
     pub zones: Vec<Option<String>>,
     /// Whether each node's agent gave no row (unreachable).
     pub no_row: Vec<bool>,
+    /// Whether each node is a STAMP reflector (no row by design, not unreachable).
+    pub reflector: Vec<bool>,
     /// Verdict of each cell.
     pub cells: Vec<CellVerdict>,
 }
@@ -113,7 +123,7 @@ impl Grid {
     /// `n` nodes, every cell unknown, every agent reporting.
     pub fn new(zones: Vec<Option<String>>) -> Self {
         let n = zones.len();
-        Self { zones, no_row: vec![false; n], cells: vec![CellVerdict::Unknown; n * n] }
+        Self { zones, no_row: vec![false; n], reflector: vec![false; n], cells: vec![CellVerdict::Unknown; n * n] }
     }
 
     fn n(&self) -> usize {
@@ -184,7 +194,7 @@ impl Grid {
                 let (ck, cb) = self.count((0..n).filter(|&s| open(s, i)).map(|s| (s, i)));
                 let (rk, rb) = self.count((0..n).filter(|&d| open(i, d)).map(|d| (i, d)));
                 let column_bad = ck >= 2 && 2 * cb >= ck;
-                let down = self.no_row[i] && rk == 0 && ck >= 2 && cb == ck;
+                let down = (self.no_row[i] || self.reflector[i]) && rk == 0 && ck >= 2 && cb == ck;
                 let row_bad = rk >= 2 && 2 * rb >= rk;
                 if !(column_bad && (row_bad || down)) {
                     continue;
@@ -196,7 +206,7 @@ impl Grid {
                 }
             }
             let Some((i, down, _)) = worst else { break };
-            out.push(Problem::Node { node: i, down });
+            out.push(if self.reflector[i] { Problem::Reflector { node: i } } else { Problem::Node { node: i, down } });
             for j in 0..n {
                 explained[i * n + j] = true;
                 explained[j * n + i] = true;
@@ -287,6 +297,30 @@ mod tests {
             }
         }
         assert!(g.problems().is_empty());
+    }
+
+    /// A reflector: its row empty by design. A healthy one is no problem, one bad cell of its
+    /// column is a path, every known cell bad names the reflector.
+    #[test]
+    fn a_stamp_reflector_is_judged_by_its_column_alone() {
+        let mut g = grid(4, |_| None);
+        g.reflector[3] = true;
+        for j in 0..3 {
+            g.set(3, j, Unknown);
+        }
+        assert!(g.problems().is_empty(), "no row is no evidence against a reflector");
+        g.set(0, 3, Bad);
+        assert_eq!(g.problems(), vec![Problem::Path { src: 0, dst: 3, both: false }]);
+        g.set(1, 3, Bad);
+        g.set(2, 3, Unknown);
+        assert_eq!(g.problems(), vec![Problem::Reflector { node: 3 }]);
+        g.set(2, 3, Bad);
+        g.set(0, 1, Bad);
+        assert_eq!(
+            g.problems(),
+            vec![Problem::Reflector { node: 3 }, Problem::Path { src: 0, dst: 1, both: false }],
+            "its cells are not paths again"
+        );
     }
 
     #[test]

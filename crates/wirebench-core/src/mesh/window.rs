@@ -170,6 +170,26 @@ impl Target {
         }
     }
 
+    /// A reply that names its probe by the low 32 bits of its sequence number and echoes
+    /// the send time only to within `slack_ns` (STAMP: 32-bit sequence numbers, T1 on the
+    /// wall clock in NTP's fraction of a second): the probe is the latest sent whose low
+    /// bits match, and an echo within `slack_ns` of its recorded send time is that time.
+    /// Anything else is judged as [`Self::on_reply`] judges it (unmatched, late, duplicate).
+    pub fn on_reply_low32(&mut self, seq32: u32, t1: u64, slack_ns: u64, now: u64, w: &Windows) -> ReplyOutcome {
+        #[expect(clippy::cast_possible_truncation, reason = "the low 32 bits, on purpose")]
+        let back = match (self.next_seq as u32).wrapping_sub(seq32) {
+            0 => 1 << 32,
+            b => u64::from(b),
+        };
+        let Some(seq) = self.next_seq.checked_sub(back) else {
+            self.tally(w.index(now)).unmatched += 1;
+            return ReplyOutcome::Unmatched;
+        };
+        let sent = self.pending.iter().find(|&&(s, _)| s == seq).map(|&(_, t)| t);
+        let t1 = sent.filter(|s| s.abs_diff(t1) <= slack_ns).unwrap_or(t1);
+        self.on_reply(seq, t1, now, w)
+    }
+
     /// Counts as lost every probe whose timeout has passed at `now`.
     pub fn expire(&mut self, now: u64, w: &Windows) {
         while let Some(&(_, sent)) = self.pending.front() {
@@ -289,6 +309,33 @@ mod tests {
         assert_eq!(t.on_reply(0, 0, 260 * MS, &W), ReplyOutcome::Duplicate);
         let (_, tally) = t.take_closed(1_200 * MS, &W).unwrap();
         assert_eq!((tally.sent, tally.received, tally.lost, tally.late, tally.unmatched), (2, 0, 2, 1, 2));
+    }
+
+    /// 32-bit sequence numbers past 2^32 probes, and echoed send times read back to within
+    /// a few ns: matched to the latest probe of those bits; a wrong time or a number no
+    /// probe had is unmatched, a second reply a duplicate.
+    #[test]
+    fn replies_named_by_32_bits_and_an_approximate_send_time() {
+        let mut t = Target::new();
+        let base = (1u64 << 32) + 5;
+        t.next_seq = base;
+        for k in 0..3 {
+            let seq = t.take_seq();
+            t.on_send(seq, k * MS, &W);
+        }
+        let low = |s: u64| u32::try_from(s & 0xFFFF_FFFF).unwrap();
+        assert_eq!(t.on_reply_low32(low(base + 1), MS + 1, 2, 5 * MS, &W), ReplyOutcome::Recorded(4 * MS));
+        assert_eq!(t.on_reply_low32(low(base + 1), MS, 2, 6 * MS, &W), ReplyOutcome::Duplicate);
+        assert_eq!(t.on_reply_low32(low(base), 3, 2, 7 * MS, &W), ReplyOutcome::Unmatched, "3 ns off");
+        // The bits of the next probe name the one 2^32 probes before it: long decided.
+        assert_eq!(t.on_reply_low32(low(base + 3), 0, 2, 7 * MS, &W), ReplyOutcome::Late);
+        assert_eq!(
+            t.on_reply_low32(low(base + 2), 2 * MS - 2, 2, 8 * MS, &W),
+            ReplyOutcome::Recorded(6 * MS),
+            "timed from the recorded send"
+        );
+        let mut fresh = Target::new();
+        assert_eq!(fresh.on_reply_low32(0, 0, 2, 0, &W), ReplyOutcome::Unmatched, "nothing sent");
     }
 
     #[test]

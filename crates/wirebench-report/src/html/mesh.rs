@@ -63,7 +63,13 @@ fn heatmap(out: &mut dyn Write, m: &MeshResults, proto: &str) -> io::Result<()> 
                 continue;
             }
             let Some(c) = cells.get(&(s, d)) else {
-                let why = if from.reported { "not probed" } else { "no row: agent not reporting" };
+                let why = if from.reported {
+                    "not probed"
+                } else if from.stamp {
+                    "stamp reflector: probes nobody"
+                } else {
+                    "no row: agent not reporting"
+                };
                 write!(out, "<td style=\"background:{}\" title=\"{why}\">-</td>", Heat::Grey.css())?;
                 continue;
             };
@@ -115,7 +121,13 @@ pub(super) fn section(out: &mut dyn Write, r: &Run<'_>) -> io::Result<()> {
                 n.label().to_owned(),
                 n.addr.clone(),
                 n.zone.clone().unwrap_or_default(),
-                if n.reported { "yes".into() } else { n.error.clone().unwrap_or_else(|| "no".into()) },
+                if n.reported {
+                    "yes".into()
+                } else if n.stamp {
+                    "stamp reflector: probes nobody".into()
+                } else {
+                    n.error.clone().unwrap_or_else(|| "no".into())
+                },
             ]
         })
         .collect();

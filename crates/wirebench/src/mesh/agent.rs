@@ -82,7 +82,7 @@ impl Agent {
             let ip = local.iter().find(|ip| ip.is_ipv4() && !ip.is_loopback()).copied().unwrap_or(listen.ip());
             SocketAddr::new(ip, listen.port())
         });
-        let me = NodeRef { addr: me_addr.to_string(), name: Some(cfg.name.clone()), zone: cfg.zone.clone() };
+        let me = NodeRef { name: Some(cfg.name.clone()), zone: cfg.zone.clone(), ..NodeRef::at(me_addr.to_string()) };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("mesh-io")
@@ -121,6 +121,7 @@ impl Agent {
             bind: SocketAddr::new(listen.ip(), 0),
             seed: crate::session_id(),
             stalls: cfg.stall_meter == StallMeter::Prober,
+            stamp_key: cfg.stamp_peer_key.clone(),
         };
         let prober = prober::spawn(pcfg, probe_socket, shared.clone(), board, shutdown.clone())?;
         let hiccup = match cfg.stall_meter {

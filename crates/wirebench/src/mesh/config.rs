@@ -39,7 +39,8 @@ pub struct AgentArgs {
     /// Zone or rack label.
     #[arg(long, env = "WIREBENCH_MESH_ZONE")]
     pub zone: Option<String>,
-    /// Peers: HOST[:PORT] [name=N] [zone=Z], file:PATH, dns:NAME[:PORT],
+    /// Peers: HOST[:PORT] [name=N] [zone=Z], stamp:HOST[:PORT] [name=N] [zone=Z] (a STAMP
+    /// reflector, port 862 by default), file:PATH, dns:NAME[:PORT],
     /// k8s:NAMESPACE/SERVICE[:PORT] (comma-separated, repeatable).
     #[arg(long, env = "WIREBENCH_MESH_PEERS", value_name = "SOURCES")]
     pub peers: Vec<String>,
@@ -97,6 +98,19 @@ pub struct AgentArgs {
     /// A STAMP reflector beside the probe port, for routers' and other tools' senders.
     #[command(flatten)]
     pub stamp: crate::serve::stamp::StampArgs,
+    /// Probe stamp: peers in authenticated mode with this HMAC-SHA-256 key, hex, at least 16
+    /// bytes (their reflectors' key); reflections with another HMAC are dropped.
+    #[arg(
+        long,
+        env = "WIREBENCH_MESH_STAMP_PEER_KEY",
+        hide_env_values = true,
+        conflicts_with = "stamp_peer_key_file",
+        help_heading = "STAMP peers"
+    )]
+    pub stamp_peer_key: Option<String>,
+    /// The stamp: peers' key from a file (hex).
+    #[arg(long, value_name = "FILE", env = "WIREBENCH_MESH_STAMP_PEER_KEY_FILE", help_heading = "STAMP peers")]
+    pub stamp_peer_key_file: Option<PathBuf>,
 }
 
 /// The stall meter's flags for an agent. By default the agent has no meter thread: its
@@ -157,6 +171,8 @@ pub struct AgentConfig {
     pub stall_meter: StallMeter,
     /// The STAMP reflector, when asked for.
     pub stamp: Option<crate::serve::stamp::StampConfig>,
+    /// The key of `stamp:` peers (authenticated mode).
+    pub stamp_peer_key: Option<wirebench_core::wire::stamp::Key>,
 }
 
 /// Where an agent's stall samples come from.
@@ -309,8 +325,21 @@ impl AgentConfig {
                 t
             },
             stamp: a.stamp.config(listen.ip())?,
+            stamp_peer_key: stamp_peer_key(a)?,
         })
     }
+}
+
+/// `--stamp-peer-key` or `--stamp-peer-key-file`.
+fn stamp_peer_key(a: &AgentArgs) -> Result<Option<wirebench_core::wire::stamp::Key>, UsageError> {
+    let hex = match (&a.stamp_peer_key, &a.stamp_peer_key_file) {
+        (Some(k), _) => k.clone(),
+        (None, Some(f)) => {
+            std::fs::read_to_string(f).map_err(|e| UsageError(format!("--stamp-peer-key-file {}: {e}", f.display())))?
+        }
+        (None, None) => return Ok(None),
+    };
+    wirebench_core::wire::stamp::Key::from_hex(&hex).map(Some).map_err(|e| UsageError(format!("--stamp-peer-key: {e}")))
 }
 
 /// `wirebench mesh status` flags.

@@ -19,7 +19,7 @@
 //! `wirebench_mesh_hiccup_window_wakeups` of their last window.
 //!
 //! Per probed peer (`peer` is its probe address; 1 series, plus 8 per transport):
-//! `wirebench_mesh_peer_info{peer,node,zone}`, and by `peer,proto`:
+//! `wirebench_mesh_peer_info{peer,node,zone}` (and `kind="stamp"` for a STAMP reflector), and by `peer,proto`:
 //! `wirebench_mesh_peer_rtt_seconds{quantile="0|0.5|0.99|1"}` (min, p50, p99, max of the
 //! last window, from its HdrHistogram), `wirebench_mesh_peer_window_sent`,
 //! `wirebench_mesh_peer_window_lost` (the last window), `wirebench_mesh_peer_probes_sent_total`,
@@ -267,11 +267,15 @@ fn per_peer(s: &Shared, m: &MatrixReport, e: &mut DescriptorEncoder<'_>) -> fmt:
         .iter()
         .filter(|p| p.probed)
         .map(|p| {
-            vec![
+            let mut l = vec![
                 ("peer", p.peer.addr.clone()),
                 ("node", p.peer.name.clone().unwrap_or_default()),
                 ("zone", p.peer.zone.clone().unwrap_or_default()),
-            ]
+            ];
+            if p.peer.stamp {
+                l.push(("kind", "stamp".to_owned()));
+            }
+            l
         })
         .collect();
     if !infos.is_empty() {

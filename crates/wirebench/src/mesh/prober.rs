@@ -12,10 +12,13 @@
 //! recorded it (the echoed `t1` must match, or the reply is not ours). With a token every
 //! probe carries a tag and every reply must (`wire::mesh`). Windows close when their end plus
 //! the timeout has passed (core `window`), and are then published whole to the shared state.
+//! A STAMP reflector peer (`stamp:`) is probed over UDP only, with STAMP test packets
+//! (`stamp_peer`), into the same windows.
 
 mod plan;
 mod replies;
 mod stalls;
+mod stamp_peer;
 mod tcp;
 mod tcp_probe;
 mod windows;
@@ -36,6 +39,7 @@ use wirebench_core::mesh::window::{Tally, Target, Windows};
 use wirebench_core::rng::SplitMix64;
 use wirebench_core::wire::mesh as wire_mesh;
 use wirebench_core::wire::probe;
+use wirebench_core::wire::stamp as wire_stamp;
 use wirebench_net::clock::{Clock as _, MonoClock, wall_minus_mono};
 use wirebench_net::ready::ReadySet;
 use wirebench_net::rxbatch::RxBatch;
@@ -128,6 +132,8 @@ pub struct ProberConfig {
     pub seed: u64,
     /// Take the agent's stall samples from the loop's own slot wake-ups ([`stalls`]).
     pub stalls: bool,
+    /// The key of STAMP reflector peers (authenticated mode), when they take one.
+    pub stamp_key: Option<wire_stamp::Key>,
 }
 
 struct Slot {
@@ -140,6 +146,8 @@ struct Slot {
     /// A UDP target's probe, written whole when the target is made ([`udp_probe`]): a send
     /// only stamps its sequence number and t1 (and its tag), as `ping`'s does.
     probe: [u8; PROBE_LEN],
+    /// A STAMP reflector's session and test packet, sent instead of `probe`.
+    stamp: Option<Box<stamp_peer::StampProbe>>,
 }
 
 struct Prober {
@@ -179,6 +187,8 @@ struct Prober {
     rx: Option<Box<RxBatch>>,
     /// A peer socket's UDP reply is read into this (kept: a reply's read does not first zero a buffer).
     rbuf: Vec<u8>,
+    /// What every STAMP session shares: key, timestamp format, error estimate.
+    stamp_template: wire_stamp::Sender,
 }
 
 /// Binds the prober's shared UDP socket on `bind`'s address (port 0: the kernel picks one
@@ -229,6 +239,19 @@ pub fn spawn(
         len_ns: u64::try_from(cfg.window.as_nanos()).unwrap_or(u64::MAX),
         timeout_ns: u64::try_from(cfg.timeout.as_nanos()).unwrap_or(u64::MAX),
     };
+    // The error estimate STAMP test packets carry: unsynchronised unless the kernel says
+    // otherwise, with its bound (as `ping stamp://` sends).
+    let sync = wirebench_net::clock::wall_sync();
+    let stamp_template = wire_stamp::Sender {
+        key: cfg.stamp_key.clone(),
+        format: wire_stamp::TsFormat::Ntp,
+        error: wire_stamp::ErrorEstimate::new(
+            sync.is_some_and(|s| s.synced),
+            wire_stamp::TsFormat::Ntp,
+            sync.map_or(1_000_000_000, |s| s.error_ns).max(1_000),
+        ),
+        ssid: 0,
+    };
     let mut p = Prober {
         wall_offset: wall_minus_mono(&clock),
         cfg,
@@ -260,6 +283,7 @@ pub fn spawn(
         stalls,
         rx: Some(Box::new(RxBatch::new(replies::RX_SLOT))),
         rbuf: vec![0u8; RECV_LEN],
+        stamp_template,
     };
     Ok(std::thread::Builder::new().name("mesh-prober".into()).spawn(move || p.run())?)
 }
@@ -331,11 +355,16 @@ impl Prober {
                 // Between t1 and the send only what `ping` does there too: two stores (and,
                 // with a token, the tag over them); the rest was written with the target.
                 let t1 = self.clock.now_ns();
-                restamp(&mut slot.probe, self.cfg.key.as_ref(), seq, t1);
+                let bytes: &[u8] = if let Some(st) = &mut slot.stamp {
+                    st.stamp(seq, t1.saturating_add_signed(self.wall_offset))
+                } else {
+                    restamp(&mut slot.probe, self.cfg.key.as_ref(), seq, t1);
+                    &slot.probe
+                };
                 // A send the kernel refuses is a probe that never arrives: lost, as it should.
                 let _ = match &slot.udp {
-                    Some(s) => s.send(&slot.probe),
-                    None => self.udp.send_to(&slot.probe, slot.peer.addr),
+                    Some(s) => s.send(bytes),
+                    None => self.udp.send_to(bytes, slot.peer.addr),
                 };
                 slot.target.on_send(seq, t1, &self.windows);
             }

@@ -7,7 +7,8 @@
 //! - `last_over_time(wirebench_mesh_agent_info[1h])`: every agent seen in the last hour;
 //! - `wirebench_mesh_agent_info`: those whose last scrape worked (a failed scrape makes the
 //!   series stale at once), the others have no row;
-//! - `wirebench_mesh_peer_info`: names and zones of the peers;
+//! - `wirebench_mesh_peer_info`: names and zones of the peers, and which are STAMP
+//!   reflectors (`kind="stamp"`);
 //! - `wirebench_mesh_peer_window_sent`, `wirebench_mesh_peer_window_lost`,
 //!   `wirebench_mesh_peer_rtt_seconds`: each cell's last window;
 //! - `max(wirebench_mesh_window_seconds)`: the window length.
@@ -75,11 +76,13 @@ struct Labels {
     peer: Option<String>,
     proto: Option<String>,
     quantile: Option<String>,
+    /// `stamp` on a STAMP reflector's `wirebench_mesh_peer_info`.
+    kind: Option<String>,
 }
 
 impl Labels {
     fn text(&self) -> usize {
-        [&self.instance, &self.addr, &self.node, &self.zone, &self.peer, &self.proto, &self.quantile]
+        [&self.instance, &self.addr, &self.node, &self.zone, &self.peer, &self.proto, &self.quantile, &self.kind]
             .iter()
             .map(|l| l.as_ref().map_or(0, String::capacity))
             .sum()
@@ -193,6 +196,7 @@ fn node_of(l: &Labels, addr: Option<&String>) -> Option<NodeRef> {
         addr: label(addr)?.to_owned(),
         name: label(l.node.as_ref()).map(str::to_owned),
         zone: label(l.zone.as_ref()).map(str::to_owned),
+        stamp: l.kind.as_deref() == Some("stamp"),
     })
 }
 
@@ -310,7 +314,7 @@ fn join(answers: [Vec<Row>; 7], mut b: MatrixBuilder) -> MatrixBuilder {
             }
             _ => None,
         };
-        let peer = peers.get(&peer).cloned().unwrap_or(NodeRef { addr: peer, name: None, zone: None });
+        let peer = peers.get(&peer).cloned().unwrap_or_else(|| NodeRef::at(peer));
         row.push(CellReport {
             peer,
             proto,
@@ -366,6 +370,7 @@ mod tests {
                 "peer" => &mut l.peer,
                 "proto" => &mut l.proto,
                 "quantile" => &mut l.quantile,
+                "kind" => &mut l.kind,
                 _ => unreachable!("{k}"),
             };
             *slot = Some(v.to_owned());
@@ -412,5 +417,17 @@ mod tests {
         // With room for both, both rows are kept.
         let both = join(answers(&[0, 1]), MatrixBuilder::new("prometheus")).finish(&Thresholds::default());
         assert_eq!((both.nodes.iter().filter(|n| n.reported).count(), both.problems.len()), (2, 0));
+    }
+
+    /// A peer whose info says `kind="stamp"` is a STAMP reflector: a column, no row, not an
+    /// agent that did not report.
+    #[test]
+    fn a_stamp_peer_from_prometheus_is_a_reflector() {
+        let mut a = answers(&[0]);
+        a[2][0].labels.kind = Some("stamp".into());
+        let m = join(a, MatrixBuilder::new("prometheus")).finish(&Thresholds::default());
+        let r = m.nodes.iter().find(|n| n.addr == "127.0.0.3:20000").unwrap();
+        assert!(r.stamp && !r.reported);
+        assert!(m.problems.is_empty(), "{:?}", m.problems);
     }
 }

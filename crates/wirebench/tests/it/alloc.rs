@@ -194,3 +194,31 @@ fn the_stream_receiver_with_rx_stamps_allocates_nothing_per_datagram() {
         "allocations grew with the datagrams"
     );
 }
+
+/// What a mesh agent does per probe to a `stamp:` peer beside the window accounting: restamp
+/// the kept test packet (and sign it, authenticated) and read the reflection (its HMAC
+/// checked): nothing allocated, in either mode.
+#[test]
+fn a_stamp_peers_probe_and_reflection_allocate_nothing() {
+    use wirebench_core::wire::stamp::{AUTH_LEN, ErrorEstimate, Key, Reflector, Sender, TsFormat, base_len};
+    for key in [None, Key::new(&[7; 16])] {
+        let s = Sender { key: key.clone(), format: TsFormat::Ntp, error: ErrorEstimate(1), ssid: 9 };
+        let r = Reflector { key, format: TsFormat::Ntp, error: ErrorEstimate(1) };
+        let len = base_len(s.key.is_some());
+        let (mut pkt, mut out) = ([0u8; AUTH_LEN], [0u8; AUTH_LEN]);
+        s.init(&mut pkt[..len]);
+        let mut codec = 0;
+        for seq in 0..1_000u32 {
+            let t1 = 1_800_000_000_000_000_000 + u64::from(seq);
+            let before = thread_allocations();
+            s.stamp(&mut pkt[..len], seq, t1);
+            codec += thread_allocations() - before;
+            r.reflect(&pkt[..len], &mut out, seq, t1 + 1, 64, || t1 + 2).unwrap();
+            let before = thread_allocations();
+            let back = s.parse(&out[..len]).unwrap();
+            codec += thread_allocations() - before;
+            assert_eq!(back.sender_seq, seq);
+        }
+        assert_eq!(codec, 0, "allocations in the STAMP sender's per-probe path");
+    }
+}

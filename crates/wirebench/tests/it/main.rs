@@ -32,6 +32,7 @@ mod mesh_native; // two agents scraped by a real Prometheus with native histogra
 mod mesh_netns; // six agents in namespaces, a real Prometheus, node/path impairments, a killed agent
 mod mesh_sockets; // the prober's UDP sockets: per-peer ones past the descriptor share fall back to the shared one; one probe port per agent
 mod mesh_stalls; // the agent's stall samples: the prober's own wake-ups by default (no meter thread), a thread with --hiccup-interval
+mod mesh_stamp; // STAMP reflectors as mesh members: a measured column, an empty labelled row, named when they lose probes
 mod mesh_status; // mesh status: nothing judged yet (exit 1 in every view); many and misbehaving agents, fetched within a concurrency and a budget
 #[cfg(feature = "netns-tests")]
 mod multicast_relay; // wirebench relay in namespaces: across a router, two on a segment, forged datagrams, --check, peers file

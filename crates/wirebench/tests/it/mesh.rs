@@ -69,12 +69,12 @@ pub(crate) fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Op
     }
 }
 
-fn agent_config(args: &[&str]) -> AgentConfig {
+pub(crate) fn agent_config(args: &[&str]) -> AgentConfig {
     let a = wirebench::cli::parse_mode::<AgentArgs>("agent", args).expect("flags parse");
     AgentConfig::from_args(&a).expect("valid config")
 }
 
-fn quiet() -> wirebench::discovery::Log {
+pub(crate) fn quiet() -> wirebench::discovery::Log {
     Arc::new(|_| {})
 }
 

@@ -159,7 +159,7 @@ fn finish(fakes: Vec<Fake>, stop: &AtomicBool) -> usize {
 /// Fake agent `i`'s row: 127.0.0.2:(20000 + i), one good cell to its own peer (every row
 /// costs the matrix the same).
 fn row(i: usize) -> MatrixReport {
-    let at = |ip: &str| NodeRef { addr: format!("{ip}:{}", 20_000 + i), name: None, zone: None };
+    let at = |ip: &str| NodeRef::at(format!("{ip}:{}", 20_000 + i));
     MatrixReport {
         api_version: API_VERSION,
         agent: at("127.0.0.2"),

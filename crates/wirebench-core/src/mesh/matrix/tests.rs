@@ -7,7 +7,7 @@ use crate::mesh::api::{CellReport, WindowRef};
 use crate::mesh::window::histogram_of;
 
 fn node(i: usize) -> NodeRef {
-    NodeRef { addr: format!("10.0.0.{i}:7878"), name: Some(format!("n{i}")), zone: None }
+    NodeRef { addr: format!("10.0.0.{i}:7878"), name: Some(format!("n{i}")), zone: None, stamp: false }
 }
 
 fn cell(peer: usize, proto: Proto, samples: &[u32], lost: u64) -> CellReport {
@@ -74,6 +74,43 @@ fn merges_rows_and_names_a_dead_node() {
     assert_eq!(all.max_ns, h.max());
 }
 
+/// Three agents and a STAMP reflector (node 9, sharing agent 1's address) they all probe:
+/// its column is measured, its row is empty and not held against it, and an unreachable
+/// agent at its address is never matched to it. Its column all lost names it; one bad cell
+/// of it is a path.
+#[test]
+fn a_stamp_reflector_has_a_column_and_no_row() {
+    let router = || NodeRef { addr: "10.0.0.1:862".into(), name: Some("r9".into()), zone: None, stamp: true };
+    let build = |lost_from: &[usize]| {
+        let mut b = MatrixBuilder::new("agents");
+        for me in 1..=3 {
+            let mut cells: Vec<CellReport> =
+                (1..=3).filter(|&p| p != me).map(|p| cell(p, Proto::Udp, &[1000; 10], 0)).collect();
+            let (samples, lost) = if lost_from.contains(&me) { (vec![], 10) } else { (vec![2000; 10], 0) };
+            cells.push(CellReport { peer: router(), ..cell(0, Proto::Udp, &samples, lost) });
+            b.add_report(&report(me, cells)).unwrap();
+        }
+        b.add_unreachable(Some("10.0.0.1".parse().unwrap()), "http://10.0.0.1:9999", "timed out");
+        b.finish(&Thresholds::default())
+    };
+    let r = build(&[]);
+    let i = r.nodes.iter().position(|n| n.label() == "r9").unwrap();
+    assert!(r.nodes[i].stamp && !r.nodes[i].reported && r.nodes[i].error.is_none());
+    let column: Vec<&MeshCell> = r.cells.iter().filter(|c| c.dst == i).collect();
+    assert_eq!(column.len(), 3);
+    assert!(column.iter().all(|c| c.rtt.is_some_and(|t| t.p50_ns == 2000) && c.verdict == "good"));
+    assert!(!r.cells.iter().any(|c| c.src == i), "no row");
+    // The unreachable agent is its own row, not the reflector's.
+    assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+    assert!(r.problems[0].summary.starts_with("agent http://10.0.0.1:9999 unreachable"), "{:?}", r.problems);
+    let r = build(&[2]);
+    assert!(r.problems.iter().any(|p| p.summary == "unicast path n2 -> r9"), "{:?}", r.problems);
+    let r = build(&[1, 2, 3]);
+    let p = r.problems.iter().find(|p| p.nodes == [i]).unwrap();
+    assert_eq!(p.summary, "unicast stamp reflector r9: column bad (3/3), it answers none of its probers well");
+    assert!(!r.problems.iter().any(|p| p.kind == "path"), "{:?}", r.problems);
+}
+
 #[test]
 fn a_dead_agent_is_named_as_its_peers_know_it() {
     // The agent's URL is a name, not an address: matched to the node of that name.
@@ -88,7 +125,7 @@ fn a_dead_agent_is_named_as_its_peers_know_it() {
     assert_eq!(r.nodes[3].error.as_deref(), Some("timed out"));
     // Two dead agents on one address (one host, two agents): each by its name.
     let mut b = MatrixBuilder::new("agents");
-    let local = |i: usize| NodeRef { addr: format!("127.0.0.1:{}", 7000 + i), name: Some(format!("n{i}")), zone: None };
+    let local = |i: usize| NodeRef { name: Some(format!("n{i}")), ..NodeRef::at(format!("127.0.0.1:{}", 7000 + i)) };
     let mut c = cell(2, Proto::Udp, &[1000], 0);
     c.peer = local(2);
     let mut d = cell(3, Proto::Udp, &[1000], 0);
@@ -185,7 +222,7 @@ fn an_unreachable_agent_whose_node_answers_is_named_and_a_dead_node_once() {
 #[test]
 fn an_unreachable_agent_sharing_an_address_is_the_one_without_a_row() {
     // Three agents on one host: 127.0.0.1:1, :2 and :3; the one on :3 is down.
-    let at = |p: u16| NodeRef { addr: format!("127.0.0.1:{p}"), name: None, zone: None };
+    let at = |p: u16| NodeRef::at(format!("127.0.0.1:{p}"));
     let mut b = MatrixBuilder::new("agents");
     for me in [1u16, 2] {
         let cells = [1u16, 2, 3]
@@ -204,7 +241,7 @@ fn an_unreachable_agent_sharing_an_address_is_the_one_without_a_row() {
 #[test]
 fn nodes_sharing_a_name_are_shown_by_address() {
     let mut b = MatrixBuilder::new("agents");
-    let same = |p: u16| NodeRef { addr: format!("127.0.0.1:{p}"), name: Some("vm".into()), zone: None };
+    let same = |p: u16| NodeRef { name: Some("vm".into()), ..NodeRef::at(format!("127.0.0.1:{p}")) };
     b.add_report(&MatrixReport {
         agent: same(1),
         ..report(0, vec![CellReport { peer: same(2), ..cell(0, Proto::Udp, &[9], 0) }])

@@ -29,7 +29,8 @@ pub struct MeshResults {
 }
 
 impl MeshResults {
-    /// Whether any agent gave its row: without one there is no matrix to judge.
+    /// Whether any agent gave its row: without one there is no matrix to judge (a STAMP
+    /// reflector never gives one).
     pub fn has_rows(&self) -> bool {
         self.nodes.iter().any(|n| n.reported)
     }
@@ -65,6 +66,9 @@ pub struct MeshNode {
     pub reported: bool,
     /// Why not, when it was asked and did not.
     pub error: Option<String>,
+    /// A STAMP reflector (a router): its column is measured, it has no row by design.
+    #[serde(default)]
+    pub stamp: bool,
 }
 
 impl MeshNode {

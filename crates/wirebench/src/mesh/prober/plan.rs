@@ -11,6 +11,7 @@ use wirebench_core::mesh::peer::Peer;
 use wirebench_core::mesh::plan::{Candidate, select};
 use wirebench_core::mesh::window::Target;
 
+use super::stamp_peer::StampProbe;
 use super::tcp::Conn;
 use super::windows::node_ref;
 use super::{GROUP_ID, Prober, Slot};
@@ -48,6 +49,11 @@ impl Prober {
         let mut level = vec![None; peers.len()];
         for &(i, l) in &plan.chosen {
             level[i] = Some(l.name().to_owned());
+            // A STAMP reflector answers STAMP over UDP and nothing else.
+            if peers[i].stamp {
+                wanted.insert((peers[i].addr, Proto::Udp), peers[i]);
+                continue;
+            }
             for &proto in &self.cfg.protos {
                 wanted.insert((peers[i].addr, proto), peers[i]);
             }
@@ -55,7 +61,12 @@ impl Prober {
                 wanted.insert((peers[i].addr, Proto::Multicast), peers[i]);
             }
         }
-        let gone: Vec<(SocketAddr, Proto)> = self.by_key.keys().filter(|k| !wanted.contains_key(k)).copied().collect();
+        // Gone, or turned from an agent into a reflector or back (its target is made anew).
+        let kept = |k: &(SocketAddr, Proto), id: &u64| {
+            wanted.get(k).is_some_and(|p| self.slots.get(id).is_some_and(|s| s.peer.stamp == p.stamp))
+        };
+        let gone: Vec<(SocketAddr, Proto)> =
+            self.by_key.iter().filter(|(k, id)| !kept(k, id)).map(|(k, _)| *k).collect();
         for k in gone {
             if let Some(id) = self.by_key.remove(&k) {
                 self.drop_slot(id);
@@ -78,8 +89,12 @@ impl Prober {
                 let conn = (key.1 == Proto::Tcp).then_some(Conn::Down { retry_at: 0 });
                 let udp = if key.1 == Proto::Udp { self.open_udp(id, key.0) } else { None };
                 let probe = super::udp_probe(self.cfg.key.as_ref(), self.session.wrapping_add(id));
-                self.slots
-                    .insert(id, Slot { peer: peer.clone(), proto: key.1, target: Target::new(), conn, udp, probe });
+                #[expect(clippy::cast_possible_truncation, reason = "a random 16-bit session id")]
+                let stamp = peer.stamp.then(|| StampProbe::new(&self.stamp_template, self.rng.next_u64() as u16));
+                self.slots.insert(
+                    id,
+                    Slot { peer: peer.clone(), proto: key.1, target: Target::new(), conn, udp, probe, stamp },
+                );
                 self.by_key.insert(key, id);
                 if key.1 == Proto::Multicast {
                     self.group_by_ip.insert(key.0.ip(), id);

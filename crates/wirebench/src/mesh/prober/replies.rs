@@ -40,6 +40,10 @@ impl Prober {
             let d = rx.get(k);
             let id = if group {
                 d.from.and_then(|f| self.group_by_ip.get(&f.ip()).copied())
+            } else if let Some(id) = d.from.and_then(|f| self.stamp_target(f)) {
+                // A STAMP reflection has no session of ours in it: its target is its source.
+                self.on_stamp_reply(id, d.data, now);
+                continue;
             } else {
                 self.udp_target(d.data)
             };
@@ -69,6 +73,12 @@ impl Prober {
         let Some(n) = recv_one(sock, &mut self.rbuf) else { return };
         let now = self.clock.now_ns();
         let buf = std::mem::take(&mut self.rbuf);
+        if self.slots.get(&id).is_some_and(|s| s.stamp.is_some()) {
+            // Only its reflector's datagrams reach a connected socket.
+            self.on_stamp_reply(id, &buf[..n], now);
+            self.rbuf = buf;
+            return;
+        }
         // Matched by the session it carries, as on the shared socket (a kernel that
         // delivered it here wrongly loses nothing).
         match self.udp_target(&buf[..n]) {
@@ -78,6 +88,11 @@ impl Prober {
             }
         }
         self.rbuf = buf;
+    }
+
+    /// The STAMP target whose reflector is at `from`.
+    fn stamp_target(&self, from: SocketAddr) -> Option<u64> {
+        self.by_key.get(&(from, Proto::Udp)).copied().filter(|id| self.slots.get(id).is_some_and(|s| s.stamp.is_some()))
     }
 
     /// The UDP target a reply names by its session.

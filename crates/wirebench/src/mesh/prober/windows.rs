@@ -70,5 +70,5 @@ impl Prober {
 }
 
 pub(super) fn node_ref(p: &Peer) -> NodeRef {
-    NodeRef { addr: p.addr.to_string(), name: p.name.clone(), zone: p.zone.clone() }
+    NodeRef { addr: p.addr.to_string(), name: p.name.clone(), zone: p.zone.clone(), stamp: p.stamp }
 }
