@@ -21,10 +21,10 @@ fuzz_target!(|data: &[u8]| {
     assert!(h.group.ip().is_multicast() && h.group.port() != 0);
     match h.kind {
         RelayKind::Probe => {
-            assert!(r.payload.is_empty() && h.rx_wall_ns == 0);
+            assert!(r.payload.is_empty() && h.wall_ns == 0);
             assert_eq!(h.sender, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
         }
-        RelayKind::Seen => assert!(r.payload.is_empty() && h.rx_wall_ns == 0 && h.sender.port() != 0),
+        RelayKind::Seen => assert!(r.payload.is_empty() && h.wall_ns == 0 && h.sender.port() != 0),
         RelayKind::Data => assert!(!h.sender.ip().is_unspecified() && h.sender.port() != 0),
     }
     // Without a tag it is exactly what encode writes for its fields.

@@ -346,7 +346,7 @@ fn forged_and_foreign_relay_datagrams_are_dropped_and_counted() {
             kind: RelayKind::Data,
             origin: 1,
             seq,
-            rx_wall_ns: 1,
+            wall_ns: 1,
             group: gaddr,
             sender: format!("{a_ip2}:4000").parse().unwrap(),
         };
@@ -433,7 +433,7 @@ fn a_batch_mixing_forged_and_genuine_datagrams_is_counted_and_carried_exactly() 
     assert!(matches!(stopped, nix::sys::wait::WaitStatus::Stopped(..)), "{stopped:?}");
     let target: SocketAddrV4 = format!("{b_ip}:7880").parse().unwrap();
     let sender: SocketAddrV4 = format!("{a_ip}:4000").parse().unwrap();
-    let head = |seq| Header { kind: RelayKind::Data, origin: 7, seq, rx_wall_ns: 1, group: gaddr, sender };
+    let head = |seq| Header { kind: RelayKind::Data, origin: 7, seq, wall_ns: 1, group: gaddr, sender };
     let (right, wrong) = (Key::new(b"right"), Key::new(b"wrong"));
     let mut buf = [0u8; 128];
     let mut genuine = Vec::new();
