@@ -84,7 +84,8 @@ impl Relay<'_> {
             });
             let g = &mut self.groups[first.gi];
             let Some(flow) = self.flows.get(&first.flow) else {
-                // Not reached: a queued datagram's flow was just used, so it is not idle.
+                // Its sender was evicted by a later one of the same batch (only when the batch
+                // names more senders than --max-senders).
                 g.stats.drops.send_errors += u64::try_from(run).unwrap_or(u64::MAX);
                 at += run;
                 continue;
