@@ -172,6 +172,17 @@ pub fn decode(buf: &[u8]) -> Result<Relayed<'_>, DecodeError> {
     Ok(Relayed { header, payload: &buf[HEADER_LEN..body], tag: (tag_len > 0).then(|| &buf[body..]) })
 }
 
+/// The version of a relay datagram of another relay wire version (magic and relay kind
+/// right, version not [`VERSION`]), so a relay can name it; `None` for anything else.
+pub fn other_version(buf: &[u8]) -> Option<u8> {
+    match buf {
+        [m0, m1, v, k, ..] if u16::from_be_bytes([*m0, *m1]) == MAGIC && *k == Kind::Relay as u8 && *v != VERSION => {
+            Some(*v)
+        }
+        _ => None,
+    }
+}
+
 /// Whether the datagram `buf` (already accepted by [`decode`]) is authentic under `key`:
 /// with a key it must carry a right MAC; without one it must carry none (a relay never
 /// believes a MAC it cannot check).

@@ -33,7 +33,6 @@ use wirebench_core::relay::senders::SenderTable;
 use wirebench_core::relay::slots::PeerSlots;
 use wirebench_core::relay::{EmitGuard, Mates, PeerWindow, ProbeLog, RateCap, is_fresh};
 use wirebench_core::report::{RelayPeerTotals, RelayResults};
-use wirebench_core::wire::DecodeError;
 use wirebench_core::wire::relay::{self as wire, Header, MAX_UDP_LEN, RelayKind};
 use wirebench_net::clock::{Clock as _, MonoClock, wall_now_ns};
 use wirebench_net::drops::udp_drops;
@@ -467,7 +466,7 @@ impl Relay<'_> {
     }
 
     /// Names, once a run, a peer that speaks another relay wire version.
-    fn tell_version(&mut self, src: SocketAddrV4, v: u8) {
+    pub(super) fn tell_version(&mut self, src: SocketAddrV4, v: u8) {
         if !self.told_version {
             self.told_version = true;
             eprintln!(
@@ -481,15 +480,12 @@ impl Relay<'_> {
     fn on_peer_datagram(&mut self, pi: usize, src: SocketAddrV4, k: usize) {
         let now = self.clock.now_ns();
         let data = self.rxb.get(k).data;
-        let r = match wire::decode(data) {
-            Ok(r) => r,
-            Err(e) => {
-                self.malformed += 1;
-                if let DecodeError::Version(v) = e {
-                    self.tell_version(src, v);
-                }
-                return;
+        let Ok(r) = wire::decode(data) else {
+            self.malformed += 1;
+            if let Some(v) = wire::other_version(data) {
+                self.tell_version(src, v);
             }
+            return;
         };
         if !wire::verify(data, &r, self.cfg.key.as_ref()) {
             self.peer_drop(pi, |d| &mut d.bad_mac);

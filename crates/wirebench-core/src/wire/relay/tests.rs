@@ -129,6 +129,13 @@ fn version_one_is_refused_by_name() {
     assert_eq!(decode(&b).unwrap_err(), DecodeError::Version(1));
     assert_eq!(VERSION, 2);
     assert_eq!(crate::wire::VERSION, 1);
+    assert_eq!(other_version(&b), Some(1));
+    b[2] = VERSION;
+    assert_eq!(other_version(&b), None, "ours");
+    b[2] = 1;
+    b[3] = 3;
+    assert_eq!(other_version(&b), None, "a stream message is no relay's");
+    assert_eq!(other_version(&b[..3]), None);
 }
 
 #[test]

@@ -98,6 +98,11 @@ impl Relay<'_> {
             }
             return;
         }
+        if let Some(v) = wire::other_version(data) {
+            // Another version's probe: a relay datagram all the same, never forwarded.
+            self.tell_version(src, v);
+            return;
+        }
         let g = &self.groups[gi];
         if mine && self.guard.is_echo(digest(g.addr, src.port(), data), now) {
             self.groups[gi].stats.drops.looped += 1;
