@@ -49,6 +49,11 @@ impl Kind {
 /// Checks the four bytes every wirebench message starts with: magic, version and `kind`.
 /// `need` is the length a truncation reports (the decoder's fixed header).
 pub(crate) fn check_preamble(buf: &[u8], kind: Kind, need: usize) -> Result<(), DecodeError> {
+    check_preamble_version(buf, kind, VERSION, need)
+}
+
+/// [`check_preamble`] for a kind whose format has a version of its own.
+pub(crate) fn check_preamble_version(buf: &[u8], kind: Kind, version: u8, need: usize) -> Result<(), DecodeError> {
     if buf.len() < 4 {
         return Err(DecodeError::Truncated { need, got: buf.len() });
     }
@@ -56,7 +61,7 @@ pub(crate) fn check_preamble(buf: &[u8], kind: Kind, need: usize) -> Result<(), 
     if magic != MAGIC {
         return Err(DecodeError::Foreign(magic));
     }
-    if buf[2] != VERSION {
+    if buf[2] != version {
         return Err(DecodeError::Version(buf[2]));
     }
     if buf[3] != kind as u8 {

@@ -26,6 +26,7 @@ fn drops(d: &RelayDrops) -> String {
         senders_full,
         not_relayed,
         send_errors,
+        stale,
     } = *d;
     let parts: Vec<String> = [
         ("bad MAC", bad_mac),
@@ -36,6 +37,7 @@ fn drops(d: &RelayDrops) -> String {
         ("senders full", senders_full),
         ("not relayed", not_relayed),
         ("send errors", send_errors),
+        ("stale", stale),
     ]
     .iter()
     .filter(|(_, n)| *n > 0)

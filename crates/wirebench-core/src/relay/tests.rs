@@ -100,14 +100,97 @@ fn the_lowest_live_address_carries_the_group() {
     let mut m = Mates::default();
     let me = a(2, 7879);
     assert!(m.designated(me, 0, 10), "alone");
-    m.heard(a(3, 7879), 0);
+    assert!(m.probed(a(3, 7879), 30, 1, 0));
     assert!(m.designated(me, 5, 10));
     assert!(m.is_mate(a(3, 7879), 10, 10));
-    m.heard(a(1, 9999), 5);
+    assert!(m.probed(a(1, 9999), 10, 1, 5));
     assert!(!m.designated(me, 10, 10));
     assert!(m.designated(a(1, 7879), 10, 10), "port breaks ties");
     assert!(m.designated(me, 16, 10), "the lower one went quiet");
     assert!(!m.is_mate(a(1, 9999), 16, 10));
-    m.expire(16, 10);
+    m.expire(16 + FRESH_WINDOW_NS, 10);
     assert!(!m.is_mate(a(1, 9999), 15, 100), "forgotten");
+}
+
+const S: u64 = 1_000_000_000;
+
+/// Times within the window either way are fresh; a datagram from a run that ended a
+/// minute ago (or stamped in the future) is not.
+#[test]
+fn the_freshness_window_is_ten_seconds_either_way() {
+    let now = 1_700_000_000 * S;
+    assert!(is_fresh(now, now));
+    assert!(is_fresh(now - 10 * S, now) && is_fresh(now + 10 * S, now));
+    assert!(!is_fresh(now - 10 * S - 1, now) && !is_fresh(now + 10 * S + 1, now));
+    assert!(!is_fresh(now - 60 * S, now), "captured in an earlier run");
+    assert!(!is_fresh(0, now) && !is_fresh(u64::MAX, now));
+}
+
+/// A "seen" counts only as the answer to one of our last three probes of this run, and
+/// only as of when that probe left.
+#[test]
+fn a_seen_answers_only_a_recent_probe_of_this_run() {
+    let mut log = ProbeLog::new(77);
+    assert_eq!(log.answered(77, 0), None);
+    assert_eq!(log.answered(77, 1), None, "not sent yet");
+    for seq in 1..=5 {
+        log.sent(seq, seq * 2 * S);
+    }
+    assert_eq!(log.answered(77, 5), Some(10 * S));
+    assert_eq!(log.answered(77, 3), Some(6 * S));
+    assert_eq!(log.answered(77, 2), None, "four probes ago");
+    assert_eq!(log.answered(78, 5), None, "another run's probe 5");
+    assert_eq!(log.answered(77, 6), None, "a probe not sent yet");
+}
+
+/// The defect: one captured "seen", replayed after its mate stopped, kept the mate alive
+/// (and this relay passive) for ever. Now the mate is alive only as of the probe the
+/// "seen" answers, and the lower relay's claim lapses one TTL after its last real answer.
+#[test]
+fn a_replayed_seen_cannot_hold_the_segment_after_its_mate_stops() {
+    let ttl = 6 * S + S / 2;
+    let me = a(5, 7880);
+    let carrier = a(4, 7880);
+    let mut log = ProbeLog::new(1);
+    let mut m = Mates::default();
+    // Probes every 2 s; the carrier answers them until 20 s, then stops.
+    let mut captured = None;
+    for seq in 1..=30u64 {
+        let now = seq * 2 * S;
+        log.sent(seq, now);
+        if now <= 20 * S {
+            captured = Some(seq);
+        }
+        // The attacker replays the last captured "seen" (its seq, our run) every 100 ms.
+        for k in 0..20 {
+            let t = now + k * S / 10;
+            if let Some(at) = log.answered(1, captured.unwrap()) {
+                m.answered(carrier, at);
+            }
+            let carries = m.designated(me, t, ttl);
+            if t <= 20 * S + ttl {
+                assert!(!carries, "the carrier is alive until a TTL after its last answer ({t})");
+            } else {
+                assert!(carries, "we take over a TTL after the carrier's last answer ({t})");
+            }
+        }
+    }
+}
+
+/// A mate's probe counts only if newer than the last one of its run: replays of its
+/// probes do not keep it alive; a restarted mate (a new run) counts from its first probe.
+#[test]
+fn replayed_probes_do_not_keep_a_mate_alive() {
+    let mut m = Mates::default();
+    let b = a(4, 7880);
+    assert!(m.probed(b, 9, 1, 0));
+    assert!(m.probed(b, 9, 2, 2 * S));
+    assert!(!m.probed(b, 9, 2, 3 * S), "the same probe again");
+    assert!(!m.probed(b, 9, 1, 4 * S), "an older one");
+    assert!(!m.is_mate(b, 9 * S, 6 * S), "alive only as of its last new probe (2 s)");
+    // Expiry keeps the record for a window more, so a fresh replay still does not count.
+    m.expire(9 * S, 6 * S);
+    assert!(!m.probed(b, 9, 2, 9 * S));
+    assert!(m.probed(b, 10, 1, 10 * S), "a new run");
+    assert!(m.is_mate(b, 10 * S, 6 * S));
 }

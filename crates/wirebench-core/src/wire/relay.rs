@@ -3,14 +3,15 @@
 //! ```text
 //! offset size field
 //!      0    2 magic 0x5742
-//!      2    1 version (1)
+//!      2    1 version (2: the relay's own; other kinds are at 1)
 //!      3    1 kind (5 relay)
 //!      4    1 relay kind: 1 data, 2 probe (native check), 3 seen (answer to a probe)
 //!      5    1 flags: bit 0 = a 16-byte MAC follows the payload; other bits must be 0
 //!      6    2 payload length in bytes (data only; 0 for probe and seen)
-//!      8    8 origin relay id (random per relay run)
+//!      8    8 relay run id (random per run): data, probe: the sender's; seen: the prober's
 //!     16    8 sequence number (data: per origin relay; probe/seen: the probe's number)
-//!     24    8 the origin relay's receive time, wall-clock ns (data; 0 otherwise)
+//!     24    8 time, wall-clock ns: data: when the origin relay received it; probe, seen:
+//!              when it was sent (with a token, refused outside the freshness window)
 //!     32    4 group address (IPv4, multicast)
 //!     36    2 group port (not 0)
 //!     38    4 sender address: data: the original sender; seen: the prober's relay address
@@ -19,13 +20,17 @@
 //! ```
 //!
 //! Every field is checked by [`decode`]; the MAC is checked by [`verify`] against the
-//! relay's key before anything else is believed.
+//! relay's key before anything else is believed. Version 1 had no time on probes and seen,
+//! and a seen carried the answering relay's id: a version 1 datagram is refused
+//! ([`DecodeError::Version`]), and the relay names the version in its log.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-use super::{DecodeError, Kind, MAGIC, VERSION};
+use super::{DecodeError, Kind, MAGIC};
 use crate::auth::{Key, TAG_LEN};
 
+/// The relay datagram's version (byte 2): the relay format moves on its own.
+pub const VERSION: u8 = 2;
 /// Header size.
 pub const HEADER_LEN: usize = 44;
 /// The largest UDP payload over IPv4.
@@ -52,12 +57,12 @@ pub enum RelayKind {
 pub struct Header {
     /// Data, probe or seen.
     pub kind: RelayKind,
-    /// The relay that sent it (data, probe) or answers (seen).
+    /// The run id of the relay that sent it (data, probe) or whose probe it answers (seen).
     pub origin: u64,
     /// Sequence number (see the table above).
     pub seq: u64,
-    /// Origin relay's receive time (wall ns), data only.
-    pub rx_wall_ns: u64,
+    /// Wall-clock ns: data: when the origin relay received it; probe, seen: when sent.
+    pub wall_ns: u64,
     /// The group.
     pub group: SocketAddrV4,
     /// Data: the original sender; seen: the prober's relay address; probe: unspecified.
@@ -96,7 +101,7 @@ pub fn encode(out: &mut [u8], h: &Header, payload: &[u8], key: Option<&Key>) -> 
     b[6..8].copy_from_slice(&(payload.len() as u16).to_be_bytes());
     b[8..16].copy_from_slice(&h.origin.to_be_bytes());
     b[16..24].copy_from_slice(&h.seq.to_be_bytes());
-    b[24..32].copy_from_slice(&h.rx_wall_ns.to_be_bytes());
+    b[24..32].copy_from_slice(&h.wall_ns.to_be_bytes());
     b[32..36].copy_from_slice(&h.group.ip().octets());
     b[36..38].copy_from_slice(&h.group.port().to_be_bytes());
     b[38..42].copy_from_slice(&h.sender.ip().octets());
@@ -121,7 +126,7 @@ fn addr_at(b: &[u8], at: usize) -> SocketAddrV4 {
 
 /// Checks every field of the datagram `buf` (whole, as received). Never panics.
 pub fn decode(buf: &[u8]) -> Result<Relayed<'_>, DecodeError> {
-    super::check_preamble(buf, Kind::Relay, HEADER_LEN)?;
+    super::check_preamble_version(buf, Kind::Relay, VERSION, HEADER_LEN)?;
     if buf.len() < HEADER_LEN {
         return Err(DecodeError::Truncated { need: HEADER_LEN, got: buf.len() });
     }
@@ -161,13 +166,21 @@ pub fn decode(buf: &[u8]) -> Result<Relayed<'_>, DecodeError> {
     if !sender_ok {
         return Err(DecodeError::Field("relay sender"));
     }
-    let rx_wall_ns = u64_at(buf, 24);
-    if kind != RelayKind::Data && rx_wall_ns != 0 {
-        return Err(DecodeError::Field("relay receive time"));
-    }
-    let header = Header { kind, origin: u64_at(buf, 8), seq: u64_at(buf, 16), rx_wall_ns, group, sender };
+    let wall_ns = u64_at(buf, 24);
+    let header = Header { kind, origin: u64_at(buf, 8), seq: u64_at(buf, 16), wall_ns, group, sender };
     let body = HEADER_LEN + len;
     Ok(Relayed { header, payload: &buf[HEADER_LEN..body], tag: (tag_len > 0).then(|| &buf[body..]) })
+}
+
+/// The version of a relay datagram of another relay wire version (magic and relay kind
+/// right, version not [`VERSION`]), so a relay can name it; `None` for anything else.
+pub fn other_version(buf: &[u8]) -> Option<u8> {
+    match buf {
+        [m0, m1, v, k, ..] if u16::from_be_bytes([*m0, *m1]) == MAGIC && *k == Kind::Relay as u8 && *v != VERSION => {
+            Some(*v)
+        }
+        _ => None,
+    }
 }
 
 /// Whether the datagram `buf` (already accepted by [`decode`]) is authentic under `key`:

@@ -29,11 +29,12 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use anyhow::Context as _;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use socket2::{Domain, Protocol, Socket, Type};
+use wirebench_core::relay::senders::SenderTable;
 use wirebench_core::relay::slots::PeerSlots;
-use wirebench_core::relay::{EmitGuard, Mates, PeerWindow, RateCap};
+use wirebench_core::relay::{EmitGuard, Mates, PeerWindow, ProbeLog, RateCap, is_fresh};
 use wirebench_core::report::{RelayPeerTotals, RelayResults};
 use wirebench_core::wire::relay::{self as wire, Header, MAX_UDP_LEN, RelayKind};
-use wirebench_net::clock::{Clock as _, MonoClock};
+use wirebench_net::clock::{Clock as _, MonoClock, wall_now_ns};
 use wirebench_net::drops::udp_drops;
 use wirebench_net::fanout::{Burst, FAN_BATCH, FanOut};
 use wirebench_net::rxbatch::{RX_BATCH, RxBatch};
@@ -60,8 +61,6 @@ const CHECK_PROBE_EVERY_NS: u64 = 250_000_000;
 const EXPIRE_EVERY_NS: u64 = 1_000_000_000;
 /// Retired peers' histograms added to the retired one per turn of the loop.
 const MERGE_PER_TURN: usize = 16;
-/// An emitting socket idle this long may be reused for a new sender.
-const FLOW_IDLE_NS: u64 = 30_000_000_000;
 /// Batches read from one socket before looking at the others (256 datagrams).
 const BURST_BATCHES: usize = 8;
 /// Re-emissions remembered by the echo guard, and for how long.
@@ -98,7 +97,6 @@ struct Peer {
 struct Flow {
     sock: UdpSocket,
     port: u16,
-    last_ns: u64,
 }
 
 /// A peer's datagram waiting to be re-emitted at the end of its batch: datagram `k` of the
@@ -110,7 +108,7 @@ struct Pending {
     pi: usize,
     src: SocketAddrV4,
     flow: (u64, SocketAddrV4),
-    rx_wall_ns: u64,
+    wall_ns: u64,
     len: usize,
 }
 
@@ -120,7 +118,7 @@ const NO_PENDING: Pending = Pending {
     pi: 0,
     src: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
     flow: (0, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)),
-    rx_wall_ns: 0,
+    wall_ns: 0,
     len: 0,
 };
 
@@ -137,11 +135,17 @@ struct Relay<'c> {
     /// Every peer's counters, live and retired, counted as they happen.
     totals: RelayPeerTotals,
     flows: HashMap<(u64, SocketAddrV4), Flow>,
+    /// Which senders hold an emitting socket, least recently heard evicted first.
+    flow_table: SenderTable,
     own_ports: HashSet<u16>,
     guard: EmitGuard,
     senders: Senders,
     seq: u64,
     probe_seq: u64,
+    /// Our last probes, which a "seen" must answer.
+    probes: ProbeLog,
+    /// A peer speaking another relay wire version was named on standard error.
+    told_version: bool,
     not_a_peer: u64,
     malformed: u64,
     relaying: bool,
@@ -224,21 +228,25 @@ pub(crate) fn run(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<RelayResult
     }
     let mut watch = peers::Watch::start(cfg, &ctx.shutdown)?;
     let first = watch.first(&ctx.shutdown)?;
+    let id = u64::from_be_bytes(crate::os_random()?);
     let mut r = Relay {
         cfg,
-        id: u64::from_be_bytes(crate::os_random()?),
+        id,
         sock,
         groups,
         table: PeerSlots::new(peers::MAX_PEERS, u64::try_from(cfg.peer_expiry.as_nanos()).unwrap_or(u64::MAX)),
         peers: Vec::new(),
         retired: Retired::default(),
         totals: RelayPeerTotals::default(),
-        flows: HashMap::new(),
+        flows: HashMap::with_capacity(cfg.max_senders + 1),
+        flow_table: SenderTable::new(cfg.max_senders),
         own_ports: HashSet::new(),
         guard: EmitGuard::new(GUARD_LEN, GUARD_HORIZON_NS),
         senders: Senders::default(),
         seq: 0,
         probe_seq: 0,
+        probes: ProbeLog::new(id),
+        told_version: false,
         not_a_peer: 0,
         malformed: 0,
         relaying: false,
@@ -400,12 +408,14 @@ impl Relay<'_> {
     /// Sends a probe into every group from the relay port: relays on this segment hear it.
     fn probe(&mut self) {
         self.probe_seq += 1;
+        self.probes.sent(self.probe_seq, self.clock.now_ns());
+        let wall_ns = wall_now_ns();
         for g in &self.groups {
             let h = Header {
                 kind: RelayKind::Probe,
                 origin: self.id,
                 seq: self.probe_seq,
-                rx_wall_ns: 0,
+                wall_ns,
                 group: g.addr,
                 sender: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
             };
@@ -433,13 +443,36 @@ impl Relay<'_> {
         }
     }
 
-    fn mate(&mut self, gi: usize, peer: SocketAddrV4, now: u64) {
+    /// `peer` was alive on group `gi`'s segment: its probe `seq` of run `run` heard natively
+    /// at `now`, or (`run` `None`) its "seen" of our probe that left at `seq`. Returns false
+    /// for a probe not newer than its last (a replay).
+    fn mate(&mut self, gi: usize, peer: SocketAddrV4, run: Option<u64>, seq: u64, now: u64) -> bool {
         let g = &mut self.groups[gi];
         let new = !g.mates.is_mate(peer, now, MATE_TTL_NS);
-        g.mates.heard(peer, now);
+        match run {
+            Some(run) => {
+                if !g.mates.probed(peer, run, seq, now) {
+                    return false;
+                }
+            }
+            None => g.mates.answered(peer, seq),
+        }
+        let new = new && g.mates.is_mate(peer, now, MATE_TTL_NS);
         g.native.insert(peer);
         if new && self.relaying {
             self.rebuild();
+        }
+        true
+    }
+
+    /// Names, once a run, a peer that speaks another relay wire version.
+    pub(super) fn tell_version(&mut self, src: SocketAddrV4, v: u8) {
+        if !self.told_version {
+            self.told_version = true;
+            eprintln!(
+                "wirebench relay: {src} speaks relay wire version {v}, this relay speaks {}: its datagrams are dropped (counted as malformed); run one version on every relay",
+                wire::VERSION
+            );
         }
     }
 
@@ -449,10 +482,18 @@ impl Relay<'_> {
         let data = self.rxb.get(k).data;
         let Ok(r) = wire::decode(data) else {
             self.malformed += 1;
+            if let Some(v) = wire::other_version(data) {
+                self.tell_version(src, v);
+            }
             return;
         };
         if !wire::verify(data, &r, self.cfg.key.as_ref()) {
             self.peer_drop(pi, |d| &mut d.bad_mac);
+            return;
+        }
+        // With a token the time is authentic: one outside the window is a replay.
+        if self.cfg.key.is_some() && !is_fresh(r.header.wall_ns, wall_now_ns()) {
+            self.peer_drop(pi, |d| &mut d.stale);
             return;
         }
         // Heard from (with a token: authenticated): a peer out of the list stays in the table.
@@ -463,7 +504,13 @@ impl Relay<'_> {
             return;
         };
         match h.kind {
-            RelayKind::Seen if h.sender == self.cfg.me && h.seq <= self.probe_seq => self.mate(gi, src, now),
+            RelayKind::Seen if h.sender == self.cfg.me => match self.probes.answered(h.origin, h.seq) {
+                // Alive as of when our probe left, so a replay extends nothing.
+                Some(at) => {
+                    self.mate(gi, src, None, at, now);
+                }
+                None => self.peer_drop(pi, |d| &mut d.stale),
+            },
             RelayKind::Seen | RelayKind::Probe => self.peer_drop(pi, |d| &mut d.not_relayed),
             RelayKind::Data => {
                 let len = r.payload.len();

@@ -49,8 +49,8 @@ impl Default for PeerStats {
 impl PeerStats {
     /// Records the delay from the origin relay's receive to this relay's re-emission; false
     /// when it came out negative (counted in `clock_negative`, not recorded).
-    pub(crate) fn added_delay(&mut self, origin_rx_wall_ns: u64, emitted_wall_ns: u64) -> bool {
-        if let Some(d) = emitted_wall_ns.checked_sub(origin_rx_wall_ns) {
+    pub(crate) fn added_delay(&mut self, origin_wall_ns: u64, emitted_wall_ns: u64) -> bool {
+        if let Some(d) = emitted_wall_ns.checked_sub(origin_wall_ns) {
             self.added.saturating_record(d.max(1));
             true
         } else {

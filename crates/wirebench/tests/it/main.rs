@@ -42,6 +42,8 @@ mod ping; // loopback UDP and TCP against an in-process serve; schema; hgrm; hlo
 mod proxy; // impairment proxy accuracy, loss, TCP rate, active-time rate, delay split, refusals
 mod relay; // a scripted WebSocket server for the load tests: echo, or a relay that loses on purpose
 #[cfg(feature = "netns-tests")]
+mod relay_fresh; // the relay against replays and spoofing: a replayed "seen" after its carrier stops, a capture from an earlier run, 300 spoofed senders
+#[cfg(feature = "netns-tests")]
 mod relay_sendbuf; // the relay's fan-out and re-emission meeting a full send buffer (tbf, tiny SO_SNDBUF): resumed in order, nothing lost; one wait per re-emitted batch
 #[cfg(feature = "netns-tests")]
 mod relay_slots; // the relay's peer table over its life: 1,024 peers leave the list and go quiet, 1,024 new ones wait and take their slots, one comes back fresh; rows + retired = totals

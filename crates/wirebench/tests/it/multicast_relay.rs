@@ -92,6 +92,11 @@ impl Drop for Proc {
     }
 }
 
+/// The wall clock in ns since the Unix epoch, as a relay stamps its datagrams.
+pub(crate) fn wall_now_ns() -> u64 {
+    u64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()).unwrap()
+}
+
 fn report(path: &std::path::Path) -> Report {
     let v = crate::support::read_json(path);
     crate::support::assert_valid_report(&v);
@@ -110,7 +115,7 @@ fn stream_results(path: &std::path::Path) -> StreamResults {
 
 /// Nodes `n1..nN`, node i on its own subnet `10.77.{base+i}.0/24` (address `.2`, router
 /// `.1`), all routed by one router namespace that forwards unicast and no multicast.
-fn routed_nodes(lab: &mut Lab, n: usize, base: usize) -> Vec<(String, String)> {
+pub(crate) fn routed_nodes(lab: &mut Lab, n: usize, base: usize) -> Vec<(String, String)> {
     let rtr = lab.ns("rtr");
     sh(&["ip", "netns", "exec", &rtr, "sysctl", "-qw", "net.ipv4.ip_forward=1"]);
     (1..=n)
@@ -346,7 +351,7 @@ fn forged_and_foreign_relay_datagrams_are_dropped_and_counted() {
             kind: RelayKind::Data,
             origin: 1,
             seq,
-            rx_wall_ns: 1,
+            wall_ns: wall_now_ns(),
             group: gaddr,
             sender: format!("{a_ip2}:4000").parse().unwrap(),
         };
@@ -433,7 +438,9 @@ fn a_batch_mixing_forged_and_genuine_datagrams_is_counted_and_carried_exactly() 
     assert!(matches!(stopped, nix::sys::wait::WaitStatus::Stopped(..)), "{stopped:?}");
     let target: SocketAddrV4 = format!("{b_ip}:7880").parse().unwrap();
     let sender: SocketAddrV4 = format!("{a_ip}:4000").parse().unwrap();
-    let head = |seq| Header { kind: RelayKind::Data, origin: 7, seq, rx_wall_ns: 1, group: gaddr, sender };
+    // With a token the time must be fresh (within 10 s of the relay's clock).
+    let now = wall_now_ns();
+    let head = |seq| Header { kind: RelayKind::Data, origin: 7, seq, wall_ns: now, group: gaddr, sender };
     let (right, wrong) = (Key::new(b"right"), Key::new(b"wrong"));
     let mut buf = [0u8; 128];
     let mut genuine = Vec::new();
@@ -518,7 +525,7 @@ fn a_batch_mixing_forged_and_genuine_datagrams_is_counted_and_carried_exactly() 
 /// A segment (a bridge) with hosts `s1`, `s2` at `10.77.{net}.1`/`.2`, and a remote node `z`
 /// at `10.77.{net+1}.2`, joined by a router (`.254` on the segment) with no multicast
 /// routing. Returns (s1, s2, z) as (namespace, address).
-fn segment_and_remote(lab: &mut Lab, net: usize) -> [(String, String); 3] {
+pub(crate) fn segment_and_remote(lab: &mut Lab, net: usize) -> [(String, String); 3] {
     let sw = lab.ns("sw");
     let rtr = lab.ns("rtr");
     sh(&["ip", "netns", "exec", &rtr, "sysctl", "-qw", "net.ipv4.ip_forward=1"]);

@@ -161,7 +161,7 @@ fn a_reemitted_batch_of_many_senders_waits_once_in_all_for_full_buffers() {
     let payload = vec![0x5au8; 4000];
     for seq in 0..BURST {
         let sender = SocketAddrV4::new("10.77.233.2".parse().unwrap(), 4000 + u16::try_from(seq % 2).unwrap());
-        let h = Header { kind: RelayKind::Data, origin: 7, seq, rx_wall_ns: 1, group: gaddr, sender };
+        let h = Header { kind: RelayKind::Data, origin: 7, seq, wall_ns: 1, group: gaddr, sender };
         let n = wire::encode(&mut buf, &h, &payload, None).unwrap();
         peer.send_to(&buf[..n], target).unwrap();
     }

@@ -50,7 +50,7 @@ fn datagram(seq: u64, tag: &str) -> Vec<u8> {
         kind: RelayKind::Data,
         origin: 7,
         seq,
-        rx_wall_ns: u64::try_from(now.as_nanos()).unwrap(),
+        wall_ns: u64::try_from(now.as_nanos()).unwrap(),
         group: GROUP.parse().unwrap(),
         sender: "10.9.9.9:4000".parse().unwrap(),
     };

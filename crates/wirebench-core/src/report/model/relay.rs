@@ -138,13 +138,28 @@ pub struct RelayDrops {
     pub not_relayed: u64,
     /// The kernel refused the send.
     pub send_errors: u64,
+    /// Not fresh: with a token, a time outside the freshness window (a replay from an
+    /// earlier run, or a clock too far off), or a "seen" that answers no recent probe of this
+    /// run. Absent from reports written before it existed.
+    #[serde(default)]
+    pub stale: u64,
 }
 
 impl RelayDrops {
     /// Adds another set of drops, cause by cause.
     pub fn merge(&mut self, o: &Self) {
-        let Self { bad_mac, duplicate, rate_cap, too_big, looped, passive, senders_full, not_relayed, send_errors } =
-            *o;
+        let Self {
+            bad_mac,
+            duplicate,
+            rate_cap,
+            too_big,
+            looped,
+            passive,
+            senders_full,
+            not_relayed,
+            send_errors,
+            stale,
+        } = *o;
         self.bad_mac += bad_mac;
         self.duplicate += duplicate;
         self.rate_cap += rate_cap;
@@ -154,6 +169,7 @@ impl RelayDrops {
         self.senders_full += senders_full;
         self.not_relayed += not_relayed;
         self.send_errors += send_errors;
+        self.stale += stale;
     }
 }
 
@@ -240,6 +256,7 @@ mod tests {
             senders_full: 7,
             not_relayed: 8,
             send_errors: 9,
+            stale: 10,
         };
         let mut t = a;
         t.merge(&a);
@@ -254,7 +271,8 @@ mod tests {
                 passive: 12,
                 senders_full: 14,
                 not_relayed: 16,
-                send_errors: 18
+                send_errors: 18,
+                stale: 20,
             }
         );
     }

@@ -13,7 +13,7 @@ fn data() -> Header {
         kind: RelayKind::Data,
         origin: 0x0102_0304_0506_0708,
         seq: 42,
-        rx_wall_ns: 1_700_000_000_000_000_000,
+        wall_ns: 1_700_000_000_000_000_000,
         group: group(),
         sender: SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 7), 40_001),
     }
@@ -31,7 +31,8 @@ fn enc(h: &Header, payload: &[u8], key: Option<&Key>) -> Vec<u8> {
 fn layout_is_the_documented_one() {
     let b = enc(&data(), b"hi", None);
     assert_eq!(b.len(), HEADER_LEN + 2);
-    assert_eq!(&b[..8], &[0x57, 0x42, 1, 5, 1, 0, 0, 2]);
+    assert_eq!(&b[..8], &[0x57, 0x42, 2, 5, 1, 0, 0, 2]);
+    assert_eq!(&b[24..32], &1_700_000_000_000_000_000u64.to_be_bytes());
     assert_eq!(&b[8..16], &[1, 2, 3, 4, 5, 6, 7, 8]);
     assert_eq!(&b[16..24], &42u64.to_be_bytes());
     assert_eq!(&b[32..38], &[239, 1, 2, 3, 0x13, 0x88]);
@@ -102,14 +103,11 @@ fn every_field_is_checked() {
 }
 
 #[test]
-fn probes_and_answers_carry_no_payload_or_time() {
-    let probe =
-        Header { kind: RelayKind::Probe, rx_wall_ns: 0, sender: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0), ..data() };
+fn probes_and_answers_carry_a_time_and_no_payload() {
+    let probe = Header { kind: RelayKind::Probe, sender: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0), ..data() };
     let b = enc(&probe, b"", None);
     assert_eq!(decode(&b).unwrap().header, probe);
-    let mut with_time = b.clone();
-    with_time[31] = 1;
-    assert_eq!(decode(&with_time).unwrap_err(), DecodeError::Field("relay receive time"));
+    assert_eq!(decode(&b).unwrap().header.wall_ns, 1_700_000_000_000_000_000);
     let mut with_sender = b.clone();
     with_sender[43] = 1;
     assert_eq!(decode(&with_sender).unwrap_err(), DecodeError::Field("relay sender"));
@@ -118,8 +116,26 @@ fn probes_and_answers_carry_no_payload_or_time() {
         encode(&mut b, &probe, b"x", None).map(|n| decode(&b[..n]).unwrap_err()),
         Some(DecodeError::Field("relay payload length"))
     );
-    let seen = Header { kind: RelayKind::Seen, rx_wall_ns: 0, ..data() };
+    let seen = Header { kind: RelayKind::Seen, ..data() };
     assert_eq!(decode(&enc(&seen, b"", None)).unwrap().header, seen);
+}
+
+/// Version 1 (no time on probes and seen) is refused by its version, so the relay can
+/// name it; the other kinds stay at version 1.
+#[test]
+fn version_one_is_refused_by_name() {
+    let mut b = enc(&data(), b"hi", None);
+    b[2] = 1;
+    assert_eq!(decode(&b).unwrap_err(), DecodeError::Version(1));
+    assert_eq!(VERSION, 2);
+    assert_eq!(crate::wire::VERSION, 1);
+    assert_eq!(other_version(&b), Some(1));
+    b[2] = VERSION;
+    assert_eq!(other_version(&b), None, "ours");
+    b[2] = 1;
+    b[3] = 3;
+    assert_eq!(other_version(&b), None, "a stream message is no relay's");
+    assert_eq!(other_version(&b[..3]), None);
 }
 
 #[test]
@@ -143,7 +159,7 @@ proptest! {
             kind: RelayKind::Data,
             origin,
             seq,
-            rx_wall_ns: t,
+            wall_ns: t,
             group: SocketAddrV4::new(Ipv4Addr::from(0xe000_0000 | g), gp),
             sender: SocketAddrV4::new(Ipv4Addr::from(s), sp),
         };

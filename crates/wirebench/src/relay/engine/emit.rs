@@ -7,6 +7,7 @@ use std::net::SocketAddrV4;
 use std::time::Duration;
 
 use wirebench_core::relay::digest;
+use wirebench_core::relay::senders::Admit;
 use wirebench_core::seq::Arrival;
 use wirebench_core::wire::relay::{HEADER_LEN, Header};
 use wirebench_net::clock::{Clock as _, wall_now_ns};
@@ -14,7 +15,7 @@ use wirebench_net::clock::{Clock as _, wall_now_ns};
 use wirebench_net::fanout::SendWait;
 use wirebench_net::rxbatch::RX_BATCH;
 
-use super::{FLOW_IDLE_NS, Flow, Pending, Relay, SEND_WAIT_NS, sender_socket};
+use super::{Flow, Pending, Relay, SEND_WAIT_NS, sender_socket};
 
 impl Relay<'_> {
     /// Peer `pi`'s datagram for group `gi` (datagram `k` of the receive batch, with a
@@ -60,8 +61,7 @@ impl Relay<'_> {
         if self.pending_n == RX_BATCH {
             self.flush_reemit(); // (a batch holds at most RX_BATCH)
         }
-        self.pending[self.pending_n] =
-            Pending { k, gi, pi, src, flow: (h.origin, h.sender), rx_wall_ns: h.rx_wall_ns, len };
+        self.pending[self.pending_n] = Pending { k, gi, pi, src, flow: (h.origin, h.sender), wall_ns: h.wall_ns, len };
         self.pending_n += 1;
     }
 
@@ -84,7 +84,8 @@ impl Relay<'_> {
             });
             let g = &mut self.groups[first.gi];
             let Some(flow) = self.flows.get(&first.flow) else {
-                // Not reached: a queued datagram's flow was just used, so it is not idle.
+                // Its sender was evicted by a later one of the same batch (only when the batch
+                // names more senders than --max-senders).
                 g.stats.drops.send_errors += u64::try_from(run).unwrap_or(u64::MAX);
                 at += run;
                 continue;
@@ -102,7 +103,7 @@ impl Relay<'_> {
                 let peer = &mut self.peers[p.pi];
                 peer.stats.received.add(p.len);
                 self.totals.received.add(p.len);
-                if !peer.stats.added_delay(p.rx_wall_ns, emitted) {
+                if !peer.stats.added_delay(p.wall_ns, emitted) {
                     self.totals.clock_negative += 1;
                 }
                 self.senders.add(p.flow.1, p.gi, Some(p.src), p.len);
@@ -112,28 +113,29 @@ impl Relay<'_> {
     }
 
     /// The emitting socket for `sender` as carried by relay run `origin`: opened on first
-    /// use; when `--max-senders` are open, the longest idle one (past [`FLOW_IDLE_NS`]) is
-    /// closed for it, else false.
+    /// use; when `--max-senders` are open, the least recently heard one is closed for it
+    /// (`relay::senders`). False over the admission rate, or when no socket opens.
     fn open_flow(&mut self, origin: u64, sender: SocketAddrV4, now: u64) -> bool {
         let key = (origin, sender);
-        if !self.flows.contains_key(&key) {
-            if self.flows.len() >= self.cfg.max_senders {
-                let Some((&old, f)) = self.flows.iter().min_by_key(|(_, f)| f.last_ns) else { return false };
-                if now.saturating_sub(f.last_ns) < FLOW_IDLE_NS {
-                    return false;
-                }
-                if let Some(f) = self.flows.remove(&old) {
+        match self.flow_table.admit(key, now) {
+            Admit::Known => true,
+            Admit::Refused => false,
+            Admit::New { evict } => {
+                if let Some(old) = evict
+                    && let Some(f) = self.flows.remove(&old)
+                {
                     self.own_ports.remove(&f.port);
                 }
+                let opened = sender_socket(SocketAddrV4::new(self.cfg.interface, 0), self.cfg)
+                    .and_then(|sock| sock.local_addr().map(|a| (sock, a.port())));
+                let Ok((sock, port)) = opened else {
+                    self.flow_table.forget(&key);
+                    return false;
+                };
+                self.own_ports.insert(port);
+                self.flows.insert(key, Flow { sock, port });
+                true
             }
-            let Ok(sock) = sender_socket(SocketAddrV4::new(self.cfg.interface, 0), self.cfg) else { return false };
-            let Ok(a) = sock.local_addr() else { return false };
-            self.own_ports.insert(a.port());
-            self.flows.insert(key, Flow { sock, port: a.port(), last_ns: now });
         }
-        if let Some(f) = self.flows.get_mut(&key) {
-            f.last_ns = now;
-        }
-        true
     }
 }

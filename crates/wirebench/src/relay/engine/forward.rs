@@ -6,7 +6,7 @@
 
 use std::net::SocketAddrV4;
 
-use wirebench_core::relay::digest;
+use wirebench_core::relay::{digest, is_fresh};
 use wirebench_core::wire::relay::{self as wire, Header, MAX_PAYLOAD, MAX_UDP_LEN, RelayKind};
 use wirebench_net::clock::{Clock as _, wall_now_ns};
 use wirebench_net::fanout::{FAN_BATCH, SendWait};
@@ -82,12 +82,25 @@ impl Relay<'_> {
                 && wire::verify(data, &r, self.cfg.key.as_ref()))
             .then_some(r.header);
             if let Some(p) = probe {
-                self.mate(gi, src, now);
-                let h = Header { kind: RelayKind::Seen, rx_wall_ns: 0, sender: src, origin: self.id, ..p };
+                // With a token the time is authentic; a probe not newer than the mate's last
+                // is a replay either way: neither keeps a mate alive nor is answered.
+                if (self.cfg.key.is_some() && !is_fresh(p.wall_ns, wall_now_ns()))
+                    || !self.mate(gi, src, Some(p.origin), p.seq, now)
+                {
+                    self.groups[gi].stats.drops.stale += 1;
+                    return;
+                }
+                // The answer names the prober's run and probe, so it answers nothing else.
+                let h = Header { kind: RelayKind::Seen, wall_ns: wall_now_ns(), sender: src, ..p };
                 if let Some(len) = wire::encode(&mut self.out, &h, &[], self.cfg.key.as_ref()) {
                     let _ = self.sock.send_to(&self.out[..len], src);
                 }
             }
+            return;
+        }
+        if let Some(v) = wire::other_version(data) {
+            // Another version's probe: a relay datagram all the same, never forwarded.
+            self.tell_version(src, v);
             return;
         }
         let g = &self.groups[gi];
@@ -120,7 +133,7 @@ impl Relay<'_> {
             kind: RelayKind::Data,
             origin: self.id,
             seq: self.seq,
-            rx_wall_ns: kernel_rx.unwrap_or_else(wall_now_ns),
+            wall_ns: kernel_rx.unwrap_or_else(wall_now_ns),
             group: g.addr,
             sender: src,
         };
