@@ -371,23 +371,25 @@ mod tests {
         read_report(|| Ok(text.as_bytes()))
     }
 
+    /// Sets the stop at its first read (Ctrl-C while the bytes are read).
+    struct SetsStop<'a>(&'a AtomicBool, &'a [u8]);
+
+    impl Read for SetsStop<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.0.store(true, Ordering::Relaxed);
+            let n = self.1.len().min(buf.len()).min(4);
+            buf[..n].copy_from_slice(&self.1[..n]);
+            self.1 = &self.1[n..];
+            Ok(n)
+        }
+    }
+
     /// A stop set before or during the read ends it with `Stopped`, whatever the input.
     #[test]
     fn a_stop_ends_the_read() {
         let stop = AtomicBool::new(true);
         let r = read_report_until(|| Ok(r#"{"schema_version": 1}"#.as_bytes()), &stop);
         assert!(matches!(r, Err(ReadError::Stopped)), "{:?}", r.err());
-        // Set while the bytes are read: the reader sees it at its next read.
-        struct SetsStop<'a>(&'a AtomicBool, &'a [u8]);
-        impl Read for SetsStop<'_> {
-            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-                self.0.store(true, Ordering::Relaxed);
-                let n = self.1.len().min(buf.len()).min(4);
-                buf[..n].copy_from_slice(&self.1[..n]);
-                self.1 = &self.1[n..];
-                Ok(n)
-            }
-        }
         let stop = AtomicBool::new(false);
         let text = r#"{"schema_version": 1, "meta": {}}"#.as_bytes();
         let r = read_report_until(|| Ok(SetsStop(&stop, text)), &stop);

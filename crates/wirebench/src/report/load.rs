@@ -80,7 +80,7 @@ mod tests {
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR).unwrap();
         for p in [fifo.as_path(), dir.path()] {
             let t = std::time::Instant::now();
-            let e = read(p).unwrap_err().to_string();
+            let e = read(p, &Shutdown::new()).unwrap_err().to_string();
             assert!(e.contains("not a regular file"), "{e}");
             assert!(t.elapsed() < std::time::Duration::from_secs(1));
         }

@@ -396,7 +396,7 @@ fn a_report_given_again_replaces_its_cells_and_a_cell_to_itself_is_dropped() {
 #[test]
 fn an_agents_own_name_and_zone_win_over_its_peers_labels() {
     let mut b = MatrixBuilder::new("agents");
-    let known_as = NodeRef { addr: node(2).addr, name: Some("other".into()), zone: Some("z9".into()) };
+    let known_as = NodeRef { addr: node(2).addr, name: Some("other".into()), zone: Some("z9".into()), stamp: false };
     b.add_report(&report(1, vec![CellReport { peer: known_as, ..cell(2, Proto::Udp, &[100; 10], 0) }])).unwrap();
     let me = NodeRef { zone: Some("z2".into()), ..node(2) };
     b.add_report(&MatrixReport { agent: me, ..report(2, vec![cell(1, Proto::Udp, &[100; 10], 0)]) }).unwrap();
@@ -461,7 +461,7 @@ fn prometheus_cells_rows_and_window_are_kept() {
     // a node marked reported after a failure is no longer in error
     let mut b = MatrixBuilder::new("prometheus");
     b.add_unreachable(None, "10.0.0.3:7878", "scrape failed");
-    b.mark_reported(&NodeRef { addr: "10.0.0.3:7878".into(), name: None, zone: None });
+    b.mark_reported(&NodeRef { addr: "10.0.0.3:7878".into(), name: None, zone: None, stamp: false });
     let r = b.finish(&Thresholds::default());
     assert_eq!((r.nodes[0].reported, r.nodes[0].error.as_deref()), (true, None));
 }
@@ -593,7 +593,8 @@ fn zones_are_named_as_zones_and_the_window_is_kept() {
 
 #[test]
 fn a_node_costs_its_address_twice_its_name_and_its_zone() {
-    let me = NodeRef { addr: "10.0.0.1:7878".into(), name: Some("n1".into()), zone: Some("zone-a".into()) };
+    let me =
+        NodeRef { addr: "10.0.0.1:7878".into(), name: Some("n1".into()), zone: Some("zone-a".into()), stamp: false };
     let mut b = MatrixBuilder::new("agents");
     b.node(&me);
     assert_eq!(b.held(), NODE_BYTES + 2 * "10.0.0.1:7878".len() + "n1".len() + "zone-a".len());
