@@ -25,8 +25,7 @@
 //! Z bit describes its own timestamps: the reflector states its format, never echoes the
 //! sender's.
 
-use hmac::{Hmac, Mac as _};
-use sha2::Sha256;
+use crate::auth;
 
 /// The registered STAMP port.
 pub const PORT: u16 = 862;
@@ -163,10 +162,14 @@ impl ErrorEstimate {
     }
 }
 
-/// An HMAC-SHA-256 key (RFC 8762 §4.4), keyed once: signing a packet clones the keyed
-/// state and allocates nothing.
+/// An HMAC-SHA-256 key (RFC 8762 §4.4): the same keyed HMAC and truncated, constant-time
+/// tags as wirebench's own datagrams ([`crate::auth::Key`]), at least [`MIN_KEY_LEN`] bytes.
+/// Signing clones the keyed state and allocates nothing.
 #[derive(Clone)]
-pub struct Key(Hmac<Sha256>);
+pub struct Key(auth::Key);
+
+// STAMP's HMAC field is the truncated tag wirebench's datagrams carry.
+const _: () = assert!(auth::TAG_LEN == AUTH_LEN - HMAC_AT);
 
 impl std::fmt::Debug for Key {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -177,10 +180,7 @@ impl std::fmt::Debug for Key {
 impl Key {
     /// A key from its bytes; `None` when shorter than [`MIN_KEY_LEN`].
     pub fn new(bytes: &[u8]) -> Option<Self> {
-        if bytes.len() < MIN_KEY_LEN {
-            return None;
-        }
-        Hmac::<Sha256>::new_from_slice(bytes).ok().map(Self)
+        (bytes.len() >= MIN_KEY_LEN).then(|| Self(auth::Key::new(bytes)))
     }
 
     /// A key from hex (as `stamp-suite --hmac-key` takes it), surrounding space ignored.
@@ -200,26 +200,15 @@ impl Key {
         })
     }
 
-    fn mac(&self, data: &[u8]) -> [u8; 16] {
-        let mut m = self.0.clone();
-        m.update(data);
-        let full = m.finalize().into_bytes();
-        let mut out = [0u8; 16];
-        out.copy_from_slice(&full[..16]);
-        out
-    }
-
     /// Writes the HMAC of an authenticated packet's first 96 bytes into bytes 96..112.
     fn sign(&self, pkt: &mut [u8]) {
-        let tag = self.mac(&pkt[..HMAC_AT]);
+        let tag = self.0.short_tag(&[&pkt[..HMAC_AT]]);
         pkt[HMAC_AT..AUTH_LEN].copy_from_slice(&tag);
     }
 
     /// Checks an authenticated packet's HMAC, in constant time.
     fn verify(&self, pkt: &[u8]) -> bool {
-        let mut m = self.0.clone();
-        m.update(&pkt[..HMAC_AT]);
-        m.verify_truncated_left(&pkt[HMAC_AT..AUTH_LEN]).is_ok()
+        self.0.verify(&[&pkt[..HMAC_AT]], &pkt[HMAC_AT..AUTH_LEN])
     }
 }
 
