@@ -332,14 +332,7 @@ impl AgentConfig {
 
 /// `--stamp-peer-key` or `--stamp-peer-key-file`.
 fn stamp_peer_key(a: &AgentArgs) -> Result<Option<wirebench_core::wire::stamp::Key>, UsageError> {
-    let hex = match (&a.stamp_peer_key, &a.stamp_peer_key_file) {
-        (Some(k), _) => k.clone(),
-        (None, Some(f)) => {
-            std::fs::read_to_string(f).map_err(|e| UsageError(format!("--stamp-peer-key-file {}: {e}", f.display())))?
-        }
-        (None, None) => return Ok(None),
-    };
-    wirebench_core::wire::stamp::Key::from_hex(&hex).map(Some).map_err(|e| UsageError(format!("--stamp-peer-key: {e}")))
+    crate::serve::stamp::key_of(a.stamp_peer_key.as_deref(), a.stamp_peer_key_file.as_deref(), "stamp-peer-key")
 }
 
 /// `wirebench mesh status` flags.

@@ -239,17 +239,11 @@ pub fn spawn(
         len_ns: u64::try_from(cfg.window.as_nanos()).unwrap_or(u64::MAX),
         timeout_ns: u64::try_from(cfg.timeout.as_nanos()).unwrap_or(u64::MAX),
     };
-    // The error estimate STAMP test packets carry: unsynchronised unless the kernel says
-    // otherwise, with its bound (as `ping stamp://` sends).
-    let sync = wirebench_net::clock::wall_sync();
+    // The error estimate STAMP test packets carry, as `ping stamp://` sends it.
     let stamp_template = wire_stamp::Sender {
         key: cfg.stamp_key.clone(),
         format: wire_stamp::TsFormat::Ntp,
-        error: wire_stamp::ErrorEstimate::new(
-            sync.is_some_and(|s| s.synced),
-            wire_stamp::TsFormat::Ntp,
-            sync.map_or(1_000_000_000, |s| s.error_ns).max(1_000),
-        ),
+        error: crate::serve::stamp::own_error(wire_stamp::TsFormat::Ntp),
         ssid: 0,
     };
     let mut p = Prober {

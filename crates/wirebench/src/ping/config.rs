@@ -138,12 +138,7 @@ impl StampCfg {
     /// kernel says otherwise, with the kernel's error bound.
     pub fn sender(&self) -> stamp::Sender {
         let format = TsFormat::from(self.format);
-        let sync = wirebench_net::clock::wall_sync();
-        let error = stamp::ErrorEstimate::new(
-            sync.is_some_and(|s| s.synced),
-            format,
-            sync.map_or(1_000_000_000, |s| s.error_ns).max(1_000),
-        );
+        let error = crate::serve::stamp::own_error(format);
         stamp::Sender { key: self.key.clone(), format, error, ssid: self.session_id }
     }
 }
@@ -223,14 +218,7 @@ fn stamp_cfg(a: &Args, proto: Proto) -> Result<Option<StampCfg>, UsageError> {
         }
         return Ok(None);
     }
-    let hex = match (&a.stamp_key, &a.stamp_key_file) {
-        (Some(k), _) => Some(k.clone()),
-        (None, Some(f)) => {
-            Some(std::fs::read_to_string(f).map_err(|e| usage(format!("--stamp-key-file {}: {e}", f.display())))?)
-        }
-        (None, None) => None,
-    };
-    let key = hex.map(|h| Key::from_hex(&h).map_err(|e| usage(format!("--stamp-key: {e}")))).transpose()?;
+    let key = crate::serve::stamp::key_of(a.stamp_key.as_deref(), a.stamp_key_file.as_deref(), "stamp-key")?;
     // Random and never 0: a reflector that predates RFC 8972 answers with 0.
     let session_id = a.stamp_session_id.unwrap_or_else(|| u16::try_from(crate::session_id() % 65_535 + 1).unwrap_or(1));
     Ok(Some(StampCfg { authenticated: key.is_some(), key, format: a.stamp_format, session_id }))

@@ -12,7 +12,7 @@
 
 use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Instant;
@@ -137,14 +137,7 @@ impl StampArgs {
             return Ok(None);
         };
         let addr = stamp_addr(spec, listen_ip)?;
-        let hex = match (&self.stamp_key, &self.stamp_key_file) {
-            (Some(k), _) => Some(k.clone()),
-            (None, Some(f)) => Some(
-                std::fs::read_to_string(f).map_err(|e| UsageError(format!("--stamp-key-file {}: {e}", f.display())))?,
-            ),
-            (None, None) => None,
-        };
-        let key = hex.map(|h| Key::from_hex(&h).map_err(|e| UsageError(format!("--stamp-key: {e}")))).transpose()?;
+        let key = key_of(self.stamp_key.as_deref(), self.stamp_key_file.as_deref(), "stamp-key")?;
         Ok(Some(StampConfig {
             addr,
             key,
@@ -154,6 +147,29 @@ impl StampArgs {
             max_rate: self.stamp_max_rate.0.map(MsgRate::per_sec),
         }))
     }
+}
+
+/// A STAMP key from `--FLAG HEX` or, without it, `--FLAG-file FILE` (hex); `None` without
+/// either. Every STAMP key flag (`serve`, `ping`, `mesh agent`) reads through here.
+pub fn key_of(hex: Option<&str>, file: Option<&Path>, flag: &str) -> Result<Option<Key>, UsageError> {
+    let text = match (hex, file) {
+        (Some(k), _) => k.to_owned(),
+        (None, Some(f)) => {
+            std::fs::read_to_string(f).map_err(|e| UsageError(format!("--{flag}-file {}: {e}", f.display())))?
+        }
+        (None, None) => return Ok(None),
+    };
+    Key::from_hex(&text).map(Some).map_err(|e| UsageError(format!("--{flag}: {e}")))
+}
+
+/// This host's error estimate for STAMP timestamps in `format`, from the kernel's view of the
+/// wall clock: S set when a daemon disciplines it, the error its estimate (at least 1 µs: a
+/// timestamp is read before the send system call; 1 s when the kernel does not say).
+pub fn own_error(format: TsFormat) -> ErrorEstimate {
+    let s = wall_sync();
+    let synced = s.is_some_and(|s| s.synced);
+    let error_ns = s.map_or(1_000_000_000, |s| s.error_ns).max(1_000);
+    ErrorEstimate::new(synced, format, error_ns)
 }
 
 /// `862`, `10.0.0.1`, `10.0.0.1:8620` or `[::1]:862`.
@@ -210,7 +226,8 @@ impl Reflector {
         let mut book = SeqBook::default();
         let mut spinner = Spinner::new();
         let origin = Instant::now();
-        let mut refl = stamp::Reflector { key: self.cfg.key.clone(), format: self.cfg.format, error: own_error() };
+        let mut refl =
+            stamp::Reflector { key: self.cfg.key.clone(), format: self.cfg.format, error: own_error(TsFormat::Ntp) };
         let mut refreshed = 0u64;
         while !self.shutdown.is_set() {
             let got = rx.recv(&self.sock, &mut req);
@@ -228,7 +245,7 @@ impl Reflector {
             let t2 = r.at.sw_ns.filter(|_| kernel_rx).unwrap_or_else(wall_now_ns);
             let now = u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
             if now.saturating_sub(refreshed) > SYNC_REFRESH_NS {
-                refl.error = own_error();
+                refl.error = own_error(TsFormat::Ntp);
                 refreshed = now;
             }
             let c = &self.counters;
@@ -273,17 +290,6 @@ impl Reflector {
             }
         }
     }
-}
-
-/// The reflector's error estimate, from the kernel's view of the wall clock: S set when a
-/// daemon disciplines it, the error its estimate (at least 1 µs: T3 is read before the send
-/// system call).
-fn own_error() -> ErrorEstimate {
-    let s = wall_sync();
-    let synced = s.is_some_and(|s| s.synced);
-    let error_ns = s.map_or(1_000_000_000, |s| s.error_ns).max(1_000);
-    // The Z bit is set per reply from the configured format.
-    ErrorEstimate::new(synced, TsFormat::Ntp, error_ns)
 }
 
 #[cfg(test)]

@@ -78,6 +78,33 @@ pub(crate) fn quiet() -> wirebench::discovery::Log {
     Arc::new(|_| {})
 }
 
+/// Agent `name` on `ip` (probe and HTTP ports from the kernel), its peers read from the file
+/// at `peers`: 1 s windows and refresh, a 400 ms timeout, 30 probes a second, then `extra`.
+pub(crate) fn start_agent(name: &str, ip: &str, peers: &str, extra: &[&str]) -> Agent {
+    let listen = format!("{ip}:0");
+    let mut args = vec![
+        "--listen",
+        &listen,
+        "--http",
+        &listen,
+        "--name",
+        name,
+        "--peers",
+        peers,
+        "--refresh",
+        "1s",
+        "--window",
+        "1s",
+        "--timeout",
+        "400ms",
+        "--rate",
+        "30/s",
+    ];
+    args.extend_from_slice(extra);
+    let cfg = agent_config(&args);
+    Agent::start(&cfg, Shutdown::new(), &quiet()).expect("agent starts")
+}
+
 /// Three agents on 127.0.0.1 finding each other through a peer file written after they
 /// started (discovery adds peers without a restart).
 pub(crate) struct Fleet {
@@ -90,32 +117,8 @@ impl Fleet {
     pub(crate) fn start(n: usize, extra: &[&str]) -> Self {
         let file = tempfile::NamedTempFile::new().unwrap();
         let path = file.path().to_str().unwrap().to_owned();
-        let agents: Vec<Option<Agent>> = (1..=n)
-            .map(|i| {
-                let name = format!("n{i}");
-                let mut args = vec![
-                    "--listen",
-                    "127.0.0.1:0",
-                    "--http",
-                    "127.0.0.1:0",
-                    "--name",
-                    &name,
-                    "--peers",
-                    &path,
-                    "--refresh",
-                    "1s",
-                    "--window",
-                    "1s",
-                    "--timeout",
-                    "400ms",
-                    "--rate",
-                    "30/s",
-                ];
-                args.extend_from_slice(extra);
-                let cfg = agent_config(&args);
-                Some(Agent::start(&cfg, Shutdown::new(), &quiet()).expect("agent starts"))
-            })
-            .collect();
+        let agents: Vec<Option<Agent>> =
+            (1..=n).map(|i| Some(start_agent(&format!("n{i}"), "127.0.0.1", &path, extra))).collect();
         let token = extra.iter().position(|a| *a == "--token").map(|i| extra[i + 1].to_owned());
         let f = Self { agents, file, token };
         f.write_peers(&(0..n).collect::<Vec<_>>());

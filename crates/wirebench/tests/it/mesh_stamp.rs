@@ -14,7 +14,7 @@ use wirebench::serve::stamp::StampArgs;
 use wirebench_core::mesh::api::{MatrixReport, PeersReport, Proto};
 use wirebench_core::report::{MeshResults, Report, Results};
 
-use crate::mesh::{agent_config, get, quiet, wait_for};
+use crate::mesh::{get, start_agent, wait_for};
 use crate::support::{assert_valid_report, read_json, wirebench};
 
 const STAMP_PORT: u16 = 8620;
@@ -44,33 +44,8 @@ impl Pair {
     fn start(ips: &[&str], stamp: &[&str], extra: &[&str]) -> Self {
         let file = tempfile::NamedTempFile::new().unwrap();
         let path = file.path().to_str().unwrap().to_owned();
-        let agents: Vec<Agent> = (1..=ips.len())
-            .map(|i| {
-                let (name, listen) = (format!("n{i}"), format!("{}:0", ips[i - 1]));
-                let http = listen.clone();
-                let mut args = vec![
-                    "--listen",
-                    &listen,
-                    "--http",
-                    &http,
-                    "--name",
-                    &name,
-                    "--peers",
-                    &path,
-                    "--refresh",
-                    "1s",
-                    "--window",
-                    "1s",
-                    "--timeout",
-                    "400ms",
-                    "--rate",
-                    "30/s",
-                ];
-                args.extend_from_slice(extra);
-                let cfg = agent_config(&args);
-                Agent::start(&cfg, Shutdown::new(), &quiet()).expect("agent starts")
-            })
-            .collect();
+        let agents: Vec<Agent> =
+            (1..=ips.len()).map(|i| start_agent(&format!("n{i}"), ips[i - 1], &path, extra)).collect();
         let mut lines: Vec<String> =
             agents.iter().enumerate().map(|(i, a)| format!("{} name=n{}", a.probe_addr(), i + 1)).collect();
         lines.extend(stamp.iter().map(|l| (*l).to_owned()));
