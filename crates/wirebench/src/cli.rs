@@ -53,6 +53,8 @@ pub enum Command {
     /// Carry multicast groups between nodes over unicast where the network has none: one
     /// relay per node, forwarding to its peer relays and re-emitting what they send.
     Relay(Box<crate::relay::Args>),
+    /// Print a new random token for serve, mesh agents and relays (256 bits, base64url).
+    Token(crate::token::Args),
 }
 
 impl Command {
@@ -95,7 +97,7 @@ impl Command {
                 }
             }
             Self::Hiccup(a) => add(&mut v, "--json", a.json.as_ref()),
-            Self::Serve(_) | Self::Suite(_) | Self::Shape(_) | Self::Room(_) => {}
+            Self::Serve(_) | Self::Suite(_) | Self::Shape(_) | Self::Room(_) | Self::Token(_) => {}
         }
         v
     }

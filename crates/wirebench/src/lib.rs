@@ -34,6 +34,7 @@ pub mod shutdown;
 pub mod stream;
 pub mod suite;
 pub mod tls;
+pub mod token;
 
 use std::io::Write;
 
@@ -85,6 +86,7 @@ pub fn run(cli: &Cli, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
         Command::Mesh(a) => mesh::run(a, ctx),
         Command::Hiccup(a) => hiccup::run(a, ctx).map(|_| 0),
         Command::Relay(a) => relay::run(a, ctx).map(|_| 0),
+        Command::Token(a) => token::run(a, ctx.out).map(|()| 0),
     }
 }
 

@@ -55,12 +55,12 @@ pub struct Args {
     /// The relay port (peers send here).
     #[arg(long, default_value = "0.0.0.0:7880", env = "WIREBENCH_RELAY_LISTEN")]
     pub listen: String,
-    /// Authenticate every relayed datagram with an HMAC keyed by this token.
-    #[arg(long, env = "WIREBENCH_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
-    /// Read the token from a file.
-    #[arg(long, value_name = "FILE")]
-    pub token_file: Option<PathBuf>,
+    /// Authenticate every relayed datagram with an HMAC keyed by a derivation of this token.
+    #[command(flatten)]
+    pub token: crate::token::TokenArgs,
+    /// The salt of that key: the same on every relay of the group.
+    #[command(flatten)]
+    pub salt: crate::token::SaltArg,
     /// Datagrams per second per group (forwarded) and per peer (re-emitted) at most.
     #[arg(long, default_value = "100k/s")]
     pub max_rate: MsgRate,

@@ -111,9 +111,9 @@ pub struct Args {
     /// Interface (name or IPv4 address) to send from.
     #[arg(long, env = "WIREBENCH_INTERFACE")]
     pub interface: Option<String>,
-    /// Token a serve started with --token wants.
-    #[arg(long, env = "WIREBENCH_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
+    /// The token a serve started with --token wants.
+    #[command(flatten)]
+    pub token: crate::token::TokenArgs,
     /// Find the highest rate whose loss stays within --loss-target.
     #[arg(long)]
     pub find_max_rate: bool,

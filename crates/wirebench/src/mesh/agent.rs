@@ -58,13 +58,16 @@ pub struct Agent {
 impl Agent {
     /// Binds everything (errors here are the user's to fix) and starts probing.
     pub fn start(cfg: &AgentConfig, shutdown: Shutdown, log: &discovery::Log) -> anyhow::Result<Self> {
-        let key = cfg.token.as_deref().map(|t| Key::new(t.as_bytes()));
+        // Probes and replies are tagged with the hardened key, never the token itself: a
+        // captured tag costs a guesser the full derivation per guess.
+        let key = cfg.token.as_deref().map(|t| Key::derive(t.as_bytes(), cfg.salt.as_bytes()));
         let serve_cfg = serve::Config {
             listen: cfg.listen,
             join: cfg.multicast.into_iter().collect(),
             interface: cfg.interface,
             // Streams to an agent need the same token as its probes and API.
             token: cfg.token.clone(),
+            salt: cfg.salt.clone(),
             probe_key: key.clone(),
             stamp: cfg.stamp.clone(),
             ..serve::Config::loopback()

@@ -81,14 +81,11 @@ pub struct AgentArgs {
     #[arg(long, default_value_t = 1)]
     pub ttl: u32,
     /// Shared secret: probes carry a keyed MAC, the HTTP API needs `Authorization: Bearer`.
-    #[arg(long, env = "WIREBENCH_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
-    /// Read the token from this file instead.
-    #[arg(long, env = "WIREBENCH_TOKEN_FILE")]
-    pub token_file: Option<PathBuf>,
-    /// Take a token of under 128 bits of estimated entropy (a test lab).
-    #[arg(long)]
-    pub weak_token: bool,
+    #[command(flatten)]
+    pub token: crate::token::TokenArgs,
+    /// The salt of the probes' key: the same on every agent of the fleet.
+    #[command(flatten)]
+    pub salt: crate::token::SaltArg,
     /// How to reach the Kubernetes API for k8s: peers.
     #[command(flatten)]
     pub kube: crate::discovery::KubeFlags,
@@ -167,6 +164,8 @@ pub struct AgentConfig {
     pub ttl: u32,
     /// Token.
     pub token: Option<String>,
+    /// Salt of the token's key.
+    pub salt: String,
     /// Where the stall samples come from.
     pub stall_meter: StallMeter,
     /// The STAMP reflector, when asked for.
@@ -184,38 +183,6 @@ pub enum StallMeter {
     Prober,
     /// `--hiccup-interval`: a meter thread sleeping this interval, ns.
     Thread(u64),
-}
-
-/// Refuses a token a guesser could find (under [`wirebench_core::auth::MIN_TOKEN_BITS`] bits of
-/// estimated entropy) unless `weak` (`--weak-token`).
-pub fn strong_enough(token: Option<&str>, weak: bool) -> Result<(), UsageError> {
-    let Some(t) = token else { return Ok(()) };
-    let bits = wirebench_core::auth::token_bits(t);
-    if weak || bits >= wirebench_core::auth::MIN_TOKEN_BITS {
-        return Ok(());
-    }
-    Err(UsageError(format!(
-        "the token has about {bits:.0} bits of entropy, under {:.0}: make one with `head -c 32 /dev/urandom | base64`, \
-         or give --weak-token",
-        wirebench_core::auth::MIN_TOKEN_BITS
-    )))
-}
-
-/// Reads `--token` or `--token-file` (one of them).
-pub fn token(token: Option<&String>, file: Option<&PathBuf>) -> Result<Option<String>, UsageError> {
-    let t = match (token, file) {
-        (Some(_), Some(_)) => return Err(UsageError("give --token or --token-file, not both".into())),
-        (Some(t), None) => t.clone(),
-        (None, Some(f)) => std::fs::read_to_string(f)
-            .map_err(|e| UsageError(format!("--token-file {}: {e}", f.display())))?
-            .trim_end_matches(['\n', '\r'])
-            .to_owned(),
-        (None, None) => return Ok(None),
-    };
-    if t.is_empty() || t.len() > 4096 || t.chars().any(char::is_control) {
-        return Err(UsageError("the token must be 1 to 4096 printable characters".into()));
-    }
-    Ok(Some(t))
 }
 
 fn host_name() -> String {
@@ -319,11 +286,8 @@ impl AgentConfig {
             multicast_rate: a.multicast_rate.per_sec(),
             interface,
             ttl: a.ttl,
-            token: {
-                let t = token(a.token.as_ref(), a.token_file.as_ref())?;
-                strong_enough(t.as_deref(), a.weak_token)?;
-                t
-            },
+            token: a.token.read()?,
+            salt: a.salt.read()?,
             stamp: a.stamp.config(listen.ip())?,
             stamp_peer_key: stamp_peer_key(a)?,
         })
@@ -432,7 +396,7 @@ impl StatusConfig {
         Ok(Self {
             agents: a.agents.iter().map(|s| base_url(s)).collect::<Result<_, _>>()?,
             prometheus: a.prometheus.as_deref().map(base_url).transpose()?,
-            token: token(a.token.as_ref(), a.token_file.as_ref())?,
+            token: crate::token::read(a.token.as_ref(), a.token_file.as_ref())?,
             thresholds: Thresholds {
                 max_loss: a.max_loss / 100.0,
                 max_p99_ns: u64::try_from(a.max_p99.0.as_nanos()).unwrap_or(u64::MAX),

@@ -119,21 +119,9 @@ impl Config {
         }
         let peers = peer_sources(&a.peers)?;
         let kube = if peers.iter().any(|s| matches!(s, Source::Kubernetes(_))) { Some(a.kube.access()?) } else { None };
-        let key = match (&a.token, &a.token_file) {
-            (Some(_), Some(_)) => return u("--token and --token-file: give one".into()),
-            (Some(t), None) if t.is_empty() => return u("--token is empty".into()),
-            (Some(t), None) => Some(Key::new(t.as_bytes())),
-            (None, Some(f)) => {
-                let t =
-                    std::fs::read_to_string(f).map_err(|e| UsageError(format!("--token-file {}: {e}", f.display())))?;
-                let t = t.trim();
-                if t.is_empty() {
-                    return u(format!("--token-file {} is empty", f.display()));
-                }
-                Some(Key::new(t.as_bytes()))
-            }
-            (None, None) => None,
-        };
+        // The hardened key, derived once: a captured tag costs a guesser the whole derivation.
+        let salt = a.salt.read()?;
+        let key = a.token.read()?.map(|t| Key::derive(t.as_bytes(), salt.as_bytes()));
         #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "MsgRate is within 1..=1e9")]
         let max_rate = a.max_rate.per_sec().ceil() as u64;
         if a.max_senders.0 == 0 || a.max_senders.0 > 4096 {

@@ -51,13 +51,13 @@ pub struct Args {
     /// Pin the serving threads to this CPU.
     #[arg(long)]
     pub cpu: Option<usize>,
-    /// Streams need this token, proved by an HMAC challenge-response (never sent); the probe
+    /// Streams need the token, proved by an HMAC challenge-response (never sent); the probe
     /// echo stays open. Clients give it with `--token` or WIREBENCH_TOKEN.
-    #[arg(long, env = "WIREBENCH_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
-    /// Take a token of under 128 bits of estimated entropy (a test lab).
-    #[arg(long)]
-    pub weak_token: bool,
+    #[command(flatten)]
+    pub token: crate::token::TokenArgs,
+    /// The salt of the token's key, sent to clients in serve's challenge.
+    #[command(flatten)]
+    pub salt: crate::token::SaltArg,
     /// Serve streams to anyone (no token) on a non-loopback address; the anonymous limits apply.
     #[arg(long)]
     pub open: bool,
@@ -120,6 +120,8 @@ pub struct Config {
     pub cpu: Option<usize>,
     /// Token stream clients must prove.
     pub token: Option<String>,
+    /// Salt of the token's key ([`Key::derive`]), sent in serve's challenge.
+    pub salt: String,
     /// Streams without a token even on a non-loopback address.
     pub open: bool,
     /// Cap on how long serve sends for a client.
@@ -167,10 +169,8 @@ impl Config {
         {
             return Err(UsageError(format!("--cpu {c}: this host has {} CPUs", wirebench_net::pin::cpu_count())));
         }
-        if a.token.as_deref().is_some_and(str::is_empty) {
-            return Err(UsageError("--token is empty".into()));
-        }
-        crate::mesh::config::strong_enough(a.token.as_deref(), a.weak_token)?;
+        let token = a.token.read()?;
+        let salt = a.salt.read()?;
         if a.max_duration.0.is_zero() || a.idle_timeout.0.is_zero() {
             return Err(UsageError("--max-duration and --idle-timeout must be above 0".into()));
         }
@@ -199,7 +199,8 @@ impl Config {
             spin: a.spin,
             timestamps: !a.no_timestamps && !a.spin,
             cpu: a.cpu,
-            token: a.token.clone(),
+            token,
+            salt,
             open: a.open,
             max_duration: a.max_duration.0,
             max_rate: cap(Some(a.max_rate)),
@@ -231,6 +232,7 @@ impl Config {
             timestamps: true,
             cpu: None,
             token: None,
+            salt: wirebench_core::auth::DEFAULT_SALT.to_owned(),
             open: false,
             max_duration: Duration::from_secs(600),
             max_rate: None,
@@ -257,7 +259,7 @@ impl Config {
 
     /// The key of the token, if any, hardened with serve's salt (derived once, at start).
     pub fn key(&self) -> Option<Key> {
-        self.token.as_deref().map(|t| Key::derive(t.as_bytes(), wirebench_core::auth::DEFAULT_SALT.as_bytes()))
+        self.token.as_deref().map(|t| Key::derive(t.as_bytes(), self.salt.as_bytes()))
     }
 
     /// The send limits of a session, authenticated or not, for messages of `size` bytes.

@@ -163,7 +163,7 @@ fn handshake(conn: &mut TcpStream, prefix: &[u8], shared: &Shared) -> Result<Adm
     }
     let ns = crate::os_random::<NONCE_LEN>().map_err(|e| Refused(control_errors, Some(e.to_string())))?;
     let ns = handshake::hex(&ns);
-    let salt = shared.key.as_ref().map(|_| wirebench_core::auth::DEFAULT_SALT.to_owned());
+    let salt = shared.key.as_ref().map(|_| cfg.salt.clone());
     // Nothing serve says before the client proved itself depends on the token.
     send(conn, &Control::Challenge { nonce: ns.clone(), auth: shared.key.is_some(), salt }, shared)?;
     // A wirebench client asked for the token leaves here when it has none: a token failure,

@@ -224,7 +224,7 @@ impl Config {
             polite: a.polite,
             ttl: a.ttl,
             interface: a.interface.clone(),
-            token: a.token.clone(),
+            token: a.token.read()?,
             find_max_rate: a.find_max_rate,
             loss_target,
             trial: a.trial.0,

@@ -268,7 +268,7 @@ fn clients_without_the_token_count_as_token_failures() {
     let r = wirebench(&["stream", &target, "--count", "10", "-q", "--no-hiccup"]);
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.err.contains("needs a token"), "{}", r.err);
-    let r = wirebench(&["stream", &target, "--count", "10", "-q", "--no-hiccup", "--token", "wrong"]);
+    let r = wirebench(&["stream", &target, "--count", "10", "-q", "--no-hiccup", "--token", "wrong", "--weak-token"]);
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.err.contains("refused the token: this serve's token does not match yours"), "{}", r.err);
     until("both clients counted", 10 * SECOND, || srv.counters().auth_failures == 2);

@@ -404,10 +404,19 @@ fn tokens_gate_probes_and_the_api() {
     wirebench_core::wire::mesh::mark(&mut p);
     wirebench_core::wire::mesh::sign_probe(&wirebench_core::auth::Key::new(b"guess"), &mut p);
     sock.send_to(&p, a.probe_addr()).unwrap();
+    // Tags are keyed with the token's derived key, not the token: a tag made with the
+    // plain token is a forgery too.
+    wirebench_core::wire::mesh::sign_probe(&wirebench_core::auth::Key::new(b"s3cret"), &mut p);
+    sock.send_to(&p, a.probe_addr()).unwrap();
     let mut buf = [0u8; 128];
     assert!(sock.recv_from(&mut buf).is_err(), "forged probes are not answered");
+    let derived = wirebench_core::auth::Key::derive(b"s3cret", wirebench_core::auth::DEFAULT_SALT.as_bytes());
+    wirebench_core::wire::mesh::sign_probe(&derived, &mut p);
+    sock.send_to(&p, a.probe_addr()).unwrap();
+    let (n, _) = sock.recv_from(&mut buf).expect("a probe tagged with the derived key is answered");
+    assert!(n >= 64, "{n}");
     let (_, text) = get(a.http_addr(), "/metrics", Some("s3cret"));
-    assert!(text.contains("wirebench_mesh_unauthenticated_total{direction=\"probe\"} 2"), "{text}");
+    assert!(text.contains("wirebench_mesh_unauthenticated_total{direction=\"probe\"} 3"), "{text}");
     assert!(text.contains("wirebench_mesh_http_unauthorized_total 2"), "{text}");
     // mesh status needs the token too.
     let r = wirebench(&["mesh", "status", &format!("http://{}", a.http_addr())]);
@@ -420,30 +429,42 @@ fn tokens_gate_probes_and_the_api() {
 
 #[test]
 fn an_agent_with_the_wrong_token_is_heard_by_nobody() {
+    wrong_agent_heard_by_nobody(&["--token", "wrong", "--weak-token"]);
+}
+
+#[test]
+fn an_agent_with_the_right_token_and_another_salt_is_heard_by_nobody() {
+    wrong_agent_heard_by_nobody(&["--token", "right", "--weak-token", "--token-salt", "another-fleet"]);
+}
+
+fn wrong_agent_heard_by_nobody(odd_token: &[&str]) {
     let fleet = Fleet::start(2, &["--token", "right", "--weak-token"]);
     fleet.wait_full(1);
-    let cfg = agent_config(&[
-        "--listen",
-        "127.0.0.1:0",
-        "--http",
-        "127.0.0.1:0",
-        "--name",
-        "odd",
-        "--peers",
-        fleet.file.path().to_str().unwrap(),
-        "--window",
-        "1s",
-        "--timeout",
-        "400ms",
-        "--rate",
-        "30/s",
-        "--token",
-        "wrong",
-        "--weak-token",
-    ]);
+    let cfg = agent_config(
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+            "--name",
+            "odd",
+            "--peers",
+            fleet.file.path().to_str().unwrap(),
+            "--window",
+            "1s",
+            "--timeout",
+            "400ms",
+            "--rate",
+            "30/s",
+        ]
+        .into_iter()
+        .chain(odd_token.iter().copied())
+        .collect::<Vec<_>>(),
+    );
     let odd = Agent::start(&cfg, Shutdown::new(), &quiet()).unwrap();
+    let odd_token = odd_token[1];
     let m = wait_for(Duration::from_secs(20), "a window of the odd agent", || {
-        let (_, body) = get(odd.http_addr(), "/v1/matrix", Some("wrong"));
+        let (_, body) = get(odd.http_addr(), "/v1/matrix", Some(odd_token));
         let m: MatrixReport = serde_json::from_str(&body).unwrap();
         (m.cells.len() == 4 && m.cells.iter().all(|c| c.sent > 0)).then_some(m)
     });

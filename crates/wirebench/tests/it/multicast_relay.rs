@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use wirebench_core::auth::Key;
+use wirebench_core::auth::{DEFAULT_SALT, Key};
 use wirebench_core::report::{RelayResults, Report, Results, StreamResults};
 use wirebench_core::wire::relay::{self as wire, Header, RelayKind};
 
@@ -338,7 +338,7 @@ fn forged_and_foreign_relay_datagrams_are_dropped_and_counted() {
     let peer = format!("{a_ip}:7880");
     let mut args = relay_args(&b_ip, &peer, &[group], json.to_str().unwrap());
     // Busy-polling changes how the loop waits, not what it decides (and it still stops).
-    args.extend(["--token", "right", "--busy-poll", "200us"]);
+    args.extend(["--token", "right", "--weak-token", "--busy-poll", "200us"]);
     let relay = Proc::start(&b, &args, "relay listening");
     // A listener on B's group, joined before anything is sent, to see what is re-emitted.
     let gaddr: SocketAddrV4 = group.parse().unwrap();
@@ -358,7 +358,7 @@ fn forged_and_foreign_relay_datagrams_are_dropped_and_counted() {
         let mut buf = [0u8; 128];
         let peer = UdpSocket::bind(format!("{a_ip2}:7880")).unwrap();
         let stranger = UdpSocket::bind(format!("{a_ip2}:7999")).unwrap();
-        let right = Key::new(b"right");
+        let right = Key::derive(b"right", DEFAULT_SALT.as_bytes());
         for (sock, key, seq, payload) in [
             (&peer, Some(Key::new(b"wrong")), 0, &b"forged"[..]),
             (&peer, None, 1, b"unsigned"),
@@ -416,7 +416,7 @@ fn a_batch_mixing_forged_and_genuine_datagrams_is_counted_and_carried_exactly() 
     let json = dir.path().join("b.json");
     let peer = format!("{a_ip}:7880");
     let mut args = relay_args(&b_ip, &peer, &[group], json.to_str().unwrap());
-    args.extend(["--token", "right"]);
+    args.extend(["--token", "right", "--weak-token"]);
     let relay = Proc::start(&nb, &args, "relay listening");
     let gaddr: SocketAddrV4 = group.parse().unwrap();
     let b_addr: std::net::Ipv4Addr = b_ip.parse().unwrap();
@@ -441,7 +441,7 @@ fn a_batch_mixing_forged_and_genuine_datagrams_is_counted_and_carried_exactly() 
     // With a token the time must be fresh (within 10 s of the relay's clock).
     let now = wall_now_ns();
     let head = |seq| Header { kind: RelayKind::Data, origin: 7, seq, wall_ns: now, group: gaddr, sender };
-    let (right, wrong) = (Key::new(b"right"), Key::new(b"wrong"));
+    let (right, wrong) = (Key::derive(b"right", DEFAULT_SALT.as_bytes()), Key::new(b"wrong"));
     let mut buf = [0u8; 128];
     let mut genuine = Vec::new();
     for i in 0..40u64 {

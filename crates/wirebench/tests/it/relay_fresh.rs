@@ -9,7 +9,7 @@ use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, Socket, Type};
-use wirebench_core::auth::Key;
+use wirebench_core::auth::{DEFAULT_SALT, Key};
 use wirebench_core::wire::relay::{self as wire, Header, RelayKind};
 
 use crate::lab::Lab;
@@ -78,7 +78,7 @@ fn a_replayed_seen_after_the_carrier_stops_does_not_stop_failover() {
     let (j1, j2) = (dir.path().join("s1.json"), dir.path().join("s2.json"));
     let start = |node: &(String, String), json: &std::path::Path| {
         let mut args = relay_args(&node.1, &peers, &[group], json.to_str().unwrap());
-        args.extend(["--token", TOKEN]);
+        args.extend(["--token", TOKEN, "--weak-token"]);
         Proc::start(&node.0, &args, "relay listening")
     };
     let r1 = start(&s1, &j1);
@@ -175,7 +175,7 @@ fn datagrams_captured_in_an_earlier_run_are_refused_and_counted() {
     let relay = |ns: &str, ip: &str, peer: SocketAddrV4, json: &str| {
         let peer = peer.to_string();
         let mut args = relay_args(ip, &peer, &[group], json);
-        args.extend(["--token", TOKEN]);
+        args.extend(["--token", TOKEN, "--weak-token"]);
         Proc::start(ns, &args, "relay listening")
     };
     let path = |n: &str| dir.path().join(n).to_str().unwrap().to_owned();
@@ -217,7 +217,8 @@ fn datagrams_captured_in_an_earlier_run_are_refused_and_counted() {
     let sender: SocketAddrV4 = format!("{a_ip}:4000").parse().unwrap();
     let fresh = Header { kind: RelayKind::Data, origin: 42, seq: 0, wall_ns: wall_now_ns(), group: gaddr, sender };
     let mut out = [0u8; 256];
-    let n = wire::encode(&mut out, &fresh, b"fresh", Some(&Key::new(TOKEN.as_bytes()))).unwrap();
+    let n = wire::encode(&mut out, &fresh, b"fresh", Some(&Key::derive(TOKEN.as_bytes(), DEFAULT_SALT.as_bytes())))
+        .unwrap();
     attacker.send_to(&out[..n], pb).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut replayed = 0;

@@ -70,18 +70,43 @@ fn reverse_and_both_ways() {
 
 #[test]
 fn a_token_is_enforced() {
-    let srv = wirebench::serve::Server::start(
-        &wirebench::serve::Config { token: Some("s3cret".into()), ..wirebench::serve::Config::loopback() },
-        Shutdown::new(),
-    )
-    .unwrap();
+    // A salt of this deployment's own: the client derives its key with the salt serve sends.
+    let cfg = wirebench::serve::Config {
+        token: Some("s3cret".into()),
+        salt: "deploy-7".into(),
+        ..wirebench::serve::Config::loopback()
+    };
+    let srv = wirebench::serve::Server::start(&cfg, Shutdown::new()).unwrap();
     let target = srv.local_addr().to_string();
     let r = wirebench(&["stream", &target, "--count", "10", "-q"]);
     assert_eq!(r.code, 1);
     assert!(r.err.contains("token"), "{}", r.err);
     let r = wirebench(&["stream", &target, "--count", "10", "-q", "--token", "s3cret"]);
+    assert_eq!(r.code, 2, "a weak token is refused on the client too: {r:?}");
+    assert!(r.err.contains("bits of entropy"), "{}", r.err);
+    let r = wirebench(&["stream", &target, "--count", "10", "-q", "--token", "s3cret", "--weak-token"]);
     assert_eq!(r.code, 0, "{r:?}");
     srv.stop();
+}
+
+#[test]
+fn wirebench_token_makes_a_token_every_command_takes() {
+    let r = wirebench(&["token"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let t = r.out.trim();
+    assert_eq!(r.out.lines().count(), 1, "{r:?}");
+    assert!(wirebench_core::auth::token_bits(t) >= wirebench_core::auth::MIN_TOKEN_BITS, "{t}");
+    assert_ne!(wirebench(&["token"]).out.trim(), t, "a fresh token each time");
+    let srv = wirebench::serve::Server::start(
+        &wirebench::serve::Config { token: Some(t.to_owned()), ..wirebench::serve::Config::loopback() },
+        Shutdown::new(),
+    )
+    .unwrap();
+    let r = wirebench(&["stream", &srv.local_addr().to_string(), "--count", "10", "-q", "--token", t]);
+    assert_eq!(r.code, 0, "{r:?}");
+    srv.stop();
+    let r = wirebench(&["token", "--bytes", "8"]);
+    assert_eq!(r.code, 2, "{r:?}");
 }
 
 #[test]
