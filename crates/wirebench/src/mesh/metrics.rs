@@ -5,12 +5,12 @@
 //! text, or protobuf. The two text formats carry the same series; protobuf carries them and
 //! the per-peer native histograms.
 //!
-//! Per agent (58 series with UDP, TCP, one discovery source and the stall meter; the
+//! Per agent (61 series with UDP, TCP, one discovery source and the stall meter; the
 //! multicast histogram adds 19): `wirebench_mesh_agent_info{node,addr,zone}`, `wirebench_mesh_peers{state}`,
 //! `wirebench_mesh_probe_budget_per_second`, `wirebench_mesh_probe_rate_per_second`,
 //! `wirebench_mesh_window_seconds`, `wirebench_mesh_rtt_seconds` (histogram by `proto`),
 //! `wirebench_mesh_unauthenticated_total{direction}`, `wirebench_mesh_probes_answered_total
-//! {proto}`, `wirebench_mesh_replies_unmatched_total`, `wirebench_mesh_http_unauthorized_total`,
+//! {proto}`, `wirebench_mesh_replies_unmatched_total`, `wirebench_mesh_http_unauthorized_total`, `wirebench_mesh_http_closed_total{reason}`,
 //! `wirebench_mesh_udp_socket_failures_total`, `wirebench_mesh_tcp_not_probes_total`,
 //! `wirebench_mesh_discovery_errors_total{source}`, `process_cpu_seconds_total`,
 //! `process_resident_memory_bytes`; with the stall samples (unless `--no-hiccup`, 3 series:
@@ -212,6 +212,16 @@ impl Collector for MeshCollector {
             "wirebench_mesh_http_unauthorized",
             "HTTP requests refused for a missing or wrong token",
             &[(vec![], s.http_unauthorized.load(Ordering::Relaxed))],
+        )?;
+        counter(
+            &mut e,
+            "wirebench_mesh_http_closed",
+            "HTTP connections the agent closed: refused (past the caps), evicted (for a newcomer), timed_out (a head, idle or answer deadline)",
+            &[
+                (vec![("reason", "refused".into())], s.http_refused.load(Ordering::Relaxed)),
+                (vec![("reason", "evicted".into())], s.http_evicted.load(Ordering::Relaxed)),
+                (vec![("reason", "timed_out".into())], s.http_timed_out.load(Ordering::Relaxed)),
+            ],
         )?;
         let errors: Vec<(Labels, u64)> =
             s.board.errors().into_iter().map(|(src, n)| (vec![("source", src)], n)).collect();

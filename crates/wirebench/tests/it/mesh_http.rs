@@ -66,6 +66,17 @@ fn probes(addr: SocketAddr, from: IpAddr, n: usize, path: &str) -> usize {
     (0..n).filter(|_| ask(&mut connect_from(from, addr), path, true) == 200).count()
 }
 
+/// `wirebench_mesh_http_closed_total{reason}` from /metrics, asked from a source of its own.
+fn closed(addr: SocketAddr, reason: &str) -> u64 {
+    let mut s = connect_from(src(250), addr);
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let series = format!("wirebench_mesh_http_closed_total{{reason=\"{reason}\"}} ");
+    let line = text.lines().find(|l| l.starts_with(&series)).unwrap_or_else(|| panic!("no {series}in {text}"));
+    line[series.len()..].parse().unwrap()
+}
+
 #[test]
 fn keep_alive_hogs_from_one_source_leave_healthz_answered() {
     let a = agent();
@@ -103,6 +114,8 @@ fn keep_alive_hogs_from_many_sources_give_their_places_up() {
     assert_eq!(probes(addr, src(3), 10, "/healthz"), 10, "healthz answered");
     assert_eq!(probes(addr, src(3), 5, "/v1/peers"), 5, "the API answered");
     assert!(t.elapsed() < Duration::from_secs(4), "at once, not after the hogs' deadlines: {:?}", t.elapsed());
+    // The first newcomer takes an idle hog's place; the places it frees serve the rest.
+    assert!(closed(addr, "evicted") >= 1, "the eviction is counted");
     drop(hogs);
 }
 
@@ -121,6 +134,7 @@ fn a_source_past_its_share_gets_only_the_probes_and_then_nothing() {
     let mut b = [0u8; 16];
     let mut extra = connect_from(src(4), addr);
     assert_eq!(extra.read(&mut b).unwrap_or(0), 0, "closed at accept");
+    assert_eq!(closed(addr, "refused"), 1, "and counted");
     assert_eq!(probes(addr, src(5), 3, "/v1/peers"), 3, "other sources are served");
     drop((held, more));
 }
@@ -138,4 +152,5 @@ fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
         took + Duration::from_millis(100) >= IDLE_TIMEOUT && took < IDLE_TIMEOUT + Duration::from_secs(2),
         "{took:?}"
     );
+    assert_eq!(closed(a.http_addr(), "timed_out"), 1, "counted on /metrics");
 }
