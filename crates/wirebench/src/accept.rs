@@ -9,11 +9,11 @@
 //! a core. The loop backs off for [`BACKOFF`] instead (on the stop descriptor, so a stop
 //! still ends it at once), as Go's net/http and Tokio's accept loops do.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::ErrorKind;
 use std::net::{IpAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use crate::shutdown::Shutdown;
@@ -29,8 +29,8 @@ where
     H: FnMut(TcpStream) -> Box<dyn FnOnce() + Send>,
 {
     let mut refused = refused;
-    let limits = Limits { max, per_source: u64::MAX };
-    run_with(listener, shutdown, name, limits, |s, _| refused(s), || {}, || {}, handle);
+    let limits = Limits { max, per_source: u64::MAX, reserve: 0 };
+    run_with(listener, shutdown, name, limits, None, |s, _| refused(s), || {}, || {}, handle);
 }
 
 /// How many connections the loop keeps open.
@@ -40,6 +40,25 @@ pub(crate) struct Limits {
     pub(crate) max: u64,
     /// At once, from one source address.
     pub(crate) per_source: u64,
+    /// Of `max`, the places only a [`Known`] source may take.
+    pub(crate) reserve: u64,
+}
+
+/// Source addresses the loop keeps [`Limits::reserve`] places for (a mesh agent's own peers),
+/// shared with whoever learns them. Replaced whole, read at each accept.
+#[derive(Debug, Clone, Default)]
+pub struct Known(Arc<RwLock<Arc<HashSet<IpAddr>>>>);
+
+impl Known {
+    /// From now on, these addresses.
+    pub fn set(&self, ips: HashSet<IpAddr>) {
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(ips);
+    }
+
+    /// Whether `ip` is one of them (an IPv4-mapped IPv6 address counts as its IPv4 one).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        self.0.read().unwrap_or_else(PoisonError::into_inner).contains(&ip.to_canonical())
+    }
 }
 
 /// Which limit turned a connection away.
@@ -49,6 +68,8 @@ pub(crate) enum Full {
     All,
     /// [`Limits::per_source`], for this address.
     Source(IpAddr),
+    /// Every place but the [`Limits::reserve`] kept for known sources.
+    Strangers,
 }
 
 /// [`run`], calling `on_error` for each failed accept (before the back-off), and `on_stop`
@@ -59,6 +80,7 @@ pub(crate) fn run_with<H, R, E, S>(
     shutdown: &Shutdown,
     name: &str,
     limits: Limits,
+    known: Option<&Known>,
     mut refused: R,
     mut on_error: E,
     on_stop: S,
@@ -90,11 +112,16 @@ pub(crate) fn run_with<H, R, E, S>(
             Ok((stream, peer)) => {
                 // Accepted sockets do not inherit O_NONBLOCK on Linux; make sure.
                 let _ = stream.set_nonblocking(false);
-                if open.load(Ordering::Relaxed) >= limits.max {
-                    refused(stream, Full::All);
+                let ip = peer.ip();
+                // Strangers stop short of the reserve; a known source may take every place.
+                let cap = match known {
+                    Some(k) if !k.contains(ip) => limits.max.saturating_sub(limits.reserve),
+                    _ => limits.max,
+                };
+                if open.load(Ordering::Relaxed) >= cap {
+                    refused(stream, if cap < limits.max { Full::Strangers } else { Full::All });
                     continue;
                 }
-                let ip = peer.ip();
                 {
                     let mut m = by_source.lock().unwrap_or_else(PoisonError::into_inner);
                     let n = m.entry(ip).or_insert(0);
@@ -158,8 +185,8 @@ mod tests {
                 tid_tx.send(wirebench_net::rusage::thread_id()).unwrap();
                 let mut stopped = false;
                 let handle = |_: TcpStream| -> Box<dyn FnOnce() + Send> { Box::new(|| {}) };
-                let limits = Limits { max: 1, per_source: 1 };
-                run_with(&l, &stop, "t", limits, |_, _| {}, || {}, || stopped = true, handle);
+                let limits = Limits { max: 1, per_source: 1, reserve: 0 };
+                run_with(&l, &stop, "t", limits, None, |_, _| {}, || {}, || stopped = true, handle);
                 done_tx.send(stopped).unwrap();
             }
         });
@@ -169,5 +196,58 @@ mod tests {
         stop.trigger();
         assert!(done_rx.recv_timeout(Duration::from_secs(10)).unwrap(), "ended, with the stop hook");
         acceptor.join().unwrap();
+    }
+
+    /// Strangers (127.0.0.2) fill every place but the reserve and are refused past it; a
+    /// known source (127.0.0.3) still gets a place, and once the reserve is gone too it is
+    /// refused as at the full limit.
+    #[test]
+    fn strangers_stop_short_of_the_places_kept_for_known_sources() {
+        use std::net::{Ipv4Addr, SocketAddr};
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let stop = Shutdown::new();
+        let known = Known::default();
+        known.set([IpAddr::V4(Ipv4Addr::new(127, 0, 0, 3))].into());
+        let (refused_tx, refused_rx) = mpsc::channel();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let release_rx = Arc::new(Mutex::new(release_rx));
+        let acceptor = std::thread::spawn({
+            let stop = stop.clone();
+            move || {
+                // Each accepted connection is held until the test releases them all.
+                let handle = |_: TcpStream| -> Box<dyn FnOnce() + Send> {
+                    let r = release_rx.clone();
+                    Box::new(move || {
+                        let _ = r.lock().unwrap().recv();
+                    })
+                };
+                let limits = Limits { max: 4, per_source: 10, reserve: 1 };
+                let refused = |s: TcpStream, why: Full| refused_tx.send((s.peer_addr().unwrap().ip(), why)).unwrap();
+                run_with(&l, &stop, "t", limits, Some(&known), refused, || {}, || {}, handle);
+            }
+        });
+        let from = |last: u8| {
+            let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+            s.bind(&SocketAddr::from((Ipv4Addr::new(127, 0, 0, last), 0)).into()).unwrap();
+            s.connect(&addr.into()).unwrap();
+            TcpStream::from(s)
+        };
+        let wait = Duration::from_secs(10);
+        let mut held: Vec<TcpStream> = (0..3).map(|_| from(2)).collect();
+        held.push(from(2));
+        let stranger = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+        assert_eq!(refused_rx.recv_timeout(wait).unwrap(), (stranger, Full::Strangers), "the fourth stranger");
+        held.push(from(3));
+        held.push(from(3));
+        let peer = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 3));
+        assert_eq!(refused_rx.recv_timeout(wait).unwrap(), (peer, Full::All), "the reserve held one");
+        assert!(refused_rx.try_recv().is_err(), "nothing else refused");
+        stop.trigger();
+        for _ in 0..4 {
+            release_tx.send(()).unwrap();
+        }
+        acceptor.join().unwrap();
+        drop(held);
     }
 }

@@ -106,6 +106,8 @@ pub struct Board {
     errors: Vec<AtomicU64>,
     names: Vec<String>,
     ready: AtomicBool,
+    /// Kept up to date with the list's addresses ([`Board::feed`]).
+    known: std::sync::OnceLock<crate::accept::Known>,
 }
 
 impl Board {
@@ -116,7 +118,16 @@ impl Board {
             errors: sources.iter().map(|_| AtomicU64::new(0)).collect(),
             names: sources.iter().map(Source::describe).collect(),
             ready: AtomicBool::new(sources.is_empty()),
+            known: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Keeps `known` holding the addresses of the listed agents (not STAMP reflectors), from
+    /// now on: what a serve keeps its reserve of connections for.
+    pub fn feed(&self, known: crate::accept::Known) {
+        let st = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        known.set(agent_ips(&st.1));
+        let _ = self.known.set(known);
     }
 
     /// Bumped on every change of the merged list.
@@ -154,6 +165,9 @@ impl Board {
         let merged = peer::merge(&lists);
         let diff = peer::Diff::between(&st.1, &merged);
         let changed = *st.1 != merged;
+        if changed && let Some(k) = self.known.get() {
+            k.set(agent_ips(&merged));
+        }
         st.1 = Arc::new(merged);
         if st.0.iter().all(Option::is_some) {
             self.ready.store(true, Ordering::Release);
@@ -167,6 +181,10 @@ impl Board {
     fn error(&self, i: usize) {
         self.errors[i].fetch_add(1, Ordering::Relaxed);
     }
+}
+
+fn agent_ips(peers: &[Peer]) -> std::collections::HashSet<std::net::IpAddr> {
+    peers.iter().filter(|p| !p.stamp).map(|p| p.addr.ip().to_canonical()).collect()
 }
 
 /// How sources run.
@@ -372,5 +390,23 @@ mod tests {
         assert_eq!(b.version(), 2, "merged list unchanged: 10.0.0.1 still comes from the list");
         let d = b.publish(0, vec![]);
         assert_eq!((d.added.len(), d.removed.len(), b.version()), (0, 1, 3));
+    }
+
+    /// The addresses a serve keeps its reserve for follow the list: those already there when
+    /// it is fed, every change after, agents only (a STAMP reflector never connects).
+    #[test]
+    fn the_board_feeds_its_agents_addresses() {
+        let b = Board::new(&[Source::List(vec![])]);
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        b.publish(0, vec![Peer::at("10.0.0.1:1".parse().unwrap())]);
+        let known = crate::accept::Known::default();
+        b.feed(known.clone());
+        assert!(known.contains(ip("10.0.0.1")), "the list before the feed");
+        assert!(known.contains(ip("::ffff:10.0.0.1")), "v4-mapped is the same address");
+        let reflector = Peer { stamp: true, ..Peer::at("10.0.0.9:862".parse().unwrap()) };
+        b.publish(0, vec![Peer::at("10.0.0.2:1".parse().unwrap()), reflector]);
+        assert!(!known.contains(ip("10.0.0.1")), "gone with the list");
+        assert!(known.contains(ip("10.0.0.2")));
+        assert!(!known.contains(ip("10.0.0.9")), "a STAMP reflector is no agent");
     }
 }

@@ -8,7 +8,7 @@
 //! flag every loop polls), [`host`] (the environment recorded in reports), [`output`] (atomic
 //! result files), [`progress`] (bar or plain lines on stderr) and [`error`] (exit codes).
 
-mod accept;
+pub mod accept;
 pub mod cli;
 pub mod control;
 pub mod discovery;

@@ -160,6 +160,7 @@ impl Server {
             shared: shared.clone(),
             max: max_connections,
             per_source: cfg.max_connections_per_source,
+            known: cfg.known_sources.clone().map(|k| (k, max_connections / 4)),
         };
         threads.push(std::thread::Builder::new().name("serve-tcp".into()).spawn(move || acc.run())?);
         Ok(Self { addr, counters, shutdown, threads, shared, probe_sockets, max_connections, stamp_addr })

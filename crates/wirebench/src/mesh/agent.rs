@@ -61,6 +61,8 @@ impl Agent {
         // Probes and replies are tagged with the hardened key, never the token itself: a
         // captured tag costs a guesser the full derivation per guess.
         let key = cfg.token.as_deref().map(|t| Key::derive(t.as_bytes(), cfg.salt.as_bytes()));
+        // The peers discovery finds: serve keeps a quarter of its connections for them.
+        let known = crate::accept::Known::default();
         let serve_cfg = serve::Config {
             listen: cfg.listen,
             join: cfg.multicast.into_iter().collect(),
@@ -69,6 +71,7 @@ impl Agent {
             token: cfg.token.clone(),
             salt: cfg.salt.clone(),
             probe_key: key.clone(),
+            known_sources: Some(known.clone()),
             stamp: cfg.stamp.clone(),
             ..serve::Config::loopback()
         };
@@ -94,6 +97,7 @@ impl Agent {
             .context("cannot start the I/O runtime")?;
         let opts = Options { default_port: listen.port(), refresh: cfg.refresh, kube: cfg.kube.clone() };
         let board = discovery::spawn(cfg.sources.clone(), &opts, &shutdown, runtime.handle(), log);
+        board.feed(known);
         let window_ns = u64::try_from(cfg.window.as_nanos()).unwrap_or(u64::MAX);
         let shared = Arc::new(Shared::new(
             me.clone(),

@@ -122,6 +122,9 @@ pub struct Config {
     pub token: Option<String>,
     /// Salt of the token's key ([`Key::derive`]), sent in serve's challenge.
     pub salt: String,
+    /// A mesh agent's peers: a quarter of the TCP connections is kept for them, so strangers
+    /// cannot take every place.
+    pub known_sources: Option<crate::accept::Known>,
     /// Streams without a token even on a non-loopback address.
     pub open: bool,
     /// Cap on how long serve sends for a client.
@@ -215,6 +218,7 @@ impl Config {
             idle_timeout: a.idle_timeout.0,
             first_frame_timeout: FIRST_FRAME_TIMEOUT,
             probe_key: None,
+            known_sources: None,
             stamp: a.stamp.config(listen.ip())?,
         })
     }
@@ -247,6 +251,7 @@ impl Config {
             idle_timeout: IDLE_TIMEOUT,
             first_frame_timeout: FIRST_FRAME_TIMEOUT,
             probe_key: None,
+            known_sources: None,
             stamp: None,
         }
     }

@@ -36,11 +36,14 @@ pub(super) struct Acceptor {
     pub(super) shared: Arc<Shared>,
     pub(super) max: u64,
     pub(super) per_source: u64,
+    /// Sources the reserve is kept for ([`crate::accept::Known`]), and its size.
+    pub(super) known: Option<(crate::accept::Known, u64)>,
 }
 
 impl Acceptor {
     pub(super) fn run(self) {
-        let Self { listener, shared, max, per_source } = self;
+        let Self { listener, shared, max, per_source, known } = self;
+        let reserve = known.as_ref().map_or(0, |k| k.1);
         // Refused connections linger a moment (at most LINGER of them), so the refusal is
         // read before the close: closing at once can reset the connection under the
         // client's probe and take the reason with it.
@@ -62,6 +65,10 @@ impl Acceptor {
                 crate::accept::Full::All => {
                     format!("serve is at its connection limit ({max} at once): try again later")
                 }
+                crate::accept::Full::Strangers => format!(
+                    "serve is at its limit for connections from outside its fleet ({} of {max}): try again later",
+                    max - reserve
+                ),
                 crate::accept::Full::Source(ip) => {
                     format!("{ip} already has {per_source} connections to this serve (its share): try again later")
                 }
@@ -81,7 +88,8 @@ impl Acceptor {
             &listener,
             &shared.shutdown,
             "serve-tcp-conn",
-            crate::accept::Limits { max, per_source },
+            crate::accept::Limits { max, per_source, reserve },
+            known.as_ref().map(|k| &k.0),
             refuse,
             on_error,
             on_stop,

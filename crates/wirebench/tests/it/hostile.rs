@@ -513,3 +513,36 @@ fn one_source_cannot_hold_every_connection() {
     drop(held);
     assert!(srv.stop().refused_connections >= 24);
 }
+
+/// A mesh agent's serve keeps a quarter of its connections for the fleet's own agents:
+/// strangers from any number of addresses stop short of it, and a peer still gets in.
+#[test]
+fn strangers_cannot_take_the_places_kept_for_the_fleet() {
+    let known = wirebench::accept::Known::default();
+    known.set([std::net::IpAddr::from([127, 0, 0, 1])].into());
+    let srv = serve_with(|c| {
+        c.max_connections = 16;
+        c.known_sources = Some(known.clone());
+    });
+    let addr = srv.local_addr();
+    let from = |last: u8| {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        s.bind(&std::net::SocketAddr::from(([127, 0, 0, last], 0)).into()).unwrap();
+        s.connect(&addr.into()).unwrap();
+        let s: TcpStream = s.into();
+        s.set_read_timeout(Some(5 * SECOND)).unwrap();
+        s
+    };
+    // Twelve strangers from four addresses, then a thirteenth.
+    let mut held: Vec<TcpStream> = (0..13).map(|i| from(2 + i % 4)).collect();
+    until("the strangers' places taken", 10 * SECOND, || srv.counters().tcp_connections == 12);
+    let mut got = Vec::new();
+    let _ = held[12].read_to_end(&mut got);
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.contains("at its limit for connections from outside its fleet (12 of 16)"), "{text}");
+    // 127.0.0.1 is a known peer: its TCP probes are answered.
+    let r = wirebench(&["ping", &addr.to_string(), "--proto", "tcp", "--count", "5", "-q"]);
+    assert_eq!(r.code, 0, "a peer is answered: {r:?}");
+    drop(held);
+    assert_eq!(srv.stop().refused_connections, 1);
+}
