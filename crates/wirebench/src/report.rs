@@ -19,7 +19,7 @@ use wirebench_report::{Run, compare, env, html, stream_text, text};
 use crate::Ctx;
 use crate::error::UsageError;
 use crate::shutdown::Shutdown;
-pub use load::{Loaded, load, parse};
+pub use load::{Loaded, MAX_HELD_BYTES, load, load_each, parse};
 
 /// `wirebench report` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -132,11 +132,26 @@ impl std::fmt::Debug for Stoppable<'_> {
     }
 }
 
-/// `wirebench report`: load every file (all or nothing), then print and/or write HTML.
-/// Returns 3 when a merged load report's thresholds fail (every output written first, the
-/// verdicts printed as `load` prints them), else 0.
+/// `wirebench report`: text reads and prints one file at a time; merge, compare and HTML
+/// load every file (all or nothing, [`MAX_HELD_BYTES`] at most), then print and/or write
+/// HTML. Returns 3 when a merged load report's thresholds fail (every output written first,
+/// the verdicts printed as `load` prints them), else 0.
 pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
     let cfg = Config::from_args(args)?;
+    if !cfg.merge && !cfg.compare && cfg.html.is_none() {
+        // One report in memory at a time, whatever the number of files.
+        let stop = ctx.shutdown.clone();
+        let mut out = Stoppable::new(ctx.out, &stop);
+        let mut first = true;
+        load_each(&cfg.files, &stop, |l| {
+            if !std::mem::take(&mut first) {
+                writeln!(out)?;
+            }
+            write_text(&[Run { name: &l.name, report: &l.report }], cfg.table, &mut out)?;
+            Ok(())
+        })?;
+        return Ok(0);
+    }
     let mut loaded = load(&cfg.files, &ctx.shutdown)?;
     let mut warnings = Vec::new();
     if cfg.merge {

@@ -1,10 +1,13 @@
-//! Reading saved reports: all or nothing, with a one-line error naming the file and the
-//! problem (not JSON, not a report, a newer schema, a histogram that does not decode).
+//! Reading saved reports, with a one-line error naming the file and the problem (not JSON,
+//! not a report, a newer schema, a histogram that does not decode). Text reads one file at a
+//! time; what needs every report at once (merge, compare, HTML) reads at most
+//! [`MAX_HELD_BYTES`] of files.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use wirebench_core::report::{ReadError, Report, read_report, read_report_until};
+use wirebench_core::units::ByteSize;
 
 use crate::error::UsageError;
 use crate::shutdown::Shutdown;
@@ -39,33 +42,63 @@ fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
 }
 
 /// Reads one file, streamed and within the limits of `wirebench_core::report::read`; Ctrl-C
-/// ends it at the next read of its bytes or the next histogram.
-fn read(path: &Path, shutdown: &Shutdown) -> Result<Report, UsageError> {
+/// ends it at the next read of its bytes or the next histogram (a stop, exit 1; a bad file
+/// is bad input, exit 2).
+fn read(path: &Path, shutdown: &Shutdown) -> anyhow::Result<Report> {
     let shown = path.display();
     read_report_until(|| open_regular(path), shutdown.flag()).map_err(|e| match e {
-        ReadError::Io(io) => UsageError(format!("cannot read {shown}: {io}")),
-        e => UsageError(format!("{shown}: {e}")),
+        ReadError::Stopped => anyhow::anyhow!("{shown}: stopped by Ctrl-C while reading"),
+        ReadError::Io(io) => UsageError(format!("cannot read {shown}: {io}")).into(),
+        e => UsageError(format!("{shown}: {e}")).into(),
     })
 }
 
-/// Loads every file, in order; the first bad one is the error. Ctrl-C between files stops.
+/// The most bytes of files read into memory together (merge, compare, HTML): four reports
+/// at the reader's own limit. A loaded report takes about 1.5 times its file's size.
+pub const MAX_HELD_BYTES: u64 = 256 << 20;
+
+/// Loads every file, in order, all held at once (at most [`MAX_HELD_BYTES`] of files); the
+/// first bad one is the error. Ctrl-C between files stops.
 pub fn load(files: &[PathBuf], shutdown: &Shutdown) -> anyhow::Result<Vec<Loaded>> {
+    let total = files.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| m.len()).fold(0, u64::saturating_add);
+    if total > MAX_HELD_BYTES {
+        return Err(UsageError(format!(
+            "the reports are {} MiB together, over the {} read at once to merge, compare or draw them: give fewer",
+            total.div_ceil(1 << 20),
+            ByteSize(MAX_HELD_BYTES)
+        ))
+        .into());
+    }
+    let mut out = Vec::with_capacity(files.len());
+    load_each(files, shutdown, |l| {
+        out.push(l);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Loads the files one at a time, in order, handing each to `each` before the next is read;
+/// the first bad one is the error. Ctrl-C between files stops.
+pub fn load_each(
+    files: &[PathBuf],
+    shutdown: &Shutdown,
+    mut each: impl FnMut(Loaded) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let stem =
         |p: &PathBuf| p.file_stem().map_or_else(|| p.display().to_string(), |s| s.to_string_lossy().into_owned());
     let mut seen: HashMap<String, usize> = HashMap::new();
     for f in files {
         *seen.entry(stem(f)).or_default() += 1;
     }
-    let mut out = Vec::with_capacity(files.len());
     for f in files {
         if shutdown.is_set() {
             anyhow::bail!("stopped by Ctrl-C while reading the reports");
         }
         let report = read(f, shutdown)?;
         let name = if seen[&stem(f)] > 1 { f.display().to_string() } else { stem(f) };
-        out.push(Loaded { name, report });
+        each(Loaded { name, report })?;
     }
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -103,6 +136,18 @@ mod tests {
         let e = parse("f.json", r#"{"schema_version": 1, "meta": {}}"#).unwrap_err().0;
         assert!(e.starts_with("f.json: not a wirebench report (missing field"), "{e}");
         assert!(!e.contains('\n'));
+    }
+
+    /// A stop while a file loads is a stop (exit 1), not bad input (exit 2).
+    #[test]
+    fn ctrl_c_while_reading_is_a_stop_not_bad_input() {
+        let seed = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/seeds/report_json/report-ping-full.json");
+        let stop = Shutdown::new();
+        assert!(read(Path::new(seed), &stop).is_ok());
+        stop.trigger();
+        let e = read(Path::new(seed), &stop).unwrap_err();
+        assert!(e.downcast_ref::<UsageError>().is_none(), "{e}");
+        assert!(e.to_string().ends_with("report-ping-full.json: stopped by Ctrl-C while reading"), "{e}");
     }
 
     #[test]

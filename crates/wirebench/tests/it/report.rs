@@ -150,6 +150,36 @@ fn bad_input_exits_2_with_one_line() {
 
 /// A 96 KB report whose histograms declared 5 significant digits over 1..2^63 took 8 s to
 /// render (and 3.7 MB over 120 s) while ignoring Ctrl-C: refused at load now, in one line.
+/// Text reads one file at a time: the first is printed before the second is read (a bad
+/// second file comes after the first's text). What holds every report at once refuses
+/// files over its budget together, before reading any (sparse files: nothing is written).
+#[test]
+fn text_reads_one_file_at_a_time_and_merging_has_a_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let seed = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/seeds/report_json/report-ping-full.json");
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "hello").unwrap();
+    let r = wirebench(&["report", seed, bad.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.out.starts_with("== report-ping-full =="), "the first report's text came first: {r:?}");
+    assert!(r.err.contains("bad.json: not JSON"), "{r:?}");
+    let big: Vec<String> = (0..2)
+        .map(|i| {
+            let p = dir.path().join(format!("big{i}.json"));
+            std::fs::File::create(&p).unwrap().set_len(wirebench::report::MAX_HELD_BYTES / 2 + 1).unwrap();
+            p.to_str().unwrap().to_owned()
+        })
+        .collect();
+    for extra in [&["--merge"][..], &["--compare"], &["--html", dir.path().join("r.html").to_str().unwrap()]] {
+        let mut args = vec!["report", &big[0], &big[1]];
+        args.extend(extra);
+        let r = wirebench(&args);
+        assert_eq!(r.code, 2, "{extra:?}: {r:?}");
+        assert!(r.err.contains("the reports are 257 MiB together, over the 256MiB read at once"), "{r:?}");
+        assert!(r.out.is_empty(), "{r:?}");
+    }
+}
+
 #[test]
 fn histograms_beyond_the_precision_and_range_bounds_are_refused() {
     let dir = tempfile::tempdir().unwrap();
