@@ -200,17 +200,23 @@ fn a_peer_streaming_on_its_probe_connection_neither_stalls_the_prober_nor_grows_
     let (rss0, bytes0, cut0) = (a.rss_kib(), flood.written(), not_probes(a.http));
     // Three more windows, each closed while the flood went on: the good peer probed in full.
     let mut seen = vec![first];
+    let mut totals = [(0, 0); 2];
     for _ in 0..3 {
         let m = wait_for(Duration::from_secs(20), "the next window", || {
             let m = a.matrix();
             (!seen.contains(&m.window.map(|w| w.index))).then_some(m)
         });
         seen.push(m.window.map(|w| w.index));
-        for p in [Proto::Udp, Proto::Tcp] {
+        for (t, p) in totals.iter_mut().zip([Proto::Udp, Proto::Tcp]) {
             let (sent, received) = cell(&m, good.probe_addr(), p).expect("the good peer is probed");
-            // 20/s over a 1 s window: a stalled prober sends a few, or none.
-            assert!(sent >= 10 && received * 4 >= sent * 3, "{p:?} to the good peer: {received}/{sent} in {m:?}");
+            assert!(sent > 0, "{p:?} to the good peer: nothing sent in {m:?}");
+            *t = (t.0 + sent, t.1 + received);
         }
+    }
+    for ((sent, received), p) in totals.into_iter().zip([Proto::Udp, Proto::Tcp]) {
+        // 20/s over three 1 s windows, 60 probes: a prober the flood stalls sends a few, or
+        // none; a busy test machine delays some, never half.
+        assert!(sent >= 30 && received * 4 >= sent * 3, "{p:?} to the good peer: {received}/{sent} in 3 windows");
     }
     let (rss1, written, cut1) = (a.rss_kib(), flood.written() - bytes0, not_probes(a.http));
     // Each new connection is flooded again, and cut again after the probe timeout.
