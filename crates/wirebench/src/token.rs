@@ -97,15 +97,18 @@ fn strong_enough(token: &str, weak: bool) -> Result<(), UsageError> {
 /// `wirebench token`: print a new token.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Random bytes in the token (at least 16).
-    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(16..=1024))]
-    pub bytes: u16,
+    /// Random bytes in the token, 16 to 1024 (a size: 32, 32B).
+    #[arg(long, default_value = "32")]
+    pub bytes: wirebench_core::units::ByteSize,
 }
 
 /// Prints `bytes` bytes from the OS random source, base64 (URL-safe alphabet, no padding:
 /// a token that needs no quoting in a shell, a YAML file or a URL).
 pub fn run(a: &Args, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
-    writeln!(out, "{}", new_token(usize::from(a.bytes))?)?;
+    if !(16..=1024).contains(&a.bytes.0) {
+        return Err(UsageError(format!("--bytes {}: 16 to 1024 (under 16 is under 128 bits)", a.bytes)).into());
+    }
+    writeln!(out, "{}", new_token(usize::try_from(a.bytes.0).unwrap_or(32))?)?;
     Ok(())
 }
 
