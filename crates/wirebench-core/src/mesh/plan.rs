@@ -140,7 +140,7 @@ pub fn select(me: &str, my_zone: Option<&str>, peers: &[Candidate<'_>], cfg: &Pl
 /// Series an agent exports no matter how many peers it has, with UDP and TCP and one
 /// discovery source and the stall meter's 3 (the binary's `mesh::metrics` lists them; a test
 /// counts a real scrape).
-pub const SERIES_PER_AGENT: u64 = 58;
+pub const SERIES_PER_AGENT: u64 = 61;
 /// Series an agent exports per probed peer, per unicast transport.
 pub const SERIES_PER_PEER_TRANSPORT: u64 = 8;
 /// Series per probed peer whatever the transports (its info series).
@@ -277,17 +277,17 @@ mod tests {
     fn the_documented_table() {
         let cfg = PlanConfig::default();
         let rows: Vec<Cost> = [10, 100, 1_000, 10_000].iter().map(|&n| cost(n, 100, &cfg)).collect();
-        // N = 10: 9 peers x 2 x 2/s = 36/s (under budget); series 58 + 9 x (1 + 2 x 8) = 211.
-        assert_eq!((rows[0].peers, rows[0].series_per_agent, rows[0].series_total), (9, 211, 2_110));
+        // N = 10: 9 peers x 2 x 2/s = 36/s (under budget); series 61 + 9 x (1 + 2 x 8) = 214.
+        assert_eq!((rows[0].peers, rows[0].series_per_agent, rows[0].series_total), (9, 214, 2_140));
         assert!((rows[0].probes_per_s - 36.0).abs() < 1e-9);
         // N = 100: 99 peers, 2 x 99 x 2 = 396/s > 100: rate 100/198 = 0.505/s.
-        assert_eq!((rows[1].peers, rows[1].series_per_agent, rows[1].series_total), (99, 1_741, 174_100));
+        assert_eq!((rows[1].peers, rows[1].series_per_agent, rows[1].series_total), (99, 1_744, 174_400));
         assert!((rows[1].rate - 100.0 / 198.0).abs() < 1e-12 && (rows[1].probes_per_s - 100.0).abs() < 1e-9);
         // N = 1,000: 10 zones: 99 + 9 x 3 = 126 peers; rate 100 / 252.
-        assert_eq!((rows[2].peers, rows[2].series_per_agent, rows[2].series_total), (126, 2_200, 2_200_000));
+        assert_eq!((rows[2].peers, rows[2].series_per_agent, rows[2].series_total), (126, 2_203, 2_203_000));
         assert!((rows[2].rate - 100.0 / 252.0).abs() < 1e-12);
         // N = 10,000: 100 zones: 99 + 99 x 3 = 396 peers; rate 100 / 792.
-        assert_eq!((rows[3].peers, rows[3].series_per_agent, rows[3].series_total), (396, 6_790, 67_900_000));
+        assert_eq!((rows[3].peers, rows[3].series_per_agent, rows[3].series_total), (396, 6_793, 67_930_000));
         assert!((rows[3].probes_per_s - 100.0).abs() < 1e-9);
     }
 }

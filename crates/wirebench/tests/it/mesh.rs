@@ -238,7 +238,7 @@ fn three_agents_fill_the_matrix_and_every_view_agrees() {
         let v: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
         assert!((v - p50).abs() < 1e-12, "{line} vs {p50}");
     }
-    // The series count the docs' arithmetic uses: 58 per agent (the stall meter's 3 among them), 1 + 8 x 2 per peer.
+    // The series count the docs' arithmetic uses: 61 per agent (the stall meter's 3 among them), 1 + 8 x 2 per peer.
     let series = text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).count() as u64;
     assert_eq!(series, SERIES_PER_AGENT + 2 * (SERIES_PER_PEER + 2 * SERIES_PER_PEER_TRANSPORT), "{text}");
     // The report renders as a heatmap page.
