@@ -56,10 +56,12 @@ impl Progress {
         }
         let (tx, rx) = mpsc::channel::<()>();
         let drawn = Arc::clone(&shown);
+        // The run's clock starts now, not when the thread is first scheduled (on a busy
+        // machine that came a tenth of a second later, and the last line fell short).
+        let t0 = Instant::now();
         let thread = std::thread::Builder::new()
             .name("progress".into())
             .spawn(move || {
-                let t0 = Instant::now();
                 if !matches!(rx.recv_timeout(DELAY), Err(RecvTimeoutError::Timeout)) {
                     return;
                 }
