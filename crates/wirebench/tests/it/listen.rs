@@ -57,7 +57,7 @@ fn listen_while(args: &[&str], feed: impl FnOnce(&str)) -> (Run, StreamResults) 
     let json = dir.path().join("l.json");
     let at = format!("127.0.0.1:{}", free_port());
     let stop = Shutdown::new();
-    let mut all = vec!["listen", "--listen", &at, "--json", json.to_str().unwrap()];
+    let mut all = vec!["listen", "-v", "--listen", &at, "--json", json.to_str().unwrap()];
     all.extend_from_slice(args);
     let r = std::thread::scope(|sc| {
         let l = sc.spawn(|| wirebench_with(&all, stop.clone()));
@@ -118,11 +118,11 @@ fn publishers_beyond_the_budget_are_refused_and_counted() {
 fn a_second_listen_on_a_port_in_use_is_refused() {
     let at = format!("127.0.0.1:{}", free_port());
     let stop = Shutdown::new();
-    let first = ["listen", "--listen", at.as_str(), "--count", "10", "--duration", "60s", "--no-hiccup"];
+    let first = ["listen", "-v", "--listen", at.as_str(), "--count", "10", "--duration", "60s", "--no-hiccup"];
     let (second, first) = std::thread::scope(|sc| {
         let l = sc.spawn(|| wirebench_with(&first, stop.clone()));
         wait_bound(&at);
-        let second = wirebench(&["listen", "--listen", &at, "-d", "100ms", "--no-hiccup"]);
+        let second = wirebench(&["listen", "-v", "--listen", &at, "-d", "100ms", "--no-hiccup"]);
         publish(&at, 9, 0..10);
         let t0 = Instant::now();
         while !l.is_finished() && t0.elapsed() < Duration::from_secs(20) {
@@ -153,12 +153,13 @@ fn a_listen_that_heard_nothing_says_so_and_exits_1() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("none.json");
     let stop = Shutdown::new();
-    let args = ["listen", "--listen", at.as_str(), "--reuse-port", "--duration", "60s", "--no-hiccup"];
+    let args = ["listen", "-v", "--listen", at.as_str(), "--reuse-port", "--duration", "60s", "--no-hiccup"];
     let (r, held) = std::thread::scope(|sc| {
         let l = sc.spawn(|| wirebench_with(&args, stop.clone()));
         wait_bound(&at);
         let r = wirebench(&[
             "listen",
+            "-v",
             "--listen",
             &at,
             "--reuse-port",

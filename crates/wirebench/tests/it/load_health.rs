@@ -23,6 +23,7 @@ fn load(
 ) -> (Run, LoadResults, serde_json::Value) {
     let run = wirebench(&[
         "load",
+        "-v",
         url,
         "-c",
         clients,
@@ -37,7 +38,7 @@ fn load(
         "-d",
         dur,
         "--no-hiccup",
-        "-q",
+        "-v",
         "--json",
         json.to_str().unwrap(),
     ]);

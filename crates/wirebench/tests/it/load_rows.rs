@@ -60,6 +60,7 @@ fn the_all_row_is_the_sum_of_the_event_rows_in_every_view() {
     let url = format!("ws://{}/rooms/rows", r.local_addr());
     let run = wirebench(&[
         "load",
+        "-v",
         &url,
         "-c",
         "6",
@@ -72,7 +73,7 @@ fn the_all_row_is_the_sum_of_the_event_rows_in_every_view() {
         "-d",
         "1s",
         "--no-hiccup",
-        "-q",
+        "-v",
         "--json",
         json.to_str().unwrap(),
     ]);
