@@ -50,7 +50,8 @@ pub fn wrap(line: &str) -> String {
     wrap_at(line, indent + 2)
 }
 
-/// [`wrap`] with continuations indented `more` spaces (a table's text column).
+/// [`wrap`] with continuations indented `more` spaces (a table's text column). The spaces
+/// between words are kept, except at a fold.
 pub fn wrap_at(line: &str, more: usize) -> String {
     if line.chars().count() <= WIDTH {
         return line.to_owned();
@@ -61,9 +62,14 @@ pub fn wrap_at(line: &str, more: usize) -> String {
     let mut cur = line[..indent].to_owned();
     let mut cur_len = indent;
     let mut empty = true;
-    for word in line[indent..].split(' ').filter(|w| !w.is_empty()) {
+    let mut rest = line[indent..].trim_end();
+    while !rest.is_empty() {
+        let word_at = rest.len() - rest.trim_start_matches(' ').len();
+        let (gap, after) = rest.split_at(word_at);
+        let (word, tail) = after.split_at(after.find(' ').unwrap_or(after.len()));
+        rest = tail;
         let n = word.chars().count();
-        if !empty && cur_len + 1 + n > WIDTH {
+        if !empty && cur_len + gap.len() + n > WIDTH {
             out.push_str(&cur);
             out.push('\n');
             cur.clone_from(&more);
@@ -71,14 +77,41 @@ pub fn wrap_at(line: &str, more: usize) -> String {
             empty = true;
         }
         if !empty {
-            cur.push(' ');
-            cur_len += 1;
+            cur.push_str(gap);
+            cur_len += gap.len();
         }
         cur.push_str(word);
         cur_len += n;
         empty = false;
     }
     out.push_str(&cur);
+    out
+}
+
+/// `text` with the folds [`wrap`] made joined again (a continuation is a line indented
+/// deeper than the one before whose first word would not have fitted after it): what tests
+/// and scripts that look for a whole line read.
+pub fn unfold(text: &str) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let body = line.trim_start();
+        let word = body.split(' ').next().unwrap_or("").chars().count();
+        let joins = lines.last().is_some_and(|prev| {
+            let deeper = line.len() - body.len() > prev.len() - prev.trim_start().len();
+            !body.is_empty() && deeper && prev.chars().count() + 1 + word > WIDTH
+        });
+        match lines.last_mut() {
+            Some(prev) if joins => {
+                prev.push(' ');
+                prev.push_str(body);
+            }
+            _ => lines.push(line.to_owned()),
+        }
+    }
+    let mut out = lines.join("\n");
+    if text.ends_with('\n') {
+        out.push('\n');
+    }
     out
 }
 
@@ -91,6 +124,46 @@ pub fn wrap_text(text: &str) -> String {
         out.push_str(nl);
     }
     out
+}
+
+/// A writer that passes every line on folded with [`wrap`], once its newline arrives: the
+/// output of the commands that print as they go (serve, room, relay, doctor, hiccup, suite,
+/// mesh). A line left without a newline is passed on when the writer is dropped.
+#[expect(missing_debug_implementations, reason = "holds a writer")]
+pub struct Folded<'a> {
+    inner: &'a mut dyn Write,
+    pending: Vec<u8>,
+}
+
+impl<'a> Folded<'a> {
+    /// Folds what is written to `inner`.
+    pub fn new(inner: &'a mut dyn Write) -> Self {
+        Self { inner, pending: Vec::new() }
+    }
+}
+
+impl Write for Folded<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.pending.extend_from_slice(buf);
+        if let Some(end) = self.pending.iter().rposition(|&b| b == b'\n') {
+            let lines: Vec<u8> = self.pending.drain(..=end).collect();
+            self.inner.write_all(wrap_text(&String::from_utf8_lossy(&lines)).as_bytes())?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl Drop for Folded<'_> {
+    fn drop(&mut self) {
+        if !self.pending.is_empty() {
+            let _ = self.inner.write_all(wrap(&String::from_utf8_lossy(&self.pending)).as_bytes());
+            let _ = self.inner.flush();
+        }
+    }
 }
 
 /// Runs `fill` into a buffer and writes what it printed to `out` folded with [`wrap`].

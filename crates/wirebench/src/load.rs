@@ -131,8 +131,8 @@ pub struct Args {
     /// One line at the end: deliveries, delay and failed thresholds (no per-second lines).
     #[arg(long, short = 'q')]
     pub quiet: bool,
-    /// The details too: the per-type tables, CPU, slip and the generator's health, every
-    /// kernel counter.
+    /// The details too: the per-second lines, the per-type tables, CPU, slip and the
+    /// generator's health, every kernel counter.
     #[arg(long, short = 'v')]
     pub verbose: bool,
     /// The stall meter beside the run.
@@ -240,8 +240,7 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
     let stats = Arc::new(Stats::new(cfg.mix.types().len(), cfg.clients, cfg.room_size, workers::WORKERS));
     let (stop_tx, stop_rx) = watch::channel(false);
     if !cfg.quiet {
-        writeln!(
-            ctx.out,
+        let head = format!(
             "wirebench load: {} clients in {} rooms of {}, {} each ({}), {} {}, {}",
             cfg.clients,
             cfg.rooms(),
@@ -251,7 +250,8 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
             Span(cfg.duration),
             if cfg.ramp.is_zero() { "with no ramp".to_owned() } else { format!("after a {} ramp", Span(cfg.ramp)) },
             wirebench_core::load::vars::mask_password(&cfg.url)
-        )?;
+        );
+        writeln!(ctx.out, "{}", wirebench_report::screen::wrap(&head))?;
         if let Some(s) = cfg.sharding.shard {
             let p = &cfg.sharding.part;
             writeln!(
@@ -321,7 +321,7 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
                     delay_p99_ns: value_at_percentile(&h, 99.0),
                     delay_histogram: Some(wirebench_core::report::encode_histogram(&h)),
                 };
-                if !cfg.quiet {
+                if cfg.verbose {
                     let _ = progress.suspend(|| writeln!(out, "{}", print::second(&row, open)));
                 }
                 series.push(row);

@@ -106,7 +106,9 @@ impl Printer<'_> {
             let t = now.saturating_sub(self.start_ns) as f64 / 1e9;
             format!("[{t:6.1}s] {}  {rates}  lost {}/{} ({loss:.3}%){}", b.short, c.missing(), c.expected, problems(c))
         };
-        let _ = writeln!(self.out, "{}", wirebench_report::screen::wrap(&line));
+        // `-q`: one line per publisher, however wide
+        let line = if self.detail == Detail::Quiet { line } else { wirebench_report::screen::wrap(&line) };
+        let _ = writeln!(self.out, "{line}");
     }
 
     fn block(&mut self, b: &Block<'_>, now: u64) {

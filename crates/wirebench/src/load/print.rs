@@ -89,7 +89,7 @@ fn table(w: &mut dyn Write, head: &[String], rows: &[Vec<String>]) -> io::Result
 }
 
 /// `ws://host/rooms/demo: 10 clients, 140 of 140 deliveries (100.00%), delay p50 1.076 p99
-/// 6.382 max 6.476 ms`: `load -q`'s one line (and the failed thresholds, if any).
+/// 6.382 max 6.476 ms`: `load -q`'s one line (and a partial run, the failed thresholds).
 pub(super) fn quiet_line(report: &Report) -> Option<String> {
     let Results::Load(l) = &report.results else { return None };
     let url = report.config.get("url").and_then(serde_json::Value::as_str).unwrap_or("load");
@@ -106,6 +106,11 @@ pub(super) fn quiet_line(report: &Report) -> Option<String> {
         at(99.0),
         if d.count == 0 { "-".into() } else { ms(d.max_ns) }
     );
+    match report.outcome {
+        Outcome::Completed => {}
+        Outcome::Interrupted => line.push_str("; interrupted: partial results"),
+        Outcome::PeerSilent => line.push_str("; the server closed every connection: partial results"),
+    }
     let failed: Vec<&str> = l.thresholds.iter().filter(|t| !t.passed).map(|t| t.expr.as_str()).collect();
     if !failed.is_empty() {
         let _ = write!(line, "; FAILED {}", failed.join(", "));

@@ -122,7 +122,7 @@ fn a_second_listen_on_a_port_in_use_is_refused() {
     let (second, first) = std::thread::scope(|sc| {
         let l = sc.spawn(|| wirebench_with(&first, stop.clone()));
         wait_bound(&at);
-        let second = wirebench(&["listen", "-v", "--listen", &at, "-d", "100ms", "--no-hiccup"]);
+        let second = wirebench(&["listen", "--listen", &at, "-d", "100ms", "--no-hiccup"]);
         publish(&at, 9, 0..10);
         let t0 = Instant::now();
         while !l.is_finished() && t0.elapsed() < Duration::from_secs(20) {
@@ -153,13 +153,12 @@ fn a_listen_that_heard_nothing_says_so_and_exits_1() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("none.json");
     let stop = Shutdown::new();
-    let args = ["listen", "-v", "--listen", at.as_str(), "--reuse-port", "--duration", "60s", "--no-hiccup"];
+    let args = ["listen", "--listen", at.as_str(), "--reuse-port", "--duration", "60s", "--no-hiccup"];
     let (r, held) = std::thread::scope(|sc| {
         let l = sc.spawn(|| wirebench_with(&args, stop.clone()));
         wait_bound(&at);
         let r = wirebench(&[
             "listen",
-            "-v",
             "--listen",
             &at,
             "--reuse-port",
@@ -184,7 +183,7 @@ fn a_listen_that_heard_nothing_says_so_and_exits_1() {
     let rep: Report = serde_json::from_value(v).unwrap();
     assert!(wirebench_core::report::receivers_failed(&rep));
     // `report` of it says the same (it printed only the heading)
-    let shown = wirebench(&["report", json.to_str().unwrap()]);
+    let shown = wirebench(&["report", "-v", json.to_str().unwrap()]);
     assert_eq!(shown.code, 0, "{shown:?}");
     assert!(shown.out.contains(line), "{}", shown.out);
     // the one that held the port first heard only wait_bound's probes, which are not

@@ -59,7 +59,6 @@ fn delay_is_at_least_the_added_delay_and_close_to_it() {
     let series = dir.path().join("series.csv");
     let run = wirebench(&[
         "load",
-        "-v",
         &url(&r),
         "--clients",
         "10",
@@ -165,20 +164,20 @@ fn thresholds_set_the_exit_code() {
 #[test]
 fn bad_input_exits_2_and_no_server_exits_1() {
     for bad in ["http://127.0.0.1:1/x", "ws://", "wss://", "127.0.0.1:8080"] {
-        let r = wirebench(&["load", "-v", bad, "-d", "1s"]);
+        let r = wirebench(&["load", bad, "-d", "1s"]);
         assert_eq!(r.code, 2, "{bad}: {}", r.err);
         assert!(r.err.contains("URL"), "{}", r.err);
     }
-    let r = wirebench(&["load", "-v", "ws://127.0.0.1:1/x", "--preset", "nope"]);
+    let r = wirebench(&["load", "ws://127.0.0.1:1/x", "--preset", "nope"]);
     assert_eq!(r.code, 2, "{}", r.err);
-    let r = wirebench(&["load", "-v", "ws://127.0.0.1:1/x", "--threshold", "p96>3ms"]);
+    let r = wirebench(&["load", "ws://127.0.0.1:1/x", "--threshold", "p96>3ms"]);
     assert_eq!(r.code, 2, "{}", r.err);
-    let r = wirebench(&["load", "-v", "ws://127.0.0.1:1/x", "--clients", "1000000"]);
+    let r = wirebench(&["load", "ws://127.0.0.1:1/x", "--clients", "1000000"]);
     assert_eq!(r.code, 2, "{}", r.err);
     assert!(r.err.contains("open files"), "{}", r.err);
     // a port nobody listens on: runtime failure, with a hint
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let r = wirebench(&["load", "-v", &format!("ws://{closed}/x"), "--clients", "3", "-d", "200ms", "-v"]);
+    let r = wirebench(&["load", &format!("ws://{closed}/x"), "--clients", "3", "-d", "200ms", "-q"]);
     assert_eq!(r.code, 1, "{}{}", r.out, r.err);
     assert!(r.err.contains("wirebench room"), "{}", r.err);
 }
@@ -195,7 +194,7 @@ fn no_connection_names_the_url_tried_and_counts_in_words() {
     std::fs::write(&tokens, "token,user\nAbC1,ann\n").unwrap();
     let url = format!("ws://{closed}/rooms/{{room}}?user={{user}}&c={{client}}");
     let tokens = tokens.to_str().unwrap();
-    let r = wirebench(&["load", "-v", &url, "--clients", "1", "-d", "200ms", "-v", "--tokens", tokens]);
+    let r = wirebench(&["load", &url, "--clients", "1", "-d", "200ms", "-q", "--tokens", tokens]);
     assert_eq!(r.code, 1, "{}{}", r.out, r.err);
     assert_eq!(
         r.err,
@@ -205,13 +204,12 @@ fn no_connection_names_the_url_tried_and_counts_in_words() {
         )
     );
     assert!(r.out.contains("tokens: 1 row; every client used it\n"), "{}", r.out);
-    let r = wirebench(&["load", "-v", &url, "--clients", "3", "-d", "200ms", "-v", "--tokens", tokens]);
+    let r = wirebench(&["load", &url, "--clients", "3", "-d", "200ms", "-q", "--tokens", tokens]);
     assert_eq!(r.code, 1, "{}{}", r.out, r.err);
     assert!(r.err.contains("/rooms/0?user={user}&c=0 (client 0's URL; 3 attempts failed)"), "{}", r.err);
     // a shard's first client is not client 0: its own URL, in its own room
     let r = wirebench(&[
         "load",
-        "-v",
         &url,
         "--clients",
         "4",
@@ -221,7 +219,7 @@ fn no_connection_names_the_url_tried_and_counts_in_words() {
         "2/2",
         "-d",
         "200ms",
-        "-v",
+        "-q",
         "--tokens",
         tokens,
     ]);
@@ -241,7 +239,7 @@ fn no_connection_and_invalid_url_errors_do_not_print_secrets() {
     std::fs::write(&tokens, "token,user\nS3cr3tT0ken,ann\n").unwrap();
     let tokens = tokens.to_str().unwrap();
     let url = format!("ws://{closed}/rooms/{{room}}?t={{token}}&c={{client}}");
-    let r = wirebench(&["load", "-v", &url, "--clients", "1", "-d", "200ms", "--tokens", tokens]);
+    let r = wirebench(&["load", &url, "--clients", "1", "-d", "200ms", "--tokens", tokens]);
     assert_eq!(r.code, 1, "{}{}", r.out, r.err);
     assert!(
         r.err.contains(&format!("no client could connect to ws://{closed}/rooms/0?t={{token}}&c=0 (client 0's URL;")),
@@ -252,7 +250,7 @@ fn no_connection_and_invalid_url_errors_do_not_print_secrets() {
         assert!(!text.contains("S3cr3tT0ken"), "{text}");
     }
     // A password in the URL is refused (credentials go in a header), and not printed.
-    let r = wirebench(&["load", "-v", &format!("ws://ann:Pa55word@{closed}/r"), "-d", "200ms"]);
+    let r = wirebench(&["load", &format!("ws://ann:Pa55word@{closed}/r"), "-d", "200ms"]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.err.starts_with(&format!("error: URL 'ws://ann:***@{closed}/r' has a user or password")), "{}", r.err);
     assert!(!r.err.contains("Pa55word") && !r.out.contains("Pa55word"), "{r:?}");
@@ -260,15 +258,13 @@ fn no_connection_and_invalid_url_errors_do_not_print_secrets() {
     // named, the token not printed; the same for a header value.
     std::fs::write(dir.path().join("bad.csv"), "token\nok\nS3cr3t T0ken\n").unwrap();
     let bad = dir.path().join("bad.csv");
-    let r =
-        wirebench(&["load", "-v", &format!("ws://{closed}/r/{{room}}?t={{token}}"), "--tokens", bad.to_str().unwrap()]);
+    let r = wirebench(&["load", &format!("ws://{closed}/r/{{room}}?t={{token}}"), "--tokens", bad.to_str().unwrap()]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.err.starts_with(&format!("error: URL 'ws://{closed}/r/0?t={{token}}' is not valid: ")), "{}", r.err);
     assert!(r.err.trim_end().ends_with("(--tokens row 2)") && !r.err.contains("S3cr3t"), "{}", r.err);
     std::fs::write(&bad, "token\nok\nS3cr3t\u{7}T0ken\n").unwrap();
     let r = wirebench(&[
         "load",
-        "-v",
         &format!("ws://{closed}/r"),
         "-H",
         "Authorization: Bearer {token}",
@@ -293,7 +289,7 @@ fn a_server_killed_mid_run_gives_exit_1_and_a_partial_report() {
     let u = url(&r);
     let j = json.to_str().unwrap().to_owned();
     let t = std::thread::spawn(move || {
-        wirebench(&["load", "-v", &u, "--clients", "10", "--rate", "50/s", "--duration", "60s", "--json", &j, "-v"])
+        wirebench(&["load", &u, "--clients", "10", "--rate", "50/s", "--duration", "60s", "--json", &j, "-q"])
     });
     wait_for_traffic(&r, 50);
     let _ = r.stop();
@@ -315,7 +311,7 @@ fn ctrl_c_stops_with_a_partial_report() {
     let stop = Shutdown::new();
     let (target, path, signal) = (url(&r), json.to_str().unwrap().to_owned(), stop.clone());
     let t = std::thread::spawn(move || {
-        let a = ["load", &target, "--clients", "5", "--rate", "50/s", "--duration", "60s", "--json", &path, "-v"];
+        let a = ["load", &target, "--clients", "5", "--rate", "50/s", "--duration", "60s", "--json", &path, "-q"];
         wirebench_with(&a, signal)
     });
     wait_for_traffic(&r, 20);
@@ -440,7 +436,6 @@ fn an_echo_server_is_not_a_table_of_zeros() {
     let url = relay.url();
     let run = wirebench(&[
         "load",
-        "-v",
         &url,
         "--clients",
         "5",
@@ -467,7 +462,6 @@ fn an_echo_server_is_not_a_table_of_zeros() {
     // a threshold on a type with nothing delivered fails
     let run = wirebench(&[
         "load",
-        "-v",
         &url,
         "-c",
         "5",
@@ -504,7 +498,7 @@ fn time_wait_to(port: u16) -> usize {
 #[test]
 fn clients_close_with_the_handshake_and_leave_no_time_wait() {
     let r = room();
-    let run = wirebench(&["load", "-v", &url(&r), "--clients", "10", "--rate", "20/s", "--duration", "300ms", "-v"]);
+    let run = wirebench(&["load", &url(&r), "--clients", "10", "--rate", "20/s", "--duration", "300ms", "-q"]);
     assert_eq!(run.code, 0, "{}{}", run.out, run.err);
     assert_eq!(time_wait_to(r.local_addr().port()), 0, "client-side TIME_WAIT");
     let c = r.stop();

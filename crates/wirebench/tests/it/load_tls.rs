@@ -75,7 +75,7 @@ fn assert_delivered(run: &crate::support::Run, json: &Path, r: &RoomServer) {
 }
 
 fn load_args<'a>(url: &'a str, json: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut a = vec!["load", url, "--clients", "10", "--rate", "10/s", "--duration", "1s", "-v", "--json", p(json)];
+    let mut a = vec!["load", url, "--clients", "10", "--rate", "10/s", "--duration", "1s", "-q", "--json", p(json)];
     a.extend_from_slice(extra);
     a
 }
@@ -240,7 +240,6 @@ fn headers_cookies_subprotocols_and_per_client_values_reach_the_server() {
     let url = format!("ws://{addr}/r{{room}}?client={{client}}&user={{user}}");
     let run = wirebench(&[
         "load",
-        "-v",
         &url,
         "--clients",
         "4",
@@ -294,7 +293,7 @@ fn a_server_that_picks_no_or_an_unknown_subprotocol_fails_the_connection() {
     for (pick, want) in [(None, "Server sent no subprotocol"), (Some("zz"), "Server sent an invalid subprotocol")] {
         let (addr, seen, stop, thread) = recording_server(pick);
         let url = format!("ws://{addr}/r");
-        let run = wirebench(&["load", "-v", &url, "--clients", "2", "--duration", "1s", "-v", "--subprotocol", "v1"]);
+        let run = wirebench(&["load", &url, "--clients", "2", "--duration", "1s", "-q", "--subprotocol", "v1"]);
         stop.trigger();
         thread.join().unwrap();
         assert_eq!(seen.lock().unwrap().len(), 2);
@@ -331,7 +330,7 @@ fn bad_headers_and_token_files_exit_2_with_one_line() {
     // a token that cannot go in a header is refused up front, naming its row
     let bad_row = dir.path().join("bad.csv");
     std::fs::write(&bad_row, "token\nok\n\"two\nlines\"\n").unwrap();
-    let r = wirebench(&["load", "-v", "ws://127.0.0.1:1/r", "-H", "Authorization: {token}", "--tokens", p(&bad_row)]);
+    let r = wirebench(&["load", "ws://127.0.0.1:1/r", "-H", "Authorization: {token}", "--tokens", p(&bad_row)]);
     assert_eq!(r.code, 2, "{}", r.err);
     assert!(r.err.contains("is not a valid value (--tokens row 2)"), "{}", r.err);
     // room: a key without a certificate, a certificate file that is not there

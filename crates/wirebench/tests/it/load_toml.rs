@@ -38,7 +38,6 @@ tokens = "tokens.csv"
     let json = dir.path().join("a.json");
     let run = wirebench(&[
         "load",
-        "-v",
         "--scenario",
         p(&scenario),
         "-v",
@@ -51,8 +50,7 @@ tokens = "tokens.csv"
     ]);
     // the recording server relays nothing: measured, but nothing arrived (exit 1)
     assert_eq!(run.code, 1, "{}{}", run.out, run.err);
-    let run_b =
-        wirebench(&["load", "-v", "--scenario", p(&scenario), "-v", "--subprotocol", "v1", "--subprotocol", "v2"]);
+    let run_b = wirebench(&["load", "--scenario", p(&scenario), "-q", "--subprotocol", "v1", "--subprotocol", "v2"]);
     assert_eq!(run_b.code, 1, "{}{}", run_b.out, run_b.err);
     stop.trigger();
     thread.join().unwrap();
@@ -106,7 +104,7 @@ fn scenario_ca_is_read_next_to_the_file() {
     )
     .unwrap();
     let json = dir.path().join("wss.json");
-    let run = wirebench(&["load", "-v", "--scenario", p(&scenario), "-v", "--json", p(&json)]);
+    let run = wirebench(&["load", "--scenario", p(&scenario), "-q", "--json", p(&json)]);
     room.stop();
     assert_eq!(run.code, 0, "{}{}", run.out, run.err);
     let v = read_json(&json);
@@ -136,7 +134,7 @@ fn bad_scenario_connection_keys_exit_2_with_one_line() {
     ];
     for (scheme, key, want) in cases {
         std::fs::write(&file, format!("url = \"{scheme}://127.0.0.1:1/r\"\nduration = \"1s\"\n{key}\n")).unwrap();
-        let r = wirebench(&["load", "-v", "--scenario", p(&file)]);
+        let r = wirebench(&["load", "--scenario", p(&file)]);
         assert_eq!(r.code, 2, "{key}: {}", r.err);
         assert_eq!(r.err.trim().lines().count(), 1, "{key}: {}", r.err);
         assert!(r.err.contains(&want), "{key}: {}\nwant: {want}", r.err);

@@ -137,3 +137,89 @@ fn proxy_fits_a_screen_and_q_is_one_line() {
         check(&r);
     }
 }
+
+/// Every line of `text` at most [`WIDTH`] characters (a command whose output may hold
+/// problems, and so more lines than a screen).
+fn narrow(text: &str) {
+    if let Err(e) = fits(text, usize::MAX) {
+        panic!("{e}");
+    }
+}
+
+#[test]
+fn doctor_keeps_to_the_width() {
+    let r = wirebench(&["doctor", "--stall-check", "100ms"]);
+    assert!(r.code == 0 || r.code == 3, "{r:?}");
+    assert!(r.out.contains(" OK; nothing was changed"), "{}", r.out);
+    narrow(&r.out);
+}
+
+/// serve's stop line holds every counter (over 170 characters unfolded).
+#[test]
+fn serve_stop_line_keeps_to_the_width() {
+    let stop = Shutdown::new();
+    stop.trigger();
+    let r = wirebench_with(&["serve", "--listen", "127.0.0.1:0", "--no-timestamps"], stop);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.out.contains("wirebench serve: answered 0 udp + 0 tcp probes"), "{}", r.out);
+    on_screen(&r);
+}
+
+#[test]
+fn hiccup_fits_a_screen() {
+    let r = wirebench(&["hiccup", "--duration", "300ms"]);
+    assert!(r.out.contains("hiccups (this host's own stalls"), "{}", r.out);
+    on_screen(&r);
+}
+
+#[test]
+fn room_keeps_to_the_width() {
+    let stop = Shutdown::new();
+    stop.trigger();
+    let r = wirebench_with(&["room", "--listen", "127.0.0.1:0"], stop);
+    assert!(r.out.contains("limits: ") && r.out.contains("room: "), "{}", r.out);
+    on_screen(&r);
+}
+
+#[test]
+fn relay_fits_a_screen() {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let args = ["relay", "--listen", &listen, "--peers", "127.0.0.2", "--group", "239.255.79.9:5085"];
+    let r = wirebench(&[&args[..], &["--check-wait", "100ms", "-d", "200ms"]].concat());
+    assert!(r.out.contains("relay listening on"), "{}", r.out);
+    on_screen(&r);
+}
+
+#[test]
+fn suite_fits_a_screen() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    let r = wirebench(&["suite", "--out", out.to_str().unwrap(), "--scale", "0.02"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.out.contains("\nserve: answered "), "{}", r.out);
+    // a step that found a problem (a busy host: the sender's own lateness) adds its line
+    let problems = r.out.lines().filter(|l| l.contains(": its p50 includes the sender's own lateness")).count();
+    if let Err(e) = fits(&r.out, HEIGHT + problems) {
+        panic!("{e}");
+    }
+}
+
+/// An agent whose first window (1 h) does not close while the test runs: status names the
+/// node and says nothing is judged yet (exit 1), within the width.
+#[test]
+fn mesh_status_keeps_to_the_width() {
+    use wirebench::mesh::agent::Agent;
+    use wirebench::mesh::{AgentArgs, AgentConfig};
+    let args = ["--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--advertise", "127.0.0.1:1"];
+    let args = [&args[..], &["--peers", "127.0.0.1:1", "--window", "1h", "--timeout", "1s"]].concat();
+    let a = wirebench::cli::parse_mode::<AgentArgs>("agent", &args).expect("flags parse");
+    let cfg = AgentConfig::from_args(&a).expect("valid config");
+    let quiet: wirebench::discovery::Log = std::sync::Arc::new(|_| {});
+    let agent = Agent::start(&cfg, Shutdown::new(), &quiet).expect("agent starts");
+    let url = format!("http://{}", agent.http_addr());
+    let r = wirebench(&["mesh", "status", &url, "--timeout", "5s"]);
+    agent.stop();
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.out.contains("verdict: no cell judged yet"), "{}", r.out);
+    narrow(&r.out);
+}

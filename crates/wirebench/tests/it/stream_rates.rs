@@ -198,7 +198,7 @@ fn the_generator_says_whether_it_kept_the_rate() {
     assert!(out.contains("generator: 1 sending thread(s) on a CPU"), "{out}");
     assert!(out.contains("it kept the rate asked for"), "{out}");
 
-    let (s, out, _, _dir) = run(&["--rate", "1000M/s", "-d", "1s", "--size", "64", "-q", "--no-hiccup"]);
+    let (s, out, _, _dir) = run(&["--rate", "1000M/s", "-d", "1s", "--size", "64", "-v", "--no-hiccup"]);
     let g = s.generator.expect("the generator's health");
     assert!(matches!(g.verdict, GeneratorVerdict::GeneratorLimited | GeneratorVerdict::SendPathLimited), "{g:?}");
     assert!(g.achieved_per_s < 0.97e9);
