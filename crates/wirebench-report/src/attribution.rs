@@ -10,6 +10,7 @@ use wirebench_core::hiccup::{Blame, verdict};
 use wirebench_core::report::{HiccupResult, KernelResult, LatencyView, Report, Results, TcpInfo, decode_histogram};
 
 use crate::charts::{self, Line};
+use crate::screen::Detail;
 use crate::text::{summary_line, us};
 
 #[expect(clippy::cast_precision_loss, reason = "display values")]
@@ -32,6 +33,23 @@ pub fn hiccup_line(h: &HiccupResult) -> String {
         h.wakeups,
         summary_line(&h.lateness.summary)
     )
+}
+
+/// The stall meter in a default view's one line: `stalls (this host, 1.0 ms timer): p50 22.3
+/// p99 1693 p99.9 6685 max 8684 us`, the figures of [`hiccup_line`] that matter.
+#[expect(clippy::cast_precision_loss, reason = "display values")]
+pub fn hiccup_short(h: &HiccupResult) -> String {
+    use std::fmt::Write as _;
+    let s = &h.lateness.summary;
+    let mut line = format!("stalls (this host, {} timer):", dur(h.interval_ns));
+    for q in s.percentiles.iter().filter(|q| [50.0, 99.0, 99.9].contains(&q.p)) {
+        let _ = write!(line, " {} {}", crate::text::pct_label(q.p), us(q.ns as f64));
+    }
+    let _ = write!(line, " max {} us", us(s.max_ns as f64));
+    if h.corrected > 0 {
+        let _ = write!(line, ", {} wake-ups missed", h.corrected);
+    }
+    line
 }
 
 /// The verdict on `latency` (a run's main view) against the stalls, in one line, when
@@ -111,6 +129,31 @@ fn counters_line(d: &Delta) -> String {
     format!("kernel counters during the run ({}): {}", d.scope, parts.join("; "))
 }
 
+/// The counters that rose across the run and can lose a run's datagrams (UDP errors, qdisc,
+/// softnet and interface drops), in one line; `None` when none rose. A default view prints
+/// it; `-v` prints [`counters_line`] whole.
+fn counters_rose(d: &Delta) -> Option<String> {
+    let mut parts = Vec::new();
+    let mut add = |name: String, v: u64| {
+        if v > 0 {
+            parts.push(format!("{name} +{v}"));
+        }
+    };
+    if let Some(u) = d.udp_total() {
+        add("Udp InErrors".into(), u.in_errors);
+        add("RcvbufErrors".into(), u.rcvbuf_errors);
+        add("SndbufErrors".into(), u.sndbuf_errors);
+    }
+    add("egress qdisc drops".into(), d.qdisc_drops.unwrap_or(0));
+    add("softnet dropped".into(), d.softnet.map_or(0, |s| s.dropped));
+    for i in &d.interfaces {
+        add(format!("{} rx_dropped", i.name), i.rx_dropped);
+        add(format!("{} rx_missed", i.name), i.rx_missed_errors);
+        add(format!("{} tx_dropped", i.name), i.tx_dropped);
+    }
+    (!parts.is_empty()).then(|| format!("kernel drop counters rose ({}): {}", d.scope, parts.join(", ")))
+}
+
 /// `of 12 probes lost: 0 never left this host (dropped after the send: SndbufErrors +0,
 /// egress qdisc drops +0: the larger, they overlap), 0 refused by a socket on this host
 /// (InErrors), 0 dropped by the NIC or softnet, 12 elsewhere on the path or at the far end`.
@@ -187,6 +230,56 @@ pub fn kernel_line(k: &KernelResult, rtt: &LatencyView) -> String {
 /// The attribution lines of a report: the stall meter and its verdict, the counters, the
 /// loss split, notes. Nothing when the report has no attribution section.
 pub fn text(out: &mut dyn Write, report: &Report) -> io::Result<()> {
+    text_at(out, report, Detail::Verbose)
+}
+
+/// [`text`] at a level of detail: the default view gives the stall meter's short line, its
+/// verdict, the drop counters that rose, the loss split and the notes, each folded to the
+/// screen's width; `-v` gives every line whole; `-q` nothing.
+pub fn text_at(out: &mut dyn Write, report: &Report, detail: Detail) -> io::Result<()> {
+    match detail {
+        Detail::Quiet => Ok(()),
+        Detail::Verbose => full(out, report),
+        Detail::Normal => crate::screen::wrapped(out, |w| short(w, report)),
+    }
+}
+
+fn short(out: &mut dyn Write, report: &Report) -> io::Result<()> {
+    let Some(a) = &report.attribution else { return Ok(()) };
+    if let Some(h) = &a.hiccup {
+        writeln!(out, "{}", hiccup_short(h))?;
+        if matches!(report.results, Results::Hiccup) {
+            hiccup_tail(out, h)?;
+        } else if let Some(line) = main_view(report).and_then(|(what, v)| verdict_line(what, v, h)) {
+            writeln!(out, "  {line}")?;
+        }
+    }
+    if let Some(line) = a.counters.as_ref().and_then(counters_rose) {
+        writeln!(out, "{line}")?;
+    }
+    loss_split(out, report)?;
+    for n in &a.notes {
+        writeln!(out, "note: {n}")?;
+    }
+    Ok(())
+}
+
+fn loss_split(out: &mut dyn Write, report: &Report) -> io::Result<()> {
+    let Some(a) = &report.attribution else { return Ok(()) };
+    if let Some(s) = a.loss.as_ref().filter(|s| s.missing > 0) {
+        let what = match report.results {
+            Results::Ping(_) if s.missing == 1 => "probe lost",
+            Results::Ping(_) => "probes lost",
+            _ => "missing",
+        };
+        // listen (a stream report with its totals) does not run on the sender
+        let sent_here = !matches!(&report.results, Results::Stream(x) if x.listen.is_some());
+        writeln!(out, "{}", loss_line(what, s, a.counters.as_ref().filter(|_| sent_here)))?;
+    }
+    Ok(())
+}
+
+fn full(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     let Some(a) = &report.attribution else { return Ok(()) };
     if let Some(h) = &a.hiccup {
         writeln!(out, "{}", hiccup_line(h))?;
@@ -200,16 +293,7 @@ pub fn text(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     if let Some(d) = &a.counters {
         writeln!(out, "{}", counters_line(d))?;
     }
-    if let Some(s) = a.loss.as_ref().filter(|s| s.missing > 0) {
-        let what = match report.results {
-            Results::Ping(_) if s.missing == 1 => "probe lost",
-            Results::Ping(_) => "probes lost",
-            _ => "missing",
-        };
-        // listen (a stream report with its totals) does not run on the sender
-        let sent_here = !matches!(&report.results, Results::Stream(x) if x.listen.is_some());
-        writeln!(out, "{}", loss_line(what, s, a.counters.as_ref().filter(|_| sent_here)))?;
-    }
+    loss_split(out, report)?;
     if let Some(t) = &a.tcp_info {
         writeln!(out, "{}", tcp_info_line(t))?;
     }

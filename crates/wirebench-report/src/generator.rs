@@ -51,6 +51,13 @@ fn lost_words(s: &LoadSchedule) -> String {
     )
 }
 
+/// Whether the generator fell short of what it was asked, or lost clients that took sends
+/// with them: a problem worth its line in a default view.
+pub fn missed(g: &GeneratorHealth) -> bool {
+    let short = !matches!(g.verdict, GeneratorVerdict::Kept | GeneratorVerdict::FlatOut) && g.asked_per_s.is_some();
+    short || g.schedule.as_ref().is_some_and(lost_clients)
+}
+
 /// `stream`'s line: [`line_of`] with [`STREAM`].
 pub fn line(g: &GeneratorHealth) -> String {
     line_of(g, &STREAM)

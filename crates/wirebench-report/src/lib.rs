@@ -11,6 +11,7 @@
 //! - [`relay`]: what a relay carried, re-emitted and refused.
 //! - [`text`]: the one-line summaries and the terminal report of a run;
 //!   [`stream_text`]: the same for a stream run.
+//! - [`screen`]: how much a text view shows (`-q`, default, `-v`) and the width it keeps.
 //! - [`env`]: a run's environment as rows, and the differences that matter.
 //! - [`compare`]: runs side by side with ratios.
 //! - [`mesh`]: the mesh matrix as a terminal heatmap with its verdicts.
@@ -29,6 +30,7 @@ pub mod html;
 pub mod mesh;
 pub mod proxy;
 pub mod relay;
+pub mod screen;
 pub mod stream_loss;
 pub mod stream_text;
 pub mod stream_wake;
@@ -71,7 +73,7 @@ mod tests {
         let run = Run { name: "r", report: &report };
 
         let mut text = Vec::new();
-        text::ping(&mut text, &report, false).unwrap();
+        text::ping(&mut text, &report, false, screen::Detail::Normal).unwrap();
         let text = String::from_utf8(text).unwrap();
         assert!(text.contains(" p99.9 999 p99.99 1000 max 1000 "), "{text}");
 

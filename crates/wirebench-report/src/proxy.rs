@@ -8,6 +8,8 @@ use wirebench_core::report::{
 };
 use wirebench_core::units::humanize_ns;
 
+use crate::screen::Detail;
+
 /// `60.76mbit/s`, `1.2gbit/s`, `950kbit/s`.
 pub fn bps(v: f64) -> String {
     let (x, unit) = if v >= 1e9 {
@@ -93,12 +95,49 @@ pub fn interval_line(out: &mut dyn Write, iv: &ProxyInterval) -> io::Result<()> 
     writeln!(out, "[{end:6.1}s] up: {} | down: {}", side(&iv.up), side(&iv.down))
 }
 
+/// A side in a default view's interval line: `216 in p50 1.002ms p99 1.019ms 55.11kbit/s`,
+/// and the loss, drops, reordering and duplicates there were.
+fn short_side(s: &ProxyIntervalSide) -> String {
+    use std::fmt::Write as _;
+    let delay = |v: u64| if s.packets_out == 0 { "-".to_owned() } else { ns(v) };
+    let mut line =
+        format!("{} in p50 {} p99 {} {}", s.packets_in, delay(s.delay_p50_ns), delay(s.delay_p99_ns), bps(s.rate_bps));
+    for (what, v) in [("loss", s.loss_pct), ("drops", s.drop_pct), ("reorder", s.reorder_pct)] {
+        if v > 0.0 {
+            let _ = write!(line, " {what} {}", pct(v));
+        }
+    }
+    if s.duplicates > 0 {
+        let _ = write!(line, " dup {}", s.duplicates);
+    }
+    line
+}
+
+/// One interval at a level of detail: `-v` [`interval_line`]; the default a shorter line,
+/// and none for an interval in which nothing came in either way; `-q` none.
+pub fn interval_at(out: &mut dyn Write, iv: &ProxyInterval, detail: Detail) -> io::Result<()> {
+    match detail {
+        Detail::Verbose => interval_line(out, iv),
+        Detail::Quiet => Ok(()),
+        Detail::Normal if iv.up.packets_in == 0 && iv.down.packets_in == 0 => Ok(()),
+        Detail::Normal => {
+            #[expect(clippy::cast_precision_loss, reason = "display")]
+            let end = (iv.start_ns + iv.duration_ns) as f64 / 1e9;
+            let line = format!("[{end:6.1}s] up {} | down {}", short_side(&iv.up), short_side(&iv.down));
+            writeln!(out, "{}", crate::screen::wrap(&line))
+        }
+    }
+}
+
 /// `p50 .. p90 .. p99 .. p99.9 .. max .. (mean .., sd ..)` of a view, or what is missing.
-fn delay_words(v: &wirebench_core::report::LatencyView) -> String {
+fn delay_words(v: &wirebench_core::report::LatencyView, all: bool) -> String {
     let s = &v.summary;
     let q = |p: f64| s.at(p).map_or_else(|| "-".to_owned(), ns);
     if s.count == 0 {
         return "nothing delivered".to_owned();
+    }
+    if !all {
+        return format!("p50 {} p99 {} max {}", q(50.0), q(99.0), ns(s.max_ns));
     }
     format!(
         "p50 {} p90 {} p99 {} p99.9 {} max {} (mean {}, sd {})",
@@ -112,11 +151,11 @@ fn delay_words(v: &wirebench_core::report::LatencyView) -> String {
     )
 }
 
-fn achieved_text(a: &ProxyAchieved) -> [String; 5] {
+fn achieved_text(a: &ProxyAchieved, all: bool) -> [String; 5] {
     #[expect(clippy::cast_precision_loss, reason = "display")]
     let active = a.active_ns as f64 / 1e9;
     [
-        delay_words(&a.added_delay),
+        delay_words(&a.added_delay, all),
         format!(
             "{} ({} of {}); queue drops {}, queue full {}, send drops {}",
             pct(a.loss_pct),
@@ -132,17 +171,25 @@ fn achieved_text(a: &ProxyAchieved) -> [String; 5] {
     ]
 }
 
-fn direction(out: &mut dyn Write, name: &str, d: &ProxyDirection) -> io::Result<()> {
+fn direction(out: &mut dyn Write, name: &str, d: &ProxyDirection, all: bool) -> io::Result<()> {
     writeln!(out, "{name}: {} in, {} delivered", d.achieved.packets_in, d.achieved.packets_out)?;
     let req = requested_text(&d.requested);
-    let ach = achieved_text(&d.achieved);
+    let ach = achieved_text(&d.achieved, all);
     let mut rows: Vec<(&str, String, String)> = vec![("added delay", req[0].clone(), ach[0].clone())];
     // With a rate, the added delay is the wait in the rate queue plus the configured delay.
     if let (Some(q), Some(p)) = (&d.achieved.queue_delay, &d.achieved.path_delay) {
-        rows.push(("  rate queue", format!("up to {}", ns(d.requested.queue_limit_ns)), delay_words(q)));
-        rows.push(("  delay", req[0].clone(), delay_words(p)));
+        rows.push(("  rate queue", format!("up to {}", ns(d.requested.queue_limit_ns)), delay_words(q, all)));
+        rows.push(("  delay", req[0].clone(), delay_words(p, all)));
     }
-    for (i, row) in ["loss", "reorder", "duplicate", "rate"].into_iter().enumerate() {
+    let a = &d.achieved;
+    // the default view leaves out the reorder and duplicate rows when none was asked or seen
+    let shown = [
+        true,
+        all || d.requested.reorder_pct > 0.0 || a.reordered > 0,
+        all || d.requested.duplicate_pct > 0.0 || a.duplicates > 0,
+        true,
+    ];
+    for (i, row) in ["loss", "reorder", "duplicate", "rate"].into_iter().enumerate().filter(|(i, _)| shown[*i]) {
         rows.push((row, req[i + 1].clone(), ach[i + 1].clone()));
     }
     let w = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
@@ -152,8 +199,43 @@ fn direction(out: &mut dyn Write, name: &str, d: &ProxyDirection) -> io::Result<
     Ok(())
 }
 
-/// The final report of a proxy run.
+/// The final report of a proxy run, every row whole (`-v`, the HTML page).
 pub fn summary(out: &mut dyn Write, report: &Report) -> io::Result<()> {
+    summary_at(out, report, Detail::Verbose)
+}
+
+/// `proxy udp A -> B: 1 flow; up 1352 of 1353 delivered, added p50 1.003ms; down ...`:
+/// `proxy -q`'s one line.
+pub fn quiet_line(report: &Report) -> Option<String> {
+    let Results::Proxy(p) = &report.results else { return None };
+    let side = |d: &ProxyDirection| {
+        let a = &d.achieved;
+        let p50 =
+            a.added_delay.summary.at(50.0).filter(|_| a.added_delay.summary.count > 0).map_or_else(|| "-".into(), ns);
+        format!("{} of {} delivered, added p50 {p50}", a.packets_out, a.packets_in)
+    };
+    Some(format!(
+        "proxy {} {} -> {}: {}; up {}; down {}",
+        p.proto,
+        p.listen,
+        p.upstream,
+        crate::text::counted(p.flows, "flow", "flows"),
+        side(&p.up),
+        side(&p.down)
+    ))
+}
+
+/// The final report at a level of detail: `-q` [`quiet_line`]; the default view gives the
+/// delay's p50, p99 and max and the rows asked for or seen, folded to the screen's width.
+pub fn summary_at(out: &mut dyn Write, report: &Report, detail: Detail) -> io::Result<()> {
+    match detail {
+        Detail::Quiet => quiet_line(report).map_or(Ok(()), |l| writeln!(out, "{l}")),
+        Detail::Normal => crate::screen::wrapped(out, |w| summary_of(w, report, false)),
+        Detail::Verbose => summary_of(out, report, true),
+    }
+}
+
+fn summary_of(out: &mut dyn Write, report: &Report, all: bool) -> io::Result<()> {
     let Results::Proxy(p) = &report.results else { return Ok(()) };
     writeln!(
         out,
@@ -164,8 +246,8 @@ pub fn summary(out: &mut dyn Write, report: &Report) -> io::Result<()> {
         crate::text::counted(p.flows, "flow", "flows"),
         p.flows_failed
     )?;
-    direction(out, "up (client -> upstream)", &p.up)?;
-    direction(out, "down (upstream -> client)", &p.down)?;
+    direction(out, "up (client -> upstream)", &p.up, all)?;
+    direction(out, "down (upstream -> client)", &p.down, all)?;
     if report.outcome == Outcome::Interrupted {
         writeln!(out, "interrupted: results so far")?;
     }

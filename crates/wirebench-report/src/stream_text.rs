@@ -8,6 +8,7 @@ use wirebench_core::report::{
     TrialRow, owed_of,
 };
 
+use crate::screen::Detail;
 use crate::text::{bits_words, rate_words, secs_words};
 
 /// Loss of a receiver in percent: `1 - received / sent` (0 when nothing was sent).
@@ -93,9 +94,40 @@ fn search_line(out: &mut dyn Write, search: &SearchResult) -> io::Result<()> {
     }
 }
 
-/// The end-of-run summary.
+/// The end-of-run summary, every line whole (`-v`, and the HTML page).
 pub fn summary(out: &mut dyn Write, report: &Report) -> io::Result<()> {
+    summary_of(out, report, Detail::Verbose)
+}
+
+/// The end-of-run summary at a level of detail: `-q` is the receivers' lines (one per
+/// receiver: what arrived of what was sent) and any problem; the default view leaves out
+/// the generator's health when it kept its rate, the receivers' wake-up times, how rates
+/// are reckoned and the per-interval loss splits (`-v` prints them), and folds its lines
+/// to the screen's width.
+pub fn summary_at(out: &mut dyn Write, report: &Report, detail: Detail) -> io::Result<()> {
+    match detail {
+        Detail::Verbose => summary_of(out, report, detail),
+        Detail::Normal => crate::screen::wrapped(out, |w| summary_of(w, report, detail)),
+        Detail::Quiet => {
+            let Results::Stream(s) = &report.results else { return Ok(()) };
+            if let Some(search) = &s.search {
+                return search_line(out, search);
+            }
+            for r in &s.receivers {
+                writeln!(out, "{}", receiver_headline(r))?;
+            }
+            match &s.sender {
+                // no receiver asked (--no-control): what was sent is the run's one line
+                Some(t) if s.receivers.is_empty() => writeln!(out, "{}", sender_line(s, t)),
+                _ => Ok(()),
+            }
+        }
+    }
+}
+
+fn summary_of(out: &mut dyn Write, report: &Report, detail: Detail) -> io::Result<()> {
     let Results::Stream(s) = &report.results else { return Ok(()) };
+    let all = detail.verbose();
     heading(out, s)?;
     if let Some(search) = &s.search {
         search_line(out, search)?;
@@ -115,27 +147,16 @@ pub fn summary(out: &mut dyn Write, report: &Report) -> io::Result<()> {
         writeln!(out, "the lines below are the last size ({} bytes)", last.size)?;
     }
     if let Some(t) = &s.sender {
-        // TCP: a write returns once the socket buffer holds the bytes, long before they arrive
-        let (verb, what) = if s.proto == "tcp" { ("wrote", "write rate ") } else { ("sent", "") };
-        writeln!(
-            out,
-            "sender: {verb} {} messages in {}: {what}{} {}{}{}",
-            t.messages,
-            secs_words(t.send_ns, 3),
-            rate_words(t.per_s),
-            bits_words(t.bits_per_s),
-            if t.gso { " (UDP GSO)" } else { "" },
-            t.retransmits.map_or_else(String::new, |r| format!(", {r} TCP retransmits")),
-        )?;
+        writeln!(out, "{}", sender_line(s, t))?;
     }
-    if let Some(g) = &s.generator {
+    if let Some(g) = s.generator.as_ref().filter(|g| all || crate::generator::missed(g)) {
         writeln!(out, "{}", crate::generator::line(g))?;
     }
-    receivers_part(out, report, s)?;
-    if let Some(w) = s.listen.and_then(|l| l.wake) {
+    receivers_part(out, report, s, detail)?;
+    if let Some(w) = s.listen.and_then(|l| l.wake).filter(|_| all) {
         writeln!(out, "{}", crate::stream_wake::words("listen", &w))?;
     }
-    if let Some(r) = s.receivers.iter().find(|r| r.direction != "listen") {
+    if let Some(r) = s.receivers.iter().find(|r| r.direction != "listen").filter(|_| all) {
         if report.config.get("merged_from").is_some() {
             writeln!(
                 out,
@@ -167,16 +188,31 @@ pub fn summary(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     }
 }
 
+/// `sender: sent 20000 messages in 2.000 s: 10.0k msg/s 16.0 Mbit/s (UDP GSO)`.
+fn sender_line(s: &StreamResults, t: &SenderResult) -> String {
+    // TCP: a write returns once the socket buffer holds the bytes, long before they arrive
+    let (verb, what) = if s.proto == "tcp" { ("wrote", "write rate ") } else { ("sent", "") };
+    format!(
+        "sender: {verb} {} messages in {}: {what}{} {}{}{}",
+        t.messages,
+        secs_words(t.send_ns, 3),
+        rate_words(t.per_s),
+        bits_words(t.bits_per_s),
+        if t.gso { " (UDP GSO)" } else { "" },
+        t.retransmits.map_or_else(String::new, |r| format!(", {r} TCP retransmits")),
+    )
+}
+
 /// The receivers' part of the summary, printed whatever rows the run came back with: a
 /// row per receiver; a line for each receiver the run owed and has no row of (its serve's
 /// results never came); a listen's "nothing arrived"; where the receivers of a run that
 /// asked none report. A summary cannot end without saying what its receivers got.
-fn receivers_part(out: &mut dyn Write, report: &Report, s: &StreamResults) -> io::Result<()> {
+fn receivers_part(out: &mut dyn Write, report: &Report, s: &StreamResults, detail: Detail) -> io::Result<()> {
     let group = report.config.get("group").and_then(serde_json::Value::as_str);
     for r in &s.receivers {
         // the sender's batching and counters are known for this client's own sending (forward)
         let sender = if r.direction == "forward" { s.sender.as_ref() } else { None };
-        receiver_lines(out, r, sender, group)?;
+        receiver_lines(out, r, sender, group, detail)?;
     }
     if s.listen.is_some() {
         if s.receivers.is_empty() {
@@ -259,12 +295,9 @@ fn nothing_arrived_line(r: &ReceiverResult, group: Option<&str>) -> String {
 }
 
 /// A receiver's line, and what its host's kernel and its socket say about the loss.
-fn receiver_lines(
-    out: &mut dyn Write,
-    r: &ReceiverResult,
-    sender: Option<&SenderResult>,
-    group: Option<&str>,
-) -> io::Result<()> {
+/// A receiver's headline: `ADDR: received 900 of 1000 sent (100 missing, loss 10.0000%),
+/// 900 msg/s 7.2 Mbit/s over 1.000 s`, what `stream -q` prints per receiver.
+pub fn receiver_headline(r: &ReceiverResult) -> String {
     let c = &r.total;
     let over = if r.over_receive_time() {
         format!(" over {} of arrival", secs_words(r.recv_ns, 3))
@@ -273,9 +306,8 @@ fn receiver_lines(
     } else {
         String::new()
     };
-    writeln!(
-        out,
-        "{}: received {} of {} sent ({} missing, loss {:.4}%), {} {}{over}, out of order {} (avg offset {:.1}), dup {}, gaps {} (mean {:.1} msgs, {:.3} ms), jitter {:.2} us",
+    format!(
+        "{}: received {} of {} sent ({} missing, loss {:.4}%), {} {}{over}",
         r.addr,
         c.received,
         r.sent,
@@ -283,21 +315,46 @@ fn receiver_lines(
         loss_percent(r),
         rate_words(r.per_s()),
         bits_words(r.bits_per_s()),
+    )
+}
+
+fn receiver_lines(
+    out: &mut dyn Write,
+    r: &ReceiverResult,
+    sender: Option<&SenderResult>,
+    group: Option<&str>,
+    detail: Detail,
+) -> io::Result<()> {
+    let c = &r.total;
+    let all = detail.verbose();
+    // the receiver's rate and bits on a line of their own when the headline runs long
+    let head = receiver_headline(r);
+    match head.split_once("%), ").filter(|_| !all && head.chars().count() > crate::screen::WIDTH) {
+        Some((counts, rates)) => writeln!(out, "{counts}%)\n  {rates}")?,
+        None => writeln!(out, "{head}")?,
+    }
+    let offset = if all || c.out_of_order > 0 { format!(" (avg offset {:.1})", c.avg_offset()) } else { String::new() };
+    let gaps = if all || c.gaps > 0 {
+        format!(" (mean {:.1} msgs, {:.3} ms)", c.mean_gap(), c.mean_gap_ns() / 1e6)
+    } else {
+        String::new()
+    };
+    writeln!(
+        out,
+        "  out of order {}{offset}, dup {}, gaps {}{gaps}, jitter {:.2} us",
         c.out_of_order,
-        c.avg_offset(),
         c.duplicates,
         c.gaps,
-        c.mean_gap(),
-        c.mean_gap_ns() / 1e6,
         c.jitter_ns / 1000.0
     )?;
     if r.nothing_arrived() {
         writeln!(out, "{}", nothing_arrived_line(r, group))?;
     }
-    for line in crate::stream_loss::lines(r, sender).into_iter().chain(crate::stream_loss::interval_lines(r)) {
+    let per_interval = if all { crate::stream_loss::interval_lines(r) } else { Vec::new() };
+    for line in crate::stream_loss::lines(r, sender).into_iter().chain(per_interval) {
         writeln!(out, "{line}")?;
     }
-    if let Some(line) = crate::stream_wake::line(r) {
+    if let Some(line) = crate::stream_wake::line(r).filter(|_| all) {
         writeln!(out, "{line}")?;
     }
     if let Some(line) = queue_line(r, sender) {
@@ -416,11 +473,14 @@ pub fn intervals(rows: &[IntervalRow]) -> Vec<IntervalStats> {
 
 /// The report of a saved stream run: the summary, then each receiver's intervals, the
 /// search trials and the sweep.
-pub fn stream(out: &mut dyn Write, report: &Report) -> io::Result<()> {
+pub fn stream(out: &mut dyn Write, report: &Report, detail: Detail) -> io::Result<()> {
     let Results::Stream(s) = &report.results else {
         return writeln!(out, "not a stream report");
     };
-    summary(out, report)?;
+    summary_at(out, report, detail)?;
+    if !detail.verbose() {
+        return Ok(());
+    }
     for r in s.receivers.iter().filter(|r| !r.intervals.is_empty()) {
         writeln!(out, "\nintervals at {} ({}):", r.addr, r.direction)?;
         writeln!(out, "{:>9} {:>16} {:>14} {:>9}", "seconds", "received", "throughput", "loss")?;
@@ -460,7 +520,7 @@ mod tests {
     #[test]
     fn report_of_a_saved_stream() {
         let mut out = Vec::new();
-        stream(&mut out, &fixtures::stream(1000, 900)).unwrap();
+        stream(&mut out, &fixtures::stream(1000, 900), Detail::Verbose).unwrap();
         let text = String::from_utf8(out).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         // The fixture has a search and a sweep: the summary says what it reports.
@@ -481,7 +541,11 @@ mod tests {
             ),
             "{text}"
         );
-        assert!(lines[6].starts_with("rates: per second of the sending time"), "{text}");
+        assert_eq!(
+            lines[6],
+            "  out of order 0 (avg offset 0.0), dup 0, gaps 0 (mean 0.0 msgs, 0.000 ms), jitter 0.00 us"
+        );
+        assert!(lines[7].starts_with("rates: per second of the sending time"), "{text}");
         let at = lines.iter().position(|l| *l == "intervals at 127.0.0.1:7878 (forward):").expect(&text);
         assert_eq!(lines[at + 1].split_whitespace().collect::<Vec<_>>(), ["seconds", "received", "throughput", "loss"]);
         assert_eq!(
@@ -720,8 +784,9 @@ mod tests {
         let t = text_of(&r);
         let lines: Vec<&str> = t.lines().collect();
         let at = lines.iter().position(|l| l.starts_with("127.0.0.1:7878: received 0 of 1000 sent")).expect(&t);
+        assert!(lines[at + 1].starts_with("  out of order 0"), "{t}");
         assert_eq!(
-            lines[at + 1],
+            lines[at + 2],
             "127.0.0.1:7878: nothing arrived of 1000 sent: 239.255.77.1:18102 not heard there: serve joined the group on \
              another interface than the one the stream went out on (serve --interface, stream --interface), no \
              multicast route between them, or a filter on the way would each look like this"

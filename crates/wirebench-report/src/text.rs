@@ -9,6 +9,7 @@ use wirebench_core::report::{
 };
 
 use crate::distribution;
+use crate::screen::Detail;
 
 /// `1 flow`, `2 flows`, `0 flows`: a count that reads as English at every value.
 pub fn counted(n: u64, one: &str, many: &str) -> String {
@@ -88,6 +89,18 @@ pub fn summary_line(s: &Summary) -> String {
     line
 }
 
+/// The percentiles and the maximum of a summary: `p50 5.62 ... p99.99 95.0 max 120 us`,
+/// the part of [`summary_line`] a default view prints.
+pub fn pct_line(s: &Summary) -> String {
+    use std::fmt::Write as _;
+    let mut line = String::new();
+    for q in &s.percentiles {
+        let _ = write!(line, "{} {} ", pct_label(q.p), us_u(q.ns));
+    }
+    let _ = write!(line, "max {} us", us_u(s.max_ns));
+    line
+}
+
 fn one_way_line(o: &OneWay) -> String {
     let b = us_u(o.bound_ns);
     #[expect(clippy::cast_precision_loss, reason = "display values")]
@@ -120,21 +133,23 @@ pub fn view_words(v: &LatencyView) -> &'static str {
     }
 }
 
-/// A responder's headline: its round trips and counts, and in an open loop whose sender
+/// A responder's headline: its round trips' percentiles and counts (late replies and
+/// duplicates when there were any), and in an open loop whose sender
 /// was late by a share worth naming, that lateness (which the corrected figures include).
 /// `ping` prints it as its summary line and `ping -q` alone.
 pub fn responder_headline(p: &PingResults, r: &ResponderResult) -> String {
     let s = &r.latency.summary;
     let late = sender_lateness_p50(p, r)
         .map_or_else(String::new, |ns| format!(" | includes the sender's own lateness, p50 {} us", us_u(ns)));
+    let nonzero = |what: &str, n: u64| if n > 0 { format!(" {what} {n}") } else { String::new() };
     format!(
-        "{}: {} | count {} lost {} late {} dup {}{late}",
+        "{}: {} | count {} lost {}{}{}{late}",
         r.addr,
-        summary_line(s),
+        pct_line(s),
         s.count,
         r.lost,
-        r.late,
-        r.duplicates
+        nonzero("late", r.late),
+        nonzero("dup", r.duplicates)
     )
 }
 
@@ -146,9 +161,14 @@ pub fn sender_lateness_p50(p: &PingResults, r: &ResponderResult) -> Option<u64> 
     (late >= 1_000 && late * 20 >= p50).then_some(late)
 }
 
-fn responder(out: &mut dyn Write, p: &PingResults, r: &ResponderResult, table: bool) -> io::Result<()> {
+fn responder(out: &mut dyn Write, p: &PingResults, r: &ResponderResult, table: bool, detail: Detail) -> io::Result<()> {
+    let all = detail.verbose();
+    let view = |s: &Summary| if all { summary_line(s) } else { pct_line(s) };
     writeln!(out, "{}", responder_headline(p, r))?;
     writeln!(out, "  measures: {}", view_words(&r.latency))?;
+    if all {
+        writeln!(out, "  all figures: {} | late {} dup {}", summary_line(&r.latency.summary), r.late, r.duplicates)?;
+    }
     if r.lost > 0 {
         writeln!(out, "  timeouts in a row: at most {}", r.max_lost_in_a_row)?;
     }
@@ -156,13 +176,13 @@ fn responder(out: &mut dyn Write, p: &PingResults, r: &ResponderResult, table: b
         writeln!(out, "  {}", stopped_line(&r.addr, st))?;
     }
     if let Some(u) = &r.uncorrected {
-        writeln!(out, "  uncorrected (from actual send): {}", summary_line(&u.summary))?;
+        writeln!(out, "  uncorrected (from actual send): {}", view(&u.summary))?;
     }
     if let (Some(n), Some(d)) = (&r.network, &r.dwell) {
         writeln!(
             out,
             "  network (dwell subtracted): {} ; dwell p50 {} max {} us",
-            summary_line(&n.summary),
+            view(&n.summary),
             value_at(d, 50.0).map_or_else(|| "-".into(), us_u),
             us_u(d.summary.max_ns)
         )?;
@@ -170,10 +190,10 @@ fn responder(out: &mut dyn Write, p: &PingResults, r: &ResponderResult, table: b
     if let Some(o) = &r.one_way {
         writeln!(out, "  {}", one_way_line(o))?;
     }
-    if let Some(k) = &r.kernel {
+    if let Some(k) = r.kernel.as_ref().filter(|_| all) {
         writeln!(out, "  {}", crate::attribution::kernel_line(k, r.uncorrected.as_ref().unwrap_or(&r.latency)))?;
     }
-    if r.warmup.summary.count > 0 {
+    if r.warmup.summary.count > 0 && all {
         writeln!(
             out,
             "  warm-up (excluded): {} replies, p50 {} max {} us",
@@ -228,18 +248,30 @@ fn table_of(out: &mut dyn Write, v: &LatencyView) -> io::Result<()> {
 }
 
 /// The terminal report of a ping run: header, one line per responder with its details,
-/// the combined line, the rate line; `table` adds the percentile distribution.
-pub fn ping(out: &mut dyn Write, report: &Report, table: bool) -> io::Result<()> {
+/// the combined line, the rate line; `table` adds the percentile distribution. `-q` is one
+/// [`responder_headline`] per responder; the default view leaves out the kernel timestamps'
+/// split, the warm-up and the minimum, mean and deviation (`-v` and the HTML page show
+/// them), and folds what it prints to the screen's width.
+pub fn ping(out: &mut dyn Write, report: &Report, table: bool, detail: Detail) -> io::Result<()> {
     let Results::Ping(p) = &report.results else {
         return writeln!(out, "not a ping report");
     };
+    match detail {
+        Detail::Quiet => p.responders.iter().try_for_each(|r| writeln!(out, "{}", responder_headline(p, r))),
+        Detail::Normal => crate::screen::wrapped(out, |w| ping_at(w, report, p, table, detail)),
+        Detail::Verbose => ping_at(out, report, p, table, detail),
+    }
+}
+
+fn ping_at(out: &mut dyn Write, report: &Report, p: &PingResults, table: bool, detail: Detail) -> io::Result<()> {
     // `ping --poisson` records its seed in the config: exponential gaps, not a fixed period.
-    header(out, p, report.config.get("poisson").is_some_and(|v| !v.is_null()))?;
+    header(out, p, report.config.get("poisson").is_some_and(|v| !v.is_null()), detail)?;
     for r in &p.responders {
-        responder(out, p, r, table)?;
+        responder(out, p, r, table, detail)?;
     }
     if let Some(c) = &p.combined {
-        writeln!(out, "all {} responders: {}", p.responders.len(), summary_line(&c.summary))?;
+        let line = if detail.verbose() { summary_line(&c.summary) } else { pct_line(&c.summary) };
+        writeln!(out, "all {} responders: {line}", p.responders.len())?;
         if table {
             table_of(out, c)?;
         }
@@ -272,7 +304,7 @@ pub fn ping(out: &mut dyn Write, report: &Report, table: bool) -> io::Result<()>
     }
 }
 
-fn header(out: &mut dyn Write, p: &PingResults, poisson: bool) -> io::Result<()> {
+fn header(out: &mut dyn Write, p: &PingResults, poisson: bool, detail: Detail) -> io::Result<()> {
     let pacing = match (p.pacing == "open", poisson) {
         (true, true) => "open loop (Poisson sampling)",
         (true, false) => "open loop",
@@ -282,6 +314,13 @@ fn header(out: &mut dyn Write, p: &PingResults, poisson: bool) -> io::Result<()>
     let wait = if p.thread.spin { "busy-poll" } else { "blocking" };
     let cpus: Vec<String> = p.thread.seen_cpus.iter().map(ToString::to_string).collect();
     let pin = p.thread.pinned_cpu.map_or_else(|| "unpinned".to_owned(), |c| format!("pinned to cpu {c}"));
+    if !detail.verbose() {
+        return writeln!(
+            out,
+            "ping {} {}: {pacing}, {}-byte {} probes, {} + {} warm-up",
+            p.proto, p.target, p.probe_size, p.probe_form, p.sent, p.warmup_sent
+        );
+    }
     writeln!(
         out,
         "ping {} {}: {pacing}, {}-byte {} probes ({form}), {wait}, {pin}, ran on cpu {}; {} probes + {} warm-up",
@@ -337,7 +376,7 @@ mod tests {
             v.summary.percentiles.clone_from(&listed);
         }
         let mut out = Vec::new();
-        ping(&mut out, &r, false).unwrap();
+        ping(&mut out, &r, false, Detail::Verbose).unwrap();
         let t = String::from_utf8(out).unwrap();
         // dwell: 1, 2, .. 100 us, p50 the 50th (50,000 ns, whose highest equivalent at 3
         // significant digits is 50,015); warm-up: 20 .. 29 us, p50 the 5th (24,000: 24,015)
@@ -347,7 +386,7 @@ mod tests {
         let Results::Ping(p) = &mut r.results else { unreachable!() };
         p.responders[0].dwell.as_mut().unwrap().summary.percentiles = vec![Percentile { p: 50.0, ns: 7_000 }];
         let mut out = Vec::new();
-        ping(&mut out, &r, false).unwrap();
+        ping(&mut out, &r, false, Detail::Verbose).unwrap();
         assert!(String::from_utf8(out).unwrap().contains("; dwell p50 7.00 max 100 us\n"));
     }
 
@@ -377,7 +416,7 @@ mod tests {
             let words = format!("includes the sender's own lateness, p50 {} us", us_u(late_ns));
             assert_eq!(head.ends_with(&words), named, "{late_ns} ns of {p50}: {head}");
             let mut text = Vec::new();
-            ping(&mut text, &report, false).unwrap();
+            ping(&mut text, &report, false, Detail::Verbose).unwrap();
             let text = String::from_utf8(text).unwrap();
             assert!(text.contains(&head), "{text}");
             let rate = format!("the sender's own lateness p50 {0} p99 {0} max {0} us", us_u(late_ns));

@@ -264,13 +264,16 @@ fn governors() -> Vec<String> {
     cpus.iter().filter_map(|p| read(&p.join("cpufreq/scaling_governor").to_string_lossy())).collect()
 }
 
-/// Prints the checks: one line each, the fix indented under a WARN or FAIL, then a count.
+/// Prints the checks: one line each, the fix indented under a WARN or FAIL, then a count;
+/// a long detail or fix folds under its own column.
 pub fn print(out: &mut dyn std::io::Write, checks: &[Check]) -> std::io::Result<()> {
+    use wirebench_report::screen::wrap_at;
     let width = checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
+    let column = 4 + 2 + width + 2;
     for c in checks {
-        writeln!(out, "{:<4}  {:<width$}  {}", c.verdict, c.name, c.detail)?;
+        writeln!(out, "{}", wrap_at(&format!("{:<4}  {:<width$}  {}", c.verdict, c.name, c.detail), column))?;
         if let (Some(fix), true) = (&c.fix, c.verdict != Verdict::Ok) {
-            writeln!(out, "{:<4}  {:<width$}  fix: {fix}", "", "")?;
+            writeln!(out, "{}", wrap_at(&format!("{:<4}  {:<width$}  fix: {fix}", "", ""), column + 5))?;
         }
     }
     let n = |v: Verdict| checks.iter().filter(|c| c.verdict == v).count();

@@ -66,7 +66,7 @@ impl std::fmt::Debug for Ctx<'_> {
 /// results never came (the results are printed and saved first, saying so).
 pub fn run(cli: &Cli, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
     match &cli.command {
-        Command::Serve(a) => serve::run(a, ctx).map(|_| 0),
+        Command::Serve(a) => folded(ctx, |c| serve::run(a, c).map(|_| 0)),
         Command::Ping(a) => {
             let report = ping::run(a, ctx)?;
             Ok(u8::from(report.outcome == Outcome::PeerSilent))
@@ -76,18 +76,27 @@ pub fn run(cli: &Cli, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
             Ok(u8::from(report.outcome == Outcome::PeerSilent || receivers_failed(&report)))
         }
         Command::Listen(a) => listen::run(a, ctx).map(|r| u8::from(receivers_failed(&r))),
-        Command::Suite(a) => suite::run(a, ctx).map(|_| 0),
+        Command::Suite(a) => folded(ctx, |c| suite::run(a, c).map(|_| 0)),
         Command::Report(a) => report::run(a, ctx),
-        Command::Doctor(a) => doctor::run(a, ctx),
+        Command::Doctor(a) => folded(ctx, |c| doctor::run(a, c)),
         Command::Proxy(a) => proxy::run(a, ctx).map(|_| 0),
         Command::Shape(a) => shape::run(a, ctx).map(|()| 0),
-        Command::Room(a) => room::run(a, ctx).map(|_| 0),
+        Command::Room(a) => folded(ctx, |c| room::run(a, c).map(|_| 0)),
         Command::Load(a) => load::run(a, ctx).map(|r| load::exit_code(&r)),
+        Command::Mesh(a) if matches!(a.command, mesh::MeshCommand::Status(_)) => folded(ctx, |c| mesh::run(a, c)),
         Command::Mesh(a) => mesh::run(a, ctx),
-        Command::Hiccup(a) => hiccup::run(a, ctx).map(|_| 0),
-        Command::Relay(a) => relay::run(a, ctx).map(|_| 0),
+        Command::Hiccup(a) => folded(ctx, |c| hiccup::run(a, c).map(|_| 0)),
+        Command::Relay(a) => folded(ctx, |c| relay::run(a, c).map(|_| 0)),
         Command::Token(a) => token::run(a, ctx.out).map(|()| 0),
     }
+}
+
+/// Runs `f` with its terminal output folded to the screen's width
+/// ([`wirebench_report::screen::Folded`]): the commands that print as they go.
+fn folded(ctx: &mut Ctx<'_>, f: impl FnOnce(&mut Ctx<'_>) -> anyhow::Result<u8>) -> anyhow::Result<u8> {
+    let mut out = wirebench_report::screen::Folded::new(&mut *ctx.out);
+    let mut c = Ctx { shutdown: ctx.shutdown.clone(), argv: ctx.argv.clone(), out: &mut out };
+    f(&mut c)
 }
 
 /// Parses `argv`, runs it, prints any error as one line to `err`, and returns the exit

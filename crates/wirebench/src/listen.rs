@@ -31,6 +31,8 @@ use wirebench_core::wire::stream;
 use wirebench_net::batch::{Batch, SLOT, SLOTS, UdpBatchReceiver, size_buffers};
 use wirebench_net::clock::{Clock, MonoClock, wall_now_ns};
 
+use wirebench_report::screen::Detail;
+
 use crate::Ctx;
 use crate::error::UsageError;
 use crate::flow::STREAM_BUFFER;
@@ -82,6 +84,13 @@ pub struct Args {
     /// Without it a port another socket holds is refused.
     #[arg(long)]
     pub reuse_port: bool,
+    /// Print only each publisher's lifetime line at the end.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    /// Print DatagramTest's full Now and Lifetime blocks, and the receiver's wake-up times
+    /// and every kernel counter at the end.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
     /// The stall meter beside the run.
     #[command(flatten)]
     pub hiccup: crate::hiccup::HiccupArgs,
@@ -169,7 +178,9 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     // Before the line that tells a sender to start: every drop of the run is after it.
     let ifaces = wirebench_net::iface::receiving(local.ip());
     let kernel_before = wirebench_net::counters::snapshot(&ifaces);
-    writeln!(ctx.out, "wirebench listen: receiving on {local} (Ctrl-C to stop)")?;
+    if !a.quiet {
+        writeln!(ctx.out, "wirebench listen: receiving on {local} (Ctrl-C to stop)")?;
+    }
     if granted.capped() {
         writeln!(
             ctx.out,
@@ -201,7 +212,9 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let interval_ns = u64::try_from(a.interval.0.as_nanos()).unwrap_or(u64::MAX);
     let mut next_report = start_ns + interval_ns;
     let mut total = 0u64;
-    let mut printer = print::Printer { out: ctx.out, log: log.as_mut().map(|f| f as &mut dyn Write), start_ns, local };
+    let detail = Detail::of(a.quiet, a.verbose);
+    let log_to = log.as_mut().map(|f| f as &mut dyn Write);
+    let mut printer = print::Printer { out: ctx.out, log: log_to, start_ns, local, detail, closing: false };
     loop {
         let over = ctx.shutdown.is_set()
             || a.duration.is_some_and(|d| t0.elapsed() >= d.0)
@@ -244,6 +257,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     }
     let now = clock.now_ns();
     let kernel_after = wirebench_net::counters::snapshot(&ifaces);
+    printer.closing = true;
     printer.round(table.live_mut(), now);
     if let Some(f) = log.as_mut() {
         f.flush()?;
@@ -257,8 +271,10 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         foreign,
         wake: Some(wake.summary()),
     };
-    print::totals(ctx.out, &totals, a.max_publishers.as_usize())?;
-    if let Some(w) = &totals.wake {
+    if !a.quiet {
+        print::totals(ctx.out, &totals, a.max_publishers.as_usize())?;
+    }
+    if let Some(w) = totals.wake.as_ref().filter(|_| detail.verbose()) {
         writeln!(ctx.out, "{}", wirebench_report::stream_wake::words("listen", w))?;
     }
     let receivers = done
@@ -309,7 +325,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     if let Some(line) = wirebench_report::stream_text::listen_nothing_line(&report) {
         writeln!(ctx.out, "{line}")?;
     }
-    wirebench_report::attribution::text(ctx.out, &report)?;
+    wirebench_report::attribution::text_at(ctx.out, &report, detail)?;
     if let Some(path) = &a.json {
         crate::output::write_json(path, &report)?;
     }

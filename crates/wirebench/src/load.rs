@@ -128,9 +128,13 @@ pub struct Args {
     /// Write the per-second series as CSV.
     #[arg(long, value_name = "FILE")]
     pub series: Option<PathBuf>,
-    /// No per-second lines.
+    /// One line at the end: deliveries, delay and failed thresholds (no per-second lines).
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// The details too: the per-second lines, the per-type tables, CPU, slip and the
+    /// generator's health, every kernel counter.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
     /// The stall meter beside the run.
     #[command(flatten)]
     pub hiccup: crate::hiccup::HiccupArgs,
@@ -176,8 +180,9 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let meter = crate::hiccup::Meter::start(&args.hiccup)?;
     let mut report = measure(&cfg, ctx, false)?;
     crate::hiccup::attach(&mut report, meter);
-    print::report(&cfg.percentiles, &report, ctx.out)?;
-    wirebench_report::attribution::text(ctx.out, &report)?;
+    let detail = wirebench_report::screen::Detail::of(cfg.quiet, args.verbose);
+    print::report_at(&cfg.percentiles, &report, ctx.out, detail)?;
+    wirebench_report::attribution::text_at(ctx.out, &report, detail)?;
     save(&cfg, &report)?;
     Ok(report)
 }
@@ -235,8 +240,7 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
     let stats = Arc::new(Stats::new(cfg.mix.types().len(), cfg.clients, cfg.room_size, workers::WORKERS));
     let (stop_tx, stop_rx) = watch::channel(false);
     if !cfg.quiet {
-        writeln!(
-            ctx.out,
+        let head = format!(
             "wirebench load: {} clients in {} rooms of {}, {} each ({}), {} {}, {}",
             cfg.clients,
             cfg.rooms(),
@@ -246,7 +250,8 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
             Span(cfg.duration),
             if cfg.ramp.is_zero() { "with no ramp".to_owned() } else { format!("after a {} ramp", Span(cfg.ramp)) },
             wirebench_core::load::vars::mask_password(&cfg.url)
-        )?;
+        );
+        writeln!(ctx.out, "{}", wirebench_report::screen::wrap(&head))?;
         if let Some(s) = cfg.sharding.shard {
             let p = &cfg.sharding.part;
             writeln!(
@@ -316,7 +321,7 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
                     delay_p99_ns: value_at_percentile(&h, 99.0),
                     delay_histogram: Some(wirebench_core::report::encode_histogram(&h)),
                 };
-                if !cfg.quiet {
+                if cfg.verbose {
                     let _ = progress.suspend(|| writeln!(out, "{}", print::second(&row, open)));
                 }
                 series.push(row);
@@ -468,7 +473,11 @@ pub fn print_thresholds(l: &wirebench_core::report::LoadResults, w: &mut dyn std
 
 /// The terminal text of a saved load report (for `wirebench report`), at the percentiles the
 /// run recorded.
-pub fn render_text(report: &Report, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+pub fn render_text(
+    report: &Report,
+    w: &mut dyn std::io::Write,
+    detail: wirebench_report::screen::Detail,
+) -> std::io::Result<()> {
     let ps: Vec<f64> = match &report.results {
         Results::Load(l) => l.overall.delay.summary.percentiles.iter().map(|p| p.p).collect(),
         _ => return Ok(()),
@@ -487,5 +496,5 @@ pub fn render_text(report: &Report, w: &mut dyn std::io::Write) -> std::io::Resu
     {
         writeln!(w, "{line}")?;
     }
-    print::report(&ps, report, w)
+    print::report_at(&ps, report, w, detail)
 }

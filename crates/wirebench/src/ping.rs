@@ -113,9 +113,13 @@ pub struct Args {
     /// Write the JSON report.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Print only the summary line.
+    /// Print only the summary line, one per responder.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Print the details too: every figure of each view, the kernel timestamps' split, the
+    /// warm-up, every kernel counter.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
     /// No kernel timestamps (`SO_TIMESTAMPING`): the round trip is then not split into
     /// stack to stack and the hosts' own share.
     #[arg(long, help_heading = "Attribution")]
@@ -385,15 +389,9 @@ fn progress_total(cfg: &Config, shown: &Arc<Shown>) -> Option<crate::progress::T
 }
 
 fn print(cfg: &Config, report: &Report, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
-    if cfg.quiet {
-        let Results::Ping(p) = &report.results else { return Ok(()) };
-        for r in &p.responders {
-            writeln!(ctx.out, "{}", wirebench_report::text::responder_headline(p, r))?;
-        }
-    } else {
-        wirebench_report::text::ping(ctx.out, report, cfg.table)?;
-        wirebench_report::attribution::text(ctx.out, report)?;
-    }
+    let detail = wirebench_report::screen::Detail::of(cfg.quiet, cfg.verbose);
+    wirebench_report::text::ping(ctx.out, report, cfg.table, detail)?;
+    wirebench_report::attribution::text_at(ctx.out, report, detail)?;
     Ok(())
 }
 

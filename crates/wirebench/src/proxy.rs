@@ -192,16 +192,20 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let started = SystemTime::now();
     let mut proxy = Proxy::start(&cfg)?;
     let meter = crate::hiccup::Meter::start(&args.hiccup)?;
-    writeln!(
-        ctx.out,
-        "wirebench proxy: {} {} -> {} (seed {}{}; Ctrl-C to stop)",
-        cfg.proto.name(),
-        proxy.local_addr(),
-        cfg.upstream,
-        cfg.seed,
-        if cfg.spin { ", busy-poll" } else { "" }
-    )?;
-    wirebench_report::proxy::requested_lines(ctx.out, &collect::requested(&cfg.up), &collect::requested(&cfg.down))?;
+    let detail = wirebench_report::screen::Detail::of(cfg.quiet, cfg.verbose);
+    if !cfg.quiet {
+        writeln!(
+            ctx.out,
+            "wirebench proxy: {} {} -> {} (seed {}{}; Ctrl-C to stop)",
+            cfg.proto.name(),
+            proxy.local_addr(),
+            cfg.upstream,
+            cfg.seed,
+            if cfg.spin { ", busy-poll" } else { "" }
+        )?;
+        let (up, down) = (collect::requested(&cfg.up), collect::requested(&cfg.down));
+        wirebench_report::proxy::requested_lines(ctx.out, &up, &down)?;
+    }
     ctx.out.flush()?;
     let deadline = cfg.duration.map(|d| Instant::now() + d);
     let mut next_tick = Instant::now() + cfg.interval;
@@ -218,10 +222,8 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         if now >= next_tick {
             let t = proxy.elapsed_ns();
             let iv = proxy.collector.close_interval(t);
-            if !cfg.quiet {
-                wirebench_report::proxy::interval_line(ctx.out, iv)?;
-                ctx.out.flush()?;
-            }
+            wirebench_report::proxy::interval_at(ctx.out, iv, detail)?;
+            ctx.out.flush()?;
             next_tick += cfg.interval;
         }
         let wake = deadline.map_or(next_tick, |d| d.min(next_tick));
@@ -232,8 +234,8 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let results = proxy.stop();
     let mut report = report(&cfg, results, &ctx.argv, started, outcome);
     crate::hiccup::attach(&mut report, meter);
-    wirebench_report::proxy::summary(ctx.out, &report)?;
-    wirebench_report::attribution::text(ctx.out, &report)?;
+    wirebench_report::proxy::summary_at(ctx.out, &report, detail)?;
+    wirebench_report::attribution::text_at(ctx.out, &report, detail)?;
     if let Some(path) = &cfg.json {
         crate::output::write_json(path, &report)?;
     }

@@ -14,6 +14,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use wirebench_core::report::{Report, Results};
+use wirebench_report::screen::Detail;
 use wirebench_report::{Run, compare, env, html, stream_text, text};
 
 use crate::Ctx;
@@ -36,6 +37,9 @@ pub struct Args {
     /// Text: add each latency histogram's percentile distribution (HdrHistogram layout).
     #[arg(long)]
     pub table: bool,
+    /// Text: every detail of each run (as the modes print with `-v`).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
     /// The HTML page's title.
     #[arg(long, default_value = "wirebench report")]
     pub title: String,
@@ -63,6 +67,8 @@ pub struct Config {
     pub compare: bool,
     /// Percentile tables in the text.
     pub table: bool,
+    /// Every detail in the text.
+    pub verbose: bool,
     /// Page title.
     pub title: String,
     /// Merge into one report.
@@ -90,6 +96,7 @@ impl Config {
             html: a.html.clone(),
             compare: a.compare,
             table: a.table,
+            verbose: a.verbose,
             title: a.title.clone(),
             merge: a.merge,
             json: a.json.clone(),
@@ -147,7 +154,12 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
             if !std::mem::take(&mut first) {
                 writeln!(out)?;
             }
-            write_text(&[Run { name: &l.name, report: &l.report }], cfg.table, &mut out)?;
+            write_text(
+                &[Run { name: &l.name, report: &l.report }],
+                cfg.table,
+                Detail::of(false, cfg.verbose),
+                &mut out,
+            )?;
             Ok(())
         })?;
         return Ok(0);
@@ -171,7 +183,7 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
     if cfg.compare {
         compare::write_text(&compare::compare(&runs), &mut out)?;
     } else if cfg.html.is_none() {
-        write_text(&runs, cfg.table, &mut out)?;
+        write_text(&runs, cfg.table, Detail::of(false, cfg.verbose), &mut out)?;
     }
     if let Some(path) = &cfg.html {
         write_html_until(path, &cfg.title, &runs, cfg.compare, &stop)?;
@@ -191,15 +203,19 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
 }
 
 /// Each run's text: a heading, its environment on one line, then the mode's report.
-pub fn write_text(runs: &[Run<'_>], table: bool, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+/// The default view folds every line to the screen's width; `-v` prints them whole.
+pub fn write_text(runs: &[Run<'_>], table: bool, detail: Detail, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     for (i, r) in runs.iter().enumerate() {
         if i > 0 {
             writeln!(out)?;
         }
         writeln!(out, "== {} ==", r.name)?;
-        writeln!(out, "{}", env::one_line(r.report))?;
-        body(out, r.report, table)?;
-        wirebench_report::attribution::text(out, r.report)?;
+        let one = |w: &mut dyn Write| {
+            writeln!(w, "{}", env::one_line(r.report))?;
+            body(w, r.report, table, detail)?;
+            wirebench_report::attribution::text_at(w, r.report, detail)
+        };
+        if detail.verbose() { one(out)? } else { wirebench_report::screen::wrapped(out, one)? }
     }
     Ok(())
 }
@@ -208,13 +224,13 @@ pub fn write_text(runs: &[Run<'_>], table: bool, out: &mut dyn std::io::Write) -
 /// mode that can be saved cannot be left without its text (a new kind of results that
 /// forgets its renderer does not compile). A relay's report once fell through to the
 /// proxy's renderer and printed nothing.
-fn body(out: &mut dyn Write, report: &Report, table: bool) -> io::Result<()> {
+fn body(out: &mut dyn Write, report: &Report, table: bool, detail: Detail) -> io::Result<()> {
     match &report.results {
-        Results::Ping(_) => text::ping(out, report, table),
+        Results::Ping(_) => text::ping(out, report, table, detail),
         // `listen` saves a stream report (direction `listen`)
-        Results::Stream(_) => stream_text::stream(out, report),
-        Results::Proxy(_) => wirebench_report::proxy::summary(out, report),
-        Results::Load(_) => crate::load::render_text(report, out),
+        Results::Stream(_) => stream_text::stream(out, report, detail),
+        Results::Proxy(_) => wirebench_report::proxy::summary_at(out, report, detail),
+        Results::Load(_) => crate::load::render_text(report, out, detail),
         Results::Mesh(_) => wirebench_report::mesh::mesh(out, report, false),
         // its figures are the report's stall meter, which every report's attribution prints
         Results::Hiccup => Ok(()),

@@ -136,9 +136,13 @@ pub struct Args {
     /// Write the JSON report.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Only the summary.
+    /// One line per receiver: what arrived of what was sent (a search: what it found).
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// The details too: the generator's health, the receivers' wake-up times, how rates are
+    /// reckoned, per-interval loss splits, every kernel counter.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
     /// The stall meter beside the run.
     #[command(flatten)]
     pub hiccup: crate::hiccup::HiccupArgs,
@@ -151,8 +155,9 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let meter = crate::hiccup::Meter::start(&args.hiccup)?;
     let mut report = measure(&cfg, ctx)?;
     crate::hiccup::attach(&mut report, meter);
-    wirebench_report::stream_text::summary(ctx.out, &report)?;
-    wirebench_report::attribution::text(ctx.out, &report)?;
+    let detail = wirebench_report::screen::Detail::of(args.quiet, args.verbose);
+    wirebench_report::stream_text::summary_at(ctx.out, &report, detail)?;
+    wirebench_report::attribution::text_at(ctx.out, &report, detail)?;
     save(&cfg, &report)?;
     Ok(report)
 }

@@ -151,7 +151,7 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Vec<Report>> {
         // A TCP sender's rate is what it wrote into its socket, not what left the host.
         writeln!(
             ctx.out,
-            "{}: sent is what the sender wrote into its socket over its writing time; received and throughput are what serve read over its receiving time",
+            "{}: sent is what the sender wrote into its socket, received what serve read",
             tcp_streams.join(", ")
         )?;
     }
@@ -199,10 +199,7 @@ fn stream_row(name: &str, r: &Report) -> Vec<String> {
         || ("-".into(), "-".into(), "-".into()),
         |x| (rate_words(x.per_s()), bits_words(x.bits_per_s()), format!("{:.3}%", 100.0 * x.loss())),
     );
-    let best = s
-        .search
-        .as_ref()
-        .map_or_else(|| "-".into(), |x| format!("{} ({})", rate_words(x.best_per_s), bits_words(x.best_bits_per_s)));
+    let best = s.search.as_ref().map_or_else(|| "-".into(), |x| rate_words(x.best_per_s));
     vec![name.into(), format!("{} {} B", s.proto, s.size), sent, recv, bits, loss, best]
 }
 
@@ -250,7 +247,7 @@ fn us_u(v: u64) -> String {
 }
 
 fn print_table(ctx: &mut Ctx<'_>, rows: &[Vec<String>]) -> anyhow::Result<()> {
-    let head = ["step", "mode", "count", "p50 us", "p99", "p99.9", "p99.99", "max", "lost", "one-way p50 fwd/rev"];
+    let head = ["step", "mode", "count", "p50 us", "p99", "p99.9", "p99.99", "max", "lost", "one-way fwd/rev"];
     print_rows(ctx, &head, rows)
 }
 
@@ -316,8 +313,7 @@ fn proxy_step(
             let added = through as f64 - direct as f64;
             format!(
                 "proxy: requested +{} round trip ({} each way); measured +{} us at p50 (through the proxy {} us, \
-                 direct {} us; endpoints that sleep between probes move this by tens of us, see docs/modes/proxy.md); \
-                 the proxy's own added delay p50 up {} / down {} us",
+                 direct {} us); the proxy's own added delay p50 up {} / down {} us",
                 wirebench_core::units::humanize_ns(u128::from(2 * PROXY_DELAY_NS)),
                 wirebench_core::units::humanize_ns(u128::from(PROXY_DELAY_NS)),
                 us(added),
@@ -359,8 +355,8 @@ fn load_step(args: &Args, ctx: &mut Ctx<'_>, reports: &mut Vec<Report>) -> anyho
             let ms = |v: Option<u64>| v.map_or_else(|| "-".into(), |v| format!("{:.3}", v as f64 / 1e6));
             let s = &l.overall.delay.summary;
             format!(
-                "load-ws-200: {} clients x {}/s over WebSocket, rooms of {} (in-process room): sent {:.1}/s of {:.1} requested, \
-                 received {:.1}/s, delay p50 {} ms p99 {} ms max {} ms; room {} relayed, process cpu {:.2}s",
+                "load-ws-200: {} clients x {}/s, rooms of {}: sent {:.1}/s of {:.1}, received {:.1}/s, \
+                 delay p50 {} ms p99 {} ms max {} ms; room {} relayed, cpu {:.2}s",
                 l.clients,
                 l.rate_per_client,
                 l.room_size,

@@ -507,7 +507,7 @@ fn no_rows(
             zones: Vec::new(),
             down: false,
             summary: format!(
-                "no cell judged yet: no closed window holds {min_probes} probes of any cell (just started? wait one window)"
+                "no cell judged yet: no closed window has {min_probes} probes of a cell (just started? wait a window)"
             ),
         });
     }

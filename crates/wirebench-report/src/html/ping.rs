@@ -60,7 +60,7 @@ fn row(addr: &str, v: &LatencyView, lost: Option<u64>) -> Vec<String> {
 
 pub(super) fn section(out: &mut dyn Write, r: &Run<'_>) -> io::Result<()> {
     let Results::Ping(p) = &r.report.results else { return Ok(()) };
-    let text = captured(|w| text::ping(w, r.report, false))?;
+    let text = captured(|w| text::ping(w, r.report, false, crate::screen::Detail::Verbose))?;
     writeln!(out, "<pre>{}</pre>", super::escape(&text))?;
     let pct: Vec<String> = p
         .responders

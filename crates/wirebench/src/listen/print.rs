@@ -10,6 +10,9 @@ use wirebench_core::stream::StreamCounts;
 use wirebench_core::stream::table::Entry;
 use wirebench_core::units::Span;
 
+use wirebench_report::screen::Detail;
+use wirebench_report::text::{bits_words, rate_words, secs_words};
+
 use super::Key;
 
 /// Where reports go.
@@ -22,6 +25,11 @@ pub(super) struct Printer<'a> {
     pub start_ns: u64,
     /// The address it listens on.
     pub local: SocketAddr,
+    /// How much the terminal gets: `-v` DatagramTest's blocks, the default a line per
+    /// publisher per interval and its lifetime at the end, `-q` only the lifetimes.
+    pub detail: Detail,
+    /// The closing round is under way (the default view's lifetime lines).
+    pub closing: bool,
 }
 
 /// The TSV columns.
@@ -36,20 +44,87 @@ fn name(k: &Key) -> String {
     format!("{} (session {:016x}, publisher {})", k.0, k.1, k.2)
 }
 
+/// `127.0.0.1:34577/936a045e/0`: a publisher in a default view's lines (address, the
+/// session's first 8 hex digits, publisher index).
+fn short_name(k: &Key) -> String {
+    format!("{}/{:08x}/{}", k.0, k.1 >> 32, k.2)
+}
+
+/// `  ooo 3  dup 1  gaps 2`: what went wrong in `c`, nothing when nothing did.
+fn problems(c: &StreamCounts) -> String {
+    let mut s = String::new();
+    for (what, n) in [("ooo", c.out_of_order), ("dup", c.duplicates), ("gaps", c.gaps)] {
+        if n > 0 {
+            let _ = std::fmt::Write::write_fmt(&mut s, format_args!("  {what} {n}"));
+        }
+    }
+    s
+}
+
 /// One block's figures over `span_ns`.
 struct Block<'c> {
     title: &'c str,
     who: &'c str,
+    /// The publisher in a default view's line.
+    short: &'c str,
     c: &'c StreamCounts,
     span_ns: u64,
     size: usize,
 }
 
 impl Printer<'_> {
+    /// A block in a default or `-q` view: a `Now` block as one interval line, a lifetime as
+    /// one line at the end (or when its publisher is forgotten); the rest only in the log.
+    fn line(&mut self, b: &Block<'_>, now: u64) {
+        let c = b.c;
+        let lifetime = b.title.starts_with("Lifetime");
+        let shown = match self.detail {
+            Detail::Quiet => {
+                lifetime && (self.closing || b.title.contains("forgotten")) && b.title != "Lifetime summary"
+            }
+            _ => !lifetime || self.closing || b.title.contains("forgotten"),
+        };
+        if !shown {
+            return;
+        }
+        #[expect(clippy::cast_precision_loss, reason = "display values")]
+        let loss = if c.expected == 0 { 0.0 } else { 100.0 * c.missing() as f64 / c.expected as f64 };
+        let rates = format!("{} {}", rate_words(c.per_sec(b.span_ns)), bits_words(c.bits_per_sec(b.span_ns)));
+        let line = if lifetime {
+            let forgotten = if b.title.contains("forgotten") { " (forgotten after its silence)" } else { "" };
+            format!(
+                "{}: received {} of {} ({} missing, loss {loss:.4}%), {rates} over {}{}{forgotten}",
+                b.short,
+                c.received,
+                c.expected,
+                c.missing(),
+                secs_words(b.span_ns, 3),
+                problems(c)
+            )
+        } else {
+            #[expect(clippy::cast_precision_loss, reason = "display values")]
+            let t = now.saturating_sub(self.start_ns) as f64 / 1e9;
+            format!("[{t:6.1}s] {}  {rates}  lost {}/{} ({loss:.3}%){}", b.short, c.missing(), c.expected, problems(c))
+        };
+        // `-q`: one line per publisher, however wide
+        let line = if self.detail == Detail::Quiet { line } else { wirebench_report::screen::wrap(&line) };
+        let _ = writeln!(self.out, "{line}");
+    }
+
     fn block(&mut self, b: &Block<'_>, now: u64) {
         let c = b.c;
         #[expect(clippy::cast_precision_loss, reason = "display values")]
         let mb = c.bytes as f64 / 1e6 / (b.span_ns as f64 / 1e9).max(1e-9);
+        if self.detail.verbose() {
+            self.text(b, mb);
+        } else {
+            self.line(b, now);
+        }
+        self.log(b, mb, now);
+    }
+
+    fn text(&mut self, b: &Block<'_>, mb: f64) {
+        let c = b.c;
         let _ = writeln!(
             self.out,
             "{}:\nRx from publisher: {}\n         to listener: {}\n             elapsed: {}ms\n         packet size: {} bytes\n          throughput: {:.1} MB/sec\n                      {:.0} packets/sec\n            received: {} of {}\n             missing: {}\n        success rate: {:.6}\n        out of order: {}\n          avg offset: {:.1}\n                gaps: {}\n        avg gap size: {:.1}\n        avg gap time: {:.3}ms",
@@ -70,6 +145,10 @@ impl Printer<'_> {
             c.mean_gap(),
             c.mean_gap_ns() / 1e6,
         );
+    }
+
+    fn log(&mut self, b: &Block<'_>, mb: f64, now: u64) {
+        let c = b.c;
         if let Some(f) = self.log.as_mut() {
             #[expect(clippy::cast_precision_loss, reason = "display values")]
             let t = now.saturating_sub(self.start_ns) as f64 / 1e9;
@@ -100,13 +179,15 @@ impl Printer<'_> {
         let life = *e.rx.counts();
         let since = life.since(&e.at_last_report);
         let who = name(&e.key);
+        let short = short_name(&e.key);
         let span_ns = now.saturating_sub(e.last_report_ns);
         // The closing report right after a regular one: an empty Now block says nothing.
         if since.received > 0 || since.duplicates > 0 || span_ns >= 1_000_000 {
-            self.block(&Block { title: "Now", who: &who, c: &since, span_ns, size: e.size }, now);
+            self.block(&Block { title: "Now", who: &who, short: &short, c: &since, span_ns, size: e.size }, now);
         }
         let title = expired.map_or_else(|| "Lifetime".to_owned(), |s| format!("Lifetime (silent for {s}: forgotten)"));
-        self.block(&Block { title: &title, who: &who, c: &life, span_ns: life.span_ns(), size: e.size }, now);
+        let span_ns = life.span_ns();
+        self.block(&Block { title: &title, who: &who, short: &short, c: &life, span_ns, size: e.size }, now);
         e.at_last_report = life;
         e.last_report_ns = now;
     }
@@ -124,7 +205,8 @@ impl Printer<'_> {
             }
             let who = format!("{} publishers", live.len());
             let size = live.first().map_or(0, |e| e.size);
-            self.block(&Block { title: "Lifetime summary", who: &who, c: &sum, span_ns: sum.span_ns(), size }, now);
+            let span_ns = sum.span_ns();
+            self.block(&Block { title: "Lifetime summary", who: &who, short: &who, c: &sum, span_ns, size }, now);
         }
     }
 }

@@ -136,6 +136,8 @@ pub struct Config {
     pub series: Option<PathBuf>,
     /// Summary only.
     pub quiet: bool,
+    /// The per-second lines and the report's details (`-v`).
+    pub verbose: bool,
     /// Sockets something else in this process holds (an in-process room): counted against
     /// the open-file limit.
     pub extra_fds: u64,
@@ -309,6 +311,7 @@ impl Config {
             json: a.json.clone(),
             series: a.series.clone(),
             quiet: a.quiet,
+            verbose: a.verbose && !a.quiet,
             extra_fds: 0,
             // -- real apps
             connect,

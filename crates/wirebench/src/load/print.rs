@@ -9,6 +9,7 @@ use wirebench_core::report::{
     subprotocol_words,
 };
 use wirebench_core::units::humanize_ns;
+use wirebench_report::screen::Detail;
 
 /// One progress line.
 pub(super) fn second(r: &LoadSecond, open: u64) -> String {
@@ -87,15 +88,84 @@ fn table(w: &mut dyn Write, head: &[String], rows: &[Vec<String>]) -> io::Result
     Ok(())
 }
 
+/// `ws://host/rooms/demo: 10 clients, 140 of 140 deliveries (100.00%), delay p50 1.076 p99
+/// 6.382 max 6.476 ms`: `load -q`'s one line (and a partial run, the failed thresholds).
+pub(super) fn quiet_line(report: &Report) -> Option<String> {
+    let Results::Load(l) = &report.results else { return None };
+    let url = report.config.get("url").and_then(serde_json::Value::as_str).unwrap_or("load");
+    let url = wirebench_core::load::vars::mask_password(url);
+    let d = &l.overall.delay.summary;
+    let at = |p: f64| d.at(p).map_or_else(|| "-".into(), ms);
+    let mut line = format!(
+        "{url}: {} clients, {} of {} deliveries ({}), delay p50 {} p99 {} max {} ms",
+        l.clients,
+        l.deliveries.arrived,
+        l.deliveries.expected,
+        share(l.deliveries.arrived, l.deliveries.expected),
+        at(50.0),
+        at(99.0),
+        if d.count == 0 { "-".into() } else { ms(d.max_ns) }
+    );
+    match report.outcome {
+        Outcome::Completed => {}
+        Outcome::Interrupted => line.push_str("; interrupted: partial results"),
+        Outcome::PeerSilent => line.push_str("; the server closed every connection: partial results"),
+    }
+    let failed: Vec<&str> = l.thresholds.iter().filter(|t| !t.passed).map(|t| t.expr.as_str()).collect();
+    if !failed.is_empty() {
+        let _ = write!(line, "; FAILED {}", failed.join(", "));
+    }
+    Some(line)
+}
+
+/// The whole report at a level of detail: `-q` is [`quiet_line`]; the default view gives the
+/// summary, one line for all the delays and one for all the replies (the per-type tables,
+/// the CPU and the generator's health when it kept its rate are `-v`'s), folded to the
+/// screen's width.
+pub(super) fn report_at(ps: &[f64], report: &Report, w: &mut dyn Write, detail: Detail) -> io::Result<()> {
+    match detail {
+        Detail::Quiet => quiet_line(report).map_or(Ok(()), |line| writeln!(w, "{line}")),
+        Detail::Normal => wirebench_report::screen::wrapped(w, |w| short(ps, report, w)),
+        Detail::Verbose => self::report(ps, report, w),
+    }
+}
+
+fn short(ps: &[f64], report: &Report, w: &mut dyn Write) -> io::Result<()> {
+    let Results::Load(l) = &report.results else { return Ok(()) };
+    outcome(report, w)?;
+    summary(l, w, Detail::Normal)?;
+    if let Some(line) = subprotocol_words(report) {
+        writeln!(w, "{line}")?;
+    }
+    let line = |what: &str, v: &LatencyView| {
+        let mut cells = cells(v, ps).into_iter();
+        let mut s = format!("{what} (ms): count {} avg {}", v.summary.count, cells.next().unwrap_or_default());
+        for (p, c) in ps.iter().zip(cells.by_ref()) {
+            let _ = write!(s, " p{p} {c}");
+        }
+        let _ = write!(s, " max {}", cells.next().unwrap_or_default());
+        s
+    };
+    writeln!(w, "{}", line("delay to every other member", &l.overall.delay))?;
+    if let Some(v) = &l.overall.reply {
+        writeln!(w, "{}", line("request to reply", v))?;
+    }
+    tail(ps, l, w)
+}
+
+fn outcome(report: &Report, w: &mut dyn Write) -> io::Result<()> {
+    match report.outcome {
+        Outcome::Completed => Ok(()),
+        Outcome::Interrupted => writeln!(w, "interrupted: partial results"),
+        Outcome::PeerSilent => writeln!(w, "the server closed every connection mid-run: partial results"),
+    }
+}
+
 /// The whole report.
 pub(super) fn report(ps: &[f64], report: &Report, w: &mut dyn Write) -> io::Result<()> {
     let Results::Load(l) = &report.results else { return Ok(()) };
-    match report.outcome {
-        Outcome::Completed => {}
-        Outcome::Interrupted => writeln!(w, "interrupted: partial results")?,
-        Outcome::PeerSilent => writeln!(w, "the server closed every connection mid-run: partial results")?,
-    }
-    summary(l, w)?;
+    outcome(report, w)?;
+    summary(l, w, Detail::Verbose)?;
     if let Some(line) = subprotocol_words(report) {
         writeln!(w, "{line}")?;
     }
@@ -130,6 +200,13 @@ pub(super) fn report(ps: &[f64], report: &Report, w: &mut dyn Write) -> io::Resu
         writeln!(w, "\nrequest to reply (ms):")?;
         table(w, &head, &req)?;
     }
+    writeln!(w)?;
+    tail(ps, l, w)
+}
+
+/// What both views end with: the types nothing was delivered for, the corrected delay, the
+/// links, the thresholds and a run that measured nothing.
+fn tail(ps: &[f64], l: &LoadResults, w: &mut dyn Write) -> io::Result<()> {
     let silent: Vec<String> = l
         .types
         .iter()
@@ -145,7 +222,7 @@ pub(super) fn report(ps: &[f64], report: &Report, w: &mut dyn Write) -> io::Resu
     let last = *ps.last().unwrap_or(&99.0);
     writeln!(
         w,
-        "\nfrom the intended send time (coordinated omission corrected): p50 {} p{last} {} max {} ms",
+        "from the intended send time (coordinated omission corrected): p50 {} p{last} {} max {} ms",
         p(&l.overall.delay_intended, 50.0),
         p(&l.overall.delay_intended, last),
         if l.overall.delay_intended.summary.count == 0 {
@@ -218,7 +295,8 @@ fn links(w: &mut dyn Write, name: &str, k: &LoadLink, p: &dyn Fn(&LatencyView, f
 }
 
 #[expect(clippy::cast_precision_loss, reason = "display values")]
-fn summary(l: &LoadResults, w: &mut dyn Write) -> io::Result<()> {
+fn summary(l: &LoadResults, w: &mut dyn Write, detail: Detail) -> io::Result<()> {
+    let all = detail.verbose();
     let c = &l.connections;
     writeln!(
         w,
@@ -237,16 +315,21 @@ fn summary(l: &LoadResults, w: &mut dyn Write) -> io::Result<()> {
             s.index, s.count, s.first_room, s.end_room, s.first_client, s.end_client
         )?;
     }
+    let slip = if all {
+        format!(
+            "; slip mean {} max {}",
+            humanize_ns(u128::from(l.slip_mean_ns)),
+            humanize_ns(u128::from(l.slip_max_ns))
+        )
+    } else {
+        String::new()
+    };
     writeln!(
         w,
-        "server receive {:.1} msg/s (requested {:.1}), server send {:.1} msg/s, as the clients see it; slip mean {} max {}",
-        l.achieved_send_per_s,
-        l.requested_send_per_s,
-        l.received_per_s,
-        humanize_ns(u128::from(l.slip_mean_ns)),
-        humanize_ns(u128::from(l.slip_max_ns))
+        "server receive {:.1} msg/s (requested {:.1}), server send {:.1} msg/s, as the clients see it{slip}",
+        l.achieved_send_per_s, l.requested_send_per_s, l.received_per_s,
     )?;
-    if let Some(g) = &l.generator {
+    if let Some(g) = l.generator.as_ref().filter(|g| all || wirebench_report::generator::missed(g)) {
         writeln!(w, "{}", wirebench_report::generator::line_of(g, &wirebench_report::generator::LOAD))?;
     }
     writeln!(w, "{}", account("deliveries", &l.deliveries))?;
@@ -261,6 +344,9 @@ fn summary(l: &LoadResults, w: &mut dyn Write) -> io::Result<()> {
         )?;
     }
     let pr = &l.process;
+    if !all {
+        return errors(l, w);
+    }
     writeln!(
         w,
         "cpu {:.2}s user {:.2}s sys, {:.2} us per message event{}; peak rss {:.1} MB",
@@ -270,6 +356,10 @@ fn summary(l: &LoadResults, w: &mut dyn Write) -> io::Result<()> {
         if pr.room_in_process { " (room in this process)" } else { "" },
         pr.max_rss_bytes as f64 / 1e6,
     )?;
+    errors(l, w)
+}
+
+fn errors(l: &LoadResults, w: &mut dyn Write) -> io::Result<()> {
     if !l.errors.is_empty() {
         let e: Vec<String> = l.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
         writeln!(w, "errors: {}", e.join(", "))?;

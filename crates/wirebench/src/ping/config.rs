@@ -107,6 +107,8 @@ pub struct Config {
     pub table: bool,
     /// Only the summary.
     pub quiet: bool,
+    /// The details too.
+    pub verbose: bool,
     /// No kernel timestamps in this run (asked for, or busy-poll without `--timestamps`).
     pub no_timestamps: bool,
     /// The stall meter (off in this run when asked, or busy-poll without `--hiccup`).
@@ -383,6 +385,7 @@ impl Config {
             json: a.json.clone(),
             table: a.table,
             quiet: a.quiet,
+            verbose: a.verbose,
             no_timestamps: a.no_timestamps || spin_off.timestamps,
             hiccup: crate::hiccup::HiccupArgs { no_hiccup: a.meter.no_hiccup || spin_off.meter, ..a.meter.clone() },
             spin_off,

@@ -129,9 +129,12 @@ pub struct Args {
     /// Write the JSON report (also on Ctrl-C).
     #[arg(long, value_name = "FILE", help_heading = "Run")]
     pub json: Option<PathBuf>,
-    /// No interval lines, only the final report.
+    /// No interval lines, only one line at the end.
     #[arg(long, short = 'q', help_heading = "Run")]
     pub quiet: bool,
+    /// Every interval line whole, idle ones too, and every figure of the final report.
+    #[arg(long, short = 'v', help_heading = "Run")]
+    pub verbose: bool,
     /// The stall meter beside the run.
     #[command(flatten)]
     pub hiccup: crate::hiccup::HiccupArgs,

@@ -48,6 +48,8 @@ pub struct Config {
     pub json: Option<PathBuf>,
     /// Final report only.
     pub quiet: bool,
+    /// Every detail.
+    pub verbose: bool,
 }
 
 /// One direction's flags, symmetric value already folded in.
@@ -149,6 +151,7 @@ impl Config {
             max_held: usize::try_from(a.max_held.0).unwrap_or(usize::MAX),
             json: a.json.clone(),
             quiet: a.quiet,
+            verbose: a.verbose,
         })
     }
 
@@ -169,6 +172,7 @@ impl Config {
             max_held: DEFAULT_MAX_HELD,
             json: None,
             quiet: true,
+            verbose: false,
         }
     }
 }

@@ -366,16 +366,18 @@ pub(super) fn ns_since(t0: Instant, t: Instant) -> u64 {
 fn interval_line(out: &mut dyn std::io::Write, at_ns: u64, name: &str, c: &StreamCounts, span_ns: u64) {
     #[expect(clippy::cast_precision_loss, reason = "display values")]
     let secs = at_ns as f64 / 1e9;
+    // out of order and duplicates only when there were any: the line stays within a screen
+    let some = |what: &str, n: u64| if n > 0 { format!("  {what} {n}") } else { String::new() };
     let _ = writeln!(
         out,
-        "[{secs:6.1}s] {name}  {}  {}  lost {}/{} ({:.3}%)  ooo {}  dup {}  jitter {:.1} us",
+        "[{secs:6.1}s] {name}  {}  {}  lost {}/{} ({:.3}%){}{}  jitter {:.1} us",
         rate_words(c.per_sec(span_ns)),
         bits_words(c.bits_per_sec(span_ns)),
         c.missing(),
         c.expected,
         100.0 * (1.0 - c.success_rate()),
-        c.out_of_order,
-        c.duplicates,
+        some("ooo", c.out_of_order),
+        some("dup", c.duplicates),
         c.jitter_ns / 1000.0
     );
 }

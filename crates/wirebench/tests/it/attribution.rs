@@ -58,7 +58,7 @@ fn loopback_ping_splits_the_round_trip_by_kernel_timestamps() {
     let dir = tempfile::tempdir().unwrap();
     for (size, measures) in [("64", "stack_rtt"), ("32", "pinger_stack_rtt")] {
         let json = dir.path().join(format!("{size}.json"));
-        let run = wirebench(&["ping", &target, "-n", "2000", "--size", size, "--json", json.to_str().unwrap()]);
+        let run = wirebench(&["ping", "-v", &target, "-n", "2000", "--size", size, "--json", json.to_str().unwrap()]);
         assert_eq!(run.code, 0, "{run:?}");
         let rep = report(&json);
         let r = responder(&rep);
@@ -129,7 +129,7 @@ fn a_tcp_ping_reports_the_kernels_tcp_info_and_a_udp_ping_does_not() {
     let dir = tempfile::tempdir().unwrap();
     let target = srv.local_addr().to_string();
     let json = dir.path().join("tcp.json");
-    let run = wirebench(&["ping", &target, "--proto", "tcp", "-n", "500", "--json", json.to_str().unwrap()]);
+    let run = wirebench(&["ping", "-v", &target, "--proto", "tcp", "-n", "500", "--json", json.to_str().unwrap()]);
     assert_eq!(run.code, 0, "{run:?}");
     let rep = report(&json);
     let t = rep.attribution.as_ref().unwrap().tcp_info.expect("TCP_INFO of the probe connection");
@@ -146,7 +146,7 @@ fn a_tcp_ping_reports_the_kernels_tcp_info_and_a_udp_ping_does_not() {
     );
     assert!(run.out.contains(&line), "{line} not in {}", run.out);
     let udp = dir.path().join("udp.json");
-    let run = wirebench(&["ping", &target, "-n", "100", "--json", udp.to_str().unwrap()]);
+    let run = wirebench(&["ping", "-v", &target, "-n", "100", "--json", udp.to_str().unwrap()]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(report(&udp).attribution.as_ref().unwrap().tcp_info.is_none());
     assert!(read_json(&udp)["attribution"].get("tcp_info").is_none());
@@ -234,8 +234,10 @@ fn kernel_timestamps_split_the_round_trip_across_a_veth_pair() {
     let dir = tempfile::tempdir().unwrap();
     for (size, measures) in [("64", "stack_rtt"), ("32", "pinger_stack_rtt")] {
         let json = dir.path().join(format!("{size}.json"));
-        let out =
-            Lab::run(&a, &["ping", "10.77.71.2:7878", "-n", "2000", "--size", size, "--json", json.to_str().unwrap()]);
+        let out = Lab::run(
+            &a,
+            &["ping", "-v", "10.77.71.2:7878", "-n", "2000", "--size", size, "--json", json.to_str().unwrap()],
+        );
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let rep = report(&json);
@@ -285,7 +287,7 @@ fn probes_dropped_at_the_far_end_are_attributed_elsewhere_and_match_its_drop_cou
     lab.serve(&b, &["serve", "--listen", "10.77.72.2:7878"]);
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("loss.json");
-    let args = ["ping", "10.77.72.2:7878", "-n", "1000", "--warmup", "0", "--rate", "2000", "--timeout", "200ms"];
+    let args = ["ping", "-v", "10.77.72.2:7878", "-n", "1000", "--warmup", "0", "--rate", "2000", "--timeout", "200ms"];
     let out = Lab::run(&a, &[&args[..], &["--json", json.to_str().unwrap()]].concat());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -334,7 +336,8 @@ fn probes_the_pingers_own_qdisc_dropped_are_this_hosts_and_match_tc() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("qdisc.json");
     let q0 = crate::lab::qdisc_counter(&pinger, "eth0", "dropped");
-    let args = ["ping", "10.77.233.2:7933", "-n", "3000", "--warmup", "0", "--rate", "50k/s", "--timeout", "200ms"];
+    let args =
+        ["ping", "-v", "10.77.233.2:7933", "-n", "3000", "--warmup", "0", "--rate", "50k/s", "--timeout", "200ms"];
     let out = Lab::run(&pinger, &[&args[..], &["--no-hiccup", "--json", json.to_str().unwrap()]].concat());
     let dropped = crate::lab::qdisc_counter(&pinger, "eth0", "dropped") - q0;
     let text = String::from_utf8_lossy(&out.stdout);

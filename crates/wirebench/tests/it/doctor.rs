@@ -24,7 +24,7 @@ fn path_mtu_to_a_loopback_serve() {
     let target = srv.local_addr().to_string();
     let r = wirebench(&["doctor", "--target", &target, "--json", json.to_str().unwrap()]);
     assert_eq!(r.code, 0, "nothing FAILs on loopback: {r:?}");
-    assert!(r.out.contains("interface lo (route to 127.0.0.1:"), "{}", r.out);
+    assert!(wirebench_report::screen::unfold(&r.out).contains("interface lo (route to 127.0.0.1:"), "{}", r.out);
     let v = read_json(&json);
     assert_eq!(v["interface"], "lo");
     let p = check(&v, "path MTU");
@@ -76,7 +76,14 @@ fn the_stall_meter_check_reports_its_figures_in_text_and_json() {
     if over {
         assert!(found["fix"].as_str().unwrap().contains("isolcpus="), "{found}");
     }
-    let line = r.out.lines().find(|l| l.contains("  stalls  ")).expect("a stalls line");
+    // the stalls line with the lines its detail folded onto (the fix is a line of its own)
+    let lines: Vec<&str> = r.out.lines().collect();
+    let at = lines.iter().position(|l| l.contains("  stalls  ")).expect("a stalls line");
+    let mut line = lines[at].to_owned();
+    for l in lines[at + 1..].iter().take_while(|l| l.starts_with(' ') && !l.trim_start().starts_with("fix: ")) {
+        line.push(' ');
+        line.push_str(l.trim_start());
+    }
     assert!(line.ends_with(detail), "{line}");
     // 0s leaves it out
     let off = dir.path().join("off.json");

@@ -102,6 +102,7 @@ fn a_client_cut_short_by_serve_is_told() {
     for proto in ["udp", "tcp"] {
         let r = wirebench(&[
             "stream",
+            "-v",
             &target,
             "--proto",
             proto,
@@ -120,7 +121,7 @@ fn a_client_cut_short_by_serve_is_told() {
     // A counted run is cut only if its count at its rate takes longer than the grant (its
     // duration, an hour by default, is only a deadline): 100 at 1k/s needs 0.1 s, 600 needs 0.6 s.
     for (count, said) in [("100", 0), ("600", 1)] {
-        let r = wirebench(&["stream", &target, "--reverse", "--count", count, "--rate", "1k/s", "--size", "100"]);
+        let r = wirebench(&["stream", "-v", &target, "--reverse", "--count", count, "--rate", "1k/s", "--size", "100"]);
         assert_eq!(r.code, 0, "{r:?}");
         assert_eq!(r.out.matches("its --max-duration; the run needs 0.6 s").count(), said, "{count}: {}", r.out);
     }

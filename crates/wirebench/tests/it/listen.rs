@@ -57,7 +57,7 @@ fn listen_while(args: &[&str], feed: impl FnOnce(&str)) -> (Run, StreamResults) 
     let json = dir.path().join("l.json");
     let at = format!("127.0.0.1:{}", free_port());
     let stop = Shutdown::new();
-    let mut all = vec!["listen", "--listen", &at, "--json", json.to_str().unwrap()];
+    let mut all = vec!["listen", "-v", "--listen", &at, "--json", json.to_str().unwrap()];
     all.extend_from_slice(args);
     let r = std::thread::scope(|sc| {
         let l = sc.spawn(|| wirebench_with(&all, stop.clone()));
@@ -118,7 +118,7 @@ fn publishers_beyond_the_budget_are_refused_and_counted() {
 fn a_second_listen_on_a_port_in_use_is_refused() {
     let at = format!("127.0.0.1:{}", free_port());
     let stop = Shutdown::new();
-    let first = ["listen", "--listen", at.as_str(), "--count", "10", "--duration", "60s", "--no-hiccup"];
+    let first = ["listen", "-v", "--listen", at.as_str(), "--count", "10", "--duration", "60s", "--no-hiccup"];
     let (second, first) = std::thread::scope(|sc| {
         let l = sc.spawn(|| wirebench_with(&first, stop.clone()));
         wait_bound(&at);
@@ -183,7 +183,7 @@ fn a_listen_that_heard_nothing_says_so_and_exits_1() {
     let rep: Report = serde_json::from_value(v).unwrap();
     assert!(wirebench_core::report::receivers_failed(&rep));
     // `report` of it says the same (it printed only the heading)
-    let shown = wirebench(&["report", json.to_str().unwrap()]);
+    let shown = wirebench(&["report", "-v", json.to_str().unwrap()]);
     assert_eq!(shown.code, 0, "{shown:?}");
     assert!(shown.out.contains(line), "{}", shown.out);
     // the one that held the port first heard only wait_bound's probes, which are not

@@ -74,7 +74,7 @@ fn delay_is_at_least_the_added_delay_and_close_to_it() {
         json.to_str().unwrap(),
         "--series",
         series.to_str().unwrap(),
-        "-q",
+        "-v",
     ]);
     assert_eq!(run.code, 0, "{}{}", run.out, run.err);
     let rep = read_json(&json);
@@ -144,7 +144,7 @@ fn thresholds_set_the_exit_code() {
         "20/s".into(),
         "--duration".into(),
         "300ms".into(),
-        "-q".into(),
+        "-v".into(),
     ];
     let with = |t: &str| {
         let mut a: Vec<&str> = vec!["load"];
@@ -385,7 +385,7 @@ fn room_cli_refuses_a_bad_address_and_prints_its_counters_on_ctrl_c() {
 fn run_json(args: &[&str], json: &std::path::Path) -> (crate::support::Run, Value) {
     let mut a = vec!["load"];
     a.extend_from_slice(args);
-    a.extend(["--json", json.to_str().unwrap(), "-q"]);
+    a.extend(["--json", json.to_str().unwrap(), "-v"]);
     let run = wirebench(&a);
     let rep = read_json(json);
     assert_valid_report(&rep);
@@ -445,7 +445,7 @@ fn an_echo_server_is_not_a_table_of_zeros() {
         "400ms",
         "--mix",
         "cursor=1",
-        "-q",
+        "-v",
     ]);
     assert_eq!(run.code, 1, "{}{}", run.out, run.err);
     assert!(run.out.contains("no measurement: nothing was delivered to other members"), "{}", run.out);
@@ -473,7 +473,7 @@ fn an_echo_server_is_not_a_table_of_zeros() {
         "cursor=1",
         "--threshold",
         "cursor:p99<10s",
-        "-q",
+        "-v",
     ]);
     // still no measurement: exit 1, which a failed threshold (3) does not hide
     assert_eq!(run.code, 1, "{}{}", run.out, run.err);

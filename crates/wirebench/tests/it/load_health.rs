@@ -37,7 +37,7 @@ fn load(
         "-d",
         dur,
         "--no-hiccup",
-        "-q",
+        "-v",
         "--json",
         json.to_str().unwrap(),
     ]);
@@ -74,7 +74,7 @@ fn adds_up(l: &LoadResults, g: &GeneratorHealth) -> LoadSchedule {
 fn the_same_line_everywhere(g: &GeneratorHealth, run: &Run, json: &std::path::Path) -> String {
     let line = line_of(g, &LOAD);
     assert!(run.out.lines().any(|x| x == line), "{line}\n{}", run.out);
-    let text = wirebench(&["report", json.to_str().unwrap()]);
+    let text = wirebench(&["report", "-v", json.to_str().unwrap()]);
     assert!(text.out.lines().any(|x| x == line), "{}", text.out);
     let html = json.with_extension("html");
     let page = wirebench(&["report", json.to_str().unwrap(), "--html", html.to_str().unwrap()]);

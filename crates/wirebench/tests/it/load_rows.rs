@@ -72,7 +72,7 @@ fn the_all_row_is_the_sum_of_the_event_rows_in_every_view() {
         "-d",
         "1s",
         "--no-hiccup",
-        "-q",
+        "-v",
         "--json",
         json.to_str().unwrap(),
     ]);
@@ -121,7 +121,7 @@ fn the_all_row_is_the_sum_of_the_event_rows_in_every_view() {
     );
 
     // `report` of the saved run prints the same table
-    let again = wirebench(&["report", json.to_str().unwrap()]);
+    let again = wirebench(&["report", "-v", json.to_str().unwrap()]);
     assert_eq!(again.code, 0, "{}", again.err);
     assert_eq!(text_rows(&again.out), wanted, "{}", again.out);
 

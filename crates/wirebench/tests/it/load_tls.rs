@@ -249,7 +249,7 @@ fn headers_cookies_subprotocols_and_per_client_values_reach_the_server() {
         "1/s",
         "--duration",
         "1s",
-        "-q",
+        "-v",
         "-H",
         "Authorization: Bearer {token}",
         "--header",

@@ -40,7 +40,7 @@ tokens = "tokens.csv"
         "load",
         "--scenario",
         p(&scenario),
-        "-q",
+        "-v",
         "--json",
         p(&json),
         "-H",

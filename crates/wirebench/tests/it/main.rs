@@ -50,6 +50,7 @@ mod relay_slots; // the relay's peer table over its life: 1,024 peers leave the 
 mod report; // text, HTML and --compare of saved runs; environment capture; bad input exits 2
 mod report_merge; // report --merge of load shards: exit 3 on merged thresholds, missing shards, --partial, run windows
 mod room; // the room against hostile clients: requests, refusals, caps, slow members, slowloris, EMFILE
+mod screen; // one screen: each command's default output within 24 lines of 100 characters, -q one line per target
 mod serve_noise; // 100,000 bad datagrams at serve during a ping
 mod shape; // shape tc: the script; in namespaces apply/clear, foreign qdiscs left alone, NAT clients classified
 #[cfg(feature = "netns-tests")]

@@ -353,7 +353,7 @@ fn a_status_no_agent_answers_names_it_in_every_view_and_exits_1() {
     let m = saved_mesh(&json);
     assert_eq!(problem_kinds(&m), [("agents", "unreachable"), ("agents", "no_matrix")]);
     // The saved report, as text and as HTML, says the same.
-    let text = wirebench(&["report", json.to_str().unwrap()]);
+    let text = wirebench(&["report", "-v", json.to_str().unwrap()]);
     assert_eq!(text.code, 0, "{text:?}");
     for p in &m.problems {
         assert!(text.out.contains(&format!("verdict: {}", p.summary)), "{}", text.out);

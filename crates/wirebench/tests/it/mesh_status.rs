@@ -44,8 +44,7 @@ fn agents_with_no_closed_window_are_not_judged_in_every_view_and_exit_1() {
     let json = dir.path().join("m.json");
     let r = wirebench(&["mesh", "status", &url, "--timeout", "5s", "--json", json.to_str().unwrap()]);
     agent.stop();
-    let want =
-        "verdict: no cell judged yet: no closed window holds 5 probes of any cell (just started? wait one window)";
+    let want = "verdict: no cell judged yet: no closed window has 5 probes of a cell (just started? wait a window)";
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.out.contains("mesh: 1 node, 1 reporting (from agents)"), "{}", r.out);
     assert!(r.out.contains(want), "{}", r.out);
@@ -53,7 +52,7 @@ fn agents_with_no_closed_window_are_not_judged_in_every_view_and_exit_1() {
     let m = saved_mesh(&json);
     assert_eq!(problem_kinds(&m), [("agents", "not_judged")]);
     assert!(m.has_rows() && !m.judged());
-    let text = wirebench(&["report", json.to_str().unwrap()]);
+    let text = wirebench(&["report", "-v", json.to_str().unwrap()]);
     assert_eq!(text.code, 0, "{text:?}");
     assert!(text.out.contains(want) && !text.out.contains("no problems"), "{}", text.out);
     let html = dir.path().join("m.html");
@@ -410,7 +409,7 @@ fn a_stop_while_prometheus_holds_its_answer_names_it_and_returns() {
     assert!(finish_prometheus(addr, thread, &stop));
     assert_eq!(r.code, 1, "no row: {r:?}");
     let want = format!("verdict: Prometheus {url}/ skipped: stopped before it answered (2 of 7 queries answered)");
-    assert!(r.out.contains(&want), "{}", r.out);
+    assert!(wirebench_report::screen::unfold(&r.out).contains(&want), "{}", r.out);
     assert!(r.out.contains("no agent's row read from Prometheus: no matrix to judge"), "{}", r.out);
     let v = read_json(&json);
     assert_eq!(v["outcome"], "interrupted");
@@ -452,9 +451,10 @@ fn a_prometheus_answer_past_the_matrix_budget_is_named_and_the_rest_not_asked() 
     let want = format!(
         "verdict: Prometheus {url}/ skipped: not kept: its answer to last_over_time(wirebench_mesh_agent_info[1h]) passes what is left of the budget"
     );
-    assert!(r.out.contains(&want), "{}", r.out);
+    let text = wirebench_report::screen::unfold(&r.out);
+    assert!(text.contains(&want), "{}", r.out);
     assert!(
-        r.out.contains("the matrix budget (--max-matrix 1KiB); no matrix from part of the answers (6 of 7 not asked)"),
+        text.contains("the matrix budget (--max-matrix 1KiB); no matrix from part of the answers (6 of 7 not asked)"),
         "{}",
         r.out
     );

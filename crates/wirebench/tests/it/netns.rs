@@ -281,7 +281,7 @@ fn a_multicast_stream_that_reaches_no_receiver_says_why_and_exits_1() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("none.json");
     let args = ["stream", "127.0.0.1:7878", "--group", "239.255.92.1:5092", "--interface", "127.0.0.1"];
-    let rest = ["-n", "2000", "--rate", "20k/s", "--size", "200", "-q", "--json", json.to_str().unwrap()];
+    let rest = ["-n", "2000", "--rate", "20k/s", "--size", "200", "-v", "--json", json.to_str().unwrap()];
     let out = Lab::run(&a, &[&args[..], &rest[..]].concat());
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}{}", String::from_utf8_lossy(&out.stderr));

@@ -235,6 +235,7 @@ fn two_stream_generators_against_one_serve_merge_into_their_sums() {
     let r = wirebench(&[
         "report",
         "--merge",
+        "-v",
         gen1.to_str().unwrap(),
         gen2.to_str().unwrap(),
         "--json",
@@ -284,9 +285,10 @@ fn report_prints_a_relays_body() {
         wirebench(&[&args[..], &["--check-wait", "100ms", "-d", "200ms", "--json", json.to_str().unwrap()]].concat());
     assert_eq!(r.code, 0, "{r:?}");
     let id = read_json(&json)["results"]["relay_id"].as_str().unwrap().to_owned();
-    let summary = r.out.lines().skip_while(|l| !l.starts_with(&format!("relay {id} on "))).collect::<Vec<_>>();
+    let text = wirebench_report::screen::unfold(&r.out);
+    let summary = text.lines().skip_while(|l| !l.starts_with(&format!("relay {id} on "))).collect::<Vec<_>>();
     assert!(summary.len() >= 3, "{}", r.out);
-    let shown = wirebench(&["report", json.to_str().unwrap()]);
+    let shown = wirebench(&["report", json.to_str().unwrap(), "-v"]);
     assert_eq!(shown.code, 0, "{shown:?}");
     for line in &summary {
         assert!(shown.out.contains(line), "{line}\n{}", shown.out);
@@ -319,9 +321,9 @@ fn report_prints_the_stall_meters_body() {
     let json = dir.path().join("hiccup.json");
     let r = wirebench(&["hiccup", "--duration", "200ms", "-q", "--json", json.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{r:?}");
-    let shown = wirebench(&["report", json.to_str().unwrap()]);
+    let shown = wirebench(&["report", json.to_str().unwrap(), "-v"]);
     assert_eq!(shown.code, 0, "{shown:?}");
-    for line in r.out.lines() {
+    for line in wirebench_report::screen::unfold(&r.out).lines() {
         assert!(shown.out.contains(line), "{line}\n{}", shown.out);
     }
     assert!(shown.out.contains("\nworst second: "), "{}", shown.out);

@@ -106,7 +106,7 @@ fn merged_thresholds_set_the_exit_code_and_missing_shards_are_refused_unless_par
         "error: shard 2/2 missing: got 1/2 (merge every shard of the run, or give --partial to merge these anyway)"
     );
     // --partial: merged, and every view says it is partial
-    let r = wirebench(&["report", "--merge", "--partial", p(&s2), "--json", p(&all_json)]);
+    let r = wirebench(&["report", "-v", "--merge", "--partial", p(&s2), "--json", p(&all_json)]);
     assert_eq!(r.code, 0, "{}", r.err);
     let partial = "PARTIAL: shard 1/2 missing (report --merge --partial): the counts and percentiles are those of \
                    the shards present";

@@ -142,6 +142,7 @@ fn listen_counts_publishers_and_ignores_foreign_datagrams() {
             wirebench_with(
                 &[
                     "listen",
+                    "-v",
                     "--listen",
                     &listen,
                     "--count",

@@ -43,7 +43,7 @@ pub(crate) fn run(ns: &str, args: &[&str]) -> (StreamResults, String) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("s.json");
     let mut all = args.to_vec();
-    all.extend(["-q", "--json", json.to_str().unwrap()]);
+    all.extend(["-v", "--json", json.to_str().unwrap()]);
     let out = Lab::run(ns, &all);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     (stream_results(&json), String::from_utf8_lossy(&out.stdout).into_owned())
@@ -167,7 +167,7 @@ fn a_burst_into_a_tiny_buffer_is_that_intervals_rcvbuf_errors() {
     let json = dir.path().join("s.json");
     let mut child = std::process::Command::new("ip")
         .args(["netns", "exec", &snd, crate::lab::BIN, "stream", "10.77.187.2:7878", "--rcvbuf", "64k"])
-        .args(["--size", "200", "--rate", "2k/s", "-d", "4s", "--no-hiccup", "--json", json.to_str().unwrap()])
+        .args(["--size", "200", "--rate", "2k/s", "-d", "4s", "--no-hiccup", "-v", "--json", json.to_str().unwrap()])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();

@@ -68,7 +68,7 @@ fn udp_rows_cover_the_whole_run_and_rates_share_the_sending_time() {
     let k = r.kernel.as_ref().expect("serve's host counters");
     assert!(k.get("Udp", "RcvbufErrors").is_some() && k.get("Udp", "InDatagrams").is_some(), "{k:?}");
     // `report` of the saved run prints the same rows.
-    let rep = wirebench(&["report", json.to_str().unwrap()]);
+    let rep = wirebench(&["report", json.to_str().unwrap(), "-v"]);
     assert_eq!(rep.code, 0, "{rep:?}");
     let table = rep.out.split("intervals at").nth(1).expect("an interval table");
     assert!(table.lines().filter(|l| l.contains("msg/s")).count() >= r.intervals.len(), "{}", rep.out);
@@ -134,7 +134,7 @@ fn two_serves_each_get_rows_that_cover_the_run() {
 
 #[test]
 fn the_closing_summary_says_what_a_search_and_a_sweep_report() {
-    let (_, out, _, _d) = run(&["--find-max-rate", "--trial", "200ms", "--rate", "5k/s", "--size", "256"]);
+    let (_, out, _, _d) = run(&["--find-max-rate", "--trial", "200ms", "--rate", "5k/s", "--size", "256", "-v"]);
     let summary: Vec<&str> = out.lines().skip_while(|l| !l.starts_with("stream udp")).collect();
     assert!(
         summary[0].contains("highest rate with loss <= 0.0000%") && summary[0].contains("from 5.0k msg/s"),
@@ -142,7 +142,7 @@ fn the_closing_summary_says_what_a_search_and_a_sweep_report() {
     );
     assert!(!summary[0].contains("rate max"), "{out}");
     assert!(summary.iter().any(|l| l.starts_with("the lines below are the last trial (at ")), "{out}");
-    let (_, out, _, _d) = run(&["--sizes", "64,512", "--trial", "200ms", "--rate", "2k/s"]);
+    let (_, out, _, _d) = run(&["--sizes", "64,512", "--trial", "200ms", "--rate", "2k/s", "-v"]);
     let summary: Vec<&str> = out.lines().skip_while(|l| !l.starts_with("stream udp")).collect();
     assert!(summary[0].contains("size sweep over 64, 512 bytes"), "{out}");
     assert!(summary.iter().any(|l| l == &"the lines below are the last size (512 bytes)"), "{out}");
@@ -173,7 +173,7 @@ fn stream_and_listen_input_rules_exit_2() {
 #[test]
 fn a_run_of_a_few_sends_never_reads_more_cpu_than_time() {
     for _ in 0..5 {
-        let (s, out, _, _dir) = run(&["--count", "10", "--size", "64", "-q", "--no-hiccup"]);
+        let (s, out, _, _dir) = run(&["--count", "10", "--size", "64", "-v", "--no-hiccup"]);
         let g = s.generator.expect("the generator's health");
         assert!(g.cpu_ns > 0 && g.cpu_share > 0.0 && g.cpu_share <= 1.0, "{g:?}");
         assert!(out.contains("generator: 1 sending thread(s) on a CPU"), "{out}");
@@ -187,7 +187,7 @@ fn a_run_of_a_few_sends_never_reads_more_cpu_than_time() {
 #[test]
 fn the_generator_says_whether_it_kept_the_rate() {
     use wirebench_core::generator::GeneratorVerdict;
-    let (s, out, _, _dir) = run(&["--rate", "2k/s", "-d", "2s", "--size", "64", "-q", "--no-hiccup"]);
+    let (s, out, _, _dir) = run(&["--rate", "2k/s", "-d", "2s", "--size", "64", "-v", "--no-hiccup"]);
     let g = s.generator.expect("the generator's health");
     let sent = s.sender.unwrap();
     assert_eq!(g.verdict, GeneratorVerdict::Kept, "{g:?}");
@@ -198,7 +198,7 @@ fn the_generator_says_whether_it_kept_the_rate() {
     assert!(out.contains("generator: 1 sending thread(s) on a CPU"), "{out}");
     assert!(out.contains("it kept the rate asked for"), "{out}");
 
-    let (s, out, _, _dir) = run(&["--rate", "1000M/s", "-d", "1s", "--size", "64", "-q", "--no-hiccup"]);
+    let (s, out, _, _dir) = run(&["--rate", "1000M/s", "-d", "1s", "--size", "64", "-v", "--no-hiccup"]);
     let g = s.generator.expect("the generator's health");
     assert!(matches!(g.verdict, GeneratorVerdict::GeneratorLimited | GeneratorVerdict::SendPathLimited), "{g:?}");
     assert!(g.achieved_per_s < 0.97e9);

@@ -14,7 +14,7 @@ use crate::support::{assert_valid_report, read_json, serve, wirebench};
 fn stream_at(target: &str, extra: &[&str]) -> (StreamResults, String) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("s.json");
-    let mut args = vec!["stream", target, "--json", json.to_str().unwrap(), "-q", "--no-hiccup"];
+    let mut args = vec!["stream", target, "--json", json.to_str().unwrap(), "-v", "--no-hiccup"];
     args.extend_from_slice(extra);
     let r = wirebench(&args);
     assert_eq!(r.code, 0, "{r:?}");

@@ -174,7 +174,7 @@ fn rows_with_no_judged_cell_are_not_judged_not_no_problems() {
     let want = [(
         "agents".to_owned(),
         "not_judged".to_owned(),
-        "no cell judged yet: no closed window holds 5 probes of any cell (just started? wait one window)".to_owned(),
+        "no cell judged yet: no closed window has 5 probes of a cell (just started? wait a window)".to_owned(),
     )];
     let mut b = MatrixBuilder::new("agents");
     for me in 1..=2 {
