@@ -178,6 +178,52 @@ mod tests {
     }
 
     #[test]
+    fn a_reset_window_forgets_everything() {
+        let mut w = SeqWindow::growing(1 << 16);
+        for s in 0..600u64 {
+            w.on_seq(s * 3);
+        }
+        let grown = w.span();
+        assert!(grown > MIN_SPAN);
+        w.reset();
+        assert_eq!(w.span(), grown, "keeps its memory");
+        assert_eq!(w.on_seq(0), Arrival::New, "below the old floor, and seen before the reset");
+        assert_eq!(w.on_seq(3), Arrival::New);
+        assert_eq!(w.on_seq(3), Arrival::Duplicate);
+        // the count of arrivals starts again too: the next growth takes half the span anew
+        for s in 4..=grown / 2 {
+            w.on_seq(s);
+        }
+        assert_eq!(w.span(), grown, "one arrival short of half the span since the reset");
+        w.on_seq(grown / 2 + 1);
+        assert_eq!(w.span(), grown * 2);
+    }
+
+    /// A growing window doubles when its unique arrivals reach half its span, not one
+    /// later, and never past its maximum (rounded up to a power of two, at least `MIN_SPAN`).
+    #[test]
+    fn growth_happens_at_half_the_span() {
+        let mut w = SeqWindow::growing(3_000);
+        for s in 0..MIN_SPAN / 2 - 1 {
+            w.on_seq(s);
+        }
+        assert_eq!(w.span(), MIN_SPAN);
+        w.on_seq(MIN_SPAN / 2 - 1);
+        assert_eq!((w.span(), w.bytes()), (2 * MIN_SPAN, 256));
+        for s in MIN_SPAN / 2..100_000 {
+            w.on_seq(s);
+        }
+        assert_eq!(w.span(), 4_096, "3,000 rounds up to 4,096");
+        let mut small = SeqWindow::growing(0);
+        for s in 0..10_000u64 {
+            small.on_seq(s);
+        }
+        assert_eq!(small.span(), MIN_SPAN, "the least it may grow to is where it starts");
+        assert_eq!(SeqWindow::new(10).span(), 64);
+        assert_eq!(SeqWindow::new(65).span(), 128);
+    }
+
+    #[test]
     fn an_eager_window_never_grows() {
         let mut w = SeqWindow::new(100);
         assert_eq!((w.span(), w.bytes()), (128, 16));
@@ -214,6 +260,9 @@ mod tests {
         }
         assert!(w.span() > MIN_SPAN);
         assert_eq!(w.on_seq(0), Arrival::TooOld, "older than it knew when it grew");
+        // it grew at the 512th arrival (1,533, the top 1,534), keeping the 1,024 below it
+        assert_eq!(w.on_seq(510), Arrival::Duplicate, "the oldest it kept");
+        assert_eq!(w.on_seq(509), Arrival::TooOld, "one older");
         assert_eq!(w.on_seq(3 * 599), Arrival::Duplicate);
         assert_eq!(w.on_seq(3 * 599 - 1), Arrival::New);
     }

@@ -411,6 +411,7 @@ mod tests {
         assert_eq!(c.span_ns(), 4_000);
         assert_eq!(c.receiving_ns(), 5_000);
         assert_eq!(feed(&[0]).receiving_ns(), 0, "one arrival spans no time");
+        assert_eq!(feed(&[0, 1]).receiving_ns(), 2_000, "two arrivals, one gap");
         assert_eq!(StreamCounts::default().receiving_ns(), 0);
     }
 
@@ -424,6 +425,164 @@ mod tests {
         let one = StreamCounts { received: 1, first_ns: 40_000, last_ns: 40_000, ..StreamCounts::default() };
         assert_eq!(StreamCounts::receiving_ns_of(&[c(10_000, 30_000), one]), 40_000, "a lone message has no gap");
         assert_eq!(StreamCounts::receiving_ns_of(&[StreamCounts::default()]), 0);
+        // The same 100 us later (the start no longer clamps at 0): 90 to 124 us; a stream
+        // that received nothing adds no start.
+        let (a, b) = (c(100_000, 120_000), c(104_000, 124_000));
+        assert_eq!(StreamCounts::receiving_ns_of(&[a, b]), 34_000);
+        assert_eq!(StreamCounts::receiving_ns_of(&[a, StreamCounts::default()]), a.receiving_ns());
+    }
+
+    /// The other figures of the hand-made trace above: 9 of 14 arrived, its 3 gaps took
+    /// 4 us between them, and the ratios of counts without their events are 0, not NaN.
+    #[test]
+    fn hand_computed_ratios() {
+        let c = feed(&[0, 1, 2, 5, 6, 8, 7, 9, 9, 13]);
+        assert!((c.success_rate() - 9.0 / 14.0).abs() < 1e-12, "{}", c.success_rate());
+        assert!((c.mean_gap_ns() - 4_000.0 / 3.0).abs() < 1e-9, "{}", c.mean_gap_ns());
+        let c = feed(&[5, 6, 7, 3]);
+        assert!((c.avg_offset() - 4.0).abs() < f64::EPSILON, "3 arrived when 7 was highest");
+        let clean = feed(&[0, 1, 2]);
+        assert_eq!((clean.avg_offset(), clean.mean_gap(), clean.mean_gap_ns()), (0.0, 0.0, 0.0));
+        assert!((StreamCounts::default().success_rate() - 1.0).abs() < f64::EPSILON, "nothing expected");
+    }
+
+    #[test]
+    fn rates_over_a_span() {
+        let c = StreamCounts { received: 5, bytes: 500, ..StreamCounts::default() };
+        assert!((c.per_sec(2_000_000_000) - 2.5).abs() < 1e-12, "{}", c.per_sec(2_000_000_000));
+        assert!((c.bits_per_sec(2_000_000_000) - 2_000.0).abs() < 1e-9, "{}", c.bits_per_sec(2_000_000_000));
+        assert_eq!((c.per_sec(0), c.bits_per_sec(0)), (0.0, 0.0), "no span, no rate");
+    }
+
+    /// Every counter of an interval is the lifetime's difference, each counter having
+    /// moved before the interval too. First: 0 1 2 4 3 3(dup) 5..=9 2000 5(too old), each
+    /// 500 ns in transit; then a gap of two (2001, 2002; 2002 then arrives late), a
+    /// duplicate, a jump of 2,996 and one too old to tell.
+    #[test]
+    fn intervals_subtract_every_counter() {
+        let mut rx = StreamRx::new();
+        for s in [0u64, 1, 2, 4, 3, 3, 5, 6, 7, 8, 9, 2_000, 5] {
+            rx.on_datagram(s, 10, s * 1000, s * 1000 + 500);
+        }
+        let a = *rx.counts();
+        assert_eq!(
+            (a.duplicates, a.out_of_order, a.offset_sum, a.gaps, a.gap_datagrams, a.too_old),
+            (1, 1, 1, 2, 1 + 1_990, 1)
+        );
+        assert_eq!(a.since(&StreamCounts::default()), a, "the first interval is the lifetime so far");
+        rx.on_datagram(2_003, 10, 2_003_000, 2_010_000); // transit 7,000: |D| 6,500
+        rx.on_datagram(2_003, 10, 2_003_000, 2_010_100); // a duplicate
+        rx.on_datagram(2_002, 10, 2_002_000, 2_011_000); // transit 9,000: |D| 2,000
+        rx.on_datagram(5_000, 10, 5_000_000, 5_000_500); // transit 500 again: |D| 8,500
+        rx.on_datagram(1, 10, 1_000, 5_000_600); // 4,000 below the top, the window 1,024
+        let mut jitter = 0.0;
+        for d in [6_500.0, 2_000.0, 8_500.0] {
+            jitter += (d - jitter) / 16.0;
+        }
+        let want = StreamCounts {
+            received: 3,
+            bytes: 30,
+            expected: 3_000,
+            duplicates: 1,
+            out_of_order: 1,
+            offset_sum: 1,
+            gaps: 2,
+            gap_datagrams: 2 + 2_996,
+            gap_ns: (2_010_000 - 2_000_500) + (5_000_500 - 2_011_000),
+            too_old: 1,
+            first_ns: 2_000_500,
+            last_ns: 5_000_500,
+            jitter_ns: jitter,
+            delay: None,
+        };
+        assert_eq!(rx.counts().since(&a), want);
+    }
+
+    /// `summary` adds the delay's rise to the counts: a queue building 1 us a datagram
+    /// over 8 ms of sending.
+    #[test]
+    fn the_summary_carries_the_delays_rise() {
+        let mut rx = StreamRx::new();
+        assert_eq!(rx.window_bytes(), 128, "the smallest window");
+        for s in 0..80u64 {
+            rx.on_datagram(s, 10, s * 100_000, s * 100_000 + 1_000 + s * 1_000);
+        }
+        let s = rx.summary();
+        assert_eq!(s, StreamCounts { delay: s.delay, ..*rx.counts() });
+        assert!(rx.counts().delay.is_none());
+        let rise = s.delay.expect("8 ms of sending measures a rise");
+        assert!((50_000..80_000).contains(&rise.rise_ns), "{rise:?}");
+        for s in 80..2_000u64 {
+            rx.on_datagram(s, 10, s * 100_000, s * 100_000 + 1_000);
+        }
+        assert!(rx.window_bytes() > 128, "2,000 arrivals grow the window: {}", rx.window_bytes());
+    }
+
+    /// Totals across publishers: sums, the earliest first and latest last arrival, the
+    /// highest jitter and the publisher whose delay rose most; a publisher with nothing
+    /// received does not move the first arrival.
+    #[test]
+    fn totals_add_every_counter() {
+        let rise = |rise_ns| Some(DelayRise { rise_ns, over_ns: 8 });
+        let a = StreamCounts {
+            received: 3,
+            bytes: 300,
+            expected: 4,
+            duplicates: 1,
+            out_of_order: 2,
+            offset_sum: 3,
+            gaps: 1,
+            gap_datagrams: 1,
+            gap_ns: 1_000,
+            too_old: 0,
+            first_ns: 5_000,
+            last_ns: 9_000,
+            jitter_ns: 10.0,
+            delay: rise(100),
+        };
+        let b = StreamCounts {
+            received: 2,
+            bytes: 150,
+            expected: 5,
+            duplicates: 2,
+            out_of_order: 1,
+            offset_sum: 4,
+            gaps: 2,
+            gap_datagrams: 3,
+            gap_ns: 500,
+            too_old: 7,
+            first_ns: 4_000,
+            last_ns: 8_000,
+            jitter_ns: 20.0,
+            delay: rise(300),
+        };
+        let want = StreamCounts {
+            received: 5,
+            bytes: 450,
+            expected: 9,
+            duplicates: 3,
+            out_of_order: 3,
+            offset_sum: 7,
+            gaps: 3,
+            gap_datagrams: 4,
+            gap_ns: 1_500,
+            too_old: 7,
+            first_ns: 4_000,
+            last_ns: 9_000,
+            jitter_ns: 20.0,
+            delay: rise(300),
+        };
+        for (x, y) in [(a, b), (b, a)] {
+            let mut t = x;
+            t.add(&y);
+            assert_eq!(t, want);
+        }
+        let mut t = StreamCounts::default();
+        t.add(&b);
+        assert_eq!(t, b, "into nothing: the other's first arrival, not 0");
+        let mut t = a;
+        t.add(&StreamCounts { last_ns: 1, ..StreamCounts::default() });
+        assert_eq!(t, a, "nothing received keeps the first arrival");
     }
 
     #[test]

@@ -375,6 +375,39 @@ mod tests {
         assert_eq!(huge.range(u64::MAX), (u64::MAX, u64::MAX));
     }
 
+    /// Each condition alone keeps the sizes unknown: no runs, no smallest run, no datagrams.
+    /// Datagrams read without a timestamp count too, and a largest run below the smallest
+    /// (an older receiver's) reads as the smallest.
+    #[test]
+    fn run_sizes_need_runs_a_smallest_run_and_datagrams() {
+        assert_eq!(RunSizes::of(&runs(100, 0, 1, 10)), None, "no runs");
+        assert_eq!(RunSizes::of(&runs(100, 10, 0, 20)), None, "no smallest run");
+        assert_eq!(RunSizes::of(&runs(0, 10, 1, 1)), None, "no datagrams");
+        let w = WakeDelay { stamped: 60, unstamped: 40, runs: 10, run_min: 8, run_max: 3, ..WakeDelay::default() };
+        assert_eq!(RunSizes::of(&w), Some(RunSizes { runs: 10, datagrams: 100, min: 8, max: 8 }));
+        let unstamped = WakeDelay { unstamped: 40, runs: 4, run_min: 10, run_max: 10, ..WakeDelay::default() };
+        assert_eq!(RunSizes::of(&unstamped).map(|z| z.datagrams), Some(40));
+        assert!(RunSizes::of(&runs(20, 10, 2, 2)).unwrap().batched(), "runs of two");
+    }
+
+    /// A row's reading: the sender's count as given, the receiver's socket refusals and
+    /// below-socket drops from its counters (each `None` where not read).
+    #[test]
+    fn a_rows_reading_takes_each_hosts_counters() {
+        let mut k = kernel(30, 25);
+        let t = k.0.entry(NIC.into()).or_default();
+        t.insert("RxDropped".into(), 4);
+        t.insert("RxErrors".into(), 1);
+        k.0.entry(SOFTNET.into()).or_default().insert("Dropped".into(), 2);
+        assert_eq!(reading(Some(5), Some(&k)), [Some(5), Some(30), Some(7)]);
+        assert_eq!(reading(None, Some(&kernel(4, 4))), [None, Some(4), None], "an older serve: no NIC tables");
+        assert_eq!(reading(Some(5), None), [Some(5), None, None]);
+        assert_eq!(reading(None, Some(&Snmp::default())), [None, None, None], "no Udp table");
+        assert_eq!(whole(None, &k), Some([0, 30, 7]));
+        assert_eq!(whole(Some(9), &kernel(4, 4)), Some([9, 4, 0]));
+        assert_eq!(whole(Some(9), &Snmp::default()), None);
+    }
+
     proptest::proptest! {
         #[test]
         fn the_parts_always_add_up(missing in 0u64..1 << 40, a in 0u64..1 << 40, b in 0u64..1 << 40, c in 0u64..1 << 40) {

@@ -322,6 +322,55 @@ mod tests {
     }
 
     #[test]
+    fn the_grid_and_the_targets_read_back() {
+        let mut rng = SplitMix64::new(5);
+        let mut p = Pacer::new();
+        assert_eq!((p.slot_ns(), p.origin(), p.len(), p.is_empty()), (1, 0, 0, true));
+        p.set_slot(3 * MS, 7 * MS);
+        assert_eq!((p.slot_ns(), p.origin()), (3 * MS, 7 * MS));
+        p.set_slot(0, 2 * MS); // no slot: 1 ns, which gathers nothing
+        assert_eq!((p.slot_ns(), p.origin()), (1, 2 * MS));
+        p.set(1, 1, 10 * MS, 0, &mut rng);
+        p.set(2, 1, 10 * MS, 0, &mut rng);
+        p.set(3, 2, 10 * MS, 0, &mut rng);
+        assert_eq!((p.len(), p.is_empty()), (3, false));
+        p.set(3, 2, 10 * MS, 0, &mut rng); // the same target again
+        assert_eq!(p.len(), 3);
+    }
+
+    /// Targets 1 and 2 on one path, 1 due at `gathered` (on the grid of 10 ms slots from
+    /// 0) and 2 at `exact` (off it), the caller waking at `now`: which goes, and when the
+    /// other is due then.
+    fn one_path_due_together(gathered: u64, exact: u64, now: u64) -> (Option<u64>, Option<u64>, Option<u64>) {
+        let mut rng = SplitMix64::new(21);
+        let mut p = Pacer::new();
+        p.set(1, 9, 1_000 * MS, 0, &mut rng);
+        p.set(2, 9, 1_000 * MS, 0, &mut rng);
+        p.set_slot(10 * MS, 0);
+        p.gathered.clear();
+        p.gathered.push(Reverse((gathered, 1, p.entries[&1].generation)));
+        p.exact.push(Reverse((exact, 2, p.entries[&2].generation)));
+        let first = p.pop_due(now, &mut rng);
+        let none = p.pop_due(now, &mut rng);
+        assert_eq!(none, None, "one path's second target in the same wake-up");
+        // the one sent is due again past its first interval (1 s): the other is next
+        (first, p.next_due(), none)
+    }
+
+    /// Of two targets of one path due in one wake-up, the earlier due goes, gathered or
+    /// exact, and the other follows as far after `now` as it was due after it: at least
+    /// 1 ns, at most a slot (a caller that stalled).
+    #[test]
+    fn the_earlier_due_of_one_path_goes_and_the_other_keeps_its_offset() {
+        assert_eq!(one_path_due_together(23 * MS, 27 * MS, 30 * MS), (Some(1), Some(34 * MS), None));
+        assert_eq!(one_path_due_together(27 * MS, 23 * MS, 30 * MS), (Some(2), Some(34 * MS), None));
+        assert_eq!(one_path_due_together(5 * MS, 28 * MS, 30 * MS), (Some(1), Some(40 * MS), None), "a slot at most");
+        let (first, next, _) = one_path_due_together(27 * MS, 27 * MS, 30 * MS);
+        assert!(first.is_some());
+        assert_eq!(next, Some(30 * MS + 1), "due together: 1 ns apart");
+    }
+
+    #[test]
     fn removed_and_retimed_targets() {
         let mut rng = SplitMix64::new(7);
         let mut p = Pacer::new();
