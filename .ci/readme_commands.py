@@ -385,8 +385,10 @@ def main():
                 continue
             m = ASSIGN.match(text)
             if m:
+                # `$(wirebench token)` runs the binary under test, as the reader's PATH would.
+                path = f"{os.path.dirname(BIN)}:{os.environ.get('PATH', '')}"
                 r = subprocess.run(["bash", "-c", f"{m.group(1)}={m.group(2)}; printf %s \"${m.group(1)}\""],
-                                   capture_output=True, text=True)
+                                   capture_output=True, text=True, env={**os.environ, "PATH": path})
                 if r.returncode != 0 or not r.stdout:
                     failures.append(f"{host or 'local'}$ {text}: no value ({r.stderr.strip()})")
                     continue
