@@ -440,6 +440,99 @@ Udp6RcvbufErrors 2\nUdp6SndbufErrors 0\nUdp6InCsumErrors 0\nUdp6IgnoredMulti 0\n
         assert!(Snapshot::default().delta(&Snapshot::default()).missing.iter().all(|m| !m.contains("qdisc")));
     }
 
+    fn udp(base: u64) -> Udp {
+        Udp {
+            in_datagrams: base,
+            no_ports: 2 * base,
+            in_errors: 3 * base,
+            out_datagrams: 4 * base,
+            rcvbuf_errors: 5 * base,
+            sndbuf_errors: 6 * base,
+            in_csum_errors: 7 * base,
+        }
+    }
+
+    fn iface(name: &str, base: u64) -> Iface {
+        Iface {
+            name: name.into(),
+            rx_dropped: base,
+            rx_errors: 2 * base,
+            rx_missed_errors: 4 * base,
+            tx_dropped: 8 * base,
+            tx_errors: 16 * base,
+        }
+    }
+
+    /// Every counter read both times rises by its own amount; an interface read only
+    /// before is named missing.
+    #[test]
+    fn every_counter_of_a_delta() {
+        let before = Snapshot {
+            udp: Some(udp(1)),
+            udp6: Some(udp(10)),
+            tcp_retrans_segs: Some(5),
+            softnet: Some(Softnet { dropped: 1, time_squeeze: 2 }),
+            interfaces: vec![iface("eth0", 1), iface("eth1", 3)],
+            qdisc_drops: Some(3),
+        };
+        let after = Snapshot {
+            udp: Some(udp(3)),
+            udp6: Some(udp(15)),
+            tcp_retrans_segs: Some(12),
+            softnet: Some(Softnet { dropped: 4, time_squeeze: 10 }),
+            interfaces: vec![iface("eth0", 2)],
+            qdisc_drops: Some(9),
+        };
+        let d = before.delta(&after);
+        assert_eq!(
+            d,
+            Delta {
+                scope: "host-wide".into(),
+                udp: Some(udp(2)),
+                udp6: Some(udp(5)),
+                tcp_retrans_segs: Some(7),
+                softnet: Some(Softnet { dropped: 3, time_squeeze: 8 }),
+                interfaces: vec![iface("eth0", 1)],
+                qdisc_drops: Some(6),
+                missing: vec!["/sys/class/net/eth1/statistics".into()],
+            }
+        );
+        // both families add up, field by field; one alone is itself
+        assert_eq!(d.udp_total(), Some(udp(7)));
+        assert_eq!(Delta { udp6: None, ..d.clone() }.udp_total(), Some(udp(2)));
+        assert_eq!(Delta { udp: None, ..d.clone() }.udp_total(), Some(udp(5)));
+        assert_eq!(Delta::default().udp_total(), None);
+        // every interface counter and the softnet drops: 1 + 2 + 4 + 8 + 16, and 3
+        assert_eq!(d.nic_drops(), 31 + 3);
+        // both families' send-buffer errors (12 + 30) beat the qdisc's 6
+        assert_eq!(d.sender_drops(), 42);
+        let nothing = Snapshot::default();
+        let d = nothing.delta(&nothing);
+        assert_eq!((d.udp, d.udp6, d.tcp_retrans_segs, d.softnet), (None, None, None, None));
+        assert_eq!(d.missing.len(), 4, "{:?}", d.missing);
+    }
+
+    #[test]
+    fn a_sysfs_count() {
+        assert_eq!(parse_count("123\n"), Some(123));
+        assert_eq!(parse_count(" 0 "), Some(0));
+        assert_eq!(parse_count(""), None);
+        assert_eq!(parse_count("-1\n"), None);
+    }
+
+    /// A negative counter in /proc/net/snmp is not a count; `uncertain` is left out of a
+    /// split's JSON only when 0.
+    #[test]
+    fn a_negative_counter_and_a_zero_uncertainty() {
+        let text = "Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\nUdp: 1 2 -3 4 5 6\n";
+        assert_eq!(parse_snmp_udp(text), None);
+        let text = "Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\nUdp: 1 2 3 4 5 6\n";
+        assert_eq!(parse_snmp_udp(text), Some(Udp { in_csum_errors: 0, ..udp(1) }), "before 3.10: no InCsumErrors");
+        let json = |s: LossSplit| serde_json::to_value(s).unwrap();
+        assert!(json(LossSplit::default()).get("uncertain").is_none());
+        assert_eq!(json(LossSplit { uncertain: 3, ..LossSplit::default() })["uncertain"], 3);
+    }
+
     #[test]
     fn loss_is_split_in_order_and_adds_up() {
         let d = snap(0, 0, 0, 0).delta(&snap(12_001, 5, 0, 0));
