@@ -495,14 +495,7 @@ fn one_source_cannot_hold_every_connection() {
         c.max_connections_per_source = 8;
     });
     let addr = srv.local_addr();
-    let from = |last: u8| {
-        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-        s.bind(&std::net::SocketAddr::from(([127, 0, 0, last], 0)).into()).unwrap();
-        s.connect(&addr.into()).unwrap();
-        let s: TcpStream = s.into();
-        s.set_read_timeout(Some(5 * SECOND)).unwrap();
-        s
-    };
+    let from = |last: u8| connect_from(last, addr);
     let mut held: Vec<TcpStream> = (0..32).map(|_| from(2)).collect();
     until("its share accepted", 10 * SECOND, || srv.counters().tcp_connections == 8);
     let mut got = Vec::new();
@@ -513,6 +506,16 @@ fn one_source_cannot_hold_every_connection() {
     assert_eq!(r.code, 0, "another source is answered: {r:?}");
     drop(held);
     assert!(srv.stop().refused_connections >= 24);
+}
+
+/// A TCP connection to `addr` from the loopback address 127.0.0.`last` (5 s read timeout).
+fn connect_from(last: u8, addr: std::net::SocketAddr) -> TcpStream {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    s.bind(&std::net::SocketAddr::from(([127, 0, 0, last], 0)).into()).unwrap();
+    s.connect(&addr.into()).unwrap();
+    let s: TcpStream = s.into();
+    s.set_read_timeout(Some(5 * SECOND)).unwrap();
+    s
 }
 
 /// A mesh agent's serve keeps a quarter of its connections for the fleet's own agents:
@@ -526,14 +529,7 @@ fn strangers_cannot_take_the_places_kept_for_the_fleet() {
         c.known_sources = Some(known.clone());
     });
     let addr = srv.local_addr();
-    let from = |last: u8| {
-        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-        s.bind(&std::net::SocketAddr::from(([127, 0, 0, last], 0)).into()).unwrap();
-        s.connect(&addr.into()).unwrap();
-        let s: TcpStream = s.into();
-        s.set_read_timeout(Some(5 * SECOND)).unwrap();
-        s
-    };
+    let from = |last: u8| connect_from(last, addr);
     // Twelve strangers from four addresses, then a thirteenth.
     let mut held: Vec<TcpStream> = (0..13).map(|i| from(2 + i % 4)).collect();
     until("the strangers' places taken", 10 * SECOND, || srv.counters().tcp_connections == 12);
