@@ -38,26 +38,24 @@ impl TokenArgs {
 /// One of `--token` and `--token-file` (its first line), 1 to 4,096 printable characters; no
 /// judgement of its strength (`mesh status` also passes a token made elsewhere to Prometheus).
 pub fn read(token: Option<&String>, file: Option<&PathBuf>) -> Result<Option<String>, UsageError> {
-    {
-        let t = match (token, file) {
-            (Some(_), Some(_)) => return Err(UsageError("give --token or --token-file, not both".into())),
-            (Some(t), None) => t.clone(),
-            (None, Some(f)) => std::fs::read_to_string(f)
-                .map_err(|e| UsageError(format!("--token-file {}: {e}", f.display())))?
-                .lines()
-                .next()
-                .unwrap_or_default()
-                .to_owned(),
-            (None, None) => return Ok(None),
-        };
-        if t.is_empty() {
-            return Err(UsageError("--token is empty".into()));
-        }
-        if t.len() > 4096 || t.chars().any(char::is_control) {
-            return Err(UsageError("the token must be 1 to 4096 printable characters".into()));
-        }
-        Ok(Some(t))
+    let t = match (token, file) {
+        (Some(_), Some(_)) => return Err(UsageError("give --token or --token-file, not both".into())),
+        (Some(t), None) => t.clone(),
+        (None, Some(f)) => std::fs::read_to_string(f)
+            .map_err(|e| UsageError(format!("--token-file {}: {e}", f.display())))?
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned(),
+        (None, None) => return Ok(None),
+    };
+    if t.is_empty() {
+        return Err(UsageError("--token is empty".into()));
     }
+    if t.len() > 4096 || t.chars().any(char::is_control) {
+        return Err(UsageError("the token must be 1 to 4096 printable characters".into()));
+    }
+    Ok(Some(t))
 }
 
 /// `--token-salt`: what the key of the token is derived with, so that a key (and a tag made
