@@ -14,6 +14,17 @@ pub const WIDTH: usize = 100;
 /// The most lines a default view of a problem-free run prints.
 pub const HEIGHT: usize = 24;
 
+/// The most interval lines a bounded run prints by default: with its summary, one screen.
+pub const INTERVAL_LINES: u128 = 10;
+
+/// How many intervals of `step` one default interval line covers in a run of `run`: one
+/// while the run has at most [`INTERVAL_LINES`] of them, then as many as keep the lines
+/// within that count (a 60 s run with 1 s intervals: a line every 6 s).
+pub fn intervals_per_line(run: std::time::Duration, step: std::time::Duration) -> usize {
+    let steps = run.as_nanos().div_ceil(step.as_nanos().max(1));
+    usize::try_from(steps.div_ceil(INTERVAL_LINES)).unwrap_or(usize::MAX).max(1)
+}
+
 /// How much a text view shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub enum Detail {
@@ -189,6 +200,23 @@ pub fn fits(text: &str, lines: usize) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bounded_run_prints_at_most_ten_interval_lines() {
+        let s = std::time::Duration::from_secs;
+        let lines = |run, step| {
+            let every = intervals_per_line(run, step) as u128;
+            run.as_nanos().div_ceil(step.as_nanos()) / every
+        };
+        assert_eq!(intervals_per_line(s(10), s(1)), 1, "ten seconds: every second");
+        assert_eq!(intervals_per_line(s(11), s(1)), 2);
+        assert_eq!(intervals_per_line(s(60), s(1)), 6);
+        assert_eq!(intervals_per_line(s(3600), std::time::Duration::from_millis(100)), 3600);
+        assert_eq!(intervals_per_line(std::time::Duration::ZERO, s(1)), 1, "never zero");
+        for run in [1, 9, 10, 11, 19, 25, 61, 999, 86_400] {
+            assert!((1..=10).contains(&lines(s(run), s(1))), "{run} s");
+        }
+    }
 
     #[test]
     fn wrap_folds_at_spaces_and_indents_continuations() {

@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Serialize;
+use wirebench_report::screen::Detail;
 
 use crate::Ctx;
 use crate::error::UsageError;
@@ -45,6 +46,12 @@ pub struct Args {
     /// Also write the checks as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Only the count line, naming what is not OK.
+    #[arg(long, short = 'q', conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// What every check found, the OK ones too.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 /// Validated `doctor` settings.
@@ -264,35 +271,50 @@ fn governors() -> Vec<String> {
     cpus.iter().filter_map(|p| read(&p.join("cpufreq/scaling_governor").to_string_lossy())).collect()
 }
 
-/// Prints the checks: one line each, the fix indented under a WARN or FAIL, then a count;
-/// a long detail or fix folds under its own column.
-pub fn print(out: &mut dyn std::io::Write, checks: &[Check]) -> std::io::Result<()> {
+/// Prints the checks, then a count. A WARN or FAIL is a line with its fix indented under it;
+/// the OK checks are one line of names (`-v`: a line each with what it found; `-q`: only
+/// the count, naming what is not OK). A long detail or fix folds under its own column.
+pub fn print(out: &mut dyn std::io::Write, checks: &[Check], detail: Detail) -> std::io::Result<()> {
     use wirebench_report::screen::wrap_at;
     let width = checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
     let column = 4 + 2 + width + 2;
-    for c in checks {
+    let n = |v: Verdict| checks.iter().filter(|c| c.verdict == v).count();
+    if detail == Detail::Quiet {
+        let not_ok: Vec<&str> = checks.iter().filter(|c| c.verdict != Verdict::Ok).map(|c| c.name.as_str()).collect();
+        let which = if not_ok.is_empty() { String::new() } else { format!(" ({})", not_ok.join(", ")) };
+        let line =
+            format!("doctor: {} FAIL, {} WARN{which}, {} OK", n(Verdict::Fail), n(Verdict::Warn), n(Verdict::Ok));
+        return writeln!(out, "{}", wrap_at(&line, 8));
+    }
+    for c in checks.iter().filter(|c| c.verdict != Verdict::Ok || detail.verbose()) {
         writeln!(out, "{}", wrap_at(&format!("{:<4}  {:<width$}  {}", c.verdict, c.name, c.detail), column))?;
         if let (Some(fix), true) = (&c.fix, c.verdict != Verdict::Ok) {
             writeln!(out, "{}", wrap_at(&format!("{:<4}  {:<width$}  fix: {fix}", "", ""), column + 5))?;
         }
     }
-    let n = |v: Verdict| checks.iter().filter(|c| c.verdict == v).count();
+    let ok: Vec<&str> = checks.iter().filter(|c| c.verdict == Verdict::Ok).map(|c| c.name.as_str()).collect();
+    if !detail.verbose() && !ok.is_empty() {
+        writeln!(out, "{}", wrap_at(&format!("OK    {} (-v: what each found)", ok.join(", ")), 6))?;
+    }
     writeln!(out, "{} FAIL, {} WARN, {} OK; nothing was changed", n(Verdict::Fail), n(Verdict::Warn), n(Verdict::Ok))
 }
 
 /// `wirebench doctor`: exit 0 if nothing FAILs, 3 if something does.
 pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
     let cfg = Config::from_args(args)?;
+    let detail = Detail::of(args.quiet, args.verbose);
     let h = host::capture();
-    writeln!(
-        ctx.out,
-        "wirebench doctor on {} (kernel {}, {} x {}), interface {} ({})",
-        h.hostname, h.kernel, h.cpus, h.cpu_model, cfg.interface, cfg.interface_why
-    )?;
+    if detail != Detail::Quiet {
+        writeln!(
+            ctx.out,
+            "wirebench doctor on {} (kernel {}, {} x {}), interface {} ({})",
+            h.hostname, h.kernel, h.cpus, h.cpu_model, cfg.interface, cfg.interface_why
+        )?;
+    }
     let mut checks = examine(&cfg);
     let stalls = measure_stalls(cfg.stall_check, ctx.shutdown.flag());
     checks.extend(stalls.as_ref().map(checks::stalls));
-    print(ctx.out, &checks)?;
+    print(ctx.out, &checks, detail)?;
     let failed = checks.iter().any(|c| c.verdict == Verdict::Fail);
     if let Some(path) = &cfg.json {
         let findings = Findings {
@@ -311,4 +333,45 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
         })?;
     }
     Ok(if failed { 3 } else { 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(name: &str, verdict: Verdict) -> Check {
+        let fix = (verdict != Verdict::Ok).then(|| format!("fix {name}"));
+        Check { name: name.into(), verdict, detail: format!("{name} found"), fix }
+    }
+
+    fn text(checks: &[Check], detail: Detail) -> String {
+        let mut out = Vec::new();
+        print(&mut out, checks, detail).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn the_ok_checks_are_one_line_unless_verbose() {
+        let healthy: Vec<Check> = (0..13).map(|i| check(&format!("check {i}"), Verdict::Ok)).collect();
+        let t = text(&healthy, Detail::Normal);
+        assert_eq!(t.lines().count(), 3, "the names fold once, and the count: {t}");
+        assert!(t.starts_with("OK    check 0, check 1, ") && !t.contains("check 0 found"), "{t}");
+        assert_eq!(t.lines().last(), Some("0 FAIL, 0 WARN, 13 OK; nothing was changed"));
+        let t = text(&healthy, Detail::Verbose);
+        assert_eq!(t.lines().count(), 14, "{t}");
+        assert!(t.contains("OK    check 12  check 12 found"), "{t}");
+        assert_eq!(text(&healthy, Detail::Quiet), "doctor: 0 FAIL, 0 WARN, 13 OK\n");
+    }
+
+    #[test]
+    fn a_problem_is_shown_in_full_with_its_fix() {
+        let checks = [check("a", Verdict::Ok), check("mtu", Verdict::Warn), check("pmtu", Verdict::Fail)];
+        let t = text(&checks, Detail::Normal);
+        assert_eq!(
+            t,
+            "WARN  mtu   mtu found\n            fix: fix mtu\nFAIL  pmtu  pmtu found\n            fix: fix pmtu\n\
+             OK    a (-v: what each found)\n1 FAIL, 1 WARN, 1 OK; nothing was changed\n"
+        );
+        assert_eq!(text(&checks, Detail::Quiet), "doctor: 1 FAIL, 1 WARN (mtu, pmtu), 1 OK\n");
+    }
 }

@@ -58,9 +58,10 @@ pub struct Args {
     /// Report every this many messages (per publisher) instead of every interval.
     #[arg(long)]
     pub report_every: Option<Count>,
-    /// Report interval (at least 100ms).
-    #[arg(long, default_value = "1s")]
-    pub interval: Span,
+    /// Report interval, at least 100ms [default: 1s; a --duration of more than ten seconds
+    /// reports each tenth of it, -v each second].
+    #[arg(long)]
+    pub interval: Option<Span>,
     /// Stop after this long.
     #[arg(long, short = 'd', visible_short_alias = 't', visible_alias = "time")]
     pub duration: Option<Span>,
@@ -134,11 +135,24 @@ fn bind_error(addr: SocketAddr, e: &std::io::Error) -> anyhow::Error {
     }
 }
 
+/// The report interval: `--interval`, else a second, or a tenth of a longer `--duration`
+/// (so the lines of a bounded run fit a screen) unless `-v` asks for every second.
+fn interval(a: &Args) -> Duration {
+    let second = Duration::from_secs(1);
+    match (a.interval, a.duration) {
+        (Some(i), _) => i.0,
+        (None, Some(d)) if !a.verbose => {
+            second * u32::try_from(wirebench_report::screen::intervals_per_line(d.0, second)).unwrap_or(u32::MAX)
+        }
+        (None, _) => second,
+    }
+}
+
 fn check(a: &Args) -> Result<Budget, UsageError> {
     if a.report_every == Some(Count(0)) {
         return Err(UsageError("--report-every must be at least 1".into()));
     }
-    if a.interval.0 < Duration::from_millis(100) {
+    if a.interval.is_some_and(|i| i.0 < Duration::from_millis(100)) {
         return Err(UsageError("--interval must be at least 100ms".into()));
     }
     if a.duration.is_some_and(|d| d.0.is_zero()) {
@@ -209,7 +223,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let mut slots = [Batch::EMPTY; SLOTS];
     let mut table: Table<Key> = Table::new(budget);
     let mut foreign = 0u64;
-    let interval_ns = u64::try_from(a.interval.0.as_nanos()).unwrap_or(u64::MAX);
+    let interval_ns = u64::try_from(interval(a).as_nanos()).unwrap_or(u64::MAX);
     let mut next_report = start_ns + interval_ns;
     let mut total = 0u64;
     let detail = Detail::of(a.quiet, a.verbose);
@@ -374,5 +388,15 @@ mod tests {
         }
         let b = args(&[]).unwrap();
         assert_eq!((b.max_live, b.idle_ns), (DEFAULT_MAX_PUBLISHERS, 30_000_000_000));
+    }
+
+    #[test]
+    fn a_long_bounded_run_reports_each_tenth_of_it() {
+        let every = |v: &[&str]| interval(&crate::cli::parse_mode::<Args>("listen", v).unwrap()).as_millis();
+        assert_eq!(every(&[]), 1000, "until stopped: each second");
+        assert_eq!(every(&["--duration", "10s"]), 1000);
+        assert_eq!(every(&["--duration", "60s"]), 6000);
+        assert_eq!(every(&["--duration", "60s", "-v"]), 1000, "-v: each second");
+        assert_eq!(every(&["--duration", "60s", "--interval", "500ms"]), 500, "as asked");
     }
 }

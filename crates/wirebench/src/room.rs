@@ -45,7 +45,7 @@ pub struct Args {
     /// Address to listen on.
     #[arg(long, default_value = "0.0.0.0:8080", env = "WIREBENCH_ROOM_LISTEN")]
     pub listen: String,
-    /// Print the counters this often (0s: only at the end).
+    /// Print the counters this often while anything happens (0s: only at the end).
     #[arg(long, default_value = "1s")]
     pub interval: Span,
     /// Open connections at most [default: 10000, or the open-file limit less 96].
@@ -207,7 +207,9 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Counters> {
         {
             let now = server.counters();
             let dt = last_t.elapsed().as_secs_f64();
-            writeln!(ctx.out, "{}", now.rates_since(&last, dt))?;
+            if now.moved_since(&last) {
+                writeln!(ctx.out, "{}", now.rates_since(&last, dt))?;
+            }
             (last, last_t) = (now, Instant::now());
         }
     }
@@ -219,6 +221,16 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Counters> {
 #[cfg(test)]
 mod tests {
     use super::{Args, Config};
+
+    #[test]
+    fn an_idle_interval_is_not_a_line() {
+        use super::server::Counters;
+        let idle = Counters { open: 3, rooms: 1, cpu_ns: 1_000, ..Counters::default() };
+        assert!(!Counters { cpu_ns: 2_000, ..idle }.moved_since(&idle), "only the CPU clock moved");
+        assert!(Counters { received: 1, ..idle }.moved_since(&idle));
+        assert!(Counters { open: 2, ..idle }.moved_since(&idle), "a member left");
+        assert!(Counters { refused_full: 1, ..idle }.moved_since(&idle));
+    }
 
     #[test]
     fn listen_takes_a_name() {

@@ -82,10 +82,11 @@ pub struct Args {
     /// How long [default: 10s].
     #[arg(long, short = 'd', visible_short_alias = 't', visible_alias = "time")]
     pub duration: Option<Span>,
-    /// Interval of the lines and rows this client measures itself (reverse); serve reports
-    /// each second.
-    #[arg(long, default_value = "1s")]
-    pub interval: Span,
+    /// Interval of the lines, and of the rows this client measures itself (reverse); serve
+    /// reports each second [default: 1s; a run of more than ten intervals prints a line per
+    /// tenth of it, -v every interval].
+    #[arg(long)]
+    pub interval: Option<Span>,
     /// Parallel publishers (UDP: streams with their own socket; TCP: connections).
     #[arg(long, short = 'P', default_value_t = 1)]
     pub parallel: u16,
@@ -246,7 +247,12 @@ fn live_for_run(cfg: &Config) -> Live {
         _ => Total::Time(cfg.duration),
     };
     let label = crate::progress::label("stream", cfg.group.map_or(cfg.targets[0], SocketAddr::V4));
-    Live { lines: !cfg.quiet, bar: Some(Progress::start(label, total, Arc::clone(&done), cfg.quiet)), done }
+    Live {
+        lines: !cfg.quiet,
+        every: cfg.line_every,
+        bar: Some(Progress::start(label, total, Arc::clone(&done), cfg.quiet)),
+        done,
+    }
 }
 
 /// One run with `spec`.

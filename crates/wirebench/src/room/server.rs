@@ -62,6 +62,12 @@ pub struct Counters {
 }
 
 impl Counters {
+    /// Whether anything but the CPU clock moved since `prev`: an idle server prints no
+    /// interval line.
+    pub fn moved_since(&self, prev: &Self) -> bool {
+        Self { cpu_ns: 0, ..*self } != Self { cpu_ns: 0, ..*prev }
+    }
+
     /// One interval line: rates since `prev`.
     pub fn rates_since(&self, prev: &Self, secs: f64) -> String {
         #[expect(clippy::cast_precision_loss, reason = "display values")]

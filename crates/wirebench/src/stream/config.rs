@@ -74,6 +74,9 @@ pub struct Config {
     pub json: Option<PathBuf>,
     /// Only the summary.
     pub quiet: bool,
+    /// Intervals one progress line covers (a long run's default lines stay within a screen).
+    #[serde(skip)]
+    pub line_every: usize,
     /// The receive buffer the receiving socket asks for (serve's in forward runs, this
     /// client's in reverse runs), bytes; `None`: 16 MiB.
     pub rcvbuf: Option<usize>,
@@ -189,10 +192,27 @@ impl Config {
         if a.find_max_rate && !a.sizes.as_ref().is_none_or(Vec::is_empty) {
             return Err(usage("--find-max-rate and --sizes: pick one".into()));
         }
-        let interval = a.interval.0;
+        let interval = a.interval.map_or(Duration::from_secs(1), |i| i.0);
         if interval < Duration::from_millis(100) {
             return Err(usage("--interval must be at least 100ms".into()));
         }
+        let duration =
+            a.duration.map_or(if a.count.is_some() { Duration::from_secs(3600) } else { DEFAULT_DURATION }, |d| d.0);
+        #[expect(clippy::cast_precision_loss, reason = "rates")]
+        let rate = a.bitrate.map_or(a.rate, |b| StreamRate::Bits(b.bps() as f64));
+        // How long the run is expected to last: a counted run at a set rate ends at its count.
+        let run = match (a.count, rate.per_sec(size)) {
+            #[expect(clippy::cast_precision_loss, reason = "an estimate")]
+            (Some(n), Some(r)) if r > 0.0 => {
+                Duration::try_from_secs_f64(n.0 as f64 / r).unwrap_or(duration).min(duration)
+            }
+            _ => duration,
+        };
+        let line_every = if a.interval.is_some() || a.verbose {
+            1
+        } else {
+            wirebench_report::screen::intervals_per_line(run, interval)
+        };
         let rcvbuf = match a.rcvbuf {
             Some(b) if b.0 == 0 || b.0 > MAX_RCVBUF as u64 => {
                 return Err(usage(format!("--rcvbuf {b} is outside 1 B..={}", ByteSize(MAX_RCVBUF as u64))));
@@ -210,12 +230,9 @@ impl Config {
             targets,
             proto,
             size,
-            #[expect(clippy::cast_precision_loss, reason = "at most 1e12: exact in f64")]
-            rate: a.bitrate.map_or(a.rate, |b| StreamRate::Bits(b.bps() as f64)),
+            rate,
             count: a.count.map(|c| c.0),
-            duration: a
-                .duration
-                .map_or(if a.count.is_some() { Duration::from_secs(3600) } else { DEFAULT_DURATION }, |d| d.0),
+            duration,
             interval,
             parallel: a.parallel,
             direction,
@@ -232,6 +249,7 @@ impl Config {
             log: a.log.clone(),
             json: a.json.clone(),
             quiet: a.quiet,
+            line_every,
             rcvbuf,
         })
     }
@@ -264,6 +282,17 @@ mod tests {
         // trials from 100 ms to RFC 2544's 60 s
         assert_eq!(cfg(&["127.0.0.1:7878", "--trial", "60s"]).unwrap().trial, MAX_TRIAL);
         assert_eq!(cfg(&["127.0.0.1:7878", "--trial", "100ms"]).unwrap().trial, Duration::from_millis(100));
+    }
+
+    #[test]
+    fn a_long_run_prints_a_line_per_tenth_of_it() {
+        let every = |v: &[&str]| cfg(&[&["127.0.0.1:7878"], v].concat()).unwrap().line_every;
+        assert_eq!(every(&[]), 1, "10 s: each second");
+        assert_eq!(every(&["-t", "60s"]), 6);
+        assert_eq!(every(&["-t", "60s", "-v"]), 1, "-v: every interval");
+        assert_eq!(every(&["-t", "60s", "--interval", "2s"]), 1, "as asked");
+        assert_eq!(every(&["-n", "300k", "--rate", "10k/s"]), 3, "30 s at the count's pace");
+        assert_eq!(every(&["-n", "300k"]), 360, "flat out: the 1 h deadline");
     }
 
     #[test]

@@ -59,8 +59,10 @@ pub(super) struct RunOut {
 /// one is on the terminal; `done` is what the bar counts (messages received, or trials).
 #[derive(Debug, Default)]
 pub(super) struct Live {
-    /// Print a line per interval.
+    /// Print interval lines.
     pub lines: bool,
+    /// Intervals one line covers (0 is taken as 1).
+    pub every: usize,
     /// The progress bar, if any.
     pub bar: Option<crate::progress::Progress>,
     /// What the bar counts.
@@ -68,18 +70,18 @@ pub(super) struct Live {
 }
 
 impl Live {
-    /// Prints one interval line of receiver `name`: its newest snapshot against the one
-    /// before.
+    /// Prints an interval line of receiver `name` when its newest snapshot ends a line's
+    /// worth of intervals: that snapshot against the one a line before.
     pub(super) fn interval(&self, out: &mut dyn std::io::Write, name: &str, snaps: &[(u64, StreamCounts)]) {
-        if !self.lines {
+        let every = self.every.max(1);
+        if !self.lines || snaps.is_empty() || !snaps.len().is_multiple_of(every) {
             return;
         }
-        let (c, span) = match snaps {
-            [.., a, b] => (b.1.since(&a.1), b.0.saturating_sub(a.0)),
-            [b] => (b.1, b.0),
-            [] => return,
+        let (at, last) = snaps[snaps.len() - 1];
+        let (c, span) = match snaps.len().checked_sub(every + 1).map(|k| snaps[k]) {
+            Some((from, before)) => (last.since(&before), at.saturating_sub(from)),
+            None => (last, at),
         };
-        let at = snaps[snaps.len() - 1].0;
         match &self.bar {
             Some(b) => b.suspend(|| interval_line(out, at, name, &c, span)),
             None => interval_line(out, at, name, &c, span),
@@ -413,6 +415,36 @@ mod tests {
     }
 
     const MS: u64 = 1_000_000;
+
+    /// The lines `live` prints as snapshots (one a second, 1,000 messages each, the fifth
+    /// second missing 10) arrive one by one.
+    fn lines_of(live: &Live, seconds: u64) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut snaps = Vec::new();
+        for s in 1..=seconds {
+            let lost = if s >= 5 { 10 } else { 0 };
+            let c = StreamCounts { expected: s * 1000, ..counts(s * 1000 - lost) };
+            snaps.push((s * 1000 * MS, c));
+            live.interval(&mut out, "x", &snaps);
+        }
+        String::from_utf8(out).unwrap().lines().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn a_line_covers_the_intervals_since_the_line_before() {
+        let each = Live { lines: true, every: 1, ..Live::default() };
+        let lines = lines_of(&each, 25);
+        assert_eq!(lines.len(), 25);
+        assert!(lines[0].starts_with("[   1.0s] x  1.0k msg/s") && lines[0].contains("lost 0/1000 "), "{}", lines[0]);
+        assert!(lines[4].contains("lost 10/1000 "), "{}", lines[4]);
+        let thirds = Live { lines: true, every: 3, ..Live::default() };
+        let lines = lines_of(&thirds, 25);
+        assert_eq!(lines.len(), 8, "25 intervals, a line per three: {lines:?}");
+        assert!(lines[0].starts_with("[   3.0s] x  1.0k msg/s") && lines[0].contains("lost 0/3000 "), "{}", lines[0]);
+        assert!(lines[1].starts_with("[   6.0s]") && lines[1].contains("lost 10/3000 "), "{}", lines[1]);
+        assert!(lines[7].starts_with("[  24.0s]") && lines[7].contains("lost 0/3000 "), "{}", lines[7]);
+        assert!(lines_of(&Live { lines: false, every: 1, ..Live::default() }, 5).is_empty(), "quiet");
+    }
 
     #[test]
     fn the_part_after_the_last_report_is_a_row_to_the_end_of_sending() {

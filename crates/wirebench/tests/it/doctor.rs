@@ -55,7 +55,7 @@ fn path_mtu_to_a_loopback_serve() {
 fn the_stall_meter_check_reports_its_figures_in_text_and_json() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("doctor.json");
-    let r = wirebench(&["doctor", "--stall-check", "300ms", "--json", json.to_str().unwrap()]);
+    let r = wirebench(&["doctor", "--stall-check", "300ms", "-v", "--json", json.to_str().unwrap()]);
     assert_ne!(r.code, 2, "{r:?}");
     let v = read_json(&json);
     let stalls = &v["stalls"];
