@@ -56,8 +56,9 @@ impl UdpBatchSender {
             match self.sock.send(buf) {
                 Ok(_) => return Ok(n),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(0),
-                // EINVAL/EIO: a segment larger than the path MTU, or no GSO on this device.
-                Err(e) if matches!(e.raw_os_error(), Some(22 | 5 | 90)) => {
+                // A segment larger than the path MTU (EMSGSIZE, EINVAL), or no GSO on this
+                // device (EIO).
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EIO | libc::EMSGSIZE)) => {
                     self.gso = false;
                     let _ = setsockopt(&self.sock, UdpGsoSegment, &0);
                 }

@@ -143,14 +143,11 @@ impl ProbeIo for TcpProbeIo {
             match self.stream.read(&mut self.buf[self.end..]) {
                 Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
                 Ok(n) => self.end += n,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    if wait::give_up(self.wait, now, deadline_ns) {
+                Err(e) => {
+                    if wait::after_failed_read(e, self.wait, now, deadline_ns)? {
                         return Ok(None);
                     }
-                    std::hint::spin_loop();
                 }
-                Err(e) => return Err(e),
             }
         }
     }

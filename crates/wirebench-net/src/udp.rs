@@ -194,14 +194,11 @@ impl ProbeIo for UdpProbeIo {
             };
             match r {
                 Ok((len, from)) => return Ok(Some(Received { len, from, at_ns: self.clock.now_ns(), kernel: None })),
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    if wait::give_up(self.wait, now, deadline_ns) {
+                Err(e) => {
+                    if wait::after_failed_read(e, self.wait, now, deadline_ns)? {
                         return Ok(None);
                     }
-                    std::hint::spin_loop();
                 }
-                Err(e) => return Err(e),
             }
         }
     }

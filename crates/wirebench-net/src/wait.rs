@@ -88,8 +88,24 @@ pub(crate) fn poll_until(fd: &impl AsFd, clock: &impl Clock, deadline_ns: u64, l
 }
 
 /// After a read found nothing (would block, or timed out): give up, or spin again?
-pub(crate) fn give_up(wait: Wait, now: u64, deadline_ns: u64) -> bool {
+fn give_up(wait: Wait, now: u64, deadline_ns: u64) -> bool {
     wait == Wait::Block || now >= deadline_ns
+}
+
+/// A probe read that failed with `e` at `now`: `Ok(true)` ends the wait with nothing (it
+/// found nothing and the deadline or a blocking wait says stop), `Ok(false)` reads again
+/// (interrupted, or a spin that has time left), `Err` is a real error.
+pub(crate) fn after_failed_read(e: io::Error, wait: Wait, now: u64, deadline_ns: u64) -> io::Result<bool> {
+    use io::ErrorKind;
+    match e.kind() {
+        ErrorKind::Interrupted => Ok(false),
+        ErrorKind::WouldBlock | ErrorKind::TimedOut if give_up(wait, now, deadline_ns) => Ok(true),
+        ErrorKind::WouldBlock | ErrorKind::TimedOut => {
+            std::hint::spin_loop();
+            Ok(false)
+        }
+        _ => Err(e),
+    }
 }
 
 /// What a wait for input found.
@@ -122,6 +138,18 @@ pub(crate) fn poll_in(fd: &impl AsFd, timeout_ns: u64) -> io::Result<Ready> {
 mod tests {
     use super::*;
     use crate::clock::MonoClock;
+
+    #[test]
+    fn a_failed_read_retries_gives_up_or_is_an_error() {
+        use std::io::{Error, ErrorKind};
+        let after = |k: ErrorKind, wait, now| after_failed_read(Error::from(k), wait, now, 100).map_err(|e| e.kind());
+        assert_eq!(after(ErrorKind::Interrupted, Wait::Block, 0), Ok(false), "interrupted: read again");
+        assert_eq!(after(ErrorKind::Interrupted, Wait::Spin, 200), Ok(false));
+        assert_eq!(after(ErrorKind::WouldBlock, Wait::Block, 0), Ok(true), "a blocking wait that timed out ends");
+        assert_eq!(after(ErrorKind::TimedOut, Wait::Spin, 99), Ok(false), "a spin with time left goes on");
+        assert_eq!(after(ErrorKind::WouldBlock, Wait::Spin, 100), Ok(true), "a spin at its deadline ends");
+        assert_eq!(after(ErrorKind::ConnectionRefused, Wait::Spin, 0), Err(ErrorKind::ConnectionRefused));
+    }
 
     /// The lead settles where nine wake-ups in ten were earlier (their p90), within a step
     /// or two, and never past its cap.

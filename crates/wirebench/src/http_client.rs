@@ -19,6 +19,15 @@ use tokio_rustls::rustls::pki_types::pem::PemObject as _;
 use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
 use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 
+/// The characters a query value keeps as they are: RFC 3986's unreserved set.
+const UNRESERVED: &percent_encoding::AsciiSet =
+    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+
+/// `s` percent-encoded for a URL's query (a label selector, a PromQL expression, a token).
+pub fn query_value(s: &str) -> String {
+    percent_encoding::utf8_percent_encode(s, UNRESERVED).to_string()
+}
+
 /// A body past the cap [`HttpClient::get`] was given (its own type, so a caller can tell
 /// an answer too long for its budget from one that failed).
 #[derive(Debug)]
@@ -154,6 +163,14 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn query_values_keep_only_the_unreserved_characters() {
+        assert_eq!(query_value("kubernetes.io/service-name=a"), "kubernetes.io%2Fservice-name%3Da");
+        assert_eq!(query_value("eyJ2+/="), "eyJ2%2B%2F%3D");
+        assert_eq!(query_value("a-b._~ c"), "a-b._~%20c");
+        assert_eq!(query_value("é"), "%C3%A9", "UTF-8 bytes");
+    }
 
     #[test]
     fn refuses_what_it_cannot_fetch() {

@@ -10,7 +10,7 @@
 //! they leave it alone: no syscall beyond the one stamp read per probe. A device that gives
 //! no TX stamps at all (after 256 sends) has them turned off.
 
-use std::io::{self, ErrorKind};
+use std::io;
 use std::net::{SocketAddr, UdpSocket};
 
 use wirebench_core::wire::probe::Probe;
@@ -138,14 +138,11 @@ impl UdpProbeIo {
                     let kernel = Some(KernelRx { at: r.at, at_wall_ns });
                     return Ok(Some(Received { len: r.len, from, at_ns, kernel }));
                 }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    if wait::give_up(self.wait, now, deadline_ns) {
+                Err(e) => {
+                    if wait::after_failed_read(e, self.wait, now, deadline_ns)? {
                         return Ok(None);
                     }
-                    std::hint::spin_loop();
                 }
-                Err(e) => return Err(e),
             }
         }
     }

@@ -122,18 +122,6 @@ impl From<anyhow::Error> for Failed {
     }
 }
 
-fn pct(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
 /// One instant query, its answer within `left` bytes (its text and the list of its samples
 /// while they are read, plus the rows kept): the rows and what they hold, bytes.
 async fn query(
@@ -144,9 +132,10 @@ async fn query(
     timeout: Duration,
     left: usize,
 ) -> Result<(Vec<Row>, usize), Failed> {
-    let url: Uri = format!("{}/api/v1/query?query={}", base.to_string().trim_end_matches('/'), pct(q))
-        .parse()
-        .map_err(anyhow::Error::from)?;
+    let url: Uri =
+        format!("{}/api/v1/query?query={}", base.to_string().trim_end_matches('/'), crate::http_client::query_value(q))
+            .parse()
+            .map_err(anyhow::Error::from)?;
     let too_long = |read: usize| {
         Failed::Budget(format!(
             "its answer to {q} passes what is left of the budget ({read} bytes read of {left} left)"
