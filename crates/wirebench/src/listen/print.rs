@@ -72,6 +72,44 @@ struct Block<'c> {
     size: usize,
 }
 
+/// DatagramTest's figures of one block, worked out once for the `-v` text and the TSV log.
+struct Figures {
+    elapsed_ms: u64,
+    mb_per_s: f64,
+    packets_per_s: f64,
+    received: u64,
+    expected: u64,
+    missing: u64,
+    success_rate: f64,
+    out_of_order: u64,
+    avg_offset: f64,
+    gaps: u64,
+    avg_gap_size: f64,
+    avg_gap_ms: f64,
+}
+
+impl Figures {
+    fn of(b: &Block<'_>) -> Self {
+        let c = b.c;
+        #[expect(clippy::cast_precision_loss, reason = "display values")]
+        let mb_per_s = c.bytes as f64 / 1e6 / (b.span_ns as f64 / 1e9).max(1e-9);
+        Self {
+            elapsed_ms: b.span_ns / 1_000_000,
+            mb_per_s,
+            packets_per_s: c.per_sec(b.span_ns),
+            received: c.received,
+            expected: c.expected,
+            missing: c.missing(),
+            success_rate: c.success_rate(),
+            out_of_order: c.out_of_order,
+            avg_offset: c.avg_offset(),
+            gaps: c.gaps,
+            avg_gap_size: c.mean_gap(),
+            avg_gap_ms: c.mean_gap_ns() / 1e6,
+        }
+    }
+}
+
 impl Printer<'_> {
     /// A block in a default or `-q` view: a `Now` block as one interval line, a lifetime as
     /// one line at the end (or when its publisher is forgotten); the rest only in the log.
@@ -112,63 +150,60 @@ impl Printer<'_> {
     }
 
     fn block(&mut self, b: &Block<'_>, now: u64) {
-        let c = b.c;
-        #[expect(clippy::cast_precision_loss, reason = "display values")]
-        let mb = c.bytes as f64 / 1e6 / (b.span_ns as f64 / 1e9).max(1e-9);
+        let f = Figures::of(b);
         if self.detail.verbose() {
-            self.text(b, mb);
+            self.text(b, &f);
         } else {
             self.line(b, now);
         }
-        self.log(b, mb, now);
+        self.log(b, &f, now);
     }
 
-    fn text(&mut self, b: &Block<'_>, mb: f64) {
-        let c = b.c;
+    fn text(&mut self, b: &Block<'_>, f: &Figures) {
         let _ = writeln!(
             self.out,
             "{}:\nRx from publisher: {}\n         to listener: {}\n             elapsed: {}ms\n         packet size: {} bytes\n          throughput: {:.1} MB/sec\n                      {:.0} packets/sec\n            received: {} of {}\n             missing: {}\n        success rate: {:.6}\n        out of order: {}\n          avg offset: {:.1}\n                gaps: {}\n        avg gap size: {:.1}\n        avg gap time: {:.3}ms",
             b.title,
             b.who,
             self.local,
-            b.span_ns / 1_000_000,
+            f.elapsed_ms,
             b.size,
-            mb,
-            c.per_sec(b.span_ns),
-            c.received,
-            c.expected,
-            c.missing(),
-            c.success_rate(),
-            c.out_of_order,
-            c.avg_offset(),
-            c.gaps,
-            c.mean_gap(),
-            c.mean_gap_ns() / 1e6,
+            f.mb_per_s,
+            f.packets_per_s,
+            f.received,
+            f.expected,
+            f.missing,
+            f.success_rate,
+            f.out_of_order,
+            f.avg_offset,
+            f.gaps,
+            f.avg_gap_size,
+            f.avg_gap_ms,
         );
     }
 
-    fn log(&mut self, b: &Block<'_>, mb: f64, now: u64) {
-        let c = b.c;
-        if let Some(f) = self.log.as_mut() {
+    fn log(&mut self, b: &Block<'_>, f: &Figures, now: u64) {
+        if let Some(w) = self.log.as_mut() {
             #[expect(clippy::cast_precision_loss, reason = "display values")]
             let t = now.saturating_sub(self.start_ns) as f64 / 1e9;
             let _ = writeln!(
-                f,
-                "{t:.3}\t{}\t{}\t{}\t{}\t{mb:.3}\t{:.0}\t{}\t{}\t{}\t{:.6}\t{}\t{:.2}\t{}\t{:.2}\t{:.3}",
+                w,
+                "{t:.3}\t{}\t{}\t{}\t{}\t{:.3}\t{:.0}\t{}\t{}\t{}\t{:.6}\t{}\t{:.2}\t{}\t{:.2}\t{:.3}",
                 b.who,
                 b.title,
-                b.span_ns / 1_000_000,
+                f.elapsed_ms,
                 b.size,
-                c.per_sec(b.span_ns),
-                c.received,
-                c.expected,
-                c.missing(),
-                c.success_rate(),
-                c.out_of_order,
-                c.avg_offset(),
-                c.gaps,
-                c.mean_gap(),
-                c.mean_gap_ns() / 1e6,
+                f.mb_per_s,
+                f.packets_per_s,
+                f.received,
+                f.expected,
+                f.missing,
+                f.success_rate,
+                f.out_of_order,
+                f.avg_offset,
+                f.gaps,
+                f.avg_gap_size,
+                f.avg_gap_ms,
             );
         }
     }
