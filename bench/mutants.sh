@@ -4,11 +4,12 @@
 # forced), the core tests run against each, and a mutant no test notices is a rule the
 # tests do not pin. Not run in CI: a run takes minutes per file.
 #
-#   bench/mutants.sh [--budget SECS] [--jobs N] [--tests FILTERS | --all-tests] [--re REGEX]
+#   bench/mutants.sh [--budget SECS] [--test-timeout SECS] [--jobs N] [--tests FILTERS | --all-tests] [--re REGEX]
 #                    [--out DIR] [FILE...]
 #
 # FILE is a path under crates/wirebench-core/src (mesh/verdict.rs); none means every file
-# of the crate. Each file gets at most --budget seconds (default 900); a file cut short
+# of the crate. Each file gets at most --budget seconds (default 900), each mutant's tests
+# at most --test-timeout (default 30: a mutant that makes a loop endless); a file cut short
 # shows how many of its mutants were tried. By default each file's mutants run only the
 # tests of its own module (mesh/verdict.rs: mesh::verdict::), which keeps a mutant to a
 # few seconds; --tests "mesh::verdict:: mesh::matrix::" names the tests to run instead (for
@@ -25,6 +26,7 @@
 set -euo pipefail
 
 budget=900
+test_timeout=30
 jobs=1
 all_tests=0
 tests=""
@@ -37,6 +39,7 @@ files=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --budget) budget=$2; shift 2 ;;
+        --test-timeout) test_timeout=$2; shift 2 ;;
         --jobs) jobs=$2; shift 2 ;;
         --all-tests) all_tests=1; shift ;;
         --tests) tests=$2; shift 2 ;;
@@ -86,10 +89,11 @@ for f in "${files[@]}"; do
         filter+=("${module//\//::}::")
     fi
     echo "== $f: $listed mutants, at most ${budget}s, tests: ${filter[*]:1}" >&2
-    # INT lets cargo-mutants stop cleanly and keep what it found so far.
+    # INT lets cargo-mutants stop cleanly and keep what it found so far. One module's tests
+    # take a second or two: a mutant still running at --test-timeout loops (counted caught).
     timeout --signal=INT --kill-after=60 "$budget" \
         nice cargo mutants -p wirebench-core -f "$src/$f" "${re[@]}" --jobs "$jobs" --no-shuffle \
-        --timeout 120 --build-timeout 600 --cargo-arg=--lib -o "$dir" -- "${filter[@]}" >"$dir.log" 2>&1 || true
+        --timeout "$test_timeout" --build-timeout 600 --cargo-arg=--lib -o "$dir" -- "${filter[@]}" >"$dir.log" 2>&1 || true
     m="$dir/mutants.out"
     caught=$(count "$m/caught.txt")
     missed=$(count "$m/missed.txt")
