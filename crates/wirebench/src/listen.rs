@@ -22,7 +22,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context as _;
 use socket2::{Domain, Protocol, Socket, Type};
-use wirebench_core::counters::{LossSplit, Snapshot};
+use wirebench_core::counters::{LossSplit, RunSizes, Snapshot};
 use wirebench_core::report::{Attribution, ListenTotals, Outcome, ReceiverResult, Report, Results, StreamResults};
 use wirebench_core::stream::table::{Budget, Table};
 use wirebench_core::stream::wake::WakeRecorder;
@@ -292,6 +292,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         foreign,
         wake: Some(wake.summary()),
     };
+    let runs = totals.wake.as_ref().and_then(RunSizes::of);
     if !a.quiet {
         print::totals(ctx.out, &totals, a.max_publishers.as_usize())?;
     }
@@ -341,7 +342,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     };
     let missing = done.iter().map(|(_, c, _)| c.expected.saturating_sub(c.received)).sum();
     let mut attribution = crate::hiccup::attribution(meter).unwrap_or_default();
-    kernel_attribution(&mut attribution, &kernel_before, &kernel_after, missing);
+    kernel_attribution(&mut attribution, &kernel_before, &kernel_after, missing, runs);
     let report = Report { attribution: Some(attribution), ..report };
     if let Some(line) = wirebench_report::stream_text::listen_nothing_line(&report) {
         writeln!(ctx.out, "{line}")?;
@@ -355,11 +356,24 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
 
 /// This host's counters across the run, and the publishers' missing datagrams split by
 /// them. listen sends nothing and knows no sender: its host's `SndbufErrors` are not this
-/// run's, so the split starts at the sockets (`InErrors`), then the NIC and softnet.
-fn kernel_attribution(into: &mut Attribution, before: &Snapshot, after: &Snapshot, missing: u64) {
+/// run's, so the split starts at the sockets (`InErrors`), then the NIC and softnet. The
+/// socket counts a refused GRO run once: its count is taken in datagrams by the runs this
+/// receiver read (`runs`), as stream's split does, with the range that leaves.
+fn kernel_attribution(
+    into: &mut Attribution,
+    before: &Snapshot,
+    after: &Snapshot,
+    missing: u64,
+    runs: Option<RunSizes>,
+) {
     let counters = before.delta(after);
     let udp = counters.udp_total().unwrap_or_default();
-    into.loss = Some(LossSplit::of(missing, 0, udp.in_errors, counters.nic_drops()));
+    let socket = runs.map_or(udp.in_errors, |z| z.datagrams(udp.in_errors));
+    let mut split = LossSplit::of(missing, 0, socket, counters.nic_drops());
+    if let Some(z) = runs {
+        split = split.with_socket_range(z.range(udp.in_errors));
+    }
+    into.loss = Some(split);
     into.notes.extend(counters.missing.iter().map(|m| format!("counter unavailable: {m}")));
     into.counters = Some(counters);
 }

@@ -116,11 +116,12 @@ impl Printer<'_> {
     fn line(&mut self, b: &Block<'_>, now: u64) {
         let c = b.c;
         let lifetime = b.title.starts_with("Lifetime");
+        let ended = self.closing || b.title.contains("forgotten");
         let shown = match self.detail {
-            Detail::Quiet => {
-                lifetime && (self.closing || b.title.contains("forgotten")) && b.title != "Lifetime summary"
-            }
-            _ => !lifetime || self.closing || b.title.contains("forgotten"),
+            Detail::Quiet => lifetime && ended && b.title != "Lifetime summary",
+            _ if lifetime => ended,
+            // a Now line when something arrived: a publisher that stopped or pauses has none
+            _ => c.received > 0 || c.duplicates > 0,
         };
         if !shown {
             return;
