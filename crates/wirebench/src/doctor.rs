@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::error::UsageError;
 use crate::host::{self, net};
 

@@ -22,7 +22,7 @@ use wirebench_core::units::Span;
 use wirebench_net::rusage::{task_sched, thread_id};
 use wirebench_net::timer::{mono_now_ns, set_timer_slack, sleep_until};
 
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::error::UsageError;
 
 /// The stall meter's flags, on every mode that measures.

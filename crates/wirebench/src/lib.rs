@@ -11,6 +11,7 @@
 pub mod accept;
 pub mod cli;
 pub mod control;
+pub mod ctx;
 pub mod discovery;
 pub mod doctor;
 pub mod error;
@@ -42,24 +43,8 @@ use clap::Parser as _;
 use wirebench_core::report::{Outcome, receivers_failed};
 
 pub use crate::cli::{Cli, Command};
+pub use crate::ctx::Ctx;
 pub use crate::shutdown::Shutdown;
-
-/// What every mode gets: the stop signal, the command line (for the report) and where to
-/// print.
-pub struct Ctx<'a> {
-    /// Set by Ctrl-C.
-    pub shutdown: Shutdown,
-    /// The full command line.
-    pub argv: Vec<String>,
-    /// Terminal output.
-    pub out: &'a mut dyn Write,
-}
-
-impl std::fmt::Debug for Ctx<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ctx").field("argv", &self.argv).finish_non_exhaustive()
-    }
-}
 
 /// Runs a parsed command. Returns the exit code for a run that produced results: 0, or 1
 /// when the peer went silent mid-run, or (stream, listen) a receiver heard nothing or its
@@ -165,25 +150,6 @@ fn one_line(text: &str) -> String {
     let body = text.split("\n\nUsage:").next().unwrap_or(text);
     let body = body.split("\n\nFor more information").next().unwrap_or(body);
     body.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// A run's session id, which nobody else will pick: 64 bits from the OS RNG (`getrandom`).
-pub(crate) fn session_id() -> u64 {
-    u64::from_be_bytes(os_random().unwrap_or_else(|_| {
-        // No OS RNG (a sandbox without getrandom(2) or /dev/urandom): time and pid, which
-        // still keep concurrent runs apart; nothing secret depends on a session id.
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        #[expect(clippy::cast_possible_truncation, reason = "mixing bits")]
-        let x = (t as u64) ^ (u64::from(std::process::id()) << 40);
-        x.to_be_bytes()
-    }))
-}
-
-/// `N` bytes from the OS RNG, for nonces, session secrets and seeds.
-pub(crate) fn os_random<const N: usize>() -> std::io::Result<[u8; N]> {
-    let mut b = [0u8; N];
-    getrandom::fill(&mut b).map_err(|e| std::io::Error::other(format!("the OS random generator failed: {e}")))?;
-    Ok(b)
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

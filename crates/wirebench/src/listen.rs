@@ -33,7 +33,7 @@ use wirebench_net::clock::{Clock, MonoClock, wall_now_ns};
 
 use wirebench_report::screen::Detail;
 
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::error::UsageError;
 use crate::flow::STREAM_BUFFER;
 

@@ -50,7 +50,7 @@ use wirebench_core::units::{MsgRate, Span};
 
 use self::client::Plan;
 use self::stats::Stats;
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::error::UsageError;
 
 /// `--size TYPE=SIZE`: a message type's size (`chat=512`, `*=1KiB`).

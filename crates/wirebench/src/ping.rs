@@ -34,7 +34,7 @@ use wirebench_net::tcp::TcpProbeIo;
 use wirebench_net::udp::{UdpProbeIo, Wait};
 
 use self::engine::{EngineConfig, EngineError, EngineOutput, Shown};
-use crate::Ctx;
+use crate::ctx::Ctx;
 
 /// `wirebench ping` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -179,7 +179,7 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
     let ecfg = EngineConfig {
         size: cfg.size,
         flags: if cfg.reply_group.is_some() { FLAG_REPLY_GROUP } else { 0 },
-        session: crate::session_id(),
+        session: crate::ctx::session_id(),
         pacing: cfg.pacing,
         warmup: cfg.warmup,
         stop: cfg.stop,

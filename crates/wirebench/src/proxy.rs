@@ -34,7 +34,7 @@ pub use config::Config;
 use wirebench_core::report::{Outcome, ProxyResults, Report, Results};
 
 use self::collect::Collector;
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::ping::Proto;
 use crate::shutdown::Shutdown;
 
@@ -166,7 +166,7 @@ impl Proxy {
 
 /// A seed nobody chose: 64 bits from the OS RNG (the run's session id source).
 fn random_seed() -> u64 {
-    crate::session_id()
+    crate::ctx::session_id()
 }
 
 /// The report of a finished (or stopped) proxy run.

@@ -35,7 +35,7 @@ use wirebench_core::report::{Outcome, Report, Results};
 use wirebench_core::units::{MsgRate, Span};
 
 pub use self::config::{Config, DEFAULT_PORT};
-use crate::Ctx;
+use crate::ctx::Ctx;
 
 /// `wirebench relay` flags.
 #[derive(Debug, Clone, clap::Args)]

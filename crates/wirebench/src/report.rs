@@ -17,7 +17,7 @@ use wirebench_core::report::{Report, Results};
 use wirebench_report::screen::Detail;
 use wirebench_report::{Run, compare, env, html, stream_text, text};
 
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::error::UsageError;
 use crate::shutdown::Shutdown;
 pub use load::{Loaded, MAX_HELD_BYTES, load, load_each, parse};

@@ -33,7 +33,7 @@ pub use server::{Counters, RoomServer};
 use wirebench_core::room::Limits;
 use wirebench_core::units::{ByteSize, Span};
 
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::error::UsageError;
 
 /// Descriptors the room keeps beside its connections (stdio, runtime, evictions in flight).

@@ -45,7 +45,7 @@ pub use self::config::{
     MAX_SESSIONS, MAX_SESSIONS_PER_SOURCE, MEMORY_BUDGET_MIB,
 };
 pub use self::counters::{CounterSnapshot, Counters};
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::shutdown::Shutdown;
 
 /// Default port for control and data.

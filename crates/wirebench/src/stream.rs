@@ -51,7 +51,7 @@ use wirebench_core::units::{ByteSize, Count, Span, StreamRate};
 use wirebench_core::wire::control::{Direction, StreamProto};
 
 use self::session::{Live, RunOut, RunSpec};
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::ping::Proto;
 use crate::progress::{Progress, Total};
 
@@ -251,7 +251,7 @@ fn live_for_run(cfg: &Config) -> Live {
 
 /// One run with `spec`.
 fn once(cfg: &Config, spec: &RunSpec, ctx: &mut Ctx<'_>, live: &Live) -> anyhow::Result<RunOut> {
-    let session = crate::session_id();
+    let session = crate::ctx::session_id();
     if cfg.no_control {
         return udp::publish_only(cfg, spec, session, ctx);
     }

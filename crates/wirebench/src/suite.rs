@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use wirebench_core::report::{Report, Results};
 use wirebench_report::text::us;
 
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::ping::{self, Config as PingConfig};
 use crate::serve::{self, Server};
 use crate::shutdown::Shutdown;

@@ -114,7 +114,7 @@ fn new_token(bytes: usize) -> std::io::Result<String> {
     use base64::Engine as _;
     let mut raw = Vec::with_capacity(bytes);
     while raw.len() < bytes {
-        raw.extend_from_slice(&crate::os_random::<32>()?);
+        raw.extend_from_slice(&crate::ctx::os_random::<32>()?);
     }
     raw.truncate(bytes);
     Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw))

@@ -22,7 +22,7 @@ use super::config::{AgentArgs, AgentConfig, StallMeter};
 use super::http::{self, Api};
 use super::prober::{self, Group, ProberConfig, SelfMatch};
 use super::state::{HiccupWindow, Shared};
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::discovery::{self, Options};
 use crate::serve::{self, CounterSnapshot, Server};
 use crate::shutdown::Shutdown;
@@ -126,7 +126,7 @@ impl Agent {
             }),
             key,
             bind: SocketAddr::new(listen.ip(), 0),
-            seed: crate::session_id(),
+            seed: crate::ctx::session_id(),
             stalls: cfg.stall_meter == StallMeter::Prober,
             stamp_key: cfg.stamp_peer_key.clone(),
         };

@@ -222,7 +222,8 @@ fn stamp_cfg(a: &Args, proto: Proto) -> Result<Option<StampCfg>, UsageError> {
     }
     let key = crate::serve::stamp::key_of(a.stamp_key.as_deref(), a.stamp_key_file.as_deref(), "stamp-key")?;
     // Random and never 0: a reflector that predates RFC 8972 answers with 0.
-    let session_id = a.stamp_session_id.unwrap_or_else(|| u16::try_from(crate::session_id() % 65_535 + 1).unwrap_or(1));
+    let session_id =
+        a.stamp_session_id.unwrap_or_else(|| u16::try_from(crate::ctx::session_id() % 65_535 + 1).unwrap_or(1));
     Ok(Some(StampCfg { authenticated: key.is_some(), key, format: a.stamp_format, session_id }))
 }
 
@@ -329,7 +330,7 @@ impl Config {
             (None, true) => return Err(usage("--poisson needs --rate (the mean rate of the Poisson sampling)".into())),
             (Some(r), false) => Pacing::Rate(r),
             // Seeded from the OS once; the seed goes into the report's config.
-            (Some(rate), true) => Pacing::Poisson { rate, seed: crate::session_id() },
+            (Some(rate), true) => Pacing::Poisson { rate, seed: crate::ctx::session_id() },
         };
         let mut stop = stop_of(count, a.duration);
         if stop.is_unbounded() {
