@@ -69,7 +69,7 @@ pub struct Config {
 impl Config {
     /// Resolves the target, the interface (which must exist) and the group.
     pub fn from_args(a: &Args) -> Result<Self, UsageError> {
-        let target = a.target.as_deref().map(crate::ping::resolve).transpose()?;
+        let target = a.target.as_deref().map(crate::addr::resolve).transpose()?;
         let group = a
             .group
             .parse::<Ipv4Addr>()

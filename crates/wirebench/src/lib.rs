@@ -9,12 +9,14 @@
 //! result files), [`progress`] (bar or plain lines on stderr) and [`error`] (exit codes).
 
 pub mod accept;
+pub mod addr;
 pub mod cli;
 pub mod control;
 pub mod ctx;
 pub mod discovery;
 pub mod doctor;
 pub mod error;
+pub mod flags;
 pub mod flow;
 pub mod hiccup;
 pub mod host;

@@ -47,7 +47,7 @@ pub struct Args {
     #[arg(long, default_value = "0.0.0.0:7879", env = "WIREBENCH_LISTEN")]
     pub listen: String,
     /// Join this multicast group (its port must be the listen port); repeatable.
-    #[arg(long = "join", value_name = "GROUP:PORT", value_parser = crate::cli::group_port)]
+    #[arg(long = "join", value_name = "GROUP:PORT", value_parser = crate::addr::group_port)]
     pub join: Vec<SocketAddrV4>,
     /// Interface (name or IPv4 address) for the joins.
     #[arg(long, env = "WIREBENCH_INTERFACE")]
@@ -100,7 +100,7 @@ pub struct Args {
 pub(crate) type Key = (SocketAddr, u64, u16);
 
 fn bind(a: &Args) -> anyhow::Result<UdpSocket> {
-    let addr = crate::ping::resolve(&a.listen)?;
+    let addr = crate::addr::resolve(&a.listen)?;
     if let Some(g) = a.join.iter().find(|g| !g.ip().is_multicast() || g.port() != addr.port()) {
         return Err(UsageError(format!("--join {g}: a multicast group on the listen port {}", addr.port())).into());
     }
@@ -355,7 +355,7 @@ mod tests {
     use super::*;
 
     fn args(v: &[&str]) -> Result<Budget, String> {
-        let a: Args = crate::cli::parse_mode("listen", v).map_err(|e| e.to_string())?;
+        let a: Args = crate::flags::parse_mode("listen", v).map_err(|e| e.to_string())?;
         check(&a).map_err(|e| e.0)
     }
 

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use anyhow::{Context as _, anyhow};
-pub use config::{Config, Proto, Target, resolve};
+pub use config::{Config, Target};
 use wirebench_core::latency::Interval;
 use wirebench_core::report::{Report, Results};
 use wirebench_core::units::{ByteSize, Count, CountOrSpan, MsgRate, Span};
@@ -34,6 +34,7 @@ use wirebench_net::tcp::TcpProbeIo;
 use wirebench_net::udp::{UdpProbeIo, Wait};
 
 use self::engine::{EngineConfig, EngineError, EngineOutput, Shown};
+use crate::addr::Proto;
 use crate::ctx::Ctx;
 
 /// `wirebench ping` flags.
@@ -93,7 +94,7 @@ pub struct Args {
     pub multicast_loop: bool,
     /// Multicast: ask responders to answer on this group (Aeron's pong channel); serve must
     /// have the same --reply-group.
-    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::cli::group_port)]
+    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::addr::group_port)]
     pub reply_group: Option<SocketAddrV4>,
     /// Multicast: stop waiting for responders once this many answered.
     #[arg(long)]
@@ -432,7 +433,7 @@ mod tests {
     /// warm-up took, and the progress's status at the end of the run, 3 s in.
     fn progress_at_the_end(flags: &[&str]) -> (u64, (u64, u64, String)) {
         let args = [&["127.0.0.1:7878"], flags].concat();
-        let a: Args = crate::cli::parse_mode("ping", &args).expect("flags parse");
+        let a: Args = crate::flags::parse_mode("ping", &args).expect("flags parse");
         let cfg = Config::from_args(&a).expect("a valid config");
         let clock = FakeClock::default();
         clock.advance_to(1_000_000);

@@ -34,8 +34,8 @@ pub use config::Config;
 use wirebench_core::report::{Outcome, ProxyResults, Report, Results};
 
 use self::collect::Collector;
+use crate::addr::Proto;
 use crate::ctx::Ctx;
-use crate::ping::Proto;
 use crate::shutdown::Shutdown;
 
 /// The last stretch before a due time is spun, not slept: `ppoll` wakes up to the timer

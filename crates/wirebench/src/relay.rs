@@ -41,7 +41,7 @@ use crate::ctx::Ctx;
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
     /// A group to carry, `GROUP:PORT`; repeatable.
-    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::cli::group_port)]
+    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::addr::group_port)]
     pub group: Vec<SocketAddrV4>,
     /// The other relays, as the mesh finds its agents: `host[:port],...` (a name gives every
     /// address it resolves to), a file of them (one a line, or `file:PATH`), `dns:NAME[:PORT]`,

@@ -51,8 +51,8 @@ use wirebench_core::units::{ByteSize, Count, Span, StreamRate};
 use wirebench_core::wire::control::{Direction, StreamProto};
 
 use self::session::{Live, RunOut, RunSpec};
+use crate::addr::Proto;
 use crate::ctx::Ctx;
-use crate::ping::Proto;
 use crate::progress::{Progress, Total};
 
 /// `wirebench stream` flags.
@@ -100,7 +100,7 @@ pub struct Args {
     #[arg(long)]
     pub polite: bool,
     /// UDP multicast: every TARGET serve joins this group and this client sends to it.
-    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::cli::group_port)]
+    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::addr::group_port)]
     pub group: Option<SocketAddrV4>,
     /// Just send to the TARGETs (e.g. a `wirebench listen`), with no serve to ask.
     #[arg(long)]

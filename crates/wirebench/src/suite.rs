@@ -186,7 +186,7 @@ fn ping_args(args: &[String]) -> anyhow::Result<ping::Args> {
 /// Parses a mode's flags as its subcommand would.
 fn parse_args<A: clap::Args>(name: &str, args: &[String]) -> anyhow::Result<A> {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    Ok(crate::cli::parse_mode(name, &args)?)
+    Ok(crate::flags::parse_mode(name, &args)?)
 }
 
 fn stream_row(name: &str, r: &Report) -> Vec<String> {

@@ -69,7 +69,7 @@ pub struct AgentArgs {
     #[arg(long, default_value = "3")]
     pub inter_zone: wirebench_core::units::Count,
     /// Also probe this multicast group: who hears whom (every agent joins it).
-    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::cli::group_port)]
+    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::addr::group_port)]
     pub multicast: Option<SocketAddrV4>,
     /// Group probes per second.
     #[arg(long, default_value = "1/s")]
@@ -194,8 +194,8 @@ fn host_name() -> String {
 impl AgentConfig {
     /// Validates `a`.
     pub fn from_args(a: &AgentArgs) -> Result<Self, UsageError> {
-        let listen = crate::ping::resolve(&a.listen)?;
-        let http = crate::ping::resolve(&a.http)?;
+        let listen = crate::addr::resolve(&a.listen)?;
+        let http = crate::addr::resolve(&a.http)?;
         let advertise = match &a.advertise {
             Some(s) => Some(match s.parse::<std::net::IpAddr>() {
                 Ok(ip) => SocketAddr::new(ip, listen.port()),
@@ -415,7 +415,7 @@ mod tests {
     use super::*;
 
     fn agent(args: &[&str]) -> Result<AgentConfig, UsageError> {
-        AgentConfig::from_args(&crate::cli::parse_mode::<AgentArgs>("agent", args).unwrap())
+        AgentConfig::from_args(&crate::flags::parse_mode::<AgentArgs>("agent", args).unwrap())
     }
 
     #[test]
@@ -466,7 +466,7 @@ mod tests {
     #[test]
     fn status_needs_one_source() {
         let st =
-            |args: &[&str]| StatusConfig::from_args(&crate::cli::parse_mode::<StatusArgs>("status", args).unwrap());
+            |args: &[&str]| StatusConfig::from_args(&crate::flags::parse_mode::<StatusArgs>("status", args).unwrap());
         assert!(st(&[]).is_err());
         assert!(st(&["http://a:1", "--prometheus", "http://p:9090"]).is_err());
         let c = st(&["10.0.0.1:9878", "--max-loss", "2", "--max-p99", "5ms"]).unwrap();

@@ -1,7 +1,7 @@
 //! `ping` settings: parsed `Args` become a validated `Config` in one pure function, so a
 //! `Config` cannot hold a bad value and the rules are tested with tables (STYLE C5).
 
-use std::net::{SocketAddr, SocketAddrV4, ToSocketAddrs};
+use std::net::{SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -13,31 +13,9 @@ use wirebench_core::wire::probe;
 use wirebench_core::wire::stamp::{self, Key, TsFormat};
 
 use super::Args;
+use crate::addr::{Proto, resolve};
 use crate::error::UsageError;
 use crate::serve::stamp::FormatArg;
-
-/// Transport.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Proto {
-    /// UDP datagrams (unicast or multicast).
-    Udp,
-    /// Frames on one TCP connection.
-    Tcp,
-    /// STAMP test packets (RFC 8762) to a reflector, over UDP.
-    Stamp,
-}
-
-impl Proto {
-    /// Lowercase name.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Udp => "udp",
-            Self::Tcp => "tcp",
-            Self::Stamp => "stamp",
-        }
-    }
-}
 
 /// Where probes go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -187,26 +165,6 @@ pub const DEFAULT_WARMUP: Stop = Stop { max_count: Some(1_000), deadline: Some(D
 
 fn usage(msg: String) -> UsageError {
     UsageError(msg)
-}
-
-/// Resolves `host:port` (a name, IPv4 or `[IPv6]`) to one address. A malformed address and
-/// a name that does not resolve are told apart.
-pub fn resolve(s: &str) -> Result<SocketAddr, UsageError> {
-    if let Ok(a) = s.parse::<SocketAddr>() {
-        return Ok(a);
-    }
-    let bad = || usage(format!("bad address '{s}': expected host:port, e.g. 127.0.0.1:7878"));
-    let Some((host, port)) = s.rsplit_once(':') else { return Err(bad()) };
-    if host.is_empty() || host.contains(['[', ']', ':']) {
-        return Err(bad());
-    }
-    let Ok(port) = port.parse::<u16>() else {
-        return Err(usage(format!("bad address '{s}': port '{port}' is not a number from 0 to 65535")));
-    };
-    let found = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| usage(format!("unknown host '{host}': the name did not resolve ({e})")))?;
-    found.into_iter().find(SocketAddr::is_ipv4).ok_or_else(|| usage(format!("host '{host}' has no IPv4 address")))
 }
 
 /// STAMP's settings with `--proto stamp` (or a `stamp://` target); its flags refused
@@ -433,7 +391,7 @@ mod tests {
     use super::*;
 
     fn cfg(args: &[&str]) -> Result<Config, String> {
-        let a: Args = crate::cli::parse_mode("ping", args).map_err(|e| e.to_string())?;
+        let a: Args = crate::flags::parse_mode("ping", args).map_err(|e| e.to_string())?;
         Config::from_args(&a).map_err(|e| e.0)
     }
 

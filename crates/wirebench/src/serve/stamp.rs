@@ -181,7 +181,7 @@ fn stamp_addr(spec: &str, listen_ip: IpAddr) -> Result<SocketAddr, UsageError> {
     if let Ok(ip) = s.parse::<IpAddr>() {
         return Ok(SocketAddr::new(ip, stamp::PORT));
     }
-    crate::ping::resolve(s)
+    crate::addr::resolve(s)
         .map_err(|_| UsageError(format!("--stamp '{spec}': expected [ADDR:]PORT, e.g. 862 or 10.0.0.1:862")))
 }
 
