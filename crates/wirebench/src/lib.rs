@@ -21,6 +21,7 @@ pub mod flow;
 pub mod hiccup;
 pub mod host;
 pub mod http_client;
+pub mod limits;
 pub mod listen;
 pub mod load;
 pub mod mesh;

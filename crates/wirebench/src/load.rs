@@ -28,7 +28,6 @@
 pub mod client;
 pub mod config;
 pub mod health;
-pub mod limits;
 mod print;
 pub mod request;
 mod results;
@@ -52,6 +51,7 @@ use self::client::Plan;
 use self::stats::Stats;
 use crate::ctx::Ctx;
 use crate::error::UsageError;
+use crate::limits;
 
 /// `--size TYPE=SIZE`: a message type's size (`chat=512`, `*=1KiB`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -164,7 +164,7 @@ impl Config {
 
 /// Runs until Ctrl-C, printing counters each interval; returns the final counters.
 pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Counters> {
-    let nofile = crate::load::limits::raise_nofile();
+    let nofile = crate::limits::raise_nofile();
     let cfg = Config::from_args(args, nofile)?;
     // -- wss://
     let tls = match (&args.tls_cert, &args.tls_key) {

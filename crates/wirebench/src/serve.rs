@@ -117,7 +117,7 @@ impl Server {
             wirebench_net::batch::size_buffers(s, PROBE_RCVBUF);
             probe_sockets.push(s.try_clone()?);
         }
-        let max_connections = connection_cap(cfg.max_connections, crate::load::limits::raise_nofile());
+        let max_connections = connection_cap(cfg.max_connections, crate::limits::raise_nofile());
         let unicast = sockets[0].try_clone()?;
         let mut threads = Vec::new();
         for (i, s) in sockets.into_iter().enumerate() {
