@@ -33,9 +33,10 @@ use wirebench_net::multicast::SenderOpts;
 use wirebench_net::tcp::TcpProbeIo;
 use wirebench_net::udp::{UdpProbeIo, Wait};
 
-use self::engine::{EngineConfig, EngineError, EngineOutput, Shown};
+use self::engine::{EngineConfig, EngineError, EngineOutput};
 use crate::addr::Proto;
 use crate::ctx::Ctx;
+use crate::progress::Shown;
 
 /// `wirebench ping` flags.
 #[derive(Debug, Clone, clap::Args)]
