@@ -185,7 +185,7 @@ pub struct Stalls {
     pub max_ns: u64,
 }
 
-/// Runs the stall meter (`crate::hiccup`'s loop) on this thread for `d`, at 1 ms; stops
+/// Runs the stall meter (`crate::stall`'s loop) on this thread for `d`, at 1 ms; stops
 /// early with `stop`.
 fn measure_stalls(d: Duration, stop: &std::sync::atomic::AtomicBool) -> Option<Stalls> {
     const INTERVAL_NS: u64 = 1_000_000;
@@ -194,7 +194,7 @@ fn measure_stalls(d: Duration, stop: &std::sync::atomic::AtomicBool) -> Option<S
     }
     let t0 = wirebench_net::timer::mono_now_ns();
     let until = t0.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-    let h = crate::hiccup::record_until(INTERVAL_NS, stop, until).finish();
+    let h = crate::stall::record_until(INTERVAL_NS, stop, until).finish();
     // The one percentile definition (HdrHistogram Java's), as `wirebench hiccup` reports.
     let at = |q: f64| wirebench_core::latency::value_at_percentile(&h.histogram, q * 100.0);
     Some(Stalls {

@@ -35,6 +35,7 @@ pub mod room;
 pub mod serve;
 pub mod shape;
 pub mod shutdown;
+pub mod stall;
 pub mod stream;
 pub mod suite;
 pub mod tls;

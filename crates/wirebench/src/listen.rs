@@ -93,7 +93,7 @@ pub struct Args {
     pub verbose: bool,
     /// The stall meter beside the run.
     #[command(flatten)]
-    pub hiccup: crate::hiccup::HiccupArgs,
+    pub hiccup: crate::stall::HiccupArgs,
 }
 
 /// A publisher: who sent it, its session and its index.
@@ -198,7 +198,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         }
         None => None,
     };
-    let meter = crate::hiccup::Meter::start(&a.hiccup)?;
+    let meter = crate::stall::Meter::start(&a.hiccup)?;
     let started = SystemTime::now();
     let t0 = Instant::now();
     let clock = MonoClock::default();
@@ -326,7 +326,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         attribution: None,
     };
     let missing = done.iter().map(|(_, c, _)| c.expected.saturating_sub(c.received)).sum();
-    let mut attribution = crate::hiccup::attribution(meter).unwrap_or_default();
+    let mut attribution = crate::stall::attribution(meter).unwrap_or_default();
     kernel_attribution(&mut attribution, &kernel_before, &kernel_after, missing);
     let report = Report { attribution: Some(attribution), ..report };
     if let Some(line) = wirebench_report::stream_text::listen_nothing_line(&report) {

@@ -137,7 +137,7 @@ pub struct Args {
     pub verbose: bool,
     /// The stall meter beside the run.
     #[command(flatten)]
-    pub hiccup: crate::hiccup::HiccupArgs,
+    pub hiccup: crate::stall::HiccupArgs,
 
     // -- real apps: TLS, headers, cookies, subprotocols, per-client values
     /// wss://: also trust the CA certificates in this PEM file (besides the system's store).
@@ -177,9 +177,9 @@ pub struct Args {
 /// `wirebench load`: check, measure, print, save.
 pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let cfg = Config::from_args(args)?;
-    let meter = crate::hiccup::Meter::start(&args.hiccup)?;
+    let meter = crate::stall::Meter::start(&args.hiccup)?;
     let mut report = measure(&cfg, ctx, false)?;
-    crate::hiccup::attach(&mut report, meter);
+    crate::stall::attach(&mut report, meter);
     let detail = wirebench_report::screen::Detail::of(cfg.quiet, args.verbose);
     print::report_at(&cfg.percentiles, &report, ctx.out, detail)?;
     wirebench_report::attribution::text_at(ctx.out, &report, detail)?;

@@ -137,7 +137,7 @@ pub struct Args {
     pub hiccup: bool,
     /// The stall meter beside the run.
     #[command(flatten)]
-    pub meter: crate::hiccup::HiccupArgs,
+    pub meter: crate::stall::HiccupArgs,
     /// STAMP authenticated mode (RFC 8762 §4.4): the HMAC-SHA-256 key, hex, 16 bytes or
     /// more (as stamp-suite's --hmac-key).
     #[arg(long, env = "WIREBENCH_STAMP_KEY", hide_env_values = true, help_heading = "STAMP")]
@@ -174,7 +174,7 @@ pub struct Measured {
 
 /// Runs the measurement on its own thread (so pinning stays on it) and builds the report.
 pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
-    let meter = crate::hiccup::Meter::start(&cfg.hiccup)?;
+    let meter = crate::stall::Meter::start(&cfg.hiccup)?;
     let started = SystemTime::now();
     let t0 = Instant::now();
     let clock = MonoClock::default();
@@ -274,7 +274,7 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
         results: Results::Ping(results),
         attribution: Some(attribution),
     };
-    crate::hiccup::attach(&mut report, meter);
+    crate::stall::attach(&mut report, meter);
     Ok(Measured { report, intervals: out.intervals })
 }
 

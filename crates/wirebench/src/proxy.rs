@@ -191,7 +191,7 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let cfg = Config::from_args(args, random_seed())?;
     let started = SystemTime::now();
     let mut proxy = Proxy::start(&cfg)?;
-    let meter = crate::hiccup::Meter::start(&args.hiccup)?;
+    let meter = crate::stall::Meter::start(&args.hiccup)?;
     let detail = wirebench_report::screen::Detail::of(cfg.quiet, cfg.verbose);
     if !cfg.quiet {
         writeln!(
@@ -233,7 +233,7 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     }
     let results = proxy.stop();
     let mut report = report(&cfg, results, &ctx.argv, started, outcome);
-    crate::hiccup::attach(&mut report, meter);
+    crate::stall::attach(&mut report, meter);
     wirebench_report::proxy::summary_at(ctx.out, &report, detail)?;
     wirebench_report::attribution::text_at(ctx.out, &report, detail)?;
     if let Some(path) = &cfg.json {

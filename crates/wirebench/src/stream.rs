@@ -145,16 +145,16 @@ pub struct Args {
     pub verbose: bool,
     /// The stall meter beside the run.
     #[command(flatten)]
-    pub hiccup: crate::hiccup::HiccupArgs,
+    pub hiccup: crate::stall::HiccupArgs,
 }
 
 /// `wirebench stream`: measure, print, save. A serve that goes away mid-run ends it with
 /// the results so far (exit 1).
 pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let cfg = Config::from_args(args)?;
-    let meter = crate::hiccup::Meter::start(&args.hiccup)?;
+    let meter = crate::stall::Meter::start(&args.hiccup)?;
     let mut report = measure(&cfg, ctx)?;
-    crate::hiccup::attach(&mut report, meter);
+    crate::stall::attach(&mut report, meter);
     let detail = wirebench_report::screen::Detail::of(args.quiet, args.verbose);
     wirebench_report::stream_text::summary_at(ctx.out, &report, detail)?;
     wirebench_report::attribution::text_at(ctx.out, &report, detail)?;

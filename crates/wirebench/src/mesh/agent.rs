@@ -206,7 +206,7 @@ impl Agent {
     }
 }
 
-/// The stall meter thread beside the probing (`--hiccup-interval`): `crate::hiccup`'s loop, one recording per window,
+/// The stall meter thread beside the probing (`--hiccup-interval`): `crate::stall`'s loop, one recording per window,
 /// whose p99 and max replace the last window's in `shared` (for `/metrics`). Stops within
 /// one interval of the stop signal.
 fn spawn_meter(
@@ -218,7 +218,7 @@ fn spawn_meter(
     let thread = std::thread::Builder::new().name("hiccup".into()).spawn(move || {
         while !stop.is_set() {
             let until = wirebench_net::timer::mono_now_ns().saturating_add(window_ns);
-            let h = crate::hiccup::record_until(interval_ns, stop.flag(), until).finish();
+            let h = crate::stall::record_until(interval_ns, stop.flag(), until).finish();
             if h.wakeups == 0 {
                 // Only when stopped: config keeps the interval within a tenth of the window.
                 continue;

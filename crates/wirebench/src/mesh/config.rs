@@ -253,7 +253,7 @@ impl AgentConfig {
             (true, _) => StallMeter::Off,
             (false, None) => StallMeter::Prober,
             (false, Some(span)) => {
-                let i = crate::hiccup::checked_interval("--hiccup-interval", span)?;
+                let i = crate::stall::checked_interval("--hiccup-interval", span)?;
                 // The meter records one window at a time: a window must hold its wake-ups.
                 if u128::from(i) * 10 > window.as_nanos() {
                     return Err(UsageError("--hiccup-interval must be at most a tenth of --window".into()));

@@ -91,7 +91,7 @@ pub struct Config {
     pub no_timestamps: bool,
     /// The stall meter (off in this run when asked, or busy-poll without `--hiccup`).
     #[serde(skip)]
-    pub hiccup: crate::hiccup::HiccupArgs,
+    pub hiccup: crate::stall::HiccupArgs,
     /// What busy-poll turned off by default, for the report's notes.
     #[serde(skip)]
     pub spin_off: SpinOff,
@@ -346,7 +346,7 @@ impl Config {
             quiet: a.quiet,
             verbose: a.verbose,
             no_timestamps: a.no_timestamps || spin_off.timestamps,
-            hiccup: crate::hiccup::HiccupArgs { no_hiccup: a.meter.no_hiccup || spin_off.meter, ..a.meter.clone() },
+            hiccup: crate::stall::HiccupArgs { no_hiccup: a.meter.no_hiccup || spin_off.meter, ..a.meter.clone() },
             spin_off,
             stamp: stamp_cfg,
         })

@@ -137,5 +137,5 @@ pub struct Args {
     pub verbose: bool,
     /// The stall meter beside the run.
     #[command(flatten)]
-    pub hiccup: crate::hiccup::HiccupArgs,
+    pub hiccup: crate::stall::HiccupArgs,
 }

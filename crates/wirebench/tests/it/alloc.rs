@@ -124,7 +124,7 @@ fn meter_allocations(wakeups: u64) -> u64 {
     let until = wirebench_net::timer::mono_now_ns() + wakeups * interval;
     let stop = AtomicBool::new(false);
     let before = thread_allocations();
-    let rec = wirebench::hiccup::record_until(interval, &stop, until);
+    let rec = wirebench::stall::record_until(interval, &stop, until);
     let after = thread_allocations();
     assert!(rec.wakeups() > 0);
     drop(rec);
