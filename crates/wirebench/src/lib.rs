@@ -10,6 +10,7 @@
 
 pub mod accept;
 pub mod addr;
+pub mod auth;
 pub mod cli;
 pub mod control;
 pub mod ctx;

@@ -57,10 +57,10 @@ pub struct Args {
     pub listen: String,
     /// Authenticate every relayed datagram with an HMAC keyed by a derivation of this token.
     #[command(flatten)]
-    pub token: crate::token::TokenArgs,
+    pub token: crate::auth::TokenArgs,
     /// The salt of that key: the same on every relay of the group.
     #[command(flatten)]
-    pub salt: crate::token::SaltArg,
+    pub salt: crate::auth::SaltArg,
     /// Datagrams per second per group (forwarded) and per peer (re-emitted) at most.
     #[arg(long, default_value = "100k/s")]
     pub max_rate: MsgRate,

@@ -113,7 +113,7 @@ pub struct Args {
     pub interface: Option<String>,
     /// The token a serve started with --token wants.
     #[command(flatten)]
-    pub token: crate::token::TokenArgs,
+    pub token: crate::auth::TokenArgs,
     /// Find the highest rate whose loss stays within --loss-target.
     #[arg(long)]
     pub find_max_rate: bool,

@@ -82,10 +82,10 @@ pub struct AgentArgs {
     pub ttl: u32,
     /// Shared secret: probes carry a keyed MAC, the HTTP API needs `Authorization: Bearer`.
     #[command(flatten)]
-    pub token: crate::token::TokenArgs,
+    pub token: crate::auth::TokenArgs,
     /// The salt of the probes' key: the same on every agent of the fleet.
     #[command(flatten)]
-    pub salt: crate::token::SaltArg,
+    pub salt: crate::auth::SaltArg,
     /// How to reach the Kubernetes API for k8s: peers.
     #[command(flatten)]
     pub kube: crate::discovery::KubeFlags,
@@ -396,7 +396,7 @@ impl StatusConfig {
         Ok(Self {
             agents: a.agents.iter().map(|s| base_url(s)).collect::<Result<_, _>>()?,
             prometheus: a.prometheus.as_deref().map(base_url).transpose()?,
-            token: crate::token::read(a.token.as_ref(), a.token_file.as_ref())?,
+            token: crate::auth::read(a.token.as_ref(), a.token_file.as_ref())?,
             thresholds: Thresholds {
                 max_loss: a.max_loss / 100.0,
                 max_p99_ns: u64::try_from(a.max_p99.0.as_nanos()).unwrap_or(u64::MAX),

@@ -54,10 +54,10 @@ pub struct Args {
     /// Streams need the token, proved by an HMAC challenge-response (never sent); the probe
     /// echo stays open. Clients give it with `--token` or WIREBENCH_TOKEN.
     #[command(flatten)]
-    pub token: crate::token::TokenArgs,
+    pub token: crate::auth::TokenArgs,
     /// The salt of the token's key, sent to clients in serve's challenge.
     #[command(flatten)]
-    pub salt: crate::token::SaltArg,
+    pub salt: crate::auth::SaltArg,
     /// Serve streams to anyone (no token) on a non-loopback address; the anonymous limits apply.
     #[arg(long)]
     pub open: bool,
