@@ -37,6 +37,7 @@ pub mod serve;
 pub mod shape;
 pub mod shutdown;
 pub mod stall;
+pub mod stamp;
 pub mod stream;
 pub mod suite;
 pub mod tls;

@@ -148,7 +148,7 @@ pub struct Args {
     pub stamp_key_file: Option<PathBuf>,
     /// The format of the STAMP sender's timestamps (the reflector states its own).
     #[arg(long, value_enum, default_value = "ntp", help_heading = "STAMP")]
-    pub stamp_format: crate::serve::stamp::FormatArg,
+    pub stamp_format: crate::stamp::FormatArg,
     /// The STAMP session id (RFC 8972 SSID) [default: random, not 0].
     #[arg(long, help_heading = "STAMP")]
     pub stamp_session_id: Option<u16>,

@@ -94,7 +94,7 @@ pub struct AgentArgs {
     pub hiccup: AgentHiccupArgs,
     /// A STAMP reflector beside the probe port, for routers' and other tools' senders.
     #[command(flatten)]
-    pub stamp: crate::serve::stamp::StampArgs,
+    pub stamp: crate::stamp::StampArgs,
     /// Probe stamp: peers in authenticated mode with this HMAC-SHA-256 key, hex, at least 16
     /// bytes (their reflectors' key); reflections with another HMAC are dropped.
     #[arg(
@@ -169,7 +169,7 @@ pub struct AgentConfig {
     /// Where the stall samples come from.
     pub stall_meter: StallMeter,
     /// The STAMP reflector, when asked for.
-    pub stamp: Option<crate::serve::stamp::StampConfig>,
+    pub stamp: Option<crate::stamp::StampConfig>,
     /// The key of `stamp:` peers (authenticated mode).
     pub stamp_peer_key: Option<wirebench_core::wire::stamp::Key>,
 }
@@ -296,7 +296,7 @@ impl AgentConfig {
 
 /// `--stamp-peer-key` or `--stamp-peer-key-file`.
 fn stamp_peer_key(a: &AgentArgs) -> Result<Option<wirebench_core::wire::stamp::Key>, UsageError> {
-    crate::serve::stamp::key_of(a.stamp_peer_key.as_deref(), a.stamp_peer_key_file.as_deref(), "stamp-peer-key")
+    crate::stamp::key_of(a.stamp_peer_key.as_deref(), a.stamp_peer_key_file.as_deref(), "stamp-peer-key")
 }
 
 /// `wirebench mesh status` flags.

@@ -243,7 +243,7 @@ pub fn spawn(
     let stamp_template = wire_stamp::Sender {
         key: cfg.stamp_key.clone(),
         format: wire_stamp::TsFormat::Ntp,
-        error: crate::serve::stamp::own_error(wire_stamp::TsFormat::Ntp),
+        error: crate::stamp::own_error(wire_stamp::TsFormat::Ntp),
         ssid: 0,
     };
     let mut p = Prober {

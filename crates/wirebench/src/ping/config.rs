@@ -15,7 +15,7 @@ use wirebench_core::wire::stamp::{self, Key, TsFormat};
 use super::Args;
 use crate::addr::{Proto, resolve};
 use crate::error::UsageError;
-use crate::serve::stamp::FormatArg;
+use crate::stamp::FormatArg;
 
 /// Where probes go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -118,7 +118,7 @@ impl StampCfg {
     /// kernel says otherwise, with the kernel's error bound.
     pub fn sender(&self) -> stamp::Sender {
         let format = TsFormat::from(self.format);
-        let error = crate::serve::stamp::own_error(format);
+        let error = crate::stamp::own_error(format);
         stamp::Sender { key: self.key.clone(), format, error, ssid: self.session_id }
     }
 }
@@ -178,7 +178,7 @@ fn stamp_cfg(a: &Args, proto: Proto) -> Result<Option<StampCfg>, UsageError> {
         }
         return Ok(None);
     }
-    let key = crate::serve::stamp::key_of(a.stamp_key.as_deref(), a.stamp_key_file.as_deref(), "stamp-key")?;
+    let key = crate::stamp::key_of(a.stamp_key.as_deref(), a.stamp_key_file.as_deref(), "stamp-key")?;
     // Random and never 0: a reflector that predates RFC 8972 answers with 0.
     let session_id =
         a.stamp_session_id.unwrap_or_else(|| u16::try_from(crate::ctx::session_id() % 65_535 + 1).unwrap_or(1));

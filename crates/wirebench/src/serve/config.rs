@@ -96,7 +96,7 @@ pub struct Args {
     pub no_timestamps: bool,
     /// The STAMP reflector.
     #[command(flatten)]
-    pub stamp: super::stamp::StampArgs,
+    pub stamp: crate::stamp::StampArgs,
 }
 
 /// A validated serve configuration.
@@ -147,7 +147,7 @@ pub struct Config {
     /// (`wire::mesh`); others are counted `unauthenticated` and dropped.
     pub probe_key: Option<Key>,
     /// The STAMP reflector, when asked for.
-    pub stamp: Option<super::stamp::StampConfig>,
+    pub stamp: Option<crate::stamp::StampConfig>,
 }
 
 fn cap(r: Option<StreamRate>) -> Option<StreamRate> {

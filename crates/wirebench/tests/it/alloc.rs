@@ -74,7 +74,7 @@ fn closed_loop_allocates_nothing_per_probe() {
 /// HMAC state cloned on the stack), with kernel timestamps on.
 #[test]
 fn authenticated_stamp_allocates_nothing_per_probe() {
-    use wirebench::serve::stamp::StampConfig;
+    use wirebench::stamp::StampConfig;
     use wirebench_core::wire::stamp::{ErrorEstimate, Key, Sender, TsFormat};
     let key = Key::new(&[5u8; 32]).unwrap();
     let cfg = wirebench::serve::Config {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use wirebench::Shutdown;
 use wirebench::mesh::agent::Agent;
-use wirebench::serve::stamp::StampArgs;
+use wirebench::stamp::StampArgs;
 use wirebench_core::mesh::api::{MatrixReport, PeersReport, Proto};
 use wirebench_core::report::{MeshResults, Report, Results};
 
