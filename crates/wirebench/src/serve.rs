@@ -26,7 +26,7 @@ mod config;
 mod counters;
 mod session;
 mod spin;
-pub mod stamp;
+mod stamp;
 mod stream;
 mod tcp;
 mod udp;
@@ -50,6 +50,12 @@ use crate::shutdown::Shutdown;
 
 /// Default port for control and data.
 pub const DEFAULT_PORT: u16 = 7878;
+
+/// What the mesh agent needs to run a serve inside itself: the one door into serve from
+/// another command, kept to these items so the agent cannot grow into serve's internals.
+pub mod embed {
+    pub use super::{Config, CounterSnapshot, Counters, DEFAULT_PORT, Server};
+}
 /// Receive buffer asked for each probe socket: a flood queues here instead of evicting
 /// the probes behind it (the kernel grants at most `net.core.rmem_max` without root).
 pub const PROBE_RCVBUF: usize = 4 << 20;

@@ -24,7 +24,7 @@ use super::prober::{self, Group, ProberConfig, SelfMatch};
 use super::state::{HiccupWindow, Shared};
 use crate::ctx::Ctx;
 use crate::discovery::{self, Options};
-use crate::serve::{self, CounterSnapshot, Server};
+use crate::serve::embed::{self, CounterSnapshot, Server};
 use crate::shutdown::Shutdown;
 
 /// This host's addresses (every interface).
@@ -63,7 +63,7 @@ impl Agent {
         let key = cfg.token.as_deref().map(|t| Key::derive(t.as_bytes(), cfg.salt.as_bytes()));
         // The peers discovery finds: serve keeps a quarter of its connections for them.
         let known = crate::accept::Known::default();
-        let serve_cfg = serve::Config {
+        let serve_cfg = embed::Config {
             listen: cfg.listen,
             join: cfg.multicast.into_iter().collect(),
             interface: cfg.interface,
@@ -73,7 +73,7 @@ impl Agent {
             probe_key: key.clone(),
             known_sources: Some(known.clone()),
             stamp: cfg.stamp.clone(),
-            ..serve::Config::loopback()
+            ..embed::Config::loopback()
         };
         let server = Server::start(&serve_cfg, shutdown.clone())?;
         let listen = server.local_addr();

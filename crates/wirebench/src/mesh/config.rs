@@ -16,7 +16,7 @@ use crate::discovery::{self, KubeAccess, Source};
 use crate::error::UsageError;
 
 /// The agent's probe port (its serve) by default.
-pub const DEFAULT_PORT: u16 = crate::serve::DEFAULT_PORT;
+pub const DEFAULT_PORT: u16 = crate::serve::embed::DEFAULT_PORT;
 /// The agent's HTTP port (API and metrics) by default.
 pub const DEFAULT_HTTP_PORT: u16 = 9878;
 
