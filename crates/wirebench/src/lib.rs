@@ -1,12 +1,18 @@
 //! The `wirebench` binary as a library: `main` parses and calls [`main_with`], and the
 //! integration tests call the same function in-process.
 //!
-//! Layout: [`cli`] (the command line), one module per mode ([`serve`], [`ping`],
-//! [`stream`], [`listen`], [`suite`], [`proxy`], [`shape`], [`report`], [`doctor`], [`room`],
-//! [`load`], [`mesh`], [`hiccup`], [`relay`]), [`discovery`] (peers from lists, DNS and
-//! Kubernetes, for every command that talks to a fleet), and the shared pieces every mode uses the same way: [`shutdown`] (Ctrl-C to a
-//! flag every loop polls), [`host`] (the environment recorded in reports), [`output`] (atomic
-//! result files), [`progress`] (bar or plain lines on stderr) and [`error`] (exit codes).
+//! Two floors. The commands, one module each ([`serve`], [`ping`], [`stream`], [`listen`],
+//! [`proxy`], [`shape`], [`room`], [`load`], [`mesh`], [`relay`], [`hiccup`], [`report`],
+//! [`doctor`], [`token`]), import the ground floor and never each other; the mesh agent runs
+//! a serve through [`serve::embed`] alone. The ground floor imports no command: the run
+//! context ([`ctx`]), addresses ([`addr`]), flag groups several commands take ([`auth`],
+//! [`stamp`], [`flags`]), the stall meter ([`stall`]), [`limits`], [`progress`] (bar or plain
+//! lines on stderr), [`shutdown`] (Ctrl-C to a flag every loop polls), [`host`] (the
+//! environment recorded in reports), [`output`] (atomic result files), [`error`] (exit
+//! codes), [`discovery`] (peers from lists, DNS and Kubernetes), and the pieces of servers and
+//! clients ([`accept`], [`control`], [`flow`], [`tls`], [`http_client`]). Above both, [`cli`]
+//! (the command line), this file (dispatch) and [`suite`] (other commands in process) put
+//! commands together. `tests/it/layers.rs` holds the code to this.
 
 pub mod accept;
 pub mod addr;
