@@ -8,6 +8,7 @@
 //!   prints, and the `.hgrm` file format HdrHistogram's plotter reads).
 //! - [`hlog`]: HdrHistogram interval logs.
 //! - [`proxy`]: the proxy's requested-vs-achieved lines and table.
+//! - [`load`]: a load run's progress lines, tables per event type and threshold verdicts.
 //! - [`relay`]: what a relay carried, re-emitted and refused.
 //! - [`text`]: the one-line summaries and the terminal report of a run;
 //!   [`stream_text`]: the same for a stream run.
@@ -27,6 +28,7 @@ mod fixtures;
 pub mod generator;
 pub mod hlog;
 pub mod html;
+pub mod load;
 pub mod mesh;
 pub mod proxy;
 pub mod relay;

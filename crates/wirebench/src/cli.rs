@@ -103,17 +103,6 @@ impl Command {
     }
 }
 
-/// Parses one mode's flags as its subcommand would (for the suite, and for tests of a mode's
-/// `Config`).
-pub fn parse_mode<A: clap::Args>(name: &str, args: &[&str]) -> Result<A, clap::Error> {
-    #[derive(Parser)]
-    struct One<A: clap::Args> {
-        #[command(flatten)]
-        a: A,
-    }
-    Ok(One::<A>::try_parse_from(std::iter::once(name).chain(args.iter().copied()))?.a)
-}
-
 /// Every rate, size, count and duration flag of every command reads the one grammar of
 /// `wirebench_core::units` (docs/units.md).
 #[cfg(test)]
@@ -269,7 +258,7 @@ mod unit_flags {
 /// iperf3, sockperf and k6 habits that carry over (docs/units.md, "Habits").
 #[cfg(test)]
 mod habits {
-    use super::parse_mode;
+    use crate::flags::parse_mode;
 
     #[test]
     fn aliases_read_as_the_flags_they_stand_for() {
@@ -310,12 +299,4 @@ mod habits {
             assert!(ok, "{mode} {args:?}");
         }
     }
-}
-
-/// A multicast `GROUP:PORT` (`239.255.0.1:5000`), refused with the form it expects.
-pub fn group_port(s: &str) -> Result<std::net::SocketAddrV4, String> {
-    s.trim().parse().map_err(|_| match s.trim().parse::<std::net::Ipv4Addr>() {
-        Ok(ip) => format!("'{s}': expected host:port (GROUP:PORT), e.g. {ip}:5000"),
-        Err(_) => format!("'{s}': expected host:port (GROUP:PORT), e.g. 239.255.0.1:5000"),
-    })
 }

@@ -20,7 +20,7 @@ use std::time::Duration;
 use serde::Serialize;
 use wirebench_report::screen::Detail;
 
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::error::UsageError;
 use crate::host::{self, net};
 
@@ -76,7 +76,7 @@ pub struct Config {
 impl Config {
     /// Resolves the target, the interface (which must exist) and the group.
     pub fn from_args(a: &Args) -> Result<Self, UsageError> {
-        let target = a.target.as_deref().map(crate::ping::resolve).transpose()?;
+        let target = a.target.as_deref().map(crate::addr::resolve).transpose()?;
         let group = a
             .group
             .parse::<Ipv4Addr>()
@@ -192,7 +192,7 @@ pub struct Stalls {
     pub max_ns: u64,
 }
 
-/// Runs the stall meter (`crate::hiccup`'s loop) on this thread for `d`, at 1 ms; stops
+/// Runs the stall meter (`crate::stall`'s loop) on this thread for `d`, at 1 ms; stops
 /// early with `stop`.
 fn measure_stalls(d: Duration, stop: &std::sync::atomic::AtomicBool) -> Option<Stalls> {
     const INTERVAL_NS: u64 = 1_000_000;
@@ -201,7 +201,7 @@ fn measure_stalls(d: Duration, stop: &std::sync::atomic::AtomicBool) -> Option<S
     }
     let t0 = wirebench_net::timer::mono_now_ns();
     let until = t0.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-    let h = crate::hiccup::record_until(INTERVAL_NS, stop, until).finish();
+    let h = crate::stall::record_until(INTERVAL_NS, stop, until).finish();
     // The one percentile definition (HdrHistogram Java's), as `wirebench hiccup` reports.
     let at = |q: f64| wirebench_core::latency::value_at_percentile(&h.histogram, q * 100.0);
     Some(Stalls {

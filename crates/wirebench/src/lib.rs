@@ -1,23 +1,34 @@
 //! The `wirebench` binary as a library: `main` parses and calls [`main_with`], and the
 //! integration tests call the same function in-process.
 //!
-//! Layout: [`cli`] (the command line), one module per mode ([`serve`], [`ping`],
-//! [`stream`], [`listen`], [`suite`], [`proxy`], [`shape`], [`report`], [`doctor`], [`room`],
-//! [`load`], [`mesh`], [`hiccup`], [`relay`]), [`discovery`] (peers from lists, DNS and
-//! Kubernetes, for every command that talks to a fleet), and the shared pieces every mode uses the same way: [`shutdown`] (Ctrl-C to a
-//! flag every loop polls), [`host`] (the environment recorded in reports), [`output`] (atomic
-//! result files), [`progress`] (bar or plain lines on stderr) and [`error`] (exit codes).
+//! Two floors. The commands, one module each ([`serve`], [`ping`], [`stream`], [`listen`],
+//! [`proxy`], [`shape`], [`room`], [`load`], [`mesh`], [`relay`], [`hiccup`], [`report`],
+//! [`doctor`], [`token`]), import the ground floor and never each other; the mesh agent runs
+//! a serve through [`serve::embed`] alone. The ground floor imports no command: the run
+//! context ([`ctx`]), addresses ([`addr`]), flag groups several commands take ([`auth`],
+//! [`stamp`], [`flags`]), the stall meter ([`stall`]), [`limits`], [`progress`] (bar or plain
+//! lines on stderr), [`shutdown`] (Ctrl-C to a flag every loop polls), [`host`] (the
+//! environment recorded in reports), [`output`] (atomic result files), [`error`] (exit
+//! codes), [`discovery`] (peers from lists, DNS and Kubernetes), and the pieces of servers and
+//! clients ([`accept`], [`control`], [`flow`], [`tls`], [`http_client`]). Above both, [`cli`]
+//! (the command line), this file (dispatch) and [`suite`] (other commands in process) put
+//! commands together. `tests/it/layers.rs` holds the code to this.
 
 pub mod accept;
+pub mod addr;
+pub mod auth;
 pub mod cli;
 pub mod control;
+pub mod ctx;
 pub mod discovery;
 pub mod doctor;
 pub mod error;
+pub mod flags;
 pub mod flow;
 pub mod hiccup;
 pub mod host;
 pub mod http_client;
+pub mod limits;
 pub mod listen;
 pub mod load;
 pub mod mesh;
@@ -31,6 +42,8 @@ pub mod room;
 pub mod serve;
 pub mod shape;
 pub mod shutdown;
+pub mod stall;
+pub mod stamp;
 pub mod stream;
 pub mod suite;
 pub mod tls;
@@ -42,24 +55,8 @@ use clap::Parser as _;
 use wirebench_core::report::{Outcome, receivers_failed};
 
 pub use crate::cli::{Cli, Command};
+pub use crate::ctx::Ctx;
 pub use crate::shutdown::Shutdown;
-
-/// What every mode gets: the stop signal, the command line (for the report) and where to
-/// print.
-pub struct Ctx<'a> {
-    /// Set by Ctrl-C.
-    pub shutdown: Shutdown,
-    /// The full command line.
-    pub argv: Vec<String>,
-    /// Terminal output.
-    pub out: &'a mut dyn Write,
-}
-
-impl std::fmt::Debug for Ctx<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ctx").field("argv", &self.argv).finish_non_exhaustive()
-    }
-}
 
 /// Runs a parsed command. Returns the exit code for a run that produced results: 0, or 1
 /// when the peer went silent mid-run, or (stream, listen) a receiver heard nothing or its
@@ -165,25 +162,6 @@ fn one_line(text: &str) -> String {
     let body = text.split("\n\nUsage:").next().unwrap_or(text);
     let body = body.split("\n\nFor more information").next().unwrap_or(body);
     body.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// A run's session id, which nobody else will pick: 64 bits from the OS RNG (`getrandom`).
-pub(crate) fn session_id() -> u64 {
-    u64::from_be_bytes(os_random().unwrap_or_else(|_| {
-        // No OS RNG (a sandbox without getrandom(2) or /dev/urandom): time and pid, which
-        // still keep concurrent runs apart; nothing secret depends on a session id.
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        #[expect(clippy::cast_possible_truncation, reason = "mixing bits")]
-        let x = (t as u64) ^ (u64::from(std::process::id()) << 40);
-        x.to_be_bytes()
-    }))
-}
-
-/// `N` bytes from the OS RNG, for nonces, session secrets and seeds.
-pub(crate) fn os_random<const N: usize>() -> std::io::Result<[u8; N]> {
-    let mut b = [0u8; N];
-    getrandom::fill(&mut b).map_err(|e| std::io::Error::other(format!("the OS random generator failed: {e}")))?;
-    Ok(b)
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -33,7 +33,7 @@ use wirebench_net::clock::{Clock, MonoClock, wall_now_ns};
 
 use wirebench_report::screen::Detail;
 
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::error::UsageError;
 use crate::flow::STREAM_BUFFER;
 
@@ -47,7 +47,7 @@ pub struct Args {
     #[arg(long, default_value = "0.0.0.0:7879", env = "WIREBENCH_LISTEN")]
     pub listen: String,
     /// Join this multicast group (its port must be the listen port); repeatable.
-    #[arg(long = "join", value_name = "GROUP:PORT", value_parser = crate::cli::group_port)]
+    #[arg(long = "join", value_name = "GROUP:PORT", value_parser = crate::addr::group_port)]
     pub join: Vec<SocketAddrV4>,
     /// Interface (name or IPv4 address) for the joins.
     #[arg(long, env = "WIREBENCH_INTERFACE")]
@@ -94,14 +94,14 @@ pub struct Args {
     pub verbose: bool,
     /// The stall meter beside the run.
     #[command(flatten)]
-    pub hiccup: crate::hiccup::HiccupArgs,
+    pub hiccup: crate::stall::HiccupArgs,
 }
 
 /// A publisher: who sent it, its session and its index.
 pub(crate) type Key = (SocketAddr, u64, u16);
 
 fn bind(a: &Args) -> anyhow::Result<UdpSocket> {
-    let addr = crate::ping::resolve(&a.listen)?;
+    let addr = crate::addr::resolve(&a.listen)?;
     if let Some(g) = a.join.iter().find(|g| !g.ip().is_multicast() || g.port() != addr.port()) {
         return Err(UsageError(format!("--join {g}: a multicast group on the listen port {}", addr.port())).into());
     }
@@ -212,7 +212,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         }
         None => None,
     };
-    let meter = crate::hiccup::Meter::start(&a.hiccup)?;
+    let meter = crate::stall::Meter::start(&a.hiccup)?;
     let started = SystemTime::now();
     let t0 = Instant::now();
     let clock = MonoClock::default();
@@ -341,7 +341,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         attribution: None,
     };
     let missing = done.iter().map(|(_, c, _)| c.expected.saturating_sub(c.received)).sum();
-    let mut attribution = crate::hiccup::attribution(meter).unwrap_or_default();
+    let mut attribution = crate::stall::attribution(meter).unwrap_or_default();
     kernel_attribution(&mut attribution, &kernel_before, &kernel_after, missing, runs);
     let report = Report { attribution: Some(attribution), ..report };
     if let Some(line) = wirebench_report::stream_text::listen_nothing_line(&report) {
@@ -383,7 +383,7 @@ mod tests {
     use super::*;
 
     fn args(v: &[&str]) -> Result<Budget, String> {
-        let a: Args = crate::cli::parse_mode("listen", v).map_err(|e| e.to_string())?;
+        let a: Args = crate::flags::parse_mode("listen", v).map_err(|e| e.to_string())?;
         check(&a).map_err(|e| e.0)
     }
 
@@ -406,7 +406,7 @@ mod tests {
 
     #[test]
     fn a_long_bounded_run_reports_each_tenth_of_it() {
-        let every = |v: &[&str]| interval(&crate::cli::parse_mode::<Args>("listen", v).unwrap()).as_millis();
+        let every = |v: &[&str]| interval(&crate::flags::parse_mode::<Args>("listen", v).unwrap()).as_millis();
         assert_eq!(every(&[]), 1000, "until stopped: each second");
         assert_eq!(every(&["--duration", "10s"]), 1000);
         assert_eq!(every(&["--duration", "60s"]), 6000);

@@ -28,8 +28,6 @@
 pub mod client;
 pub mod config;
 pub mod health;
-pub mod limits;
-mod print;
 pub mod request;
 mod results;
 pub mod shard;
@@ -50,8 +48,9 @@ use wirebench_core::units::{MsgRate, Span};
 
 use self::client::Plan;
 use self::stats::Stats;
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::error::UsageError;
+use crate::limits;
 
 /// `--size TYPE=SIZE`: a message type's size (`chat=512`, `*=1KiB`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,7 +136,7 @@ pub struct Args {
     pub verbose: bool,
     /// The stall meter beside the run.
     #[command(flatten)]
-    pub hiccup: crate::hiccup::HiccupArgs,
+    pub hiccup: crate::stall::HiccupArgs,
 
     // -- real apps: TLS, headers, cookies, subprotocols, per-client values
     /// wss://: also trust the CA certificates in this PEM file (besides the system's store).
@@ -177,11 +176,11 @@ pub struct Args {
 /// `wirebench load`: check, measure, print, save.
 pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let cfg = Config::from_args(args)?;
-    let meter = crate::hiccup::Meter::start(&args.hiccup)?;
+    let meter = crate::stall::Meter::start(&args.hiccup)?;
     let mut report = measure(&cfg, ctx, false)?;
-    crate::hiccup::attach(&mut report, meter);
+    crate::stall::attach(&mut report, meter);
     let detail = wirebench_report::screen::Detail::of(cfg.quiet, args.verbose);
-    print::report_at(&cfg.percentiles, &report, ctx.out, detail)?;
+    wirebench_report::load::report_at(&cfg.percentiles, &report, ctx.out, detail)?;
     wirebench_report::attribution::text_at(ctx.out, &report, detail)?;
     save(&cfg, &report)?;
     Ok(report)
@@ -322,7 +321,7 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
                     delay_histogram: Some(wirebench_core::report::encode_histogram(&h)),
                 };
                 if cfg.verbose {
-                    let _ = progress.suspend(|| writeln!(out, "{}", print::second(&row, open)));
+                    let _ = progress.suspend(|| writeln!(out, "{}", wirebench_report::load::second(&row, open)));
                 }
                 series.push(row);
                 next_second += 1;
@@ -464,37 +463,4 @@ pub fn save(cfg: &Config, report: &Report) -> anyhow::Result<()> {
         })?;
     }
     Ok(())
-}
-
-/// The thresholds' verdict lines, as `load` prints them.
-pub fn print_thresholds(l: &wirebench_core::report::LoadResults, w: &mut dyn std::io::Write) -> std::io::Result<()> {
-    print::thresholds(l, w)
-}
-
-/// The terminal text of a saved load report (for `wirebench report`), at the percentiles the
-/// run recorded.
-pub fn render_text(
-    report: &Report,
-    w: &mut dyn std::io::Write,
-    detail: wirebench_report::screen::Detail,
-) -> std::io::Result<()> {
-    let ps: Vec<f64> = match &report.results {
-        Results::Load(l) => l.overall.delay.summary.percentiles.iter().map(|p| p.p).collect(),
-        _ => return Ok(()),
-    };
-    if let Some(from) = report.config.get("merged_from").and_then(|v| v.as_array()) {
-        let names: Vec<&str> = from.iter().filter_map(|v| v.as_str()).collect();
-        writeln!(
-            w,
-            "merged from {} ({}): histograms added, counts summed; peak rss is the largest one's",
-            wirebench_report::text::counted(names.len() as u64, "report", "reports"),
-            names.join(", ")
-        )?;
-    }
-    if let Results::Load(l) = &report.results
-        && let Some(line) = wirebench_core::report::partial_words(l)
-    {
-        writeln!(w, "{line}")?;
-    }
-    print::report_at(&ps, report, w, detail)
 }

@@ -26,7 +26,7 @@ pub mod status;
 
 pub use config::{AgentArgs, AgentConfig, StatusArgs, StatusConfig};
 
-use crate::Ctx;
+use crate::ctx::Ctx;
 
 /// `wirebench mesh` subcommands.
 #[derive(Debug, Clone, clap::Args)]

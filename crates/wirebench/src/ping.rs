@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use anyhow::{Context as _, anyhow};
-pub use config::{Config, Proto, Target, resolve};
+pub use config::{Config, Target};
 use wirebench_core::latency::Interval;
 use wirebench_core::report::{Report, Results};
 use wirebench_core::units::{ByteSize, Count, CountOrSpan, MsgRate, Span};
@@ -33,8 +33,10 @@ use wirebench_net::multicast::SenderOpts;
 use wirebench_net::tcp::TcpProbeIo;
 use wirebench_net::udp::{UdpProbeIo, Wait};
 
-use self::engine::{EngineConfig, EngineError, EngineOutput, Shown};
-use crate::Ctx;
+use self::engine::{EngineConfig, EngineError, EngineOutput};
+use crate::addr::Proto;
+use crate::ctx::Ctx;
+use crate::progress::Shown;
 
 /// `wirebench ping` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -93,7 +95,7 @@ pub struct Args {
     pub multicast_loop: bool,
     /// Multicast: ask responders to answer on this group (Aeron's pong channel); serve must
     /// have the same --reply-group.
-    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::cli::group_port)]
+    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::addr::group_port)]
     pub reply_group: Option<SocketAddrV4>,
     /// Multicast: stop waiting for responders once this many answered.
     #[arg(long)]
@@ -135,7 +137,7 @@ pub struct Args {
     pub hiccup: bool,
     /// The stall meter beside the run.
     #[command(flatten)]
-    pub meter: crate::hiccup::HiccupArgs,
+    pub meter: crate::stall::HiccupArgs,
     /// STAMP authenticated mode (RFC 8762 §4.4): the HMAC-SHA-256 key, hex, 16 bytes or
     /// more (as stamp-suite's --hmac-key).
     #[arg(long, env = "WIREBENCH_STAMP_KEY", hide_env_values = true, help_heading = "STAMP")]
@@ -146,7 +148,7 @@ pub struct Args {
     pub stamp_key_file: Option<PathBuf>,
     /// The format of the STAMP sender's timestamps (the reflector states its own).
     #[arg(long, value_enum, default_value = "ntp", help_heading = "STAMP")]
-    pub stamp_format: crate::serve::stamp::FormatArg,
+    pub stamp_format: crate::stamp::FormatArg,
     /// The STAMP session id (RFC 8972 SSID) [default: random, not 0].
     #[arg(long, help_heading = "STAMP")]
     pub stamp_session_id: Option<u16>,
@@ -172,14 +174,14 @@ pub struct Measured {
 
 /// Runs the measurement on its own thread (so pinning stays on it) and builds the report.
 pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
-    let meter = crate::hiccup::Meter::start(&cfg.hiccup)?;
+    let meter = crate::stall::Meter::start(&cfg.hiccup)?;
     let started = SystemTime::now();
     let t0 = Instant::now();
     let clock = MonoClock::default();
     let ecfg = EngineConfig {
         size: cfg.size,
         flags: if cfg.reply_group.is_some() { FLAG_REPLY_GROUP } else { 0 },
-        session: crate::session_id(),
+        session: crate::ctx::session_id(),
         pacing: cfg.pacing,
         warmup: cfg.warmup,
         stop: cfg.stop,
@@ -272,7 +274,7 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
         results: Results::Ping(results),
         attribution: Some(attribution),
     };
-    crate::hiccup::attach(&mut report, meter);
+    crate::stall::attach(&mut report, meter);
     Ok(Measured { report, intervals: out.intervals })
 }
 
@@ -432,7 +434,7 @@ mod tests {
     /// warm-up took, and the progress's status at the end of the run, 3 s in.
     fn progress_at_the_end(flags: &[&str]) -> (u64, (u64, u64, String)) {
         let args = [&["127.0.0.1:7878"], flags].concat();
-        let a: Args = crate::cli::parse_mode("ping", &args).expect("flags parse");
+        let a: Args = crate::flags::parse_mode("ping", &args).expect("flags parse");
         let cfg = Config::from_args(&a).expect("a valid config");
         let clock = FakeClock::default();
         clock.advance_to(1_000_000);

@@ -13,8 +13,6 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::ping::engine::Shown;
-
 /// Runs shorter than this show no progress at all.
 pub const DELAY: Duration = Duration::from_secs(2);
 /// Plain lines (stderr not a terminal) come this often.
@@ -35,6 +33,30 @@ pub enum Total {
     ProbesAfterWarmup { n: u64, bound: u64, shown: Arc<Shown> },
     /// `d` after a warm-up guessed at `guess` until the run shows how long it took.
     TimeAfterWarmup { d: Duration, guess: Duration, shown: Arc<Shown> },
+}
+
+/// What a probe loop shows while it runs, for a progress display on another thread: probes
+/// sent (warm-up and measured, not discovery), and where the warm-up ended once it did (its
+/// probes and its time: a warm-up with a count and a deadline ends by whichever comes
+/// first, so only the run knows).
+#[derive(Debug)]
+pub struct Shown {
+    /// Probes sent so far (an `Arc`: what a progress display counts).
+    pub sent: Arc<AtomicU64>,
+    /// Probes the warm-up took; `u64::MAX` while it runs.
+    pub warmup_probes: AtomicU64,
+    /// Time the warm-up took, ns; `u64::MAX` while it runs.
+    pub warmup_ns: AtomicU64,
+}
+
+impl Default for Shown {
+    fn default() -> Self {
+        Self {
+            sent: Arc::new(AtomicU64::new(0)),
+            warmup_probes: AtomicU64::new(u64::MAX),
+            warmup_ns: AtomicU64::new(u64::MAX),
+        }
+    }
 }
 
 /// A progress display; stops (and clears its bar) when dropped.

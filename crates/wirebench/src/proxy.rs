@@ -34,8 +34,8 @@ pub use config::Config;
 use wirebench_core::report::{Outcome, ProxyResults, Report, Results};
 
 use self::collect::Collector;
-use crate::Ctx;
-use crate::ping::Proto;
+use crate::addr::Proto;
+use crate::ctx::Ctx;
 use crate::shutdown::Shutdown;
 
 /// The last stretch before a due time is spun, not slept: `ppoll` wakes up to the timer
@@ -166,7 +166,7 @@ impl Proxy {
 
 /// A seed nobody chose: 64 bits from the OS RNG (the run's session id source).
 fn random_seed() -> u64 {
-    crate::session_id()
+    crate::ctx::session_id()
 }
 
 /// The report of a finished (or stopped) proxy run.
@@ -191,7 +191,7 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let cfg = Config::from_args(args, random_seed())?;
     let started = SystemTime::now();
     let mut proxy = Proxy::start(&cfg)?;
-    let meter = crate::hiccup::Meter::start(&args.hiccup)?;
+    let meter = crate::stall::Meter::start(&args.hiccup)?;
     let detail = wirebench_report::screen::Detail::of(cfg.quiet, cfg.verbose);
     if !cfg.quiet {
         writeln!(
@@ -233,7 +233,7 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     }
     let results = proxy.stop();
     let mut report = report(&cfg, results, &ctx.argv, started, outcome);
-    crate::hiccup::attach(&mut report, meter);
+    crate::stall::attach(&mut report, meter);
     wirebench_report::proxy::summary_at(ctx.out, &report, detail)?;
     wirebench_report::attribution::text_at(ctx.out, &report, detail)?;
     if let Some(path) = &cfg.json {

@@ -35,13 +35,13 @@ use wirebench_core::report::{Outcome, Report, Results};
 use wirebench_core::units::{MsgRate, Span};
 
 pub use self::config::{Config, DEFAULT_PORT};
-use crate::Ctx;
+use crate::ctx::Ctx;
 
 /// `wirebench relay` flags.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
     /// A group to carry, `GROUP:PORT`; repeatable.
-    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::cli::group_port)]
+    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::addr::group_port)]
     pub group: Vec<SocketAddrV4>,
     /// The other relays, as the mesh finds its agents: `host[:port],...` (a name gives every
     /// address it resolves to), a file of them (one a line, or `file:PATH`), `dns:NAME[:PORT]`,
@@ -57,10 +57,10 @@ pub struct Args {
     pub listen: String,
     /// Authenticate every relayed datagram with an HMAC keyed by a derivation of this token.
     #[command(flatten)]
-    pub token: crate::token::TokenArgs,
+    pub token: crate::auth::TokenArgs,
     /// The salt of that key: the same on every relay of the group.
     #[command(flatten)]
-    pub salt: crate::token::SaltArg,
+    pub salt: crate::auth::SaltArg,
     /// Datagrams per second per group (forwarded) and per peer (re-emitted) at most.
     #[arg(long, default_value = "100k/s")]
     pub max_rate: MsgRate,

@@ -17,7 +17,7 @@ use wirebench_core::report::{Report, Results};
 use wirebench_report::screen::Detail;
 use wirebench_report::{Run, compare, env, html, stream_text, text};
 
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::error::UsageError;
 use crate::shutdown::Shutdown;
 pub use load::{Loaded, MAX_HELD_BYTES, load, load_each, parse};
@@ -196,7 +196,7 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
     if cfg.html.is_some() && failed {
         // the text (with its verdicts) was not printed: the verdicts, as `load` prints them
         if let Results::Load(l) = &loaded[0].report.results {
-            crate::load::print_thresholds(l, &mut out)?;
+            wirebench_report::load::thresholds(l, &mut out)?;
         }
     }
     Ok(if failed { 3 } else { 0 })
@@ -230,7 +230,7 @@ fn body(out: &mut dyn Write, report: &Report, table: bool, detail: Detail) -> io
         // `listen` saves a stream report (direction `listen`)
         Results::Stream(_) => stream_text::stream(out, report, detail),
         Results::Proxy(_) => wirebench_report::proxy::summary_at(out, report, detail),
-        Results::Load(_) => crate::load::render_text(report, out, detail),
+        Results::Load(_) => wirebench_report::load::text(out, report, detail),
         Results::Mesh(_) => wirebench_report::mesh::mesh(out, report, false),
         // its figures are the report's stall meter, which every report's attribution prints
         Results::Hiccup => Ok(()),

@@ -33,7 +33,7 @@ pub use server::{Counters, RoomServer};
 use wirebench_core::room::Limits;
 use wirebench_core::units::{ByteSize, Span};
 
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::error::UsageError;
 
 /// Descriptors the room keeps beside its connections (stdio, runtime, evictions in flight).
@@ -108,7 +108,7 @@ impl Config {
     /// Args to Config; `nofile` is the open-file soft limit (after raising it).
     pub fn from_args(a: &Args, nofile: u64) -> Result<Self, UsageError> {
         // A name resolves, as serve's --listen does (`localhost:8080`).
-        let listen = crate::ping::resolve(&a.listen).map_err(|e| UsageError(format!("--listen: {}", e.0)))?;
+        let listen = crate::addr::resolve(&a.listen).map_err(|e| UsageError(format!("--listen: {}", e.0)))?;
         let fit = nofile.saturating_sub(SPARE_FDS);
         let max_connections = match a.max_connections.map(|c| c.0) {
             Some(0) => return Err(UsageError("--max-connections must be at least 1".into())),
@@ -164,7 +164,7 @@ impl Config {
 
 /// Runs until Ctrl-C, printing counters each interval; returns the final counters.
 pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Counters> {
-    let nofile = crate::load::limits::raise_nofile();
+    let nofile = crate::limits::raise_nofile();
     let cfg = Config::from_args(args, nofile)?;
     // -- wss://
     let tls = match (&args.tls_cert, &args.tls_key) {
@@ -234,10 +234,10 @@ mod tests {
 
     #[test]
     fn listen_takes_a_name() {
-        let a: Args = crate::cli::parse_mode("room", &["--listen", "localhost:0"]).unwrap();
+        let a: Args = crate::flags::parse_mode("room", &["--listen", "localhost:0"]).unwrap();
         let c = Config::from_args(&a, 1024).unwrap();
         assert!(c.listen.ip().is_loopback(), "{}", c.listen);
-        let a: Args = crate::cli::parse_mode("room", &["--listen", "8080"]).unwrap();
+        let a: Args = crate::flags::parse_mode("room", &["--listen", "8080"]).unwrap();
         assert!(Config::from_args(&a, 1024).unwrap_err().0.contains("expected host:port"));
     }
 }

@@ -26,7 +26,7 @@ mod config;
 mod counters;
 mod session;
 mod spin;
-pub mod stamp;
+mod stamp;
 mod stream;
 mod tcp;
 mod udp;
@@ -45,11 +45,17 @@ pub use self::config::{
     MAX_SESSIONS, MAX_SESSIONS_PER_SOURCE, MEMORY_BUDGET_MIB,
 };
 pub use self::counters::{CounterSnapshot, Counters};
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::shutdown::Shutdown;
 
 /// Default port for control and data.
 pub const DEFAULT_PORT: u16 = 7878;
+
+/// What the mesh agent needs to run a serve inside itself: the one door into serve from
+/// another command, kept to these items so the agent cannot grow into serve's internals.
+pub mod embed {
+    pub use super::{Config, CounterSnapshot, Counters, DEFAULT_PORT, Server};
+}
 /// Receive buffer asked for each probe socket: a flood queues here instead of evicting
 /// the probes behind it (the kernel grants at most `net.core.rmem_max` without root).
 pub const PROBE_RCVBUF: usize = 4 << 20;
@@ -117,7 +123,7 @@ impl Server {
             wirebench_net::batch::size_buffers(s, PROBE_RCVBUF);
             probe_sockets.push(s.try_clone()?);
         }
-        let max_connections = connection_cap(cfg.max_connections, crate::load::limits::raise_nofile());
+        let max_connections = connection_cap(cfg.max_connections, crate::limits::raise_nofile());
         let unicast = sockets[0].try_clone()?;
         let mut threads = Vec::new();
         for (i, s) in sockets.into_iter().enumerate() {

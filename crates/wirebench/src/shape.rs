@@ -23,7 +23,7 @@ use wirebench_core::impair::spec::span_ns;
 use wirebench_core::units::{BitRate, humanize_ns};
 
 use self::script::{Cmd, Link, MAX_CLIENTS, Plan, Script};
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::error::UsageError;
 
 /// `wirebench shape` flags.

@@ -51,8 +51,8 @@ use wirebench_core::units::{ByteSize, Count, Span, StreamRate};
 use wirebench_core::wire::control::{Direction, StreamProto};
 
 use self::session::{Live, RunOut, RunSpec};
-use crate::Ctx;
-use crate::ping::Proto;
+use crate::addr::Proto;
+use crate::ctx::Ctx;
 use crate::progress::{Progress, Total};
 
 /// `wirebench stream` flags.
@@ -101,7 +101,7 @@ pub struct Args {
     #[arg(long)]
     pub polite: bool,
     /// UDP multicast: every TARGET serve joins this group and this client sends to it.
-    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::cli::group_port)]
+    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::addr::group_port)]
     pub group: Option<SocketAddrV4>,
     /// Just send to the TARGETs (e.g. a `wirebench listen`), with no serve to ask.
     #[arg(long)]
@@ -114,7 +114,7 @@ pub struct Args {
     pub interface: Option<String>,
     /// The token a serve started with --token wants.
     #[command(flatten)]
-    pub token: crate::token::TokenArgs,
+    pub token: crate::auth::TokenArgs,
     /// Find the highest rate whose loss stays within --loss-target.
     #[arg(long)]
     pub find_max_rate: bool,
@@ -146,16 +146,16 @@ pub struct Args {
     pub verbose: bool,
     /// The stall meter beside the run.
     #[command(flatten)]
-    pub hiccup: crate::hiccup::HiccupArgs,
+    pub hiccup: crate::stall::HiccupArgs,
 }
 
 /// `wirebench stream`: measure, print, save. A serve that goes away mid-run ends it with
 /// the results so far (exit 1).
 pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let cfg = Config::from_args(args)?;
-    let meter = crate::hiccup::Meter::start(&args.hiccup)?;
+    let meter = crate::stall::Meter::start(&args.hiccup)?;
     let mut report = measure(&cfg, ctx)?;
-    crate::hiccup::attach(&mut report, meter);
+    crate::stall::attach(&mut report, meter);
     let detail = wirebench_report::screen::Detail::of(args.quiet, args.verbose);
     wirebench_report::stream_text::summary_at(ctx.out, &report, detail)?;
     wirebench_report::attribution::text_at(ctx.out, &report, detail)?;
@@ -257,7 +257,7 @@ fn live_for_run(cfg: &Config) -> Live {
 
 /// One run with `spec`.
 fn once(cfg: &Config, spec: &RunSpec, ctx: &mut Ctx<'_>, live: &Live) -> anyhow::Result<RunOut> {
-    let session = crate::session_id();
+    let session = crate::ctx::session_id();
     if cfg.no_control {
         return udp::publish_only(cfg, spec, session, ctx);
     }

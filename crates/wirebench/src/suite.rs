@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use wirebench_core::report::{Report, Results};
 use wirebench_report::text::us;
 
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::ping::{self, Config as PingConfig};
 use crate::serve::{self, Server};
 use crate::shutdown::Shutdown;
@@ -186,7 +186,7 @@ fn ping_args(args: &[String]) -> anyhow::Result<ping::Args> {
 /// Parses a mode's flags as its subcommand would.
 fn parse_args<A: clap::Args>(name: &str, args: &[String]) -> anyhow::Result<A> {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    Ok(crate::cli::parse_mode(name, &args)?)
+    Ok(crate::flags::parse_mode(name, &args)?)
 }
 
 fn stream_row(name: &str, r: &Report) -> Vec<String> {

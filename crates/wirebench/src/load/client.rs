@@ -3,7 +3,7 @@
 //! handshake and lets the server close TCP first (no TIME_WAIT left on this side). One task
 //! per client on its worker's runtime (`load/workers.rs`), one `Sleep` reset in place (the
 //! worker's timer wheel), tungstenite's engine polled with the task's own waker
-//! (`client/ws.rs`), a 1 KiB read chunk (`limits::READ_CHUNK`) and a send buffer reused
+//! (`client/ws.rs`), a 1 KiB read chunk (`crate::limits::READ_CHUNK`) and a send buffer reused
 //! across sends. The connect phase (TCP, TLS and WebSocket handshakes, several KB of state)
 //! lives in its own allocation while it runs, so the task that stays for the whole run holds
 //! only the send and receive loop's state.
@@ -79,7 +79,7 @@ async fn connect(plan: &Plan, id: u64, room: u64, stats: &Stats) -> Result<Ws, (
     let _ = sock.set_nodelay(true);
     let stream = conn.secure(sock).await.map_err(&failed)?;
     let request = conn.request(id, room).map_err(&failed)?;
-    match ws::handshake(request, stream, super::limits::ws_config()).await {
+    match ws::handshake(request, stream, crate::limits::ws_config()).await {
         Ok((ws, resp)) => {
             if !conn.subprotocols.is_empty() {
                 let chosen = resp.headers().get(tungstenite::http::header::SEC_WEBSOCKET_PROTOCOL);

@@ -44,7 +44,7 @@ pub(super) fn results(
         series,
         u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX),
         cpu,
-        super::limits::max_rss_bytes(),
+        crate::limits::max_rss_bytes(),
         room_in_process,
     );
     results.shard = cfg.sharding.record();

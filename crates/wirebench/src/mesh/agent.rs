@@ -22,9 +22,9 @@ use super::config::{AgentArgs, AgentConfig, StallMeter};
 use super::http::{self, Api};
 use super::prober::{self, Group, ProberConfig, SelfMatch};
 use super::state::{HiccupWindow, Shared};
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::discovery::{self, Options};
-use crate::serve::{self, CounterSnapshot, Server};
+use crate::serve::embed::{self, CounterSnapshot, Server};
 use crate::shutdown::Shutdown;
 
 /// This host's addresses (every interface).
@@ -63,7 +63,7 @@ impl Agent {
         let key = cfg.token.as_deref().map(|t| Key::derive(t.as_bytes(), cfg.salt.as_bytes()));
         // The peers discovery finds: serve keeps a quarter of its connections for them.
         let known = crate::accept::Known::default();
-        let serve_cfg = serve::Config {
+        let serve_cfg = embed::Config {
             listen: cfg.listen,
             join: cfg.multicast.into_iter().collect(),
             interface: cfg.interface,
@@ -73,7 +73,7 @@ impl Agent {
             probe_key: key.clone(),
             known_sources: Some(known.clone()),
             stamp: cfg.stamp.clone(),
-            ..serve::Config::loopback()
+            ..embed::Config::loopback()
         };
         let server = Server::start(&serve_cfg, shutdown.clone())?;
         let listen = server.local_addr();
@@ -126,7 +126,7 @@ impl Agent {
             }),
             key,
             bind: SocketAddr::new(listen.ip(), 0),
-            seed: crate::session_id(),
+            seed: crate::ctx::session_id(),
             stalls: cfg.stall_meter == StallMeter::Prober,
             stamp_key: cfg.stamp_peer_key.clone(),
         };
@@ -206,7 +206,7 @@ impl Agent {
     }
 }
 
-/// The stall meter thread beside the probing (`--hiccup-interval`): `crate::hiccup`'s loop, one recording per window,
+/// The stall meter thread beside the probing (`--hiccup-interval`): `crate::stall`'s loop, one recording per window,
 /// whose p99 and max replace the last window's in `shared` (for `/metrics`). Stops within
 /// one interval of the stop signal.
 fn spawn_meter(
@@ -218,7 +218,7 @@ fn spawn_meter(
     let thread = std::thread::Builder::new().name("hiccup".into()).spawn(move || {
         while !stop.is_set() {
             let until = wirebench_net::timer::mono_now_ns().saturating_add(window_ns);
-            let h = crate::hiccup::record_until(interval_ns, stop.flag(), until).finish();
+            let h = crate::stall::record_until(interval_ns, stop.flag(), until).finish();
             if h.wakeups == 0 {
                 // Only when stopped: config keeps the interval within a tenth of the window.
                 continue;

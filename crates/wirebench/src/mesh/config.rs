@@ -16,7 +16,7 @@ use crate::discovery::{self, KubeAccess, Source};
 use crate::error::UsageError;
 
 /// The agent's probe port (its serve) by default.
-pub const DEFAULT_PORT: u16 = crate::serve::DEFAULT_PORT;
+pub const DEFAULT_PORT: u16 = crate::serve::embed::DEFAULT_PORT;
 /// The agent's HTTP port (API and metrics) by default.
 pub const DEFAULT_HTTP_PORT: u16 = 9878;
 
@@ -69,7 +69,7 @@ pub struct AgentArgs {
     #[arg(long, default_value = "3")]
     pub inter_zone: wirebench_core::units::Count,
     /// Also probe this multicast group: who hears whom (every agent joins it).
-    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::cli::group_port)]
+    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::addr::group_port)]
     pub multicast: Option<SocketAddrV4>,
     /// Group probes per second.
     #[arg(long, default_value = "1/s")]
@@ -82,10 +82,10 @@ pub struct AgentArgs {
     pub ttl: u32,
     /// Shared secret: probes carry a keyed MAC, the HTTP API needs `Authorization: Bearer`.
     #[command(flatten)]
-    pub token: crate::token::TokenArgs,
+    pub token: crate::auth::TokenArgs,
     /// The salt of the probes' key: the same on every agent of the fleet.
     #[command(flatten)]
-    pub salt: crate::token::SaltArg,
+    pub salt: crate::auth::SaltArg,
     /// How to reach the Kubernetes API for k8s: peers.
     #[command(flatten)]
     pub kube: crate::discovery::KubeFlags,
@@ -94,7 +94,7 @@ pub struct AgentArgs {
     pub hiccup: AgentHiccupArgs,
     /// A STAMP reflector beside the probe port, for routers' and other tools' senders.
     #[command(flatten)]
-    pub stamp: crate::serve::stamp::StampArgs,
+    pub stamp: crate::stamp::StampArgs,
     /// Probe stamp: peers in authenticated mode with this HMAC-SHA-256 key, hex, at least 16
     /// bytes (their reflectors' key); reflections with another HMAC are dropped.
     #[arg(
@@ -169,7 +169,7 @@ pub struct AgentConfig {
     /// Where the stall samples come from.
     pub stall_meter: StallMeter,
     /// The STAMP reflector, when asked for.
-    pub stamp: Option<crate::serve::stamp::StampConfig>,
+    pub stamp: Option<crate::stamp::StampConfig>,
     /// The key of `stamp:` peers (authenticated mode).
     pub stamp_peer_key: Option<wirebench_core::wire::stamp::Key>,
 }
@@ -194,8 +194,8 @@ fn host_name() -> String {
 impl AgentConfig {
     /// Validates `a`.
     pub fn from_args(a: &AgentArgs) -> Result<Self, UsageError> {
-        let listen = crate::ping::resolve(&a.listen)?;
-        let http = crate::ping::resolve(&a.http)?;
+        let listen = crate::addr::resolve(&a.listen)?;
+        let http = crate::addr::resolve(&a.http)?;
         let advertise = match &a.advertise {
             Some(s) => Some(match s.parse::<std::net::IpAddr>() {
                 Ok(ip) => SocketAddr::new(ip, listen.port()),
@@ -253,7 +253,7 @@ impl AgentConfig {
             (true, _) => StallMeter::Off,
             (false, None) => StallMeter::Prober,
             (false, Some(span)) => {
-                let i = crate::hiccup::checked_interval("--hiccup-interval", span)?;
+                let i = crate::stall::checked_interval("--hiccup-interval", span)?;
                 // The meter records one window at a time: a window must hold its wake-ups.
                 if u128::from(i) * 10 > window.as_nanos() {
                     return Err(UsageError("--hiccup-interval must be at most a tenth of --window".into()));
@@ -296,7 +296,7 @@ impl AgentConfig {
 
 /// `--stamp-peer-key` or `--stamp-peer-key-file`.
 fn stamp_peer_key(a: &AgentArgs) -> Result<Option<wirebench_core::wire::stamp::Key>, UsageError> {
-    crate::serve::stamp::key_of(a.stamp_peer_key.as_deref(), a.stamp_peer_key_file.as_deref(), "stamp-peer-key")
+    crate::stamp::key_of(a.stamp_peer_key.as_deref(), a.stamp_peer_key_file.as_deref(), "stamp-peer-key")
 }
 
 /// `wirebench mesh status` flags.
@@ -396,7 +396,7 @@ impl StatusConfig {
         Ok(Self {
             agents: a.agents.iter().map(|s| base_url(s)).collect::<Result<_, _>>()?,
             prometheus: a.prometheus.as_deref().map(base_url).transpose()?,
-            token: crate::token::read(a.token.as_ref(), a.token_file.as_ref())?,
+            token: crate::auth::read(a.token.as_ref(), a.token_file.as_ref())?,
             thresholds: Thresholds {
                 max_loss: a.max_loss / 100.0,
                 max_p99_ns: u64::try_from(a.max_p99.0.as_nanos()).unwrap_or(u64::MAX),
@@ -415,7 +415,7 @@ mod tests {
     use super::*;
 
     fn agent(args: &[&str]) -> Result<AgentConfig, UsageError> {
-        AgentConfig::from_args(&crate::cli::parse_mode::<AgentArgs>("agent", args).unwrap())
+        AgentConfig::from_args(&crate::flags::parse_mode::<AgentArgs>("agent", args).unwrap())
     }
 
     #[test]
@@ -466,7 +466,7 @@ mod tests {
     #[test]
     fn status_needs_one_source() {
         let st =
-            |args: &[&str]| StatusConfig::from_args(&crate::cli::parse_mode::<StatusArgs>("status", args).unwrap());
+            |args: &[&str]| StatusConfig::from_args(&crate::flags::parse_mode::<StatusArgs>("status", args).unwrap());
         assert!(st(&[]).is_err());
         assert!(st(&["http://a:1", "--prometheus", "http://p:9090"]).is_err());
         let c = st(&["10.0.0.1:9878", "--max-loss", "2", "--max-p99", "5ms"]).unwrap();

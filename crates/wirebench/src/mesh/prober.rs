@@ -243,7 +243,7 @@ pub fn spawn(
     let stamp_template = wire_stamp::Sender {
         key: cfg.stamp_key.clone(),
         format: wire_stamp::TsFormat::Ntp,
-        error: crate::serve::stamp::own_error(wire_stamp::TsFormat::Ntp),
+        error: crate::stamp::own_error(wire_stamp::TsFormat::Ntp),
         ssid: 0,
     };
     let mut p = Prober {
@@ -418,14 +418,14 @@ pub(super) fn peer_socket(bind: SocketAddr, ceiling: u64) -> std::io::Result<Udp
 }
 
 /// The descriptors per-peer UDP sockets may take: below the prober's half of what the
-/// open-file limit leaves after [`crate::load::limits::SPARE_FDS`] (serve's connection cap
+/// open-file limit leaves after [`crate::limits::SPARE_FDS`] (serve's connection cap
 /// takes the other half). A peer past it is probed from the shared socket, so the
 /// descriptors that HTTP, discovery, the TCP probes and serve's connections need are never
 /// spent on an optimisation. Read after serve raised the soft limit to the hard one.
 fn udp_fd_ceiling() -> u64 {
     use nix::sys::resource::{Resource, getrlimit};
     let soft = getrlimit(Resource::RLIMIT_NOFILE).map_or(1024, |(soft, _)| soft);
-    soft.saturating_sub(crate::load::limits::SPARE_FDS) / 2
+    soft.saturating_sub(crate::limits::SPARE_FDS) / 2
 }
 
 /// A probe for `session`: sequence number, send time and (with a key) the tag.

@@ -12,7 +12,7 @@ use wirebench_core::auth::Key;
 use wirebench_core::mesh::api::{API_VERSION, MatrixReport, NodeRef, PeersReport, Proto};
 
 use crate::discovery::Board;
-use crate::serve::Counters;
+use crate::serve::embed::Counters;
 
 /// Upper bounds of the per-agent round-trip histograms, seconds: 25 us to 2.5 s.
 pub const RTT_BUCKETS: [f64; 16] =

@@ -25,7 +25,7 @@ use wirebench_core::report::{MeshResults, Outcome, Report, Results, SCHEMA_VERSI
 use wirebench_core::units::ByteSize;
 
 use super::config::{StatusArgs, StatusConfig};
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::http_client::HttpClient;
 use crate::shutdown::Shutdown;
 

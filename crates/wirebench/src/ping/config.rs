@@ -1,7 +1,7 @@
 //! `ping` settings: parsed `Args` become a validated `Config` in one pure function, so a
 //! `Config` cannot hold a bad value and the rules are tested with tables (STYLE C5).
 
-use std::net::{SocketAddr, SocketAddrV4, ToSocketAddrs};
+use std::net::{SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -13,31 +13,9 @@ use wirebench_core::wire::probe;
 use wirebench_core::wire::stamp::{self, Key, TsFormat};
 
 use super::Args;
+use crate::addr::{Proto, resolve};
 use crate::error::UsageError;
-use crate::serve::stamp::FormatArg;
-
-/// Transport.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Proto {
-    /// UDP datagrams (unicast or multicast).
-    Udp,
-    /// Frames on one TCP connection.
-    Tcp,
-    /// STAMP test packets (RFC 8762) to a reflector, over UDP.
-    Stamp,
-}
-
-impl Proto {
-    /// Lowercase name.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Udp => "udp",
-            Self::Tcp => "tcp",
-            Self::Stamp => "stamp",
-        }
-    }
-}
+use crate::stamp::FormatArg;
 
 /// Where probes go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -113,7 +91,7 @@ pub struct Config {
     pub no_timestamps: bool,
     /// The stall meter (off in this run when asked, or busy-poll without `--hiccup`).
     #[serde(skip)]
-    pub hiccup: crate::hiccup::HiccupArgs,
+    pub hiccup: crate::stall::HiccupArgs,
     /// What busy-poll turned off by default, for the report's notes.
     #[serde(skip)]
     pub spin_off: SpinOff,
@@ -140,7 +118,7 @@ impl StampCfg {
     /// kernel says otherwise, with the kernel's error bound.
     pub fn sender(&self) -> stamp::Sender {
         let format = TsFormat::from(self.format);
-        let error = crate::serve::stamp::own_error(format);
+        let error = crate::stamp::own_error(format);
         stamp::Sender { key: self.key.clone(), format, error, ssid: self.session_id }
     }
 }
@@ -189,26 +167,6 @@ fn usage(msg: String) -> UsageError {
     UsageError(msg)
 }
 
-/// Resolves `host:port` (a name, IPv4 or `[IPv6]`) to one address. A malformed address and
-/// a name that does not resolve are told apart.
-pub fn resolve(s: &str) -> Result<SocketAddr, UsageError> {
-    if let Ok(a) = s.parse::<SocketAddr>() {
-        return Ok(a);
-    }
-    let bad = || usage(format!("bad address '{s}': expected host:port, e.g. 127.0.0.1:7878"));
-    let Some((host, port)) = s.rsplit_once(':') else { return Err(bad()) };
-    if host.is_empty() || host.contains(['[', ']', ':']) {
-        return Err(bad());
-    }
-    let Ok(port) = port.parse::<u16>() else {
-        return Err(usage(format!("bad address '{s}': port '{port}' is not a number from 0 to 65535")));
-    };
-    let found = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| usage(format!("unknown host '{host}': the name did not resolve ({e})")))?;
-    found.into_iter().find(SocketAddr::is_ipv4).ok_or_else(|| usage(format!("host '{host}' has no IPv4 address")))
-}
-
 /// STAMP's settings with `--proto stamp` (or a `stamp://` target); its flags refused
 /// without it.
 fn stamp_cfg(a: &Args, proto: Proto) -> Result<Option<StampCfg>, UsageError> {
@@ -220,9 +178,10 @@ fn stamp_cfg(a: &Args, proto: Proto) -> Result<Option<StampCfg>, UsageError> {
         }
         return Ok(None);
     }
-    let key = crate::serve::stamp::key_of(a.stamp_key.as_deref(), a.stamp_key_file.as_deref(), "stamp-key")?;
+    let key = crate::stamp::key_of(a.stamp_key.as_deref(), a.stamp_key_file.as_deref(), "stamp-key")?;
     // Random and never 0: a reflector that predates RFC 8972 answers with 0.
-    let session_id = a.stamp_session_id.unwrap_or_else(|| u16::try_from(crate::session_id() % 65_535 + 1).unwrap_or(1));
+    let session_id =
+        a.stamp_session_id.unwrap_or_else(|| u16::try_from(crate::ctx::session_id() % 65_535 + 1).unwrap_or(1));
     Ok(Some(StampCfg { authenticated: key.is_some(), key, format: a.stamp_format, session_id }))
 }
 
@@ -329,7 +288,7 @@ impl Config {
             (None, true) => return Err(usage("--poisson needs --rate (the mean rate of the Poisson sampling)".into())),
             (Some(r), false) => Pacing::Rate(r),
             // Seeded from the OS once; the seed goes into the report's config.
-            (Some(rate), true) => Pacing::Poisson { rate, seed: crate::session_id() },
+            (Some(rate), true) => Pacing::Poisson { rate, seed: crate::ctx::session_id() },
         };
         let mut stop = stop_of(count, a.duration);
         if stop.is_unbounded() {
@@ -387,7 +346,7 @@ impl Config {
             quiet: a.quiet,
             verbose: a.verbose,
             no_timestamps: a.no_timestamps || spin_off.timestamps,
-            hiccup: crate::hiccup::HiccupArgs { no_hiccup: a.meter.no_hiccup || spin_off.meter, ..a.meter.clone() },
+            hiccup: crate::stall::HiccupArgs { no_hiccup: a.meter.no_hiccup || spin_off.meter, ..a.meter.clone() },
             spin_off,
             stamp: stamp_cfg,
         })
@@ -432,7 +391,7 @@ mod tests {
     use super::*;
 
     fn cfg(args: &[&str]) -> Result<Config, String> {
-        let a: Args = crate::cli::parse_mode("ping", args).map_err(|e| e.to_string())?;
+        let a: Args = crate::flags::parse_mode("ping", args).map_err(|e| e.to_string())?;
         Config::from_args(&a).map_err(|e| e.0)
     }
 

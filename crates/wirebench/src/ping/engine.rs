@@ -17,8 +17,7 @@ mod replies;
 
 use std::io::{self, ErrorKind};
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
@@ -29,6 +28,8 @@ use wirebench_core::seq::SeqWindow;
 use wirebench_core::wire::probe;
 use wirebench_core::wire::stamp;
 use wirebench_net::io::{Clock, ProbeIo, Support};
+
+use crate::progress::Shown;
 
 /// Sequence numbers of discovery probes: far above any real run, so their replies can
 /// never be mistaken for a measured probe's.
@@ -159,30 +160,6 @@ struct Loop<'a, I, C> {
     next_seq: u64,
     /// What a progress display on another thread reads.
     shown: &'a Shown,
-}
-
-/// What the engine shows while it runs, for a progress display on another thread: probes
-/// sent (warm-up and measured, not discovery), and where the warm-up ended once it did (its
-/// probes and its time: a warm-up with a count and a deadline ends by whichever comes
-/// first, so only the run knows).
-#[derive(Debug)]
-pub struct Shown {
-    /// Probes sent so far (an `Arc`: what a progress display counts).
-    pub sent: Arc<AtomicU64>,
-    /// Probes the warm-up took; `u64::MAX` while it runs.
-    pub warmup_probes: AtomicU64,
-    /// Time the warm-up took, ns; `u64::MAX` while it runs.
-    pub warmup_ns: AtomicU64,
-}
-
-impl Default for Shown {
-    fn default() -> Self {
-        Self {
-            sent: Arc::new(AtomicU64::new(0)),
-            warmup_probes: AtomicU64::new(u64::MAX),
-            warmup_ns: AtomicU64::new(u64::MAX),
-        }
-    }
 }
 
 /// Runs discovery, warm-up and measurement. Returns what was measured, also when stopped

@@ -7,7 +7,7 @@ use wirebench_core::impair::spec::Delay;
 use wirebench_core::impair::{Jitter, LossBurst, Percent, Reorder};
 use wirebench_core::units::{BitRate, Span};
 
-use crate::ping::Proto;
+use crate::addr::Proto;
 
 /// `wirebench proxy` flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -137,5 +137,5 @@ pub struct Args {
     pub verbose: bool,
     /// The stall meter beside the run.
     #[command(flatten)]
-    pub hiccup: crate::hiccup::HiccupArgs,
+    pub hiccup: crate::stall::HiccupArgs,
 }

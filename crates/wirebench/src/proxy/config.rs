@@ -11,8 +11,8 @@ use wirebench_core::impair::{Jitter, Loss, LossBurst, Percent, Reorder, Spec};
 use wirebench_core::units::{BitRate, Span};
 
 use super::Args;
+use crate::addr::{Proto, resolve};
 use crate::error::UsageError;
-use crate::ping::{Proto, resolve};
 
 /// `--max-held`'s default: 64 MiB of delayed packets.
 pub const DEFAULT_MAX_HELD: usize = 64 << 20;

@@ -174,7 +174,7 @@ mod tests {
     use super::*;
 
     fn cfg(args: &[&str]) -> Result<Config, UsageError> {
-        let a: Args = crate::cli::parse_mode("relay", args).map_err(|e| UsageError(e.to_string()))?;
+        let a: Args = crate::flags::parse_mode("relay", args).map_err(|e| UsageError(e.to_string()))?;
         Config::from_args(&a, Some(Ipv4Addr::new(10, 0, 0, 1)))
     }
 
@@ -224,7 +224,7 @@ mod tests {
             let e = cfg(args).unwrap_err().0;
             assert!(e.contains(what), "{args:?}: {e}");
         }
-        let a: Args = crate::cli::parse_mode("relay", &["--group", "239.1.1.1:5000", "--peers", "h"]).unwrap();
+        let a: Args = crate::flags::parse_mode("relay", &["--group", "239.1.1.1:5000", "--peers", "h"]).unwrap();
         assert!(Config::from_args(&a, None).unwrap_err().0.contains("--interface"));
     }
 }

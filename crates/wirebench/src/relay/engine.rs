@@ -42,7 +42,7 @@ use wirebench_net::rxbatch::{RX_BATCH, RxBatch};
 use super::config::Config;
 use super::peers;
 use super::stats::{self, GroupStats, PeerStats, Retired, Senders, Tally};
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::error::UsageError;
 use crate::shutdown::Shutdown;
 
@@ -228,7 +228,7 @@ pub(crate) fn run(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<RelayResult
     }
     let mut watch = peers::Watch::start(cfg, &ctx.shutdown)?;
     let first = watch.first(&ctx.shutdown)?;
-    let id = u64::from_be_bytes(crate::os_random()?);
+    let id = u64::from_be_bytes(crate::ctx::os_random()?);
     let mut r = Relay {
         cfg,
         id,

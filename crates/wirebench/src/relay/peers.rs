@@ -110,7 +110,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("peers");
         std::fs::write(&file, "# relays\n10.0.0.2\n10.0.0.3:9\n").unwrap();
-        let args: super::super::Args = crate::cli::parse_mode(
+        let args: super::super::Args = crate::flags::parse_mode(
             "relay",
             &["--group", "239.1.1.1:5000", "--listen", "10.0.0.1:7990", "--peers", file.to_str().unwrap()],
         )

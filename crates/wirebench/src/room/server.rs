@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use super::Config;
 use super::accept::{self, Pending};
 use super::rooms::Rooms;
-use crate::load::limits::ProcessCpu;
+use crate::limits::ProcessCpu;
 
 /// What the server counted, as plain numbers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

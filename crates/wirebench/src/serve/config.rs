@@ -34,13 +34,13 @@ pub struct Args {
     #[arg(long, default_value = "0.0.0.0:7878", env = "WIREBENCH_LISTEN")]
     pub listen: String,
     /// Join this multicast group:port and answer probes sent to it (repeatable).
-    #[arg(long = "join", value_name = "GROUP:PORT", value_parser = crate::cli::group_port)]
+    #[arg(long = "join", value_name = "GROUP:PORT", value_parser = crate::addr::group_port)]
     pub join: Vec<SocketAddrV4>,
     /// Interface (name or IPv4 address) for group joins and group replies.
     #[arg(long, env = "WIREBENCH_INTERFACE")]
     pub interface: Option<String>,
     /// Answer probes that ask for it on this group (Aeron's pong channel) instead of unicast.
-    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::cli::group_port)]
+    #[arg(long, value_name = "GROUP:PORT", value_parser = crate::addr::group_port)]
     pub reply_group: Option<SocketAddrV4>,
     /// Multicast TTL of group replies (1..=255).
     #[arg(long, default_value_t = 32, env = "WIREBENCH_TTL", value_parser = clap::value_parser!(u32).range(1..=255))]
@@ -54,10 +54,10 @@ pub struct Args {
     /// Streams need the token, proved by an HMAC challenge-response (never sent); the probe
     /// echo stays open. Clients give it with `--token` or WIREBENCH_TOKEN.
     #[command(flatten)]
-    pub token: crate::token::TokenArgs,
+    pub token: crate::auth::TokenArgs,
     /// The salt of the token's key, sent to clients in serve's challenge.
     #[command(flatten)]
-    pub salt: crate::token::SaltArg,
+    pub salt: crate::auth::SaltArg,
     /// Serve streams to anyone (no token) on a non-loopback address; the anonymous limits apply.
     #[arg(long)]
     pub open: bool,
@@ -96,7 +96,7 @@ pub struct Args {
     pub no_timestamps: bool,
     /// The STAMP reflector.
     #[command(flatten)]
-    pub stamp: super::stamp::StampArgs,
+    pub stamp: crate::stamp::StampArgs,
 }
 
 /// A validated serve configuration.
@@ -147,7 +147,7 @@ pub struct Config {
     /// (`wire::mesh`); others are counted `unauthenticated` and dropped.
     pub probe_key: Option<Key>,
     /// The STAMP reflector, when asked for.
-    pub stamp: Option<super::stamp::StampConfig>,
+    pub stamp: Option<crate::stamp::StampConfig>,
 }
 
 fn cap(r: Option<StreamRate>) -> Option<StreamRate> {
@@ -157,7 +157,7 @@ fn cap(r: Option<StreamRate>) -> Option<StreamRate> {
 impl Config {
     /// Validates `a`.
     pub fn from_args(a: &Args) -> Result<Self, UsageError> {
-        let listen = crate::ping::resolve(&a.listen)?;
+        let listen = crate::addr::resolve(&a.listen)?;
         if let Some(g) = a.join.iter().chain(a.reply_group.iter()).find(|g| !g.ip().is_multicast()) {
             return Err(UsageError(format!("{g} is not a multicast group (224.0.0.0/4)")));
         }
@@ -281,7 +281,7 @@ mod tests {
     use super::*;
 
     fn cfg(args: &[&str]) -> Config {
-        let a: Args = crate::cli::parse_mode("serve", args).expect("flags parse");
+        let a: Args = crate::flags::parse_mode("serve", args).expect("flags parse");
         Config::from_args(&a).expect("a valid config")
     }
 

@@ -161,7 +161,7 @@ fn handshake(conn: &mut TcpStream, prefix: &[u8], shared: &Shared) -> Result<Adm
                    WIREBENCH_TOKEN) or `serve --open`";
         return Err(Refused(refused_sessions, Some(why.into())));
     }
-    let ns = crate::os_random::<NONCE_LEN>().map_err(|e| Refused(control_errors, Some(e.to_string())))?;
+    let ns = crate::ctx::os_random::<NONCE_LEN>().map_err(|e| Refused(control_errors, Some(e.to_string())))?;
     let ns = handshake::hex(&ns);
     let salt = shared.key.as_ref().map(|_| cfg.salt.clone());
     // Nothing serve says before the client proved itself depends on the token.

@@ -76,7 +76,7 @@ fn reverse_spec(a: &Admitted, publisher: u16) -> SendSpec {
 fn knock(conn: &mut TcpStream, shared: &Shared, stop: &SessionStop) -> io::Result<SocketAddr> {
     let sock = UdpSocket::bind(SocketAddr::new(conn.local_addr()?.ip(), 0))?;
     sock.set_read_timeout(Some(POLL))?;
-    let secret = crate::os_random::<SECRET_LEN>()?;
+    let secret = crate::ctx::os_random::<SECRET_LEN>()?;
     let m = Control::Knock { port: sock.local_addr()?.port(), secret: handshake::hex(&secret) };
     send_bounded(conn, &m, stop.flag(), STALL)?;
     let peer = conn.peer_addr()?.ip();

@@ -129,8 +129,8 @@ impl Config {
         if a.targets.is_empty() {
             return Err(usage("give at least one TARGET (a wirebench serve's host:port)".into()));
         }
-        let targets = a.targets.iter().map(|t| crate::ping::resolve(t)).collect::<Result<Vec<_>, _>>()?;
-        let proto = if a.proto == crate::ping::Proto::Tcp { StreamProto::Tcp } else { StreamProto::Udp };
+        let targets = a.targets.iter().map(|t| crate::addr::resolve(t)).collect::<Result<Vec<_>, _>>()?;
+        let proto = if a.proto == crate::addr::Proto::Tcp { StreamProto::Tcp } else { StreamProto::Udp };
         let (default_size, max) = match proto {
             StreamProto::Udp => (DEFAULT_UDP_SIZE, stream::MAX_UDP_LEN),
             StreamProto::Tcp => (DEFAULT_TCP_SIZE, usize::from(u16::MAX)),
@@ -260,7 +260,7 @@ mod tests {
     use super::*;
 
     fn cfg(args: &[&str]) -> Result<Config, String> {
-        let a: Args = crate::cli::parse_mode("stream", args).map_err(|e| e.to_string())?;
+        let a: Args = crate::flags::parse_mode("stream", args).map_err(|e| e.to_string())?;
         Config::from_args(&a).map_err(|e| e.0)
     }
 

@@ -13,7 +13,7 @@ use wirebench_report::text::rate_words;
 
 use super::session::{Live, RunOut, RunSpec};
 use super::{Config, once};
-use crate::Ctx;
+use crate::ctx::Ctx;
 use crate::flow::send::Behind;
 use crate::progress::{Progress, Total};
 

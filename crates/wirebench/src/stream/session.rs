@@ -234,7 +234,7 @@ fn answered(conn: &TcpStream, addr: SocketAddr, stop: &Shutdown) -> anyhow::Resu
 /// `hello`, `challenge`, then `auth` (with a token) and `start`. With a token, serve must
 /// prove it knows it too.
 fn handshake(conn: &mut TcpStream, addr: SocketAddr, req: &StreamRequest, stop: &Shutdown) -> anyhow::Result<()> {
-    let nc = handshake::hex(&crate::os_random::<{ handshake::NONCE_LEN }>()?);
+    let nc = handshake::hex(&crate::ctx::os_random::<{ handshake::NONCE_LEN }>()?);
     control::send(conn, &Control::Hello { nonce: nc.clone() })?;
     answered(conn, addr, stop)?;
     let (ns, auth, salt) = match control::recv(conn) {

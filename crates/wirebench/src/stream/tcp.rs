@@ -31,8 +31,8 @@ use wirebench_net::clock::{Clock as _, MonoClock};
 use super::config::Config;
 use super::session::{self, Event, Live, RunOut, RunSpec, ServeResult};
 use super::udp::sender_result;
-use crate::Ctx;
 use crate::control;
+use crate::ctx::Ctx;
 use crate::flow::recv::{self, Accounts};
 use crate::flow::send::{self, SendSpec, Sent, TcpOut};
 

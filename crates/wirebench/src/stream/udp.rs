@@ -19,8 +19,8 @@ use wirebench_net::multicast::{self, SenderOpts};
 
 use super::config::Config;
 use super::session::{self, Live, RunOut, RunSpec, ServeResult};
-use crate::Ctx;
 use crate::control;
+use crate::ctx::Ctx;
 use crate::flow::STREAM_BUFFER;
 use crate::flow::recv::{self, Accounts, Progress};
 use crate::flow::send::{self, SendSpec, Sent};

@@ -74,7 +74,7 @@ fn closed_loop_allocates_nothing_per_probe() {
 /// HMAC state cloned on the stack), with kernel timestamps on.
 #[test]
 fn authenticated_stamp_allocates_nothing_per_probe() {
-    use wirebench::serve::stamp::StampConfig;
+    use wirebench::stamp::StampConfig;
     use wirebench_core::wire::stamp::{ErrorEstimate, Key, Sender, TsFormat};
     let key = Key::new(&[5u8; 32]).unwrap();
     let cfg = wirebench::serve::Config {
@@ -124,7 +124,7 @@ fn meter_allocations(wakeups: u64) -> u64 {
     let until = wirebench_net::timer::mono_now_ns() + wakeups * interval;
     let stop = AtomicBool::new(false);
     let before = thread_allocations();
-    let rec = wirebench::hiccup::record_until(interval, &stop, until);
+    let rec = wirebench::stall::record_until(interval, &stop, until);
     let after = thread_allocations();
     assert!(rec.wakeups() > 0);
     drop(rec);

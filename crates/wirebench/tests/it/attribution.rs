@@ -178,7 +178,7 @@ fn without_tx_timestamps_the_run_goes_on_with_a_note() {
     udp.enable_timestamps().unwrap();
     let mut io = NoTx(udp);
     let args: wirebench::ping::Args =
-        wirebench::cli::parse_mode("ping", &[&srv.local_addr().to_string(), "-n", "300"]).unwrap();
+        wirebench::flags::parse_mode("ping", &[&srv.local_addr().to_string(), "-n", "300"]).unwrap();
     let cfg = wirebench::ping::Config::from_args(&args).unwrap();
     let ecfg = EngineConfig {
         size: 32,

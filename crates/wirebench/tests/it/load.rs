@@ -330,7 +330,7 @@ fn ctrl_c_stops_with_a_partial_report() {
 #[test]
 fn preset_scenario_file_and_flags_layer() {
     use wirebench::load::{Args, Config};
-    let parse = |a: &[&str]| Config::from_args(&wirebench::cli::parse_mode::<Args>("load", a).unwrap());
+    let parse = |a: &[&str]| Config::from_args(&wirebench::flags::parse_mode::<Args>("load", a).unwrap());
     let c = parse(&["ws://127.0.0.1:9/r", "--preset", "collab-ide"]).unwrap();
     assert_eq!((c.clients, c.room_size, c.duration, c.rate.per_sec()), (50, 5, Duration::from_secs(300), 2.0));
     assert!(c.percentiles.contains(&96.0));

@@ -25,7 +25,7 @@ fn the_kubernetes_job_runs_valid_load_flags_one_shard_per_index() {
         .collect();
     assert_eq!(args[0], "load");
     let refs: Vec<&str> = args[1..].iter().map(String::as_str).collect();
-    let parsed: wirebench::load::Args = wirebench::cli::parse_mode("load", &refs).expect("the Job's flags parse");
+    let parsed: wirebench::load::Args = wirebench::flags::parse_mode("load", &refs).expect("the Job's flags parse");
     let completions: String =
         text.lines().find_map(|l| l.trim().strip_prefix("completions: ").map(str::to_owned)).unwrap();
     assert_eq!(parsed.shard.as_deref(), Some(format!("auto/{completions}").as_str()));

@@ -13,6 +13,7 @@ mod hiccup; // the stall meter: a 200 ms SIGSTOP seen whole, a quiet run, every 
 mod hostile; // serve against hostile clients: numbers, caps, knocks, tokens, stalls, signals
 #[cfg(feature = "netns-tests")]
 mod lab; // the namespace harness: namespaces, veths and processes removed on drop
+mod layers; // the binary's floors: commands import the ground floor, never each other
 mod listen; // listen: DatagramTest's gap lines, the publisher budget
 mod load; // WebSocket load against an in-process room: delay, thresholds, dead server
 mod load_health; // the load generator's own health: kept, missed, the same words everywhere, merged shards

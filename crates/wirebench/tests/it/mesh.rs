@@ -70,7 +70,7 @@ pub(crate) fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Op
 }
 
 pub(crate) fn agent_config(args: &[&str]) -> AgentConfig {
-    let a = wirebench::cli::parse_mode::<AgentArgs>("agent", args).expect("flags parse");
+    let a = wirebench::flags::parse_mode::<AgentArgs>("agent", args).expect("flags parse");
     AgentConfig::from_args(&a).expect("valid config")
 }
 

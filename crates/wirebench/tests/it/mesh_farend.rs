@@ -111,7 +111,7 @@ fn good_peer() -> Agent {
     // Its only peer is itself (`--advertise`): it probes nobody.
     let args =
         ["--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--advertise", "127.0.0.1:1", "--peers", "127.0.0.1:1"];
-    let a = wirebench::cli::parse_mode::<AgentArgs>("agent", &args).expect("flags parse");
+    let a = wirebench::flags::parse_mode::<AgentArgs>("agent", &args).expect("flags parse");
     let cfg = wirebench::mesh::AgentConfig::from_args(&a).expect("valid config");
     let quiet: wirebench::discovery::Log = Arc::new(|_| {});
     Agent::start(&cfg, Shutdown::new(), &quiet).expect("agent starts")

@@ -13,7 +13,7 @@ use wirebench::mesh::{AgentArgs, AgentConfig};
 
 fn agent() -> Agent {
     let args = ["--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--peers", "127.0.0.1:1", "--proto", "udp"];
-    let a = wirebench::cli::parse_mode::<AgentArgs>("agent", &args).expect("flags parse");
+    let a = wirebench::flags::parse_mode::<AgentArgs>("agent", &args).expect("flags parse");
     let quiet: wirebench::discovery::Log = std::sync::Arc::new(|_| {});
     Agent::start(&AgentConfig::from_args(&a).expect("valid"), Shutdown::new(), &quiet).expect("agent starts")
 }

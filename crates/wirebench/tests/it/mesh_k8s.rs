@@ -187,7 +187,7 @@ fn endpointslices_add_and_drop_peers_with_the_rbac_we_ship() {
         );
     }
     let ca = api.run.path().join("pki/ca.crt");
-    let args = wirebench::cli::parse_mode::<AgentArgs>(
+    let args = wirebench::flags::parse_mode::<AgentArgs>(
         "agent",
         &[
             "--listen",

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use wirebench::Shutdown;
 use wirebench::mesh::agent::Agent;
-use wirebench::serve::stamp::StampArgs;
+use wirebench::stamp::StampArgs;
 use wirebench_core::mesh::api::{MatrixReport, PeersReport, Proto};
 use wirebench_core::report::{MeshResults, Report, Results};
 
@@ -24,7 +24,7 @@ fn reflector(ip: &str, flags: &[&str]) -> wirebench::serve::Server {
     let at = format!("{ip}:{STAMP_PORT}");
     let mut args = vec!["--stamp", &at];
     args.extend_from_slice(flags);
-    let a = wirebench::cli::parse_mode::<StampArgs>("serve", &args).expect("flags parse");
+    let a = wirebench::flags::parse_mode::<StampArgs>("serve", &args).expect("flags parse");
     let cfg = wirebench::serve::Config {
         listen: format!("{ip}:0").parse().unwrap(),
         stamp: a.config(ip.parse().unwrap()).expect("a valid reflector"),

@@ -28,7 +28,7 @@ use crate::support::{assert_valid_report, read_json, wirebench};
 fn fresh_agent() -> Agent {
     let args = ["--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--advertise", "127.0.0.1:1"];
     let args = [&args[..], &["--peers", "127.0.0.1:1", "--window", "1h", "--timeout", "1s"]].concat();
-    let a = wirebench::cli::parse_mode::<AgentArgs>("agent", &args).expect("flags parse");
+    let a = wirebench::flags::parse_mode::<AgentArgs>("agent", &args).expect("flags parse");
     let cfg = AgentConfig::from_args(&a).expect("valid config");
     let quiet: wirebench::discovery::Log = Arc::new(|_| {});
     Agent::start(&cfg, Shutdown::new(), &quiet).expect("agent starts")

@@ -266,7 +266,7 @@ fn a_tcp_stream_gets_the_rate_limit_within_two_percent() {
     const BYTES: usize = 12 << 20;
     let (upstream, rx) = sink();
     let mut cfg = Config::loopback(upstream, Spec::default());
-    cfg.proto = wirebench::ping::Proto::Tcp;
+    cfg.proto = wirebench::addr::Proto::Tcp;
     cfg.up.rate_bps = Some(60_760_000);
     cfg.up.burst_bytes = Spec::default_burst(60_760_000);
     let proxy = Proxy::start(&cfg).unwrap();
@@ -320,7 +320,7 @@ fn a_refusing_upstream_gives_udp_silence_and_tcp_a_clean_close() {
 
     let tport = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let mut cfg = Config::loopback(([127, 0, 0, 1], tport).into(), Spec::default());
-    cfg.proto = wirebench::ping::Proto::Tcp;
+    cfg.proto = wirebench::addr::Proto::Tcp;
     let proxy = Proxy::start(&cfg).unwrap();
     for _ in 0..2 {
         let mut s = TcpStream::connect(proxy.local_addr()).unwrap();

@@ -338,7 +338,7 @@ fn at_the_connection_cap_a_newcomer_gets_503_and_a_reason() {
 /// reach EMFILE), and the queue budgets must each hold what they are for.
 #[test]
 fn the_connection_cap_stays_below_the_open_file_limit() {
-    let args = |a: &[&str]| wirebench::cli::parse_mode::<room::Args>("room", a).unwrap();
+    let args = |a: &[&str]| wirebench::flags::parse_mode::<room::Args>("room", a).unwrap();
     let c = room::Config::from_args(&args(&[]), 1_000).unwrap();
     assert_eq!(c.limits.max_connections, 1_000 - room::SPARE_FDS);
     let c = room::Config::from_args(&args(&[]), 1 << 20).unwrap();

@@ -212,7 +212,7 @@ fn mesh_status_keeps_to_the_width() {
     use wirebench::mesh::{AgentArgs, AgentConfig};
     let args = ["--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--advertise", "127.0.0.1:1"];
     let args = [&args[..], &["--peers", "127.0.0.1:1", "--window", "1h", "--timeout", "1s"]].concat();
-    let a = wirebench::cli::parse_mode::<AgentArgs>("agent", &args).expect("flags parse");
+    let a = wirebench::flags::parse_mode::<AgentArgs>("agent", &args).expect("flags parse");
     let cfg = AgentConfig::from_args(&a).expect("valid config");
     let quiet: wirebench::discovery::Log = std::sync::Arc::new(|_| {});
     let agent = Agent::start(&cfg, Shutdown::new(), &quiet).expect("agent starts");

@@ -5,9 +5,9 @@
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
-use wirebench::serve::stamp::StampConfig;
 use wirebench::serve::{Config, CounterSnapshot, Server};
 use wirebench::shutdown::Shutdown;
+use wirebench::stamp::StampConfig;
 use wirebench_core::reflect::Prefix;
 use wirebench_core::wire::stamp::{ErrorEstimate, Key, Reflected, Sender, TsFormat};
 

@@ -234,9 +234,7 @@ mod tests {
     async fn client(addr: std::net::SocketAddr) -> Ws {
         let sock = TcpStream::connect(addr).await.unwrap();
         let (ws, resp) =
-            handshake(format!("ws://{addr}/rooms/t"), Stream::Plain(sock), crate::load::limits::ws_config())
-                .await
-                .unwrap();
+            handshake(format!("ws://{addr}/rooms/t"), Stream::Plain(sock), crate::limits::ws_config()).await.unwrap();
         assert_eq!(resp.status(), 101);
         ws
     }

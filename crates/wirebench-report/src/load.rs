@@ -1,4 +1,5 @@
-//! The terminal view of a load run: one line a second, then tables per event type.
+//! The terminal view of a load run: one line a second, then tables per event type; the
+//! same for a saved report (`wirebench report`).
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -9,10 +10,11 @@ use wirebench_core::report::{
     subprotocol_words,
 };
 use wirebench_core::units::humanize_ns;
-use wirebench_report::screen::Detail;
+
+use crate::screen::Detail;
 
 /// One progress line.
-pub(super) fn second(r: &LoadSecond, open: u64) -> String {
+pub fn second(r: &LoadSecond, open: u64) -> String {
     format!(
         "{:>4}s sent {:>7} recv {:>7} delay p50 {:>9} p99 {:>9} open {open}",
         r.at_s,
@@ -48,7 +50,7 @@ fn share(part: u64, whole: u64) -> String {
 }
 
 /// One direction's accounting in words.
-pub(super) fn account(what: &str, a: &LoadAccount) -> String {
+fn account(what: &str, a: &LoadAccount) -> String {
     let mut s = format!("{what}: {} expected, {} arrived ({})", a.expected, a.arrived, share(a.arrived, a.expected));
     if a.missing > 0 {
         let mut why = Vec::new();
@@ -90,7 +92,7 @@ fn table(w: &mut dyn Write, head: &[String], rows: &[Vec<String>]) -> io::Result
 
 /// `ws://host/rooms/demo: 10 clients, 140 of 140 deliveries (100.00%), delay p50 1.076 p99
 /// 6.382 max 6.476 ms`: `load -q`'s one line (and a partial run, the failed thresholds).
-pub(super) fn quiet_line(report: &Report) -> Option<String> {
+fn quiet_line(report: &Report) -> Option<String> {
     let Results::Load(l) = &report.results else { return None };
     let url = report.config.get("url").and_then(serde_json::Value::as_str).unwrap_or("load");
     let url = wirebench_core::load::vars::mask_password(url);
@@ -122,10 +124,10 @@ pub(super) fn quiet_line(report: &Report) -> Option<String> {
 /// summary, one line for all the delays and one for all the replies (the per-type tables,
 /// the CPU and the generator's health when it kept its rate are `-v`'s), folded to the
 /// screen's width.
-pub(super) fn report_at(ps: &[f64], report: &Report, w: &mut dyn Write, detail: Detail) -> io::Result<()> {
+pub fn report_at(ps: &[f64], report: &Report, w: &mut dyn Write, detail: Detail) -> io::Result<()> {
     match detail {
         Detail::Quiet => quiet_line(report).map_or(Ok(()), |line| writeln!(w, "{line}")),
-        Detail::Normal => wirebench_report::screen::wrapped(w, |w| short(ps, report, w)),
+        Detail::Normal => crate::screen::wrapped(w, |w| short(ps, report, w)),
         Detail::Verbose => self::report(ps, report, w),
     }
 }
@@ -162,7 +164,7 @@ fn outcome(report: &Report, w: &mut dyn Write) -> io::Result<()> {
 }
 
 /// The whole report.
-pub(super) fn report(ps: &[f64], report: &Report, w: &mut dyn Write) -> io::Result<()> {
+fn report(ps: &[f64], report: &Report, w: &mut dyn Write) -> io::Result<()> {
     let Results::Load(l) = &report.results else { return Ok(()) };
     outcome(report, w)?;
     summary(l, w, Detail::Verbose)?;
@@ -329,8 +331,8 @@ fn summary(l: &LoadResults, w: &mut dyn Write, detail: Detail) -> io::Result<()>
         "server receive {:.1} msg/s (requested {:.1}), server send {:.1} msg/s, as the clients see it{slip}",
         l.achieved_send_per_s, l.requested_send_per_s, l.received_per_s,
     )?;
-    if let Some(g) = l.generator.as_ref().filter(|g| all || wirebench_report::generator::missed(g)) {
-        writeln!(w, "{}", wirebench_report::generator::line_of(g, &wirebench_report::generator::LOAD))?;
+    if let Some(g) = l.generator.as_ref().filter(|g| all || crate::generator::missed(g)) {
+        writeln!(w, "{}", crate::generator::line_of(g, &crate::generator::LOAD))?;
     }
     writeln!(w, "{}", account("deliveries", &l.deliveries))?;
     if l.replies.expected > 0 || l.replies.arrived > 0 {
@@ -368,12 +370,36 @@ fn errors(l: &LoadResults, w: &mut dyn Write) -> io::Result<()> {
 }
 
 /// The thresholds' verdicts, one line each (`threshold p99<20ms: 12.345 ms FAILED`).
-pub(super) fn thresholds(l: &LoadResults, w: &mut dyn Write) -> io::Result<()> {
+pub fn thresholds(l: &LoadResults, w: &mut dyn Write) -> io::Result<()> {
     for t in &l.thresholds {
         let v = t.value_ns.map_or_else(|| "no data".into(), |v| format!("{} ms", ms(v)));
         writeln!(w, "threshold {}: {v} {}", t.expr, if t.passed { "ok" } else { "FAILED" })?;
     }
     Ok(())
+}
+
+/// The terminal text of a saved load report (for `wirebench report`), at the percentiles the
+/// run recorded.
+pub fn text(w: &mut dyn Write, report: &Report, detail: Detail) -> io::Result<()> {
+    let ps: Vec<f64> = match &report.results {
+        Results::Load(l) => l.overall.delay.summary.percentiles.iter().map(|p| p.p).collect(),
+        _ => return Ok(()),
+    };
+    if let Some(from) = report.config.get("merged_from").and_then(|v| v.as_array()) {
+        let names: Vec<&str> = from.iter().filter_map(|v| v.as_str()).collect();
+        writeln!(
+            w,
+            "merged from {} ({}): histograms added, counts summed; peak rss is the largest one's",
+            crate::text::counted(names.len() as u64, "report", "reports"),
+            names.join(", ")
+        )?;
+    }
+    if let Results::Load(l) = &report.results
+        && let Some(line) = wirebench_core::report::partial_words(l)
+    {
+        writeln!(w, "{line}")?;
+    }
+    report_at(&ps, report, w, detail)
 }
 
 #[cfg(test)]
@@ -415,7 +441,7 @@ mod tests {
         let d = Account { expected: 400, arrived: 100, missing: 300, late: 300, ..Account::default() };
         let counts = Counts { connected: 5, ..Counts::default() };
         let l = build(&shape, &rec, (&d, &Account::default()), counts, Vec::new(), 10_000_000_000, (1, 1), 1, false);
-        let seed = include_str!("../../../../fuzz/seeds/report_html/report-ping-full.json");
+        let seed = include_str!("../../../fuzz/seeds/report_html/report-ping-full.json");
         let mut r: Report = read_report(|| Ok(seed.as_bytes())).expect("the ping report seed reads");
         r.results = Results::Load(l);
         let mut out = Vec::new();

@@ -1,5 +1,5 @@
-//! Process limits and usage for the load generator and the room: open files (one socket
-//! per client), CPU time and peak memory from getrusage, and the clients' WebSocket limits.
+//! Process limits and usage for the commands that hold many sockets (load, room, serve, the
+//! mesh prober): open files, CPU time and peak memory from getrusage, WebSocket limits.
 
 use nix::sys::resource::{Resource, UsageWho, getrlimit, getrusage, setrlimit};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
