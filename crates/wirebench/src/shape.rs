@@ -212,11 +212,24 @@ fn notes(plan: &Plan, found: Found, asked: Netem) -> Vec<String> {
         _ => {}
     }
     if found == Found::No && !delayed.is_empty() {
-        let d = plan.clients.iter().map(|c| c.1.delay_ns).chain(plan.default.map(|l| l.delay_ns)).max().unwrap_or(0);
-        v.push(format!(
-            "for the delay, put a user-space proxy in the path: wirebench proxy --listen ADDR --upstream ADDR --delay {}",
-            humanize_ns(u128::from(d))
-        ));
+        // One proxy per delay: a proxy delays everything it carries alike.
+        let mut by_delay: std::collections::BTreeMap<u64, Vec<String>> = std::collections::BTreeMap::new();
+        let links = plan
+            .clients
+            .iter()
+            .map(|(ip, l)| (ip.to_string(), l))
+            .chain(plan.default.iter().map(|l| ("others".to_owned(), l)));
+        for (who, l) in links.filter(|(_, l)| l.delay_ns > 0) {
+            by_delay.entry(l.delay_ns).or_default().push(who);
+        }
+        let proxy =
+            |d: u64| format!("wirebench proxy --listen ADDR --upstream ADDR --delay {}", humanize_ns(u128::from(d)));
+        if let [(d, _)] = by_delay.iter().collect::<Vec<_>>()[..] {
+            v.push(format!("for the delay, put a user-space proxy in the path: {}", proxy(*d)));
+        } else {
+            v.push("for the delays, put a user-space proxy in the path of each group of clients:".into());
+            v.extend(by_delay.iter().map(|(d, who)| format!("  {} (for {})", proxy(*d), who.join(", "))));
+        }
     }
     v
 }

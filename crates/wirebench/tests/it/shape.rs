@@ -26,6 +26,11 @@ tc filter add dev eth1 parent 1: protocol ip prio 1 u32 match ip dst 10.0.0.11/3
     assert!(r.out.contains("delays (10.0.0.11 10ms) are NOT applied"), "{}", r.out);
     assert!(r.out.contains("wirebench proxy --listen ADDR --upstream ADDR --delay 10ms"), "{}", r.out);
     assert!(r.out.contains("handle 10: tbf rate 60760kbit"), "{}", r.out);
+    // clients of two delays: a proxy each, not one at the larger delay for all
+    let two = ["--client", "10.0.0.12=10mbit/40ms", "--client", "10.0.0.13=10mbit/10ms", "--netem", "no"];
+    let r = wirebench(&[&args[..], &two[..]].concat());
+    assert!(r.out.contains("--delay 10ms (for 10.0.0.11, 10.0.0.13)\n"), "{}", r.out);
+    assert!(r.out.contains("--delay 40ms (for 10.0.0.12)\n"), "{}", r.out);
     let r = wirebench(&["shape", "tc", "--dev", "eth1"]);
     assert_eq!(r.code, 2, "{r:?}");
     let r = wirebench(&["shape", "tc", "--dev", "eth1", "--client", "10.0.0.1=fast"]);
