@@ -40,18 +40,22 @@ pub enum Command {
     Shape(crate::shape::Args),
     /// A reference WebSocket room server: relays each message to the room's other members,
     /// answers requests; counts msgs/s and its own CPU.
+    #[cfg(feature = "room")]
     Room(crate::room::Args),
     /// Application load over WebSocket: clients in rooms, an open-loop event mix, delay from
     /// departure to arrival at every receiver, per-client link shaping, thresholds.
+    #[cfg(feature = "load")]
     Load(Box<crate::load::Args>),
     /// The fleet view: an agent on every node probing its peers (UDP, TCP, multicast), and
     /// the node-to-node matrix with node, zone and path verdicts (`mesh agent`, `mesh status`).
+    #[cfg(feature = "mesh")]
     Mesh(crate::mesh::Args),
     /// How late this host wakes a sleeping thread (jHiccup's stall meter), on its own: the
     /// platform's own stalls, which every measurement on it also suffers.
     Hiccup(crate::hiccup::Args),
     /// Carry multicast groups between nodes over unicast where the network has none: one
     /// relay per node, forwarding to its peer relays and re-emitting what they send.
+    #[cfg(feature = "mesh")]
     Relay(Box<crate::relay::Args>),
     /// Print a new random token for serve, mesh agents and relays (256 bits, base64url).
     Token(crate::token::Args),
@@ -81,7 +85,9 @@ impl Command {
                 add(&mut v, "--log", a.log.as_ref());
             }
             Self::Proxy(a) => add(&mut v, "--json", a.json.as_ref()),
+            #[cfg(feature = "mesh")]
             Self::Relay(a) => add(&mut v, "--json", a.json.as_ref()),
+            #[cfg(feature = "load")]
             Self::Load(a) => {
                 add(&mut v, "--json", a.json.as_ref());
                 add(&mut v, "--series", a.series.as_ref());
@@ -91,21 +97,24 @@ impl Command {
                 add(&mut v, "--html", a.html.as_ref());
                 add(&mut v, "--json", a.json.as_ref());
             }
+            #[cfg(feature = "mesh")]
             Self::Mesh(a) => {
                 if let crate::mesh::MeshCommand::Status(s) = &a.command {
                     add(&mut v, "--json", s.json.as_ref());
                 }
             }
             Self::Hiccup(a) => add(&mut v, "--json", a.json.as_ref()),
-            Self::Serve(_) | Self::Suite(_) | Self::Shape(_) | Self::Room(_) | Self::Token(_) => {}
+            #[cfg(feature = "room")]
+            Self::Room(_) => {}
+            Self::Serve(_) | Self::Suite(_) | Self::Shape(_) | Self::Token(_) => {}
         }
         v
     }
 }
 
 /// Every rate, size, count and duration flag of every command reads the one grammar of
-/// `wirebench_core::units` (docs/units.md).
-#[cfg(test)]
+/// `wirebench_core::units` (docs/units.md). Over the default build's commands.
+#[cfg(all(test, feature = "load", feature = "room", feature = "mesh"))]
 mod unit_flags {
     use std::any::TypeId;
 
@@ -256,7 +265,7 @@ mod unit_flags {
 }
 
 /// iperf3, sockperf and k6 habits that carry over (docs/units.md, "Habits").
-#[cfg(test)]
+#[cfg(all(test, feature = "load", feature = "room", feature = "mesh"))]
 mod habits {
     use crate::flags::parse_mode;
 

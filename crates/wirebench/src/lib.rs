@@ -20,6 +20,7 @@ pub mod auth;
 pub mod cli;
 pub mod control;
 pub mod ctx;
+#[cfg(feature = "mesh")]
 pub mod discovery;
 pub mod doctor;
 pub mod error;
@@ -27,17 +28,22 @@ pub mod flags;
 pub mod flow;
 pub mod hiccup;
 pub mod host;
+#[cfg(feature = "mesh")]
 pub mod http_client;
 pub mod limits;
 pub mod listen;
+#[cfg(feature = "load")]
 pub mod load;
+#[cfg(feature = "mesh")]
 pub mod mesh;
 pub mod output;
 pub mod ping;
 pub mod progress;
 pub mod proxy;
+#[cfg(feature = "mesh")]
 pub mod relay;
 pub mod report;
+#[cfg(feature = "room")]
 pub mod room;
 pub mod serve;
 pub mod shape;
@@ -46,6 +52,7 @@ pub mod stall;
 pub mod stamp;
 pub mod stream;
 pub mod suite;
+#[cfg(any(feature = "load", feature = "room", feature = "mesh"))]
 pub mod tls;
 pub mod token;
 
@@ -78,11 +85,16 @@ pub fn run(cli: &Cli, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
         Command::Doctor(a) => folded(ctx, |c| doctor::run(a, c)),
         Command::Proxy(a) => proxy::run(a, ctx).map(|_| 0),
         Command::Shape(a) => shape::run(a, ctx).map(|()| 0),
+        #[cfg(feature = "room")]
         Command::Room(a) => folded(ctx, |c| room::run(a, c).map(|_| 0)),
+        #[cfg(feature = "load")]
         Command::Load(a) => load::run(a, ctx).map(|r| load::exit_code(&r)),
+        #[cfg(feature = "mesh")]
         Command::Mesh(a) if matches!(a.command, mesh::MeshCommand::Status(_)) => folded(ctx, |c| mesh::run(a, c)),
+        #[cfg(feature = "mesh")]
         Command::Mesh(a) => mesh::run(a, ctx),
         Command::Hiccup(a) => folded(ctx, |c| hiccup::run(a, c).map(|_| 0)),
+        #[cfg(feature = "mesh")]
         Command::Relay(a) => folded(ctx, |c| relay::run(a, c).map(|_| 0)),
         Command::Token(a) => token::run(a, ctx.out).map(|()| 0),
     }

@@ -2,6 +2,7 @@
 //! mesh prober): open files, CPU time and peak memory from getrusage, WebSocket limits.
 
 use nix::sys::resource::{Resource, UsageWho, getrlimit, getrusage, setrlimit};
+#[cfg(feature = "load")]
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 /// File descriptors the process needs beside its sockets (stdio, runtime, files).
@@ -34,6 +35,7 @@ pub const READ_CHUNK: usize = 1024;
 /// Small buffers: a client holds a few KB, not tungstenite's default 128 KiB read buffer
 /// (10,000 clients would need 1.3 GB); frames capped like messages (tungstenite reserves a
 /// whole frame's declared length as soon as its header arrives).
+#[cfg(feature = "load")]
 pub fn ws_config() -> WebSocketConfig {
     WebSocketConfig::default()
         .read_buffer_size(READ_CHUNK)

@@ -134,7 +134,10 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Vec<Report>> {
         reports.push(r);
     }
     let counters = server.stop();
+    #[cfg(all(feature = "load", feature = "room"))]
     let load_line = if ctx.shutdown.is_set() { None } else { Some(load_step(args, ctx, &mut reports)?) };
+    #[cfg(not(all(feature = "load", feature = "room")))]
+    let load_line = Some("load-ws-200: skipped (this binary is built without the load and room features)".to_owned());
     print_table(ctx, &rows)?;
     for r in &reports {
         if let Results::Ping(p) = &r.results
@@ -335,6 +338,7 @@ fn proxy_step(
 /// 200 WebSocket clients in rooms of 5 at 2 events/s each for 5 s (scaled, at least 3 s, so
 /// the per-second charts have points)
 /// against an in-process `wirebench room`; saves `load-ws-200.json` and returns its line.
+#[cfg(all(feature = "load", feature = "room"))]
 fn load_step(args: &Args, ctx: &mut Ctx<'_>, reports: &mut Vec<Report>) -> anyhow::Result<String> {
     let room = crate::room::RoomServer::start(&crate::room::Config::loopback())?;
     #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "small positive durations")]
