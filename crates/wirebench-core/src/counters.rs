@@ -438,6 +438,12 @@ Udp6RcvbufErrors 2\nUdp6SndbufErrors 0\nUdp6InCsumErrors 0\nUdp6IgnoredMulti 0\n
         assert!(once.missing.iter().any(|m| m.contains("qdisc")), "{:?}", once.missing);
         // no interfaces, nothing read either time: nothing missing
         assert!(Snapshot::default().delta(&Snapshot::default()).missing.iter().all(|m| !m.contains("qdisc")));
+        // interfaces named but their qdiscs unread both times: missing
+        let mut unread = snap(0, 0, 0, 0);
+        unread.qdisc_drops = None;
+        let d = unread.delta(&unread.clone());
+        assert_eq!(d.qdisc_drops, None);
+        assert!(d.missing.iter().any(|m| m.contains("qdisc")), "{:?}", d.missing);
     }
 
     fn udp(base: u64) -> Udp {
