@@ -300,3 +300,94 @@ mod habits {
         }
     }
 }
+
+/// The shared flag groups hold on every command: one `--ttl` range and env, `--interface`
+/// from the environment, `--json` a file.
+#[cfg(test)]
+mod shared_flags {
+    use clap::CommandFactory as _;
+
+    use super::Cli;
+
+    /// Every (command path, argument) of every command, subcommands too.
+    fn args() -> Vec<(String, clap::Arg)> {
+        fn walk(cmd: &clap::Command, path: &str, out: &mut Vec<(String, clap::Arg)>) {
+            out.extend(cmd.get_arguments().map(|a| (path.to_owned(), a.clone())));
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), out);
+            }
+        }
+        let mut out = Vec::new();
+        walk(&Cli::command(), "wirebench", &mut out);
+        out
+    }
+
+    /// Does `arg` take `value`?
+    fn takes(arg: &clap::Arg, value: &str) -> bool {
+        let long = format!("--{}={value}", arg.get_long().unwrap());
+        clap::Command::new("t").arg(arg.clone()).try_get_matches_from(["t", long.as_str()]).is_ok()
+    }
+
+    fn named<'a>(all: &'a [(String, clap::Arg)], long: &str) -> Vec<&'a (String, clap::Arg)> {
+        all.iter().filter(|(_, a)| a.get_long() == Some(long)).collect()
+    }
+
+    #[test]
+    fn every_ttl_has_one_range_and_reads_wirebench_ttl() {
+        let all = args();
+        let ttls = named(&all, "ttl");
+        let cmds: Vec<&str> = ttls.iter().map(|(c, _)| c.as_str()).collect();
+        assert_eq!(
+            cmds,
+            ["wirebench serve", "wirebench ping", "wirebench stream", "wirebench mesh agent", "wirebench relay"]
+        );
+        for (cmd, a) in ttls {
+            assert_eq!(a.get_env().and_then(|e| e.to_str()), Some("WIREBENCH_TTL"), "{cmd}");
+            for (v, ok) in [("0", false), ("1", true), ("255", true), ("256", false), ("-1", false)] {
+                assert_eq!(takes(a, v), ok, "{cmd} --ttl {v}");
+            }
+        }
+        // The defaults each command had: 32 across routers, 1 where the group stays on the link.
+        let default = |cmd: &str| {
+            let (_, a) = all.iter().find(|(c, a)| c == cmd && a.get_long() == Some("ttl")).unwrap();
+            a.get_default_values().iter().map(|v| v.to_string_lossy().into_owned()).collect::<Vec<_>>()
+        };
+        for (cmd, want) in [
+            ("wirebench serve", "32"),
+            ("wirebench ping", "32"),
+            ("wirebench stream", "32"),
+            ("wirebench mesh agent", "1"),
+            ("wirebench relay", "1"),
+        ] {
+            assert_eq!(default(cmd), [want], "{cmd}");
+        }
+    }
+
+    #[test]
+    fn every_interface_reads_wirebench_interface() {
+        let all = args();
+        let ifaces = named(&all, "interface");
+        assert!(ifaces.len() >= 7, "{}", ifaces.len());
+        for (cmd, a) in ifaces {
+            assert_eq!(a.get_env().and_then(|e| e.to_str()), Some("WIREBENCH_INTERFACE"), "{cmd}");
+        }
+    }
+
+    #[test]
+    fn every_json_takes_a_file() {
+        let all = args();
+        let jsons = named(&all, "json");
+        assert!(jsons.len() >= 10, "{}", jsons.len());
+        for (cmd, a) in jsons {
+            assert!(a.get_action().takes_values(), "{cmd} --json takes a value");
+            let names: Vec<&str> =
+                a.get_value_names().unwrap_or_default().iter().map(clap::builder::Str::as_str).collect();
+            assert!(names == ["FILE"] || names == ["OUT.json"], "{cmd} --json {names:?}");
+            assert_eq!(
+                a.get_value_parser().type_id(),
+                clap::builder::ValueParser::path_buf().type_id(),
+                "{cmd} --json reads a path"
+            );
+        }
+    }
+}

@@ -1,5 +1,7 @@
 //! Flags read outside the command line's own parse: one command's flags parsed alone, as its
-//! subcommand would parse them (the suite's steps, a relay's peers file, tests of a `Config`).
+//! subcommand would parse them (the suite's steps, a relay's peers file, tests of a `Config`);
+//! and the flag groups several commands flatten, so a flag means, defaults and validates the
+//! same everywhere (`cli.rs`'s `shared_flags` tests walk every command for them).
 
 use clap::Parser;
 
@@ -12,4 +14,47 @@ pub fn parse_mode<A: clap::Args>(name: &str, args: &[&str]) -> Result<A, clap::E
         a: A,
     }
     Ok(One::<A>::try_parse_from(std::iter::once(name).chain(args.iter().copied()))?.a)
+}
+
+/// `--ttl`'s one range; clap checks it, so every command refuses 0 and 256 with one message.
+pub const TTL_RANGE: std::ops::RangeInclusive<i64> = 1..=255;
+
+/// `--interface` where it names the interface multicast goes by: group joins and what is
+/// sent to a group (`doctor`'s, the interface it checks, is its own).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct InterfaceArg {
+    /// Interface (name or IPv4 address) for multicast: the group joins and group sends.
+    #[arg(long, env = "WIREBENCH_INTERFACE")]
+    pub interface: Option<String>,
+}
+
+impl InterfaceArg {
+    /// The interface's IPv4 address, if one was given; a name that does not exist is the
+    /// user's mistake (exit 2).
+    pub fn ipv4(&self) -> Result<Option<std::net::Ipv4Addr>, crate::error::UsageError> {
+        self.interface
+            .as_deref()
+            .map(wirebench_net::iface::ipv4_of)
+            .transpose()
+            .map_err(|e| crate::error::UsageError(e.to_string()))
+    }
+}
+
+/// The flags of every command that sends to a multicast group: the interface and the TTL.
+/// The TTL's default is 32 (across routers); `relay` and `mesh agent`, whose groups stay on
+/// the link, set theirs to 1 with [`MulticastArgs::LINK_LOCAL`].
+#[derive(Debug, Clone, clap::Args)]
+pub struct MulticastArgs {
+    /// The interface for the joins and the group sends.
+    #[command(flatten)]
+    pub interface: InterfaceArg,
+    /// Multicast TTL of what this command sends to a group (1..=255).
+    #[arg(long, default_value_t = 32, env = "WIREBENCH_TTL", value_parser = clap::value_parser!(u32).range(TTL_RANGE))]
+    pub ttl: u32,
+}
+
+impl MulticastArgs {
+    /// The TTL default of the commands whose groups stay on the link; a `mut_arg` of the
+    /// command that flattens this group sets it (`relay`, `mesh agent`).
+    pub const LINK_LOCAL: &str = "1";
 }

@@ -49,9 +49,9 @@ pub struct Args {
     /// Join this multicast group (its port must be the listen port); repeatable.
     #[arg(long = "join", value_name = "GROUP:PORT", value_parser = crate::addr::group_port)]
     pub join: Vec<SocketAddrV4>,
-    /// Interface (name or IPv4 address) for the joins.
-    #[arg(long, env = "WIREBENCH_INTERFACE")]
-    pub interface: Option<String>,
+    /// The interface for the joins.
+    #[command(flatten)]
+    pub interface: crate::flags::InterfaceArg,
     /// Receive buffer to ask for, e.g. 4k: to see what a smaller buffer loses [default: 16MiB].
     #[arg(long, value_name = "BYTES")]
     pub rcvbuf: Option<wirebench_core::units::ByteSize>,
@@ -114,8 +114,7 @@ fn bind(a: &Args) -> anyhow::Result<UdpSocket> {
     }
     s.bind(&addr.into()).map_err(|e| bind_error(addr, &e))?;
     let sock: UdpSocket = s.into();
-    let iface =
-        a.interface.as_deref().map(wirebench_net::iface::ipv4_of).transpose().map_err(|e| UsageError(e.to_string()))?;
+    let iface = a.interface.ipv4()?;
     for g in &a.join {
         wirebench_net::multicast::join(&sock, *g, iface)?;
     }

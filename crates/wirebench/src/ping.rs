@@ -84,12 +84,9 @@ pub struct Args {
     /// Pin the measuring thread to this CPU.
     #[arg(long)]
     pub cpu: Option<usize>,
-    /// Multicast TTL (1-255).
-    #[arg(long, default_value_t = 32, env = "WIREBENCH_TTL")]
-    pub ttl: u32,
-    /// Interface (name or IPv4 address) for multicast.
-    #[arg(long, env = "WIREBENCH_INTERFACE")]
-    pub interface: Option<String>,
+    /// Multicast: the interface the probes go by, and their TTL.
+    #[command(flatten)]
+    pub mcast: crate::flags::MulticastArgs,
     /// Multicast: let this host's own responders hear the probes.
     #[arg(long = "loop")]
     pub multicast_loop: bool,

@@ -106,12 +106,9 @@ pub struct Args {
     /// Just send to the TARGETs (e.g. a `wirebench listen`), with no serve to ask.
     #[arg(long)]
     pub no_control: bool,
-    /// Multicast TTL (1..=255).
-    #[arg(long, default_value_t = 32, env = "WIREBENCH_TTL", value_parser = clap::value_parser!(u32).range(1..=255))]
-    pub ttl: u32,
-    /// Interface (name or IPv4 address) to send from.
-    #[arg(long, env = "WIREBENCH_INTERFACE")]
-    pub interface: Option<String>,
+    /// Multicast: the interface to send from, and the TTL.
+    #[command(flatten)]
+    pub mcast: crate::flags::MulticastArgs,
     /// The token a serve started with --token wants.
     #[command(flatten)]
     pub token: crate::auth::TokenArgs,

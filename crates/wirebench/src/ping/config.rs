@@ -276,9 +276,6 @@ impl Config {
                 a.give_up_after, a.timeout
             )));
         }
-        if !(1..=255).contains(&a.ttl) {
-            return Err(usage(format!("--ttl {} is outside 1..=255", a.ttl)));
-        }
         a.meter.interval_ns()?;
         if a.duration.is_some_and(|d| d.0.is_zero()) {
             return Err(usage("--duration must be above 0".into()));
@@ -314,7 +311,7 @@ impl Config {
                 return Err(usage(format!("--cpu {c}: this host has CPUs 0..{}", n - 1)));
             }
         }
-        if let Some(i) = &a.interface {
+        if let Some(i) = &a.mcast.interface.interface {
             wirebench_net::iface::ipv4_of(i).map_err(|e| usage(e.to_string()))?;
         }
         let spin_off = SpinOff {
@@ -333,8 +330,8 @@ impl Config {
             give_up_after: a.give_up_after.0,
             spin: a.spin,
             cpu: a.cpu,
-            ttl: a.ttl,
-            interface: a.interface.clone(),
+            ttl: a.mcast.ttl,
+            interface: a.mcast.interface.interface.clone(),
             multicast_loop: a.multicast_loop,
             reply_group: a.reply_group,
             responders,
@@ -504,8 +501,8 @@ mod tests {
             (&["127.0.0.1:7878", "--cpu", "4096"], "--cpu 4096"),
             (&["127.0.0.1:7878", "--count", "0"], "at least 1"),
             (&["127.0.0.1:0"], "port 0"),
-            (&["239.1.1.1:5000", "--ttl", "0"], "--ttl 0 is outside 1..=255"),
-            (&["239.1.1.1:5000", "--ttl", "256"], "--ttl 256 is outside 1..=255"),
+            (&["239.1.1.1:5000", "--ttl", "0"], "0 is not in 1..=255"),
+            (&["239.1.1.1:5000", "--ttl", "256"], "256 is not in 1..=255"),
             (&["127.0.0.1:7878", "--duration", "0s"], "--duration must be above 0"),
             (&["127.0.0.1:7878", "--timeout", "2s", "--give-up-after", "1s"], "shorter than --timeout"),
             (&["239.1.1.1:5000", "--interface", "nope0"], "interface 'nope0'"),

@@ -36,15 +36,12 @@ pub struct Args {
     /// Join this multicast group:port and answer probes sent to it (repeatable).
     #[arg(long = "join", value_name = "GROUP:PORT", value_parser = crate::addr::group_port)]
     pub join: Vec<SocketAddrV4>,
-    /// Interface (name or IPv4 address) for group joins and group replies.
-    #[arg(long, env = "WIREBENCH_INTERFACE")]
-    pub interface: Option<String>,
     /// Answer probes that ask for it on this group (Aeron's pong channel) instead of unicast.
     #[arg(long, value_name = "GROUP:PORT", value_parser = crate::addr::group_port)]
     pub reply_group: Option<SocketAddrV4>,
-    /// Multicast TTL of group replies (1..=255).
-    #[arg(long, default_value_t = 32, env = "WIREBENCH_TTL", value_parser = clap::value_parser!(u32).range(1..=255))]
-    pub ttl: u32,
+    /// The interface for group joins and group replies, and the replies' TTL.
+    #[command(flatten)]
+    pub mcast: crate::flags::MulticastArgs,
     /// Busy-poll instead of blocking (lowest latency; a core per active socket).
     #[arg(long)]
     pub spin: bool,
@@ -161,12 +158,7 @@ impl Config {
         if let Some(g) = a.join.iter().chain(a.reply_group.iter()).find(|g| !g.ip().is_multicast()) {
             return Err(UsageError(format!("{g} is not a multicast group (224.0.0.0/4)")));
         }
-        let interface = a
-            .interface
-            .as_deref()
-            .map(wirebench_net::iface::ipv4_of)
-            .transpose()
-            .map_err(|e| UsageError(e.to_string()))?;
+        let interface = a.mcast.interface.ipv4()?;
         if let Some(c) = a.cpu
             && c >= wirebench_net::pin::cpu_count()
         {
@@ -198,7 +190,7 @@ impl Config {
             join: a.join.clone(),
             interface,
             reply_group: a.reply_group,
-            ttl: a.ttl,
+            ttl: a.mcast.ttl,
             spin: a.spin,
             timestamps: !a.no_timestamps && !a.spin,
             cpu: a.cpu,
