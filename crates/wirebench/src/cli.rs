@@ -68,25 +68,25 @@ impl Command {
         let mut v = Vec::new();
         match self {
             Self::Ping(a) => {
-                add(&mut v, "--json", a.json.as_ref());
+                add(&mut v, "--json", a.output.json.as_ref());
                 add(&mut v, "--hgrm", a.hgrm.as_ref());
                 add(&mut v, "--hlog", a.hlog.as_ref());
             }
             Self::Stream(a) => {
-                add(&mut v, "--json", a.json.as_ref());
+                add(&mut v, "--json", a.output.json.as_ref());
                 add(&mut v, "--log", a.log.as_ref());
             }
             Self::Listen(a) => {
-                add(&mut v, "--json", a.json.as_ref());
+                add(&mut v, "--json", a.output.json.as_ref());
                 add(&mut v, "--log", a.log.as_ref());
             }
-            Self::Proxy(a) => add(&mut v, "--json", a.json.as_ref()),
+            Self::Proxy(a) => add(&mut v, "--json", a.output.json.as_ref()),
             Self::Relay(a) => add(&mut v, "--json", a.json.as_ref()),
             Self::Load(a) => {
-                add(&mut v, "--json", a.json.as_ref());
+                add(&mut v, "--json", a.output.json.as_ref());
                 add(&mut v, "--series", a.series.as_ref());
             }
-            Self::Doctor(a) => add(&mut v, "--json", a.json.as_ref()),
+            Self::Doctor(a) => add(&mut v, "--json", a.output.json.as_ref()),
             Self::Report(a) => {
                 add(&mut v, "--html", a.html.as_ref());
                 add(&mut v, "--json", a.json.as_ref());
@@ -302,7 +302,7 @@ mod habits {
 }
 
 /// The shared flag groups hold on every command: one `--ttl` range and env, `--interface`
-/// from the environment, `--json` a file.
+/// from the environment, `--json` a file, `-q` and `-v` that exclude each other.
 #[cfg(test)]
 mod shared_flags {
     use clap::CommandFactory as _;
@@ -371,6 +371,30 @@ mod shared_flags {
         for (cmd, a) in ifaces {
             assert_eq!(a.get_env().and_then(|e| e.to_str()), Some("WIREBENCH_INTERFACE"), "{cmd}");
         }
+    }
+
+    #[test]
+    fn every_quiet_is_q_every_verbose_is_v_and_they_conflict() {
+        fn walk(cmd: &clap::Command, path: &str, pairs: &mut usize) {
+            let find = |long: &str| cmd.get_arguments().find(|a| a.get_long() == Some(long));
+            if let Some(q) = find("quiet") {
+                assert_eq!(q.get_short(), Some('q'), "{path}");
+            }
+            if let Some(v) = find("verbose") {
+                assert_eq!(v.get_short(), Some('v'), "{path}");
+            }
+            if let (Some(q), Some(v)) = (find("quiet"), find("verbose")) {
+                let conflicts = cmd.get_arg_conflicts_with(q);
+                assert!(conflicts.iter().any(|c| c.get_id() == v.get_id()), "{path}: -q and -v conflict");
+                *pairs += 1;
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), pairs);
+            }
+        }
+        let mut pairs = 0;
+        walk(&Cli::command(), "wirebench", &mut pairs);
+        assert_eq!(pairs, 6, "ping, stream, listen, proxy, load, doctor");
     }
 
     #[test]

@@ -58,3 +58,26 @@ impl MulticastArgs {
     /// command that flattens this group sets it (`relay`, `mesh agent`).
     pub const LINK_LOCAL: &str = "1";
 }
+
+/// `--json FILE`, `-q` and `-v`, on the commands that measure and print a report: what each
+/// command's `-q` keeps and `-v` adds is its own, named in its help (a `mut_arg` of the
+/// command sets that text).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct OutputArgs {
+    /// Write the JSON report.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<std::path::PathBuf>,
+    /// Only the summary.
+    #[arg(long, short = 'q', conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// The details too.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
+}
+
+impl OutputArgs {
+    /// How much the text on the screen says.
+    pub fn detail(&self) -> wirebench_report::screen::Detail {
+        wirebench_report::screen::Detail::of(self.quiet, self.verbose)
+    }
+}

@@ -40,6 +40,10 @@ use crate::progress::Shown;
 
 /// `wirebench ping` flags.
 #[derive(Debug, Clone, clap::Args)]
+#[command(
+    mut_arg("quiet", |a| a.help("Print only the summary line, one per responder")),
+    mut_arg("verbose", |a| a.help("Print the details too: every figure of each view, the kernel timestamps' split, the warm-up, every kernel counter"))
+)]
 pub struct Args {
     /// host:port of a `wirebench serve`, a multicast group:port, or stamp://host[:port] of a
     /// STAMP reflector (a router, `serve --stamp`; port 862 by default)
@@ -109,16 +113,9 @@ pub struct Args {
     /// Write an HdrHistogram interval log (one histogram a second).
     #[arg(long, value_name = "FILE")]
     pub hlog: Option<PathBuf>,
-    /// Write the JSON report.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Print only the summary line, one per responder.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
-    /// Print the details too: every figure of each view, the kernel timestamps' split, the
-    /// warm-up, every kernel counter.
-    #[arg(long, short = 'v')]
-    pub verbose: bool,
+    /// The report file, and how much the screen says.
+    #[command(flatten)]
+    pub output: crate::flags::OutputArgs,
     /// No kernel timestamps (`SO_TIMESTAMPING`): the round trip is then not split into
     /// stack to stack and the hosts' own share.
     #[arg(long, help_heading = "Attribution")]

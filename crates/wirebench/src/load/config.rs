@@ -308,10 +308,10 @@ impl Config {
             template,
             template_text,
             seed: a.seed.or(file.seed).unwrap_or(1),
-            json: a.json.clone(),
+            json: a.output.json.clone(),
             series: a.series.clone(),
-            quiet: a.quiet,
-            verbose: a.verbose && !a.quiet,
+            quiet: a.output.quiet,
+            verbose: a.output.verbose,
             extra_fds: 0,
             // -- real apps
             connect,

@@ -208,7 +208,7 @@ impl Config {
             }
             _ => duration,
         };
-        let line_every = if a.interval.is_some() || a.verbose {
+        let line_every = if a.interval.is_some() || a.output.verbose {
             1
         } else {
             wirebench_report::screen::intervals_per_line(run, interval)
@@ -247,8 +247,8 @@ impl Config {
             trial: a.trial.0,
             sizes,
             log: a.log.clone(),
-            json: a.json.clone(),
-            quiet: a.quiet,
+            json: a.output.json.clone(),
+            quiet: a.output.quiet,
             line_every,
             rcvbuf,
         })
