@@ -401,3 +401,44 @@ pub fn resolve(url: &str) -> Result<SocketAddr, UsageError> {
     // The whole URL, per-client values included, is checked by `request::Connect`.
     Ok(addr)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Args, Config};
+
+    const PRESET: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/load/presets/collab-ide.toml");
+
+    fn cfg(args: &[&str]) -> Config {
+        Config::from_args(&crate::flags::parse_mode::<Args>("load", args).unwrap()).unwrap()
+    }
+
+    /// Every field a scenario sets, compared one by one.
+    fn assert_same(a: &Config, b: &Config, what: &str) {
+        assert_eq!(a.clients, b.clients, "{what}: clients");
+        assert_eq!(a.rate, b.rate, "{what}: rate");
+        assert_eq!(a.duration, b.duration, "{what}: duration");
+        assert_eq!(a.ramp, b.ramp, "{what}: ramp");
+        assert_eq!(a.room_size, b.room_size, "{what}: room_size");
+        assert_eq!(a.mix, b.mix, "{what}: mix");
+        assert_eq!(a.arrivals, b.arrivals, "{what}: arrivals");
+        assert_eq!(format!("{:?}", a.link_up), format!("{:?}", b.link_up), "{what}: link_up");
+        assert_eq!(format!("{:?}", a.link_down), format!("{:?}", b.link_down), "{what}: link_down");
+        assert_eq!(a.percentiles, b.percentiles, "{what}: percentiles");
+        assert_eq!(format!("{:?}", a.thresholds), format!("{:?}", b.thresholds), "{what}: thresholds");
+        assert_eq!(a.template_text, b.template_text, "{what}: template");
+        assert_eq!(a.seed, b.seed, "{what}: seed");
+        assert_eq!((&a.url, a.addr), (&b.url, b.addr), "{what}: url");
+    }
+
+    /// The preset's file, read as a user's scenario, gives the config the preset gives.
+    #[test]
+    fn the_preset_file_is_the_preset() {
+        let url = "ws://127.0.0.1:9/r";
+        for extra in [&[][..], &["--clients", "7"], &["--duration", "3s", "--percentiles", "50,90"], &["--mix", "a=1"]]
+        {
+            let preset = cfg(&[&[url, "--preset", "collab-ide"], extra].concat());
+            let file = cfg(&[&[url, "--scenario", PRESET], extra].concat());
+            assert_same(&preset, &file, &format!("{extra:?}"));
+        }
+    }
+}
