@@ -80,6 +80,71 @@ impl Scenario {
     }
 }
 
+impl Scenario {
+    /// This scenario over `base`: each key this one leaves out, `base` gives. Written
+    /// field by field, so a new key cannot be forgotten here.
+    fn over(self, base: Self) -> Self {
+        let Self {
+            preset,
+            url,
+            clients,
+            rate,
+            duration,
+            ramp,
+            room_size,
+            arrivals,
+            percentiles,
+            thresholds,
+            link,
+            link_down,
+            template,
+            seed,
+            events,
+            ca,
+            insecure,
+            headers,
+            cookies,
+            subprotocols,
+            tokens,
+        } = base;
+        Self {
+            preset: self.preset.or(preset),
+            url: self.url.or(url),
+            clients: self.clients.or(clients),
+            rate: self.rate.or(rate),
+            duration: self.duration.or(duration),
+            ramp: self.ramp.or(ramp),
+            room_size: self.room_size.or(room_size),
+            arrivals: self.arrivals.or(arrivals),
+            percentiles: self.percentiles.or(percentiles),
+            thresholds: self.thresholds.or(thresholds),
+            link: self.link.or(link),
+            link_down: self.link_down.or(link_down),
+            template: self.template.or(template),
+            seed: self.seed.or(seed),
+            events: self.events.or(events),
+            ca: self.ca.or(ca),
+            insecure: self.insecure.or(insecure),
+            headers: self.headers.or(headers),
+            cookies: self.cookies.or(cookies),
+            subprotocols: self.subprotocols.or(subprotocols),
+            tokens: self.tokens.or(tokens),
+        }
+    }
+}
+
+/// The scenarios `--preset` names: built-in scenario files, read as a `--scenario` file is.
+const PRESETS: &[(&str, &str)] = &[("collab-ide", include_str!("presets/collab-ide.toml"))];
+
+/// The preset `name`'s scenario.
+fn preset(name: &str) -> Result<Scenario, UsageError> {
+    let Some((_, text)) = PRESETS.iter().find(|(n, _)| *n == name) else {
+        let known: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
+        return Err(usage(format!("unknown preset '{name}' (known: {})", known.join(", "))));
+    };
+    toml::from_str(text).map_err(|e| usage(format!("preset {name}: {}", e.message())))
+}
+
 /// One event type in a scenario file.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -174,15 +239,13 @@ impl Config {
             }
             None => (Scenario::default(), super::request::FromFile::default()),
         };
-        let preset = a.preset.as_deref().or(file.preset.as_deref());
-        let collab = match preset {
-            None => false,
-            Some("collab-ide") => true,
-            Some(other) => return Err(usage(format!("unknown preset '{other}' (known: collab-ide)"))),
+        let file = match a.preset.clone().or_else(|| file.preset.clone()) {
+            Some(name) => file.over(preset(&name)?),
+            None => file,
         };
         let url = a.url.clone().or(file.url).ok_or_else(|| usage("give the server's URL (ws://HOST:PORT/PATH)"))?;
         let addr = resolve(&url)?;
-        let clients = a.clients.map(|c| c.0).or(file.clients).unwrap_or(if collab { 50 } else { 10 });
+        let clients = a.clients.map(|c| c.0).or(file.clients).unwrap_or(10);
         if clients == 0 {
             return Err(usage("--clients must be at least 1"));
         }
@@ -194,7 +257,7 @@ impl Config {
         let duration = match (&a.duration, &file.duration) {
             (Some(d), _) => d.0,
             (None, Some(d)) => span(d, "scenario duration")?,
-            (None, None) => Duration::from_secs(if collab { 300 } else { 10 }),
+            (None, None) => Duration::from_secs(10),
         };
         let ramp = match (&a.ramp, &file.ramp) {
             (Some(d), _) => d.0,
@@ -259,11 +322,8 @@ impl Config {
         };
         let link_up = link(a.link, file.link, "link")?;
         let link_down = link(a.link_down, file.link_down, "link_down")?;
-        let mut percentiles = a
-            .percentiles
-            .clone()
-            .or(file.percentiles)
-            .unwrap_or_else(|| if collab { vec![50.0, 96.0, 99.0] } else { vec![50.0, 90.0, 99.0, 99.9] });
+        let mut percentiles =
+            a.percentiles.clone().or(file.percentiles).unwrap_or_else(|| vec![50.0, 90.0, 99.0, 99.9]);
         if let Some(p) = percentiles.iter().find(|p| !(0.0..=100.0).contains(*p)) {
             return Err(usage(format!("--percentiles: {p} is not in 0..=100")));
         }
@@ -440,5 +500,37 @@ mod tests {
             let file = cfg(&[&[url, "--scenario", PRESET], extra].concat());
             assert_same(&preset, &file, &format!("{extra:?}"));
         }
+    }
+
+    /// The preset has the values docs/modes/load.md gives it, and a user's file and the
+    /// flags go over it.
+    #[test]
+    fn the_preset_has_its_documented_values() {
+        let c = cfg(&["ws://127.0.0.1:9/r", "--preset", "collab-ide"]);
+        assert_eq!((c.clients, c.rate.per_sec(), c.duration.as_secs(), c.room_size), (50, 2.0, 300, 5));
+        assert_eq!(c.percentiles, [50.0, 96.0, 99.0]);
+        let mix: Vec<(&str, f64, bool)> =
+            c.mix.types().iter().map(|t| (t.name.as_str(), t.weight, t.request)).collect();
+        assert_eq!(
+            mix,
+            [
+                ("cursor", 40.0, false),
+                ("modify", 30.0, false),
+                ("save", 10.0, true),
+                ("open", 10.0, true),
+                ("list", 7.0, true),
+                ("comment", 2.5, false),
+                ("question", 0.5, false),
+            ]
+        );
+        assert!(c.mix.types().iter().all(|t| t.size == wirebench_core::load::mix::DEFAULT_SIZE));
+        assert_eq!(c.mix, wirebench_core::load::Mix::collab_ide(), "the default mix is the preset's");
+        let plain = cfg(&["ws://127.0.0.1:9/r"]);
+        assert_eq!((plain.clients, plain.duration.as_secs()), (10, 10), "no preset: the defaults");
+        assert_eq!(plain.percentiles, [50.0, 90.0, 99.0, 99.9]);
+        let e =
+            Config::from_args(&crate::flags::parse_mode::<Args>("load", &["ws://h:1/r", "--preset", "nope"]).unwrap())
+                .unwrap_err();
+        assert_eq!(e.0, "unknown preset 'nope' (known: collab-ide)");
     }
 }
