@@ -398,6 +398,16 @@ mod shared_flags {
     }
 
     #[test]
+    fn serve_and_ping_refuse_a_cpu_in_one_way() {
+        use crate::flags::parse_mode;
+        let serve = crate::serve::Config::from_args(&parse_mode("serve", &["--cpu", "100000"]).unwrap());
+        let ping = crate::ping::Config::from_args(&parse_mode("ping", &["127.0.0.1:7878", "--cpu", "100000"]).unwrap());
+        for e in [serve.unwrap_err().0, ping.unwrap_err().0] {
+            assert!(e.starts_with("--cpu 100000: this host has CPUs 0.."), "{e}");
+        }
+    }
+
+    #[test]
     fn every_json_takes_a_file() {
         let all = args();
         let jsons = named(&all, "json");

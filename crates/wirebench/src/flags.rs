@@ -81,3 +81,43 @@ impl OutputArgs {
         wirebench_report::screen::Detail::of(self.quiet, self.verbose)
     }
 }
+
+/// `--spin` and `--cpu` where they mean the same: busy-poll instead of blocking, and pin the
+/// command's hot threads to one CPU (`serve`, `ping`; proxy's `--spin` sleeps again when idle
+/// and is its own). Each command names its threads in its help (a `mut_arg`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct PinArgs {
+    /// Busy-poll instead of blocking.
+    #[arg(long)]
+    pub spin: bool,
+    /// Pin the hot threads to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+}
+
+impl PinArgs {
+    /// `--cpu`, checked against this host's CPUs.
+    pub fn checked_cpu(&self) -> Result<Option<usize>, crate::error::UsageError> {
+        let n = wirebench_net::pin::cpu_count();
+        match self.cpu {
+            Some(c) if c >= n => {
+                Err(crate::error::UsageError(format!("--cpu {c}: this host has CPUs 0..{}", n.saturating_sub(1))))
+            }
+            c => Ok(c),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PinArgs;
+
+    #[test]
+    fn a_cpu_past_this_hosts_is_refused_in_one_way() {
+        let pin = |cpu| PinArgs { spin: false, cpu };
+        assert_eq!(pin(Some(0)).checked_cpu().unwrap(), Some(0));
+        assert_eq!(pin(None).checked_cpu().unwrap(), None);
+        let e = pin(Some(100_000)).checked_cpu().unwrap_err().0;
+        assert!(e.starts_with("--cpu 100000: this host has CPUs 0.."), "{e}");
+    }
+}

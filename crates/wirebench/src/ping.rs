@@ -41,6 +41,8 @@ use crate::progress::Shown;
 /// `wirebench ping` flags.
 #[derive(Debug, Clone, clap::Args)]
 #[command(
+    mut_arg("spin", |a| a.help("Busy-poll (no blocking syscall on the hot path)")),
+    mut_arg("cpu", |a| a.help("Pin the measuring thread to this CPU")),
     mut_arg("quiet", |a| a.help("Print only the summary line, one per responder")),
     mut_arg("verbose", |a| a.help("Print the details too: every figure of each view, the kernel timestamps' split, the warm-up, every kernel counter"))
 )]
@@ -82,12 +84,9 @@ pub struct Args {
     /// send times, mean 1/rate, so the probes cannot phase-lock to periodic host events.
     #[arg(long)]
     pub poisson: bool,
-    /// Busy-poll (no blocking syscall on the hot path).
-    #[arg(long)]
-    pub spin: bool,
-    /// Pin the measuring thread to this CPU.
-    #[arg(long)]
-    pub cpu: Option<usize>,
+    /// Busy-poll and the CPU the measuring thread runs on.
+    #[command(flatten)]
+    pub pin: crate::flags::PinArgs,
     /// Multicast: the interface the probes go by, and their TTL.
     #[command(flatten)]
     pub mcast: crate::flags::MulticastArgs,

@@ -305,19 +305,14 @@ impl Config {
         if let Some(p) = percentiles.iter().find(|p| !(**p > 0.0 && **p <= 100.0)) {
             return Err(usage(format!("--percentiles: {p} is not in (0, 100]")));
         }
-        if let Some(c) = a.cpu {
-            let n = wirebench_net::pin::cpu_count();
-            if c >= n {
-                return Err(usage(format!("--cpu {c}: this host has CPUs 0..{}", n - 1)));
-            }
-        }
+        let cpu = a.pin.checked_cpu()?;
         if let Some(i) = &a.mcast.interface.interface {
             wirebench_net::iface::ipv4_of(i).map_err(|e| usage(e.to_string()))?;
         }
         let spin_off = SpinOff {
             // TCP probes have none to turn off.
-            timestamps: a.spin && proto != Proto::Tcp && !a.timestamps && !a.no_timestamps,
-            meter: a.spin && !a.hiccup && !a.meter.no_hiccup,
+            timestamps: a.pin.spin && proto != Proto::Tcp && !a.timestamps && !a.no_timestamps,
+            meter: a.pin.spin && !a.hiccup && !a.meter.no_hiccup,
         };
         Ok(Self {
             target,
@@ -328,8 +323,8 @@ impl Config {
             pacing,
             timeout,
             give_up_after: a.give_up_after.0,
-            spin: a.spin,
-            cpu: a.cpu,
+            spin: a.pin.spin,
+            cpu,
             ttl: a.mcast.ttl,
             interface: a.mcast.interface.interface.clone(),
             multicast_loop: a.multicast_loop,

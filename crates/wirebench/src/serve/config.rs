@@ -29,6 +29,10 @@ pub const FIRST_FRAME_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// `wirebench serve` flags.
 #[derive(Debug, Clone, clap::Args)]
+#[command(
+    mut_arg("spin", |a| a.help("Busy-poll instead of blocking (lowest latency; a core per active socket)")),
+    mut_arg("cpu", |a| a.help("Pin the serving threads to this CPU"))
+)]
 pub struct Args {
     /// Address for UDP and TCP (both on the same port).
     #[arg(long, default_value = "0.0.0.0:7878", env = "WIREBENCH_LISTEN")]
@@ -42,12 +46,9 @@ pub struct Args {
     /// The interface for group joins and group replies, and the replies' TTL.
     #[command(flatten)]
     pub mcast: crate::flags::MulticastArgs,
-    /// Busy-poll instead of blocking (lowest latency; a core per active socket).
-    #[arg(long)]
-    pub spin: bool,
-    /// Pin the serving threads to this CPU.
-    #[arg(long)]
-    pub cpu: Option<usize>,
+    /// Busy-poll and the CPU the serving threads run on.
+    #[command(flatten)]
+    pub pin: crate::flags::PinArgs,
     /// Streams need the token, proved by an HMAC challenge-response (never sent); the probe
     /// echo stays open. Clients give it with `--token` or WIREBENCH_TOKEN.
     #[command(flatten)]
@@ -159,11 +160,7 @@ impl Config {
             return Err(UsageError(format!("{g} is not a multicast group (224.0.0.0/4)")));
         }
         let interface = a.mcast.interface.ipv4()?;
-        if let Some(c) = a.cpu
-            && c >= wirebench_net::pin::cpu_count()
-        {
-            return Err(UsageError(format!("--cpu {c}: this host has {} CPUs", wirebench_net::pin::cpu_count())));
-        }
+        let cpu = a.pin.checked_cpu()?;
         let token = a.token.read()?;
         let salt = a.salt.read()?;
         if a.max_duration.0.is_zero() || a.idle_timeout.0.is_zero() {
@@ -191,9 +188,9 @@ impl Config {
             interface,
             reply_group: a.reply_group,
             ttl: a.mcast.ttl,
-            spin: a.spin,
-            timestamps: !a.no_timestamps && !a.spin,
-            cpu: a.cpu,
+            spin: a.pin.spin,
+            timestamps: !a.no_timestamps && !a.pin.spin,
+            cpu,
             token,
             salt,
             open: a.open,
