@@ -72,27 +72,27 @@ impl Command {
         let mut v = Vec::new();
         match self {
             Self::Ping(a) => {
-                add(&mut v, "--json", a.json.as_ref());
+                add(&mut v, "--json", a.output.json.as_ref());
                 add(&mut v, "--hgrm", a.hgrm.as_ref());
                 add(&mut v, "--hlog", a.hlog.as_ref());
             }
             Self::Stream(a) => {
-                add(&mut v, "--json", a.json.as_ref());
+                add(&mut v, "--json", a.output.json.as_ref());
                 add(&mut v, "--log", a.log.as_ref());
             }
             Self::Listen(a) => {
-                add(&mut v, "--json", a.json.as_ref());
+                add(&mut v, "--json", a.output.json.as_ref());
                 add(&mut v, "--log", a.log.as_ref());
             }
-            Self::Proxy(a) => add(&mut v, "--json", a.json.as_ref()),
+            Self::Proxy(a) => add(&mut v, "--json", a.output.json.as_ref()),
             #[cfg(feature = "mesh")]
             Self::Relay(a) => add(&mut v, "--json", a.json.as_ref()),
             #[cfg(feature = "load")]
             Self::Load(a) => {
-                add(&mut v, "--json", a.json.as_ref());
+                add(&mut v, "--json", a.output.json.as_ref());
                 add(&mut v, "--series", a.series.as_ref());
             }
-            Self::Doctor(a) => add(&mut v, "--json", a.json.as_ref()),
+            Self::Doctor(a) => add(&mut v, "--json", a.output.json.as_ref()),
             Self::Report(a) => {
                 add(&mut v, "--html", a.html.as_ref());
                 add(&mut v, "--json", a.json.as_ref());
@@ -306,6 +306,131 @@ mod habits {
                 _ => parse_mode::<crate::relay::Args>(mode, args).is_ok(),
             };
             assert!(ok, "{mode} {args:?}");
+        }
+    }
+}
+
+/// The shared flag groups hold on every command: one `--ttl` range and env, `--interface`
+/// from the environment, `--json` a file, `-q` and `-v` that exclude each other.
+#[cfg(all(test, feature = "load", feature = "room", feature = "mesh"))]
+mod shared_flags {
+    use clap::CommandFactory as _;
+
+    use super::Cli;
+
+    /// Every (command path, argument) of every command, subcommands too.
+    fn args() -> Vec<(String, clap::Arg)> {
+        fn walk(cmd: &clap::Command, path: &str, out: &mut Vec<(String, clap::Arg)>) {
+            out.extend(cmd.get_arguments().map(|a| (path.to_owned(), a.clone())));
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), out);
+            }
+        }
+        let mut out = Vec::new();
+        walk(&Cli::command(), "wirebench", &mut out);
+        out
+    }
+
+    /// Does `arg` take `value`?
+    fn takes(arg: &clap::Arg, value: &str) -> bool {
+        let long = format!("--{}={value}", arg.get_long().unwrap());
+        clap::Command::new("t").arg(arg.clone()).try_get_matches_from(["t", long.as_str()]).is_ok()
+    }
+
+    fn named<'a>(all: &'a [(String, clap::Arg)], long: &str) -> Vec<&'a (String, clap::Arg)> {
+        all.iter().filter(|(_, a)| a.get_long() == Some(long)).collect()
+    }
+
+    #[test]
+    fn every_ttl_has_one_range_and_reads_wirebench_ttl() {
+        let all = args();
+        let ttls = named(&all, "ttl");
+        let cmds: Vec<&str> = ttls.iter().map(|(c, _)| c.as_str()).collect();
+        assert_eq!(
+            cmds,
+            ["wirebench serve", "wirebench ping", "wirebench stream", "wirebench mesh agent", "wirebench relay"]
+        );
+        for (cmd, a) in ttls {
+            assert_eq!(a.get_env().and_then(|e| e.to_str()), Some("WIREBENCH_TTL"), "{cmd}");
+            for (v, ok) in [("0", false), ("1", true), ("255", true), ("256", false), ("-1", false)] {
+                assert_eq!(takes(a, v), ok, "{cmd} --ttl {v}");
+            }
+        }
+        // The defaults each command had: 32 across routers, 1 where the group stays on the link.
+        let default = |cmd: &str| {
+            let (_, a) = all.iter().find(|(c, a)| c == cmd && a.get_long() == Some("ttl")).unwrap();
+            a.get_default_values().iter().map(|v| v.to_string_lossy().into_owned()).collect::<Vec<_>>()
+        };
+        for (cmd, want) in [
+            ("wirebench serve", "32"),
+            ("wirebench ping", "32"),
+            ("wirebench stream", "32"),
+            ("wirebench mesh agent", "1"),
+            ("wirebench relay", "1"),
+        ] {
+            assert_eq!(default(cmd), [want], "{cmd}");
+        }
+    }
+
+    #[test]
+    fn every_interface_reads_wirebench_interface() {
+        let all = args();
+        let ifaces = named(&all, "interface");
+        assert!(ifaces.len() >= 7, "{}", ifaces.len());
+        for (cmd, a) in ifaces {
+            assert_eq!(a.get_env().and_then(|e| e.to_str()), Some("WIREBENCH_INTERFACE"), "{cmd}");
+        }
+    }
+
+    #[test]
+    fn every_quiet_is_q_every_verbose_is_v_and_they_conflict() {
+        fn walk(cmd: &clap::Command, path: &str, pairs: &mut usize) {
+            let find = |long: &str| cmd.get_arguments().find(|a| a.get_long() == Some(long));
+            if let Some(q) = find("quiet") {
+                assert_eq!(q.get_short(), Some('q'), "{path}");
+            }
+            if let Some(v) = find("verbose") {
+                assert_eq!(v.get_short(), Some('v'), "{path}");
+            }
+            if let (Some(q), Some(v)) = (find("quiet"), find("verbose")) {
+                let conflicts = cmd.get_arg_conflicts_with(q);
+                assert!(conflicts.iter().any(|c| c.get_id() == v.get_id()), "{path}: -q and -v conflict");
+                *pairs += 1;
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), pairs);
+            }
+        }
+        let mut pairs = 0;
+        walk(&Cli::command(), "wirebench", &mut pairs);
+        assert_eq!(pairs, 6, "ping, stream, listen, proxy, load, doctor");
+    }
+
+    #[test]
+    fn serve_and_ping_refuse_a_cpu_in_one_way() {
+        use crate::flags::parse_mode;
+        let serve = crate::serve::Config::from_args(&parse_mode("serve", &["--cpu", "100000"]).unwrap());
+        let ping = crate::ping::Config::from_args(&parse_mode("ping", &["127.0.0.1:7878", "--cpu", "100000"]).unwrap());
+        for e in [serve.unwrap_err().0, ping.unwrap_err().0] {
+            assert!(e.starts_with("--cpu 100000: this host has CPUs 0.."), "{e}");
+        }
+    }
+
+    #[test]
+    fn every_json_takes_a_file() {
+        let all = args();
+        let jsons = named(&all, "json");
+        assert!(jsons.len() >= 10, "{}", jsons.len());
+        for (cmd, a) in jsons {
+            assert!(a.get_action().takes_values(), "{cmd} --json takes a value");
+            let names: Vec<&str> =
+                a.get_value_names().unwrap_or_default().iter().map(clap::builder::Str::as_str).collect();
+            assert!(names == ["FILE"] || names == ["OUT.json"], "{cmd} --json {names:?}");
+            assert_eq!(
+                a.get_value_parser().type_id(),
+                clap::builder::ValueParser::path_buf().type_id(),
+                "{cmd} --json reads a path"
+            );
         }
     }
 }

@@ -26,6 +26,11 @@ use crate::host::{self, net};
 
 /// `wirebench doctor` flags.
 #[derive(Debug, Clone, clap::Args)]
+#[command(
+    mut_arg("json", |a| a.help("Also write the checks as JSON")),
+    mut_arg("quiet", |a| a.help("Only the count line, naming what is not OK")),
+    mut_arg("verbose", |a| a.help("What every check found, the OK ones too"))
+)]
 pub struct Args {
     /// A `wirebench serve` (host:port) to find the path MTU to, by Don't-Fragment probes.
     #[arg(long, value_name = "HOST:PORT")]
@@ -43,15 +48,9 @@ pub struct Args {
     /// How long the stall meter runs (a thread woken every 1 ms; 0s skips it).
     #[arg(long, value_name = "SPAN", default_value = "1s")]
     pub stall_check: wirebench_core::units::Span,
-    /// Also write the checks as JSON.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Only the count line, naming what is not OK.
-    #[arg(long, short = 'q', conflicts_with = "verbose")]
-    pub quiet: bool,
-    /// What every check found, the OK ones too.
-    #[arg(long, short = 'v')]
-    pub verbose: bool,
+    /// The report file, and how much the screen says.
+    #[command(flatten)]
+    pub output: crate::flags::OutputArgs,
 }
 
 /// Validated `doctor` settings.
@@ -109,7 +108,7 @@ impl Config {
             group,
             timeout: a.timeout.0,
             stall_check: a.stall_check.0,
-            json: a.json.clone(),
+            json: a.output.json.clone(),
         })
     }
 }
@@ -302,7 +301,7 @@ pub fn print(out: &mut dyn std::io::Write, checks: &[Check], detail: Detail) -> 
 /// `wirebench doctor`: exit 0 if nothing FAILs, 3 if something does.
 pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
     let cfg = Config::from_args(args)?;
-    let detail = Detail::of(args.quiet, args.verbose);
+    let detail = args.output.detail();
     let h = host::capture();
     if detail != Detail::Quiet {
         writeln!(

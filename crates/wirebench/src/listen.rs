@@ -31,8 +31,6 @@ use wirebench_core::wire::stream;
 use wirebench_net::batch::{Batch, SLOT, SLOTS, UdpBatchReceiver, size_buffers};
 use wirebench_net::clock::{Clock, MonoClock, wall_now_ns};
 
-use wirebench_report::screen::Detail;
-
 use crate::ctx::Ctx;
 use crate::error::UsageError;
 use crate::flow::STREAM_BUFFER;
@@ -42,6 +40,11 @@ pub const DEFAULT_MAX_PUBLISHERS: usize = 256;
 
 /// `wirebench listen` flags.
 #[derive(Debug, Clone, clap::Args)]
+#[command(
+    mut_arg("json", |a| a.help("Write the JSON report at the end")),
+    mut_arg("quiet", |a| a.help("Print only each publisher's lifetime line at the end")),
+    mut_arg("verbose", |a| a.help("Print DatagramTest's full Now and Lifetime blocks, and the receiver's wake-up times and every kernel counter at the end"))
+)]
 pub struct Args {
     /// Address to receive on.
     #[arg(long, default_value = "0.0.0.0:7879", env = "WIREBENCH_LISTEN")]
@@ -49,9 +52,9 @@ pub struct Args {
     /// Join this multicast group (its port must be the listen port); repeatable.
     #[arg(long = "join", value_name = "GROUP:PORT", value_parser = crate::addr::group_port)]
     pub join: Vec<SocketAddrV4>,
-    /// Interface (name or IPv4 address) for the joins.
-    #[arg(long, env = "WIREBENCH_INTERFACE")]
-    pub interface: Option<String>,
+    /// The interface for the joins.
+    #[command(flatten)]
+    pub interface: crate::flags::InterfaceArg,
     /// Receive buffer to ask for, e.g. 4k: to see what a smaller buffer loses [default: 16MiB].
     #[arg(long, value_name = "BYTES")]
     pub rcvbuf: Option<wirebench_core::units::ByteSize>,
@@ -77,21 +80,14 @@ pub struct Args {
     /// Write every report as a TSV row.
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
-    /// Write the JSON report at the end.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    /// The report file, and how much the screen says.
+    #[command(flatten)]
+    pub output: crate::flags::OutputArgs,
     /// Share the port with other sockets that ask for it too (SO_REUSEADDR and
     /// SO_REUSEPORT): several receivers of one group on one host, or one beside a relay.
     /// Without it a port another socket holds is refused.
     #[arg(long)]
     pub reuse_port: bool,
-    /// Print only each publisher's lifetime line at the end.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
-    /// Print DatagramTest's full Now and Lifetime blocks, and the receiver's wake-up times
-    /// and every kernel counter at the end.
-    #[arg(long, short = 'v')]
-    pub verbose: bool,
     /// The stall meter beside the run.
     #[command(flatten)]
     pub hiccup: crate::stall::HiccupArgs,
@@ -114,8 +110,7 @@ fn bind(a: &Args) -> anyhow::Result<UdpSocket> {
     }
     s.bind(&addr.into()).map_err(|e| bind_error(addr, &e))?;
     let sock: UdpSocket = s.into();
-    let iface =
-        a.interface.as_deref().map(wirebench_net::iface::ipv4_of).transpose().map_err(|e| UsageError(e.to_string()))?;
+    let iface = a.interface.ipv4()?;
     for g in &a.join {
         wirebench_net::multicast::join(&sock, *g, iface)?;
     }
@@ -141,7 +136,7 @@ fn interval(a: &Args) -> Duration {
     let second = Duration::from_secs(1);
     match (a.interval, a.duration) {
         (Some(i), _) => i.0,
-        (None, Some(d)) if !a.verbose => {
+        (None, Some(d)) if !a.output.verbose => {
             second * u32::try_from(wirebench_report::screen::intervals_per_line(d.0, second)).unwrap_or(u32::MAX)
         }
         (None, _) => second,
@@ -192,7 +187,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     // Before the line that tells a sender to start: every drop of the run is after it.
     let ifaces = wirebench_net::iface::receiving(local.ip());
     let kernel_before = wirebench_net::counters::snapshot(&ifaces);
-    if !a.quiet {
+    if !a.output.quiet {
         writeln!(ctx.out, "wirebench listen: receiving on {local} (Ctrl-C to stop)")?;
     }
     if granted.capped() {
@@ -226,7 +221,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let interval_ns = u64::try_from(interval(a).as_nanos()).unwrap_or(u64::MAX);
     let mut next_report = start_ns + interval_ns;
     let mut total = 0u64;
-    let detail = Detail::of(a.quiet, a.verbose);
+    let detail = a.output.detail();
     let log_to = log.as_mut().map(|f| f as &mut dyn Write);
     // Lines go out a buffer at a time, flushed after each burst: a round of thousands of
     // publishers is a few writes, not a write per line (35,000 publishers took 2 s to stop).
@@ -293,7 +288,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         wake: Some(wake.summary()),
     };
     let runs = totals.wake.as_ref().and_then(RunSizes::of);
-    if !a.quiet {
+    if !a.output.quiet {
         print::totals(ctx.out, &totals, a.max_publishers.as_usize())?;
     }
     if let Some(w) = totals.wake.as_ref().filter(|_| detail.verbose()) {
@@ -348,7 +343,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         writeln!(ctx.out, "{line}")?;
     }
     wirebench_report::attribution::text_at(ctx.out, &report, detail)?;
-    if let Some(path) = &a.json {
+    if let Some(path) = &a.output.json {
         crate::output::write_json(path, &report)?;
     }
     Ok(report)

@@ -68,6 +68,11 @@ impl std::str::FromStr for TypeSize {
 /// `wirebench load` flags. Flags left out come from `--scenario`, then `--preset`, then
 /// the defaults.
 #[derive(Debug, Clone, Default, clap::Args)]
+#[command(
+    mut_arg("json", |a| a.help("Write the JSON report (also on Ctrl-C and when the server dies)")),
+    mut_arg("quiet", |a| a.help("One line at the end: deliveries, delay and failed thresholds (no per-second lines)")),
+    mut_arg("verbose", |a| a.help("The details too: the per-second lines, the per-type tables, CPU, slip and the generator's health, every kernel counter"))
+)]
 pub struct Args {
     /// ws://HOST:PORT/PATH of the server; `{room}` in it is replaced by the room number,
     /// otherwise `-N` is appended to the path (e.g. ws://127.0.0.1:8080/rooms/demo).
@@ -121,19 +126,12 @@ pub struct Args {
     /// Seed of the clients' random choices.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Write the JSON report (also on Ctrl-C and when the server dies).
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    /// The report file, and how much the screen says.
+    #[command(flatten)]
+    pub output: crate::flags::OutputArgs,
     /// Write the per-second series as CSV.
     #[arg(long, value_name = "FILE")]
     pub series: Option<PathBuf>,
-    /// One line at the end: deliveries, delay and failed thresholds (no per-second lines).
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
-    /// The details too: the per-second lines, the per-type tables, CPU, slip and the
-    /// generator's health, every kernel counter.
-    #[arg(long, short = 'v')]
-    pub verbose: bool,
     /// The stall meter beside the run.
     #[command(flatten)]
     pub hiccup: crate::stall::HiccupArgs,
@@ -179,7 +177,7 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let meter = crate::stall::Meter::start(&args.hiccup)?;
     let mut report = measure(&cfg, ctx, false)?;
     crate::stall::attach(&mut report, meter);
-    let detail = wirebench_report::screen::Detail::of(cfg.quiet, args.verbose);
+    let detail = args.output.detail();
     wirebench_report::load::report_at(&cfg.percentiles, &report, ctx.out, detail)?;
     wirebench_report::attribution::text_at(ctx.out, &report, detail)?;
     save(&cfg, &report)?;

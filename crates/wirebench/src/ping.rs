@@ -40,6 +40,12 @@ use crate::progress::Shown;
 
 /// `wirebench ping` flags.
 #[derive(Debug, Clone, clap::Args)]
+#[command(
+    mut_arg("spin", |a| a.help("Busy-poll (no blocking syscall on the hot path)")),
+    mut_arg("cpu", |a| a.help("Pin the measuring thread to this CPU")),
+    mut_arg("quiet", |a| a.help("Print only the summary line, one per responder")),
+    mut_arg("verbose", |a| a.help("Print the details too: every figure of each view, the kernel timestamps' split, the warm-up, every kernel counter"))
+)]
 pub struct Args {
     /// host:port of a `wirebench serve`, a multicast group:port, or stamp://host[:port] of a
     /// STAMP reflector (a router, `serve --stamp`; port 862 by default)
@@ -78,18 +84,12 @@ pub struct Args {
     /// send times, mean 1/rate, so the probes cannot phase-lock to periodic host events.
     #[arg(long)]
     pub poisson: bool,
-    /// Busy-poll (no blocking syscall on the hot path).
-    #[arg(long)]
-    pub spin: bool,
-    /// Pin the measuring thread to this CPU.
-    #[arg(long)]
-    pub cpu: Option<usize>,
-    /// Multicast TTL (1-255).
-    #[arg(long, default_value_t = 32, env = "WIREBENCH_TTL")]
-    pub ttl: u32,
-    /// Interface (name or IPv4 address) for multicast.
-    #[arg(long, env = "WIREBENCH_INTERFACE")]
-    pub interface: Option<String>,
+    /// Busy-poll and the CPU the measuring thread runs on.
+    #[command(flatten)]
+    pub pin: crate::flags::PinArgs,
+    /// Multicast: the interface the probes go by, and their TTL.
+    #[command(flatten)]
+    pub mcast: crate::flags::MulticastArgs,
     /// Multicast: let this host's own responders hear the probes.
     #[arg(long = "loop")]
     pub multicast_loop: bool,
@@ -112,16 +112,9 @@ pub struct Args {
     /// Write an HdrHistogram interval log (one histogram a second).
     #[arg(long, value_name = "FILE")]
     pub hlog: Option<PathBuf>,
-    /// Write the JSON report.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Print only the summary line, one per responder.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
-    /// Print the details too: every figure of each view, the kernel timestamps' split, the
-    /// warm-up, every kernel counter.
-    #[arg(long, short = 'v')]
-    pub verbose: bool,
+    /// The report file, and how much the screen says.
+    #[command(flatten)]
+    pub output: crate::flags::OutputArgs,
     /// No kernel timestamps (`SO_TIMESTAMPING`): the round trip is then not split into
     /// stack to stack and the hosts' own share.
     #[arg(long, help_heading = "Attribution")]

@@ -39,6 +39,7 @@ use crate::ctx::Ctx;
 
 /// `wirebench relay` flags.
 #[derive(Debug, Clone, clap::Args)]
+#[command(mut_arg("ttl", |a| a.default_value(crate::flags::MulticastArgs::LINK_LOCAL)))]
 pub struct Args {
     /// A group to carry, `GROUP:PORT`; repeatable.
     #[arg(long, value_name = "GROUP:PORT", value_parser = crate::addr::group_port)]
@@ -49,9 +50,10 @@ pub struct Args {
     /// --resolve-every (Kubernetes: watched).
     #[arg(long, value_name = "LIST|FILE|NAME")]
     pub peers: Vec<String>,
-    /// Interface (name or IPv4 address) for the joins and the re-emission.
-    #[arg(long, env = "WIREBENCH_INTERFACE")]
-    pub interface: Option<String>,
+    /// The interface for the joins and the re-emission, and the re-emitted datagrams' TTL
+    /// (1: the groups stay on the link).
+    #[command(flatten)]
+    pub mcast: crate::flags::MulticastArgs,
     /// The relay port (peers send here).
     #[arg(long, default_value = "0.0.0.0:7880", env = "WIREBENCH_RELAY_LISTEN")]
     pub listen: String,
@@ -67,9 +69,6 @@ pub struct Args {
     /// Original senders with an emitting socket of their own at most.
     #[arg(long, default_value = "256")]
     pub max_senders: wirebench_core::units::Count,
-    /// TTL of re-emitted datagrams.
-    #[arg(long, default_value_t = 1)]
-    pub ttl: u32,
     /// Re-resolve the peers this often.
     #[arg(long, default_value = "10s")]
     pub resolve_every: Span,
@@ -105,12 +104,7 @@ pub struct Args {
 /// Runs the relay (or its check) until stopped; prints the summary and saves the report.
 pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     // An interface that does not exist is the command's mistake (exit 2), as in ping and listen.
-    let interface = a
-        .interface
-        .as_deref()
-        .map(wirebench_net::iface::ipv4_of)
-        .transpose()
-        .map_err(|e| crate::error::UsageError(e.to_string()))?;
+    let interface = a.mcast.interface.ipv4()?;
     let cfg = Config::from_args(a, interface)?;
     let started = SystemTime::now();
     let t0 = std::time::Instant::now();

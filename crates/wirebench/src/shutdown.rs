@@ -12,8 +12,8 @@
 use std::io::Write as _;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering, fence};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 use nix::poll::{PollFd, PollFlags};
@@ -48,13 +48,23 @@ struct Inner {
     flag: AtomicBool,
     /// Woken (every waiter) by [`Shutdown::trigger`].
     notify: Notify,
-    /// `None` only when the socket pair could not be made: waits then poll the flag.
-    fd: Option<StopFd>,
+    /// `None` only when the socket pair could not be made: waits then poll the flag. Made
+    /// at once for a root, at the first wait for a child (most children are only looked at,
+    /// and a serve session's must not cost two descriptors).
+    fd: OnceLock<Option<StopFd>>,
+    /// Children still alive, set by this one's trigger.
+    children: Mutex<Vec<Weak<Self>>>,
+}
+
+impl Inner {
+    fn new(fd: OnceLock<Option<StopFd>>) -> Self {
+        Self { flag: AtomicBool::new(false), notify: Notify::new(), fd, children: Mutex::new(Vec::new()) }
+    }
 }
 
 impl Default for Inner {
     fn default() -> Self {
-        Self { flag: AtomicBool::new(false), notify: Notify::new(), fd: StopFd::new().ok() }
+        Self::new(OnceLock::from(StopFd::new().ok()))
     }
 }
 
@@ -84,10 +94,44 @@ impl Shutdown {
     /// [`Self::stopped`].
     pub fn trigger(&self) {
         self.0.flag.store(true, Ordering::Relaxed);
-        if let Some(fd) = &self.0.fd {
+        // Paired with the fence in `stop_fd`: a waiter that made the descriptor after this
+        // looked for it sees the flag.
+        fence(Ordering::SeqCst);
+        if let Some(Some(fd)) = self.0.fd.get() {
             fd.signal();
         }
         self.0.notify.notify_waiters();
+        // Set for good: the children are set once and forgotten.
+        let children = std::mem::take(&mut *self.0.children.lock().unwrap_or_else(PoisonError::into_inner));
+        for c in children.iter().filter_map(Weak::upgrade) {
+            Self(c).trigger();
+        }
+    }
+
+    /// A signal set by its own trigger or by this one's (at once if this one is set), not
+    /// the other way round: for work that can also end by itself.
+    #[must_use]
+    pub fn child(&self) -> Self {
+        let child = Self(Arc::new(Inner::new(OnceLock::new())));
+        {
+            let mut children = self.0.children.lock().unwrap_or_else(PoisonError::into_inner);
+            children.retain(|c| c.strong_count() > 0);
+            children.push(Arc::downgrade(&child.0));
+        }
+        // After the registration: a trigger either found the child in the list or set the
+        // flag before taking the list, which the lock orders before this look.
+        if self.is_set() {
+            child.trigger();
+        }
+        child
+    }
+
+    /// The stop descriptor, made now if this is a child's first wait; `None` as well when
+    /// the stop is already set (a trigger before it was made did not signal it).
+    fn stop_fd(&self) -> Option<&StopFd> {
+        let fd = self.0.fd.get_or_init(|| StopFd::new().ok()).as_ref();
+        fence(Ordering::SeqCst);
+        fd.filter(|_| !self.is_set())
     }
 
     /// Is it set?
@@ -122,8 +166,11 @@ impl Shutdown {
     /// One wait for the stop alone, up to `timeout` (`None`: none): a `ppoll` on the stop
     /// descriptor, or, without it, a pause of `timeout` (at most [`POLL`] when none).
     fn pause(&self, timeout: Option<Duration>) -> Input {
-        if let Some(stop) = &self.0.fd {
+        if let Some(stop) = self.stop_fd() {
             return self.ppoll(stop.read.as_fd(), None, timeout);
+        }
+        if self.is_set() {
+            return Input::Stop;
         }
         std::thread::park_timeout(timeout.unwrap_or(POLL));
         if self.is_set() { Input::Stop } else { Input::Quiet }
@@ -133,8 +180,9 @@ impl Shutdown {
     /// timeout). One `ppoll` on `fd` and the stop descriptor: no wake-ups while nothing
     /// happens. A stop wins over pending input.
     pub(crate) fn wait_input(&self, fd: &impl AsFd, timeout: Option<Duration>) -> Input {
-        match &self.0.fd {
+        match self.stop_fd() {
             Some(stop) => self.ppoll(fd.as_fd(), Some(stop.read.as_fd()), timeout),
+            None if self.is_set() => Input::Stop,
             // Without a stop descriptor: at most POLL at a time, then look at the flag.
             None => self.ppoll(fd.as_fd(), None, Some(timeout.map_or(POLL, |t| t.min(POLL)))),
         }
@@ -233,6 +281,49 @@ mod tests {
             assert_eq!(done_rx.recv_timeout(Duration::from_secs(10)).unwrap(), Input::Stop);
             waiter.join().unwrap();
         }
+    }
+
+    /// A child is set by its parent's trigger (and its own child by it), never sets its
+    /// parent, and is born set under a set parent.
+    #[test]
+    fn a_child_stops_with_its_parent_and_alone() {
+        let parent = Shutdown::new();
+        let (a, b) = (parent.child(), parent.child());
+        let grandchild = a.child();
+        b.trigger();
+        assert!(b.is_set() && !parent.is_set() && !a.is_set(), "a child's stop is its own");
+        drop(b);
+        parent.trigger();
+        assert!(a.is_set() && a.flag().load(Ordering::Relaxed) && grandchild.is_set());
+        assert!(parent.child().is_set(), "born set");
+        assert_eq!(parent.child().wait_input(&TcpListener::bind("127.0.0.1:0").unwrap(), None), Input::Stop);
+    }
+
+    /// A thread asleep on a child's descriptor (made at its first wait) wakes at the parent's
+    /// trigger, with no timed wake-ups before it; an async waiter on the child too.
+    #[test]
+    fn a_child_waiter_wakes_at_the_parents_trigger() {
+        let parent = Shutdown::new();
+        let child = parent.child();
+        let (tid_tx, tid_rx) = mpsc::channel();
+        let waiter = std::thread::spawn({
+            let child = child.clone();
+            move || {
+                tid_tx.send(wirebench_net::rusage::thread_id()).unwrap();
+                child.wait();
+            }
+        });
+        let tid = tid_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        let args = blocked::wait_in(tid, &[nix::libc::SYS_ppoll]);
+        assert_eq!(args[2], 0, "no timeout");
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let task = rt.spawn({
+            let child = child.clone();
+            async move { child.stopped().await }
+        });
+        parent.trigger();
+        waiter.join().unwrap();
+        rt.block_on(task).unwrap();
     }
 
     /// `sleep` waits on the stop descriptor with its timeout, and the trigger from another

@@ -57,6 +57,10 @@ use crate::progress::{Progress, Total};
 
 /// `wirebench stream` flags.
 #[derive(Debug, Clone, clap::Args)]
+#[command(
+    mut_arg("quiet", |a| a.help("One line per receiver: what arrived of what was sent (a search: what it found)")),
+    mut_arg("verbose", |a| a.help("The details too: the generator's health, the receivers' wake-up times, how rates are reckoned, per-interval loss splits, every kernel counter"))
+)]
 pub struct Args {
     /// Each `wirebench serve` (host:port) to stream to; with --no-control, where to send.
     #[arg(required = true)]
@@ -106,12 +110,9 @@ pub struct Args {
     /// Just send to the TARGETs (e.g. a `wirebench listen`), with no serve to ask.
     #[arg(long)]
     pub no_control: bool,
-    /// Multicast TTL (1..=255).
-    #[arg(long, default_value_t = 32, env = "WIREBENCH_TTL", value_parser = clap::value_parser!(u32).range(1..=255))]
-    pub ttl: u32,
-    /// Interface (name or IPv4 address) to send from.
-    #[arg(long, env = "WIREBENCH_INTERFACE")]
-    pub interface: Option<String>,
+    /// Multicast: the interface to send from, and the TTL.
+    #[command(flatten)]
+    pub mcast: crate::flags::MulticastArgs,
     /// The token a serve started with --token wants.
     #[command(flatten)]
     pub token: crate::auth::TokenArgs,
@@ -134,16 +135,9 @@ pub struct Args {
     /// Write interval rows as TSV.
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
-    /// Write the JSON report.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// One line per receiver: what arrived of what was sent (a search: what it found).
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
-    /// The details too: the generator's health, the receivers' wake-up times, how rates are
-    /// reckoned, per-interval loss splits, every kernel counter.
-    #[arg(long, short = 'v')]
-    pub verbose: bool,
+    /// The report file, and how much the screen says.
+    #[command(flatten)]
+    pub output: crate::flags::OutputArgs,
     /// The stall meter beside the run.
     #[command(flatten)]
     pub hiccup: crate::stall::HiccupArgs,
@@ -156,7 +150,7 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let meter = crate::stall::Meter::start(&args.hiccup)?;
     let mut report = measure(&cfg, ctx)?;
     crate::stall::attach(&mut report, meter);
-    let detail = wirebench_report::screen::Detail::of(args.quiet, args.verbose);
+    let detail = args.output.detail();
     wirebench_report::stream_text::summary_at(ctx.out, &report, detail)?;
     wirebench_report::attribution::text_at(ctx.out, &report, detail)?;
     save(&cfg, &report)?;

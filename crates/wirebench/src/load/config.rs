@@ -80,6 +80,71 @@ impl Scenario {
     }
 }
 
+impl Scenario {
+    /// This scenario over `base`: each key this one leaves out, `base` gives. Written
+    /// field by field, so a new key cannot be forgotten here.
+    fn over(self, base: Self) -> Self {
+        let Self {
+            preset,
+            url,
+            clients,
+            rate,
+            duration,
+            ramp,
+            room_size,
+            arrivals,
+            percentiles,
+            thresholds,
+            link,
+            link_down,
+            template,
+            seed,
+            events,
+            ca,
+            insecure,
+            headers,
+            cookies,
+            subprotocols,
+            tokens,
+        } = base;
+        Self {
+            preset: self.preset.or(preset),
+            url: self.url.or(url),
+            clients: self.clients.or(clients),
+            rate: self.rate.or(rate),
+            duration: self.duration.or(duration),
+            ramp: self.ramp.or(ramp),
+            room_size: self.room_size.or(room_size),
+            arrivals: self.arrivals.or(arrivals),
+            percentiles: self.percentiles.or(percentiles),
+            thresholds: self.thresholds.or(thresholds),
+            link: self.link.or(link),
+            link_down: self.link_down.or(link_down),
+            template: self.template.or(template),
+            seed: self.seed.or(seed),
+            events: self.events.or(events),
+            ca: self.ca.or(ca),
+            insecure: self.insecure.or(insecure),
+            headers: self.headers.or(headers),
+            cookies: self.cookies.or(cookies),
+            subprotocols: self.subprotocols.or(subprotocols),
+            tokens: self.tokens.or(tokens),
+        }
+    }
+}
+
+/// The scenarios `--preset` names: built-in scenario files, read as a `--scenario` file is.
+const PRESETS: &[(&str, &str)] = &[("collab-ide", include_str!("presets/collab-ide.toml"))];
+
+/// The preset `name`'s scenario.
+fn preset(name: &str) -> Result<Scenario, UsageError> {
+    let Some((_, text)) = PRESETS.iter().find(|(n, _)| *n == name) else {
+        let known: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
+        return Err(usage(format!("unknown preset '{name}' (known: {})", known.join(", "))));
+    };
+    toml::from_str(text).map_err(|e| usage(format!("preset {name}: {}", e.message())))
+}
+
 /// One event type in a scenario file.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -174,15 +239,13 @@ impl Config {
             }
             None => (Scenario::default(), super::request::FromFile::default()),
         };
-        let preset = a.preset.as_deref().or(file.preset.as_deref());
-        let collab = match preset {
-            None => false,
-            Some("collab-ide") => true,
-            Some(other) => return Err(usage(format!("unknown preset '{other}' (known: collab-ide)"))),
+        let file = match a.preset.clone().or_else(|| file.preset.clone()) {
+            Some(name) => file.over(preset(&name)?),
+            None => file,
         };
         let url = a.url.clone().or(file.url).ok_or_else(|| usage("give the server's URL (ws://HOST:PORT/PATH)"))?;
         let addr = resolve(&url)?;
-        let clients = a.clients.map(|c| c.0).or(file.clients).unwrap_or(if collab { 50 } else { 10 });
+        let clients = a.clients.map(|c| c.0).or(file.clients).unwrap_or(10);
         if clients == 0 {
             return Err(usage("--clients must be at least 1"));
         }
@@ -194,7 +257,7 @@ impl Config {
         let duration = match (&a.duration, &file.duration) {
             (Some(d), _) => d.0,
             (None, Some(d)) => span(d, "scenario duration")?,
-            (None, None) => Duration::from_secs(if collab { 300 } else { 10 }),
+            (None, None) => Duration::from_secs(10),
         };
         let ramp = match (&a.ramp, &file.ramp) {
             (Some(d), _) => d.0,
@@ -259,11 +322,8 @@ impl Config {
         };
         let link_up = link(a.link, file.link, "link")?;
         let link_down = link(a.link_down, file.link_down, "link_down")?;
-        let mut percentiles = a
-            .percentiles
-            .clone()
-            .or(file.percentiles)
-            .unwrap_or_else(|| if collab { vec![50.0, 96.0, 99.0] } else { vec![50.0, 90.0, 99.0, 99.9] });
+        let mut percentiles =
+            a.percentiles.clone().or(file.percentiles).unwrap_or_else(|| vec![50.0, 90.0, 99.0, 99.9]);
         if let Some(p) = percentiles.iter().find(|p| !(0.0..=100.0).contains(*p)) {
             return Err(usage(format!("--percentiles: {p} is not in 0..=100")));
         }
@@ -308,10 +368,10 @@ impl Config {
             template,
             template_text,
             seed: a.seed.or(file.seed).unwrap_or(1),
-            json: a.json.clone(),
+            json: a.output.json.clone(),
             series: a.series.clone(),
-            quiet: a.quiet,
-            verbose: a.verbose && !a.quiet,
+            quiet: a.output.quiet,
+            verbose: a.output.verbose,
             extra_fds: 0,
             // -- real apps
             connect,
@@ -400,4 +460,77 @@ pub fn resolve(url: &str) -> Result<SocketAddr, UsageError> {
         .ok_or_else(|| bad("does not resolve"))?;
     // The whole URL, per-client values included, is checked by `request::Connect`.
     Ok(addr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Args, Config};
+
+    const PRESET: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/load/presets/collab-ide.toml");
+
+    fn cfg(args: &[&str]) -> Config {
+        Config::from_args(&crate::flags::parse_mode::<Args>("load", args).unwrap()).unwrap()
+    }
+
+    /// Every field a scenario sets, compared one by one.
+    fn assert_same(a: &Config, b: &Config, what: &str) {
+        assert_eq!(a.clients, b.clients, "{what}: clients");
+        assert_eq!(a.rate, b.rate, "{what}: rate");
+        assert_eq!(a.duration, b.duration, "{what}: duration");
+        assert_eq!(a.ramp, b.ramp, "{what}: ramp");
+        assert_eq!(a.room_size, b.room_size, "{what}: room_size");
+        assert_eq!(a.mix, b.mix, "{what}: mix");
+        assert_eq!(a.arrivals, b.arrivals, "{what}: arrivals");
+        assert_eq!(format!("{:?}", a.link_up), format!("{:?}", b.link_up), "{what}: link_up");
+        assert_eq!(format!("{:?}", a.link_down), format!("{:?}", b.link_down), "{what}: link_down");
+        assert_eq!(a.percentiles, b.percentiles, "{what}: percentiles");
+        assert_eq!(format!("{:?}", a.thresholds), format!("{:?}", b.thresholds), "{what}: thresholds");
+        assert_eq!(a.template_text, b.template_text, "{what}: template");
+        assert_eq!(a.seed, b.seed, "{what}: seed");
+        assert_eq!((&a.url, a.addr), (&b.url, b.addr), "{what}: url");
+    }
+
+    /// The preset's file, read as a user's scenario, gives the config the preset gives.
+    #[test]
+    fn the_preset_file_is_the_preset() {
+        let url = "ws://127.0.0.1:9/r";
+        for extra in [&[][..], &["--clients", "7"], &["--duration", "3s", "--percentiles", "50,90"], &["--mix", "a=1"]]
+        {
+            let preset = cfg(&[&[url, "--preset", "collab-ide"], extra].concat());
+            let file = cfg(&[&[url, "--scenario", PRESET], extra].concat());
+            assert_same(&preset, &file, &format!("{extra:?}"));
+        }
+    }
+
+    /// The preset has the values docs/modes/load.md gives it, and a user's file and the
+    /// flags go over it.
+    #[test]
+    fn the_preset_has_its_documented_values() {
+        let c = cfg(&["ws://127.0.0.1:9/r", "--preset", "collab-ide"]);
+        assert_eq!((c.clients, c.rate.per_sec(), c.duration.as_secs(), c.room_size), (50, 2.0, 300, 5));
+        assert_eq!(c.percentiles, [50.0, 96.0, 99.0]);
+        let mix: Vec<(&str, f64, bool)> =
+            c.mix.types().iter().map(|t| (t.name.as_str(), t.weight, t.request)).collect();
+        assert_eq!(
+            mix,
+            [
+                ("cursor", 40.0, false),
+                ("modify", 30.0, false),
+                ("save", 10.0, true),
+                ("open", 10.0, true),
+                ("list", 7.0, true),
+                ("comment", 2.5, false),
+                ("question", 0.5, false),
+            ]
+        );
+        assert!(c.mix.types().iter().all(|t| t.size == wirebench_core::load::mix::DEFAULT_SIZE));
+        assert_eq!(c.mix, wirebench_core::load::Mix::collab_ide(), "the default mix is the preset's");
+        let plain = cfg(&["ws://127.0.0.1:9/r"]);
+        assert_eq!((plain.clients, plain.duration.as_secs()), (10, 10), "no preset: the defaults");
+        assert_eq!(plain.percentiles, [50.0, 90.0, 99.0, 99.9]);
+        let e =
+            Config::from_args(&crate::flags::parse_mode::<Args>("load", &["ws://h:1/r", "--preset", "nope"]).unwrap())
+                .unwrap_err();
+        assert_eq!(e.0, "unknown preset 'nope' (known: collab-ide)");
+    }
 }

@@ -22,6 +22,7 @@ pub const DEFAULT_HTTP_PORT: u16 = 9878;
 
 /// `wirebench mesh agent` flags.
 #[derive(Debug, Clone, clap::Args)]
+#[command(mut_arg("ttl", |a| a.default_value(crate::flags::MulticastArgs::LINK_LOCAL)))]
 pub struct AgentArgs {
     /// Probe address: the serve this agent runs (UDP and TCP).
     #[arg(long, default_value = "0.0.0.0:7878", env = "WIREBENCH_MESH_LISTEN")]
@@ -74,12 +75,9 @@ pub struct AgentArgs {
     /// Group probes per second.
     #[arg(long, default_value = "1/s")]
     pub multicast_rate: MsgRate,
-    /// Interface (name or IPv4 address) for the group.
-    #[arg(long, env = "WIREBENCH_INTERFACE")]
-    pub interface: Option<String>,
-    /// Multicast TTL.
-    #[arg(long, default_value_t = 1)]
-    pub ttl: u32,
+    /// The interface for the group, and the group probes' TTL (1: the group stays on the link).
+    #[command(flatten)]
+    pub mcast: crate::flags::MulticastArgs,
     /// Shared secret: probes carry a keyed MAC, the HTTP API needs `Authorization: Bearer`.
     #[command(flatten)]
     pub token: crate::auth::TokenArgs,
@@ -240,15 +238,7 @@ impl AgentConfig {
         if a.multicast.is_some_and(|g| !g.ip().is_multicast()) {
             return Err(UsageError("--multicast needs a group in 224.0.0.0/4".into()));
         }
-        if a.ttl == 0 || a.ttl > 255 {
-            return Err(UsageError("--ttl must be 1 to 255".into()));
-        }
-        let interface = a
-            .interface
-            .as_deref()
-            .map(wirebench_net::iface::ipv4_of)
-            .transpose()
-            .map_err(|e| UsageError(e.to_string()))?;
+        let interface = a.mcast.interface.ipv4()?;
         let stall_meter = match (a.hiccup.no_hiccup, a.hiccup.hiccup_interval) {
             (true, _) => StallMeter::Off,
             (false, None) => StallMeter::Prober,
@@ -285,7 +275,7 @@ impl AgentConfig {
             multicast: a.multicast,
             multicast_rate: a.multicast_rate.per_sec(),
             interface,
-            ttl: a.ttl,
+            ttl: a.mcast.ttl,
             token: a.token.read()?,
             salt: a.salt.read()?,
             stamp: a.stamp.config(listen.ip())?,

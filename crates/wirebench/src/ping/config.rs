@@ -276,9 +276,6 @@ impl Config {
                 a.give_up_after, a.timeout
             )));
         }
-        if !(1..=255).contains(&a.ttl) {
-            return Err(usage(format!("--ttl {} is outside 1..=255", a.ttl)));
-        }
         a.meter.interval_ns()?;
         if a.duration.is_some_and(|d| d.0.is_zero()) {
             return Err(usage("--duration must be above 0".into()));
@@ -308,19 +305,14 @@ impl Config {
         if let Some(p) = percentiles.iter().find(|p| !(**p > 0.0 && **p <= 100.0)) {
             return Err(usage(format!("--percentiles: {p} is not in (0, 100]")));
         }
-        if let Some(c) = a.cpu {
-            let n = wirebench_net::pin::cpu_count();
-            if c >= n {
-                return Err(usage(format!("--cpu {c}: this host has CPUs 0..{}", n - 1)));
-            }
-        }
-        if let Some(i) = &a.interface {
+        let cpu = a.pin.checked_cpu()?;
+        if let Some(i) = &a.mcast.interface.interface {
             wirebench_net::iface::ipv4_of(i).map_err(|e| usage(e.to_string()))?;
         }
         let spin_off = SpinOff {
             // TCP probes have none to turn off.
-            timestamps: a.spin && proto != Proto::Tcp && !a.timestamps && !a.no_timestamps,
-            meter: a.spin && !a.hiccup && !a.meter.no_hiccup,
+            timestamps: a.pin.spin && proto != Proto::Tcp && !a.timestamps && !a.no_timestamps,
+            meter: a.pin.spin && !a.hiccup && !a.meter.no_hiccup,
         };
         Ok(Self {
             target,
@@ -331,20 +323,20 @@ impl Config {
             pacing,
             timeout,
             give_up_after: a.give_up_after.0,
-            spin: a.spin,
-            cpu: a.cpu,
-            ttl: a.ttl,
-            interface: a.interface.clone(),
+            spin: a.pin.spin,
+            cpu,
+            ttl: a.mcast.ttl,
+            interface: a.mcast.interface.interface.clone(),
             multicast_loop: a.multicast_loop,
             reply_group: a.reply_group,
             responders,
             percentiles,
             hgrm: a.hgrm.clone(),
             hlog: a.hlog.clone(),
-            json: a.json.clone(),
+            json: a.output.json.clone(),
             table: a.table,
-            quiet: a.quiet,
-            verbose: a.verbose,
+            quiet: a.output.quiet,
+            verbose: a.output.verbose,
             no_timestamps: a.no_timestamps || spin_off.timestamps,
             hiccup: crate::stall::HiccupArgs { no_hiccup: a.meter.no_hiccup || spin_off.meter, ..a.meter.clone() },
             spin_off,
@@ -504,8 +496,8 @@ mod tests {
             (&["127.0.0.1:7878", "--cpu", "4096"], "--cpu 4096"),
             (&["127.0.0.1:7878", "--count", "0"], "at least 1"),
             (&["127.0.0.1:0"], "port 0"),
-            (&["239.1.1.1:5000", "--ttl", "0"], "--ttl 0 is outside 1..=255"),
-            (&["239.1.1.1:5000", "--ttl", "256"], "--ttl 256 is outside 1..=255"),
+            (&["239.1.1.1:5000", "--ttl", "0"], "0 is not in 1..=255"),
+            (&["239.1.1.1:5000", "--ttl", "256"], "256 is not in 1..=255"),
             (&["127.0.0.1:7878", "--duration", "0s"], "--duration must be above 0"),
             (&["127.0.0.1:7878", "--timeout", "2s", "--give-up-after", "1s"], "shorter than --timeout"),
             (&["239.1.1.1:5000", "--interface", "nope0"], "interface 'nope0'"),

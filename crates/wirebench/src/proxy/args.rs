@@ -1,8 +1,6 @@
 //! `wirebench proxy` flags: a table. Each impairment has a symmetric flag and an `--up-*`
 //! and a `--down-*` override (up is client to upstream).
 
-use std::path::PathBuf;
-
 use wirebench_core::impair::spec::Delay;
 use wirebench_core::impair::{Jitter, LossBurst, Percent, Reorder};
 use wirebench_core::units::{BitRate, Span};
@@ -12,6 +10,11 @@ use crate::addr::Proto;
 /// `wirebench proxy` flags.
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = "Impairment (each also as --up-* and --down-*)")]
+#[command(
+    mut_arg("json", |a| a.help("Write the JSON report (also on Ctrl-C)").help_heading("Run")),
+    mut_arg("quiet", |a| a.help("No interval lines, only one line at the end").help_heading("Run")),
+    mut_arg("verbose", |a| a.help("Every interval line whole, idle ones too, and every figure of the final report").help_heading("Run"))
+)]
 pub struct Args {
     /// Where clients connect (host:port; port 0 picks one).
     #[arg(long, help_heading = "Proxy")]
@@ -126,15 +129,9 @@ pub struct Args {
     /// counted as "queue full"; TCP: the pumps stop reading). Units: KiB, MiB, GiB.
     #[arg(long, default_value = "64MiB", help_heading = "Run")]
     pub max_held: wirebench_core::units::ByteSize,
-    /// Write the JSON report (also on Ctrl-C).
-    #[arg(long, value_name = "FILE", help_heading = "Run")]
-    pub json: Option<PathBuf>,
-    /// No interval lines, only one line at the end.
-    #[arg(long, short = 'q', help_heading = "Run")]
-    pub quiet: bool,
-    /// Every interval line whole, idle ones too, and every figure of the final report.
-    #[arg(long, short = 'v', help_heading = "Run")]
-    pub verbose: bool,
+    /// The report file, and how much the screen says.
+    #[command(flatten)]
+    pub output: crate::flags::OutputArgs,
     /// The stall meter beside the run.
     #[command(flatten)]
     pub hiccup: crate::stall::HiccupArgs,

@@ -149,9 +149,9 @@ impl Config {
             idle_timeout: a.idle_timeout.0,
             max_flows: a.max_flows.as_usize(),
             max_held: usize::try_from(a.max_held.0).unwrap_or(usize::MAX),
-            json: a.json.clone(),
-            quiet: a.quiet,
-            verbose: a.verbose,
+            json: a.output.json.clone(),
+            quiet: a.output.quiet,
+            verbose: a.output.verbose,
         })
     }
 

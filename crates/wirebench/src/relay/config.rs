@@ -127,9 +127,6 @@ impl Config {
         if a.max_senders.0 == 0 || a.max_senders.0 > 4096 {
             return u("--max-senders must be 1..=4096".into());
         }
-        if a.ttl == 0 || a.ttl > 255 {
-            return u("--ttl must be 1..=255".into());
-        }
         let resolve_every = a.resolve_every.0;
         if resolve_every < Duration::from_secs(1) {
             return u("--resolve-every must be at least 1s".into());
@@ -156,7 +153,7 @@ impl Config {
             key,
             max_rate,
             max_senders: a.max_senders.as_usize(),
-            ttl: a.ttl,
+            ttl: a.mcast.ttl,
             resolve_every,
             peer_expiry,
             check_wait,

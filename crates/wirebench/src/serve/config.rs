@@ -29,6 +29,10 @@ pub const FIRST_FRAME_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// `wirebench serve` flags.
 #[derive(Debug, Clone, clap::Args)]
+#[command(
+    mut_arg("spin", |a| a.help("Busy-poll instead of blocking (lowest latency; a core per active socket)")),
+    mut_arg("cpu", |a| a.help("Pin the serving threads to this CPU"))
+)]
 pub struct Args {
     /// Address for UDP and TCP (both on the same port).
     #[arg(long, default_value = "0.0.0.0:7878", env = "WIREBENCH_LISTEN")]
@@ -36,21 +40,15 @@ pub struct Args {
     /// Join this multicast group:port and answer probes sent to it (repeatable).
     #[arg(long = "join", value_name = "GROUP:PORT", value_parser = crate::addr::group_port)]
     pub join: Vec<SocketAddrV4>,
-    /// Interface (name or IPv4 address) for group joins and group replies.
-    #[arg(long, env = "WIREBENCH_INTERFACE")]
-    pub interface: Option<String>,
     /// Answer probes that ask for it on this group (Aeron's pong channel) instead of unicast.
     #[arg(long, value_name = "GROUP:PORT", value_parser = crate::addr::group_port)]
     pub reply_group: Option<SocketAddrV4>,
-    /// Multicast TTL of group replies (1..=255).
-    #[arg(long, default_value_t = 32, env = "WIREBENCH_TTL", value_parser = clap::value_parser!(u32).range(1..=255))]
-    pub ttl: u32,
-    /// Busy-poll instead of blocking (lowest latency; a core per active socket).
-    #[arg(long)]
-    pub spin: bool,
-    /// Pin the serving threads to this CPU.
-    #[arg(long)]
-    pub cpu: Option<usize>,
+    /// The interface for group joins and group replies, and the replies' TTL.
+    #[command(flatten)]
+    pub mcast: crate::flags::MulticastArgs,
+    /// Busy-poll and the CPU the serving threads run on.
+    #[command(flatten)]
+    pub pin: crate::flags::PinArgs,
     /// Streams need the token, proved by an HMAC challenge-response (never sent); the probe
     /// echo stays open. Clients give it with `--token` or WIREBENCH_TOKEN.
     #[command(flatten)]
@@ -161,17 +159,8 @@ impl Config {
         if let Some(g) = a.join.iter().chain(a.reply_group.iter()).find(|g| !g.ip().is_multicast()) {
             return Err(UsageError(format!("{g} is not a multicast group (224.0.0.0/4)")));
         }
-        let interface = a
-            .interface
-            .as_deref()
-            .map(wirebench_net::iface::ipv4_of)
-            .transpose()
-            .map_err(|e| UsageError(e.to_string()))?;
-        if let Some(c) = a.cpu
-            && c >= wirebench_net::pin::cpu_count()
-        {
-            return Err(UsageError(format!("--cpu {c}: this host has {} CPUs", wirebench_net::pin::cpu_count())));
-        }
+        let interface = a.mcast.interface.ipv4()?;
+        let cpu = a.pin.checked_cpu()?;
         let token = a.token.read()?;
         let salt = a.salt.read()?;
         if a.max_duration.0.is_zero() || a.idle_timeout.0.is_zero() {
@@ -198,10 +187,10 @@ impl Config {
             join: a.join.clone(),
             interface,
             reply_group: a.reply_group,
-            ttl: a.ttl,
-            spin: a.spin,
-            timestamps: !a.no_timestamps && !a.spin,
-            cpu: a.cpu,
+            ttl: a.mcast.ttl,
+            spin: a.pin.spin,
+            timestamps: !a.no_timestamps && !a.pin.spin,
+            cpu,
             token,
             salt,
             open: a.open,

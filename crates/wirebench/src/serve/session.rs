@@ -8,8 +8,8 @@
 
 use std::io;
 use std::net::TcpStream;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -222,41 +222,46 @@ fn session_bytes(req: &StreamRequest, grant: &Grant) -> u64 {
     b
 }
 
-/// A session's own stop: set when serve stops or the session's deadline passes, watched by
-/// one small thread so every loop of the session needs to look at one flag only.
+/// A session's own stop: a child of serve's, so set when serve stops, when the session's
+/// deadline passes (one small thread asleep until then), or when the session ends.
 pub(super) struct SessionStop {
-    flag: Arc<AtomicBool>,
-    done: Arc<AtomicBool>,
+    stop: Shutdown,
     watcher: Option<JoinHandle<()>>,
 }
 
 impl SessionStop {
     /// Stops at `shutdown` or `granted` + grace from now.
     pub(super) fn start(shutdown: &Shutdown, granted: Duration) -> io::Result<Self> {
-        let flag = Arc::new(AtomicBool::new(false));
-        let done = Arc::new(AtomicBool::new(false));
+        let stop = shutdown.child();
         let deadline = Instant::now() + granted + GRACE;
-        let (f, d, sd) = (flag.clone(), done.clone(), shutdown.clone());
+        let s = stop.clone();
         let watcher = std::thread::Builder::new().name("serve-session-stop".into()).spawn(move || {
-            while !d.load(Ordering::Relaxed) {
-                if sd.is_set() || Instant::now() >= deadline {
-                    f.store(true, Ordering::Relaxed);
+            // Unparked by the drop; serve's stop sets the flag without it, the drop follows.
+            while !s.is_set() {
+                let now = Instant::now();
+                if now >= deadline {
+                    s.trigger();
                     return;
                 }
-                std::thread::park_timeout(POLL / 2);
+                std::thread::park_timeout(deadline - now);
             }
         })?;
-        Ok(Self { flag, done, watcher: Some(watcher) })
+        Ok(Self { stop, watcher: Some(watcher) })
     }
 
-    /// The flag.
-    pub(super) fn flag(&self) -> &Arc<AtomicBool> {
-        &self.flag
+    /// The flag, for loops and engines that take one.
+    pub(super) fn flag(&self) -> &AtomicBool {
+        self.stop.flag()
+    }
+
+    /// The stop itself, for the session's threads and for children of it.
+    pub(super) fn handle(&self) -> Shutdown {
+        self.stop.clone()
     }
 
     /// Set?
     pub(super) fn is_set(&self) -> bool {
-        self.flag.load(Ordering::Relaxed)
+        self.stop.is_set()
     }
 }
 
@@ -264,8 +269,7 @@ impl Drop for SessionStop {
     /// The session is over, however it ended (an early error return included): whatever
     /// still watches the flag stops.
     fn drop(&mut self) {
-        self.flag.store(true, Ordering::Relaxed);
-        self.done.store(true, Ordering::Relaxed);
+        self.stop.trigger();
         if let Some(h) = self.watcher.take() {
             h.thread().unpark();
             let _ = h.join();

@@ -96,7 +96,7 @@ fn knock(conn: &mut TcpStream, shared: &Shared, stop: &SessionStop) -> io::Resul
 
 fn udp_session(conn: &mut TcpStream, a: &Admitted, shared: &Shared, stop: &SessionStop) -> io::Result<()> {
     let req: &StreamRequest = &a.req;
-    let abort = stop.flag().clone();
+    let abort = stop.handle();
     let progress = Arc::new(Progress::default());
     let mut receiver: Option<JoinHandle<io::Result<Accounts>>> = None;
     let mut data_port = 0;
@@ -117,7 +117,7 @@ fn udp_session(conn: &mut TcpStream, a: &Admitted, shared: &Shared, stop: &Sessi
         receiver = Some(std::thread::spawn(move || {
             let mut acc = Accounts::new(session, pubs);
             acc.wake = WakeRecorder::new(stamped);
-            recv::udp(&mut rx, &mut acc, &p, &ab)?;
+            recv::udp(&mut rx, &mut acc, &p, ab.flag())?;
             Ok(acc)
         }));
     }
@@ -130,7 +130,7 @@ fn udp_session(conn: &mut TcpStream, a: &Admitted, shared: &Shared, stop: &Sessi
         let dest = match knock(conn, shared, stop) {
             Ok(d) => d,
             Err(e) => {
-                abort.store(true, Ordering::Relaxed);
+                abort.trigger();
                 if let Some(h) = receiver {
                     let _ = h.join();
                 }
@@ -143,16 +143,18 @@ fn udp_session(conn: &mut TcpStream, a: &Admitted, shared: &Shared, stop: &Sessi
             sock.connect(dest)?;
             let spec = reverse_spec(a, publisher);
             let ab = abort.clone();
-            senders.push(std::thread::spawn(move || send::run(&mut UdpBatchSender::new(sock, spec.size), &spec, &ab)));
+            senders.push(std::thread::spawn(move || {
+                send::run(&mut UdpBatchSender::new(sock, spec.size), &spec, ab.flag())
+            }));
         }
     }
-    send_bounded(conn, &Control::Ready { data_port, rcvbuf, granted: granted(a) }, &abort, STALL)?;
+    send_bounded(conn, &Control::Ready { data_port, rcvbuf, granted: granted(a) }, abort.flag(), STALL)?;
     let mut next_interval = Instant::now() + Duration::from_secs(1);
     let finished = loop {
-        if abort.load(Ordering::Relaxed) {
+        if abort.is_set() {
             break false;
         }
-        match control::recv_with(conn, &[], &control::Bounds { stop: Some(&abort), ..Default::default() }) {
+        match control::recv_with(conn, &[], &control::Bounds { stop: Some(abort.flag()), ..Default::default() }) {
             Ok(Control::Finish { sent }) => {
                 progress.expected.store(sent.iter().sum(), Ordering::Relaxed);
                 break true;
@@ -164,14 +166,19 @@ fn udp_session(conn: &mut TcpStream, a: &Admitted, shared: &Shared, stop: &Sessi
                     // the counters first: a drop is counted before the receiver sees its gap
                     let kernel = kernel_before.since(&wirebench_net::counters::Receiving::read(&ifaces));
                     let snap = progress.snapshot.lock().map(|s| s.clone()).unwrap_or_default();
-                    send_bounded(conn, &Control::Interval { publishers: publishers(snap), kernel }, &abort, STALL)?;
+                    send_bounded(
+                        conn,
+                        &Control::Interval { publishers: publishers(snap), kernel },
+                        abort.flag(),
+                        STALL,
+                    )?;
                 }
             }
             Err(_) => break false,
         }
     };
     if !finished {
-        abort.store(true, Ordering::Relaxed);
+        abort.trigger();
     }
     let sent: Vec<send::Sent> =
         senders.into_iter().map(|h| h.join().ok().and_then(Result::ok).unwrap_or_default()).collect();
@@ -193,15 +200,15 @@ fn udp_session(conn: &mut TcpStream, a: &Admitted, shared: &Shared, stop: &Sessi
 }
 
 fn tcp_forward(conn: &mut TcpStream, a: &Admitted, stop: &SessionStop) -> io::Result<()> {
-    let abort = stop.flag().clone();
-    send_bounded(conn, &Control::Ready { data_port: 0, rcvbuf: 0, granted: granted(a) }, &abort, STALL)?;
+    let abort = stop.handle();
+    send_bounded(conn, &Control::Ready { data_port: 0, rcvbuf: 0, granted: granted(a) }, abort.flag(), STALL)?;
     let mut writer = conn.try_clone()?;
     let mut acc = Accounts::new(a.req.session, a.req.publishers);
     let mut tick = |acc: &Accounts| {
         let _ = send_bounded(
             &mut writer,
             &Control::Interval { publishers: publishers(acc.counts()), kernel: None },
-            &abort,
+            abort.flag(),
             STALL,
         );
     };
@@ -245,28 +252,30 @@ impl Out for BoundedTcpOut<'_> {
 }
 
 fn tcp_reverse(mut conn: TcpStream, a: &Admitted, stop: &SessionStop) -> io::Result<()> {
-    let abort = stop.flag().clone();
-    send_bounded(&mut conn, &Control::Ready { data_port: 0, rcvbuf: 0, granted: granted(a) }, &abort, STALL)?;
+    let abort = stop.handle();
+    send_bounded(&mut conn, &Control::Ready { data_port: 0, rcvbuf: 0, granted: granted(a) }, abort.flag(), STALL)?;
     // `done`: the client's finish, its going away, or the session's stop ends the sending.
-    let done = Arc::new(AtomicBool::new(false));
+    let done = abort.child();
     let mut reader = conn.try_clone()?;
     let (d, ab) = (done.clone(), abort.clone());
     let watcher = std::thread::spawn(move || {
-        while !d.load(Ordering::Relaxed) && !ab.load(Ordering::Relaxed) {
-            match control::recv_with(&mut reader, &[], &control::Bounds { stop: Some(&ab), ..Default::default() }) {
+        while !d.is_set() {
+            match control::recv_with(&mut reader, &[], &control::Bounds { stop: Some(ab.flag()), ..Default::default() })
+            {
                 Err(e) if control::is_timeout(&e) => {}
                 _ => break,
             }
         }
-        d.store(true, Ordering::Relaxed);
+        d.trigger();
     });
     let spec = reverse_spec(a, 0);
-    let sent = send::run(&mut BoundedTcpOut { conn: &mut conn, size: a.req.size, stop: &done }, &spec, &done);
+    let sent =
+        send::run(&mut BoundedTcpOut { conn: &mut conn, size: a.req.size, stop: done.flag() }, &spec, done.flag());
     let (messages, send_ns) = sent.as_ref().map_or((0, 0), |s| (s.messages, s.send_ns()));
     let result =
         Control::Result { received: vec![], sent: vec![messages], send_ns, foreign: 0, kernel: None, wake: None };
-    let r = send_bounded(&mut conn, &result, &abort, STALL);
-    done.store(true, Ordering::Relaxed);
+    let r = send_bounded(&mut conn, &result, abort.flag(), STALL);
+    done.trigger();
     let _ = watcher.join();
     let _ = conn.flush();
     sent.map(|_| ()).and(r)

@@ -208,7 +208,7 @@ impl Config {
             }
             _ => duration,
         };
-        let line_every = if a.interval.is_some() || a.verbose {
+        let line_every = if a.interval.is_some() || a.output.verbose {
             1
         } else {
             wirebench_report::screen::intervals_per_line(run, interval)
@@ -223,7 +223,7 @@ impl Config {
             b => b.map(|b| usize::try_from(b.0).unwrap_or(MAX_RCVBUF)),
         };
         let loss_target = parse_share(&a.loss_target).map_err(|e| usage(format!("--loss-target {e}")))?;
-        if let Some(i) = &a.interface {
+        if let Some(i) = &a.mcast.interface.interface {
             wirebench_net::iface::ipv4_of(i).map_err(|e| usage(e.to_string()))?;
         }
         Ok(Self {
@@ -239,16 +239,16 @@ impl Config {
             group: a.group,
             no_control: a.no_control,
             polite: a.polite,
-            ttl: a.ttl,
-            interface: a.interface.clone(),
+            ttl: a.mcast.ttl,
+            interface: a.mcast.interface.interface.clone(),
             token: a.token.read()?,
             find_max_rate: a.find_max_rate,
             loss_target,
             trial: a.trial.0,
             sizes,
             log: a.log.clone(),
-            json: a.json.clone(),
-            quiet: a.quiet,
+            json: a.output.json.clone(),
+            quiet: a.output.quiet,
             line_every,
             rcvbuf,
         })

@@ -16,7 +16,6 @@
 //! its write rate.
 
 use std::net::TcpStream;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -35,6 +34,7 @@ use crate::control;
 use crate::ctx::Ctx;
 use crate::flow::recv::{self, Accounts};
 use crate::flow::send::{self, SendSpec, Sent, TcpOut};
+use crate::shutdown::Shutdown;
 
 /// What one connection's thread measured.
 #[derive(Debug, Default)]
@@ -132,7 +132,7 @@ pub(super) fn run(
     ctx: &mut Ctx<'_>,
     live: &Live,
 ) -> anyhow::Result<RunOut> {
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = ctx.shutdown.child();
     let reverse_run = cfg.direction == Direction::Reverse;
     let (tx, events) = session::channel();
     // Reverse: serve writes as soon as it said `ready`, so each connection is read from then
@@ -158,13 +158,13 @@ pub(super) fn run(
             let conn = match started_conn {
                 Ok((conn, _, _)) => conn,
                 Err(e) => {
-                    stop.store(true, Ordering::Relaxed);
+                    stop.trigger();
                     return Err(e);
                 }
             };
             if reverse_run {
                 let (k, st, tx) = (conns.len(), stop.clone(), tx.clone());
-                let job = std::thread::spawn(move || reverse(k, conn, session, &st, &tx));
+                let job = std::thread::spawn(move || reverse(k, conn, session, st.flag(), &tx));
                 conns.push(Conn { target: i, job, snaps: Vec::new(), result: None });
             } else {
                 started.push((i, session, conn));
@@ -176,7 +176,7 @@ pub(super) fn run(
     for (k, (i, session, conn)) in started.into_iter().enumerate() {
         let (st, spec) = (stop.clone(), *spec);
         session::watch(k, conn.try_clone()?, tx.clone())?;
-        let job = std::thread::spawn(move || forward(conn, &spec, session, &st));
+        let job = std::thread::spawn(move || forward(conn, &spec, session, st.flag()));
         conns.push(Conn { target: i, job, snaps: Vec::new(), result: None });
     }
     drop(tx);
@@ -184,9 +184,6 @@ pub(super) fn run(
     let mut printed = vec![0usize; cfg.targets.len()];
     let mut all_done_at: Option<Instant> = None;
     loop {
-        if ctx.shutdown.is_set() {
-            stop.store(true, Ordering::Relaxed);
-        }
         let threads_done = conns.iter().all(|c| c.job.is_finished());
         let results_in = reverse_run || conns.iter().all(|c| c.result.is_some());
         if threads_done && (results_in || out.peer_lost.is_some()) {
@@ -289,7 +286,7 @@ fn on_event(
     printed: &mut [usize],
     shown: &Shown<'_>,
     ctx: &mut Ctx<'_>,
-    stop: &AtomicBool,
+    stop: &Shutdown,
 ) {
     match m {
         Control::Interval { publishers, .. } => {
@@ -301,7 +298,7 @@ fn on_event(
         m @ Control::Result { .. } => conns[k].result = ServeResult::of(m, at),
         Control::Error { message } => {
             out.peer_lost = Some(format!("{}: {message}", shown.cfg.targets[conns[k].target]));
-            stop.store(true, Ordering::Relaxed);
+            stop.trigger();
         }
         _ => {}
     }

@@ -3,7 +3,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -24,6 +24,7 @@ use crate::ctx::Ctx;
 use crate::flow::STREAM_BUFFER;
 use crate::flow::recv::{self, Accounts, Progress};
 use crate::flow::send::{self, SendSpec, Sent};
+use crate::shutdown::Shutdown;
 
 type SendJob = JoinHandle<std::io::Result<Sent>>;
 type RecvJob = JoinHandle<std::io::Result<Accounts>>;
@@ -38,7 +39,7 @@ fn senders(
     spec: &RunSpec,
     session: u64,
     dest: SocketAddr,
-    stop: &Arc<AtomicBool>,
+    stop: &Shutdown,
     warnings: &mut Vec<String>,
 ) -> anyhow::Result<Vec<SendJob>> {
     let iface = interface(cfg)?;
@@ -67,7 +68,9 @@ fn senders(
             ignore_refused: cfg.no_control,
         };
         let (st, behind) = (stop.clone(), spec.behind);
-        jobs.push(std::thread::spawn(move || send::run_paced(&mut UdpBatchSender::new(sock, s.size), &s, &st, behind)));
+        jobs.push(std::thread::spawn(move || {
+            send::run_paced(&mut UdpBatchSender::new(sock, s.size), &s, st.flag(), behind)
+        }));
     }
     Ok(jobs)
 }
@@ -78,7 +81,7 @@ fn receiver(
     rcvbuf: Option<usize>,
     publishers: u16,
     p: &Arc<Progress>,
-    abort: &Arc<AtomicBool>,
+    abort: &Shutdown,
     warnings: &mut Vec<String>,
 ) -> anyhow::Result<(UdpSocket, RecvJob)> {
     let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
@@ -98,7 +101,7 @@ fn receiver(
     let job = std::thread::spawn(move || {
         let mut acc = Accounts::new(session, publishers);
         acc.wake = wirebench_core::stream::wake::WakeRecorder::new(stamped);
-        recv::udp(&mut rx, &mut acc, &p, &a)?;
+        recv::udp(&mut rx, &mut acc, &p, a.flag())?;
         Ok(acc)
     });
     Ok((knock, job))
@@ -114,13 +117,13 @@ struct Local {
 }
 
 /// Waits until every local receiver heard its serve (a polite run), the stop, or `wait`.
-fn wait_heard(locals: &[Local], wait: Duration, ctx: &Ctx<'_>, stop: &AtomicBool) -> bool {
+fn wait_heard(locals: &[Local], wait: Duration, stop: &Shutdown) -> bool {
     let t = Instant::now();
     loop {
         if locals.iter().all(|l| l.progress.heard.load(Ordering::Relaxed)) {
             return true;
         }
-        if ctx.shutdown.is_set() || stop.load(Ordering::Relaxed) || t.elapsed() >= wait {
+        if stop.is_set() || t.elapsed() >= wait {
             return false;
         }
         std::thread::park_timeout(Duration::from_millis(1));
@@ -137,7 +140,7 @@ pub(super) fn run(
     live: &Live,
 ) -> anyhow::Result<RunOut> {
     let mut out = RunOut::default();
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = ctx.shutdown.child();
     let forward = cfg.direction != Direction::Reverse;
     let reverse = cfg.direction != Direction::Forward;
     let (tx, events) = session::channel();
@@ -205,7 +208,7 @@ pub(super) fn run(
             control::send(w, &Control::Finish { sent: Vec::new() })?;
         }
     }
-    if cfg.polite && forward && reverse && !wait_heard(&locals, spec.duration + HEAR_WAIT, ctx, &stop) {
+    if cfg.polite && forward && reverse && !wait_heard(&locals, spec.duration + HEAR_WAIT, &stop) {
         out.warnings
             .push(format!("polite: no data from serve within {:?}: this side sent nothing", spec.duration + HEAR_WAIT));
         dests.clear();
@@ -230,13 +233,10 @@ pub(super) fn run(
     let sending = |jobs: &Vec<(usize, Vec<SendJob>)>| jobs.iter().any(|(_, j)| j.iter().any(|h| !h.is_finished()));
     let reverse_deadline = spec.duration + Duration::from_secs(5);
     loop {
-        if ctx.shutdown.is_set() {
-            stop.store(true, Ordering::Relaxed);
-        }
         let done = if forward && !jobs.is_empty() {
             !sending(&jobs)
         } else {
-            results.iter().all(Option::is_some) || stop.load(Ordering::Relaxed) || t0.elapsed() > reverse_deadline
+            results.iter().all(Option::is_some) || stop.is_set() || t0.elapsed() > reverse_deadline
         };
         if done {
             break;
@@ -253,13 +253,13 @@ pub(super) fn run(
                     if forward && !jobs.is_empty() {
                         // Before our Finish: serve ended the session (it is shutting down).
                         out.peer_lost = Some(format!("{} ended the session early", cfg.targets[i]));
-                        stop.store(true, Ordering::Relaxed);
+                        stop.trigger();
                     }
                     results[i] = ServeResult::of(m, at);
                 }
                 Control::Error { message } => {
                     out.peer_lost = Some(format!("{}: {message}", cfg.targets[i]));
-                    stop.store(true, Ordering::Relaxed);
+                    stop.trigger();
                 }
                 _ => {}
             }
@@ -457,16 +457,13 @@ pub(super) fn sender_result(s: &[Sent]) -> SenderResult {
 /// `--no-control`: send to each target (unicast or group) with no serve to ask; the
 /// receivers (`wirebench listen`) report their own loss.
 pub(super) fn publish_only(cfg: &Config, spec: &RunSpec, session: u64, ctx: &mut Ctx<'_>) -> anyhow::Result<RunOut> {
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = ctx.shutdown.child();
     let mut out = RunOut::default();
     let mut jobs = Vec::new();
     for &t in &cfg.targets {
         jobs.extend(senders(cfg, spec, session, t, &stop, &mut out.warnings)?);
     }
     while jobs.iter().any(|j| !j.is_finished()) {
-        if ctx.shutdown.is_set() {
-            stop.store(true, Ordering::Relaxed);
-        }
         std::thread::park_timeout(Duration::from_millis(50));
     }
     let sent: Vec<Sent> = jobs

@@ -30,7 +30,7 @@ fn the_kubernetes_job_runs_valid_load_flags_one_shard_per_index() {
         text.lines().find_map(|l| l.trim().strip_prefix("completions: ").map(str::to_owned)).unwrap();
     assert_eq!(parsed.shard.as_deref(), Some(format!("auto/{completions}").as_str()));
     assert_eq!(text.lines().find_map(|l| l.trim().strip_prefix("parallelism: ")), Some(completions.as_str()));
-    assert!(parsed.json.is_some() && parsed.start_at.is_some());
+    assert!(parsed.output.json.is_some() && parsed.start_at.is_some());
 }
 
 /// Bad `--shard` and `--start-at` values: one line, exit 2, before any connection.
