@@ -5,18 +5,7 @@
 use wirebench_core::counters::{NIC, ReceiveDrops, RunSizes, SOFTNET};
 use wirebench_core::report::{ReceiverResult, SenderResult};
 
-/// `12,345`.
-pub fn grouped(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+use crate::words::grouped;
 
 /// The sending host's figures behind its share, `(SndbufErrors +3, egress qdisc drops
 /// +6,876: the larger, they overlap)`, as far as the report has them (this client's own

@@ -294,7 +294,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     };
     let runs = totals.wake.as_ref().and_then(RunSizes::of);
     if !a.quiet {
-        print::totals(ctx.out, &totals, a.max_publishers.as_usize())?;
+        wirebench_report::text::listen::totals(ctx.out, &totals, a.max_publishers.as_usize())?;
     }
     if let Some(w) = totals.wake.as_ref().filter(|_| detail.verbose()) {
         writeln!(ctx.out, "{}", wirebench_report::stream_wake::words("listen", w))?;
@@ -344,7 +344,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let mut attribution = crate::stall::attribution(meter).unwrap_or_default();
     kernel_attribution(&mut attribution, &kernel_before, &kernel_after, missing, runs);
     let report = Report { attribution: Some(attribution), ..report };
-    if let Some(line) = wirebench_report::stream_text::listen_nothing_line(&report) {
+    if let Some(line) = wirebench_report::text::stream::listen_nothing_line(&report) {
         writeln!(ctx.out, "{line}")?;
     }
     wirebench_report::attribution::text_at(ctx.out, &report, detail)?;

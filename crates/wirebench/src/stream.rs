@@ -157,7 +157,7 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let mut report = measure(&cfg, ctx)?;
     crate::stall::attach(&mut report, meter);
     let detail = wirebench_report::screen::Detail::of(args.quiet, args.verbose);
-    wirebench_report::stream_text::summary_at(ctx.out, &report, detail)?;
+    wirebench_report::text::stream::summary_at(ctx.out, &report, detail)?;
     wirebench_report::attribution::text_at(ctx.out, &report, detail)?;
     save(&cfg, &report)?;
     Ok(report)

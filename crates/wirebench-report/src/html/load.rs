@@ -9,7 +9,7 @@ use wirebench_core::report::{LatencyView, LoadAccount, LoadLink, LoadResults, Re
 use super::{figure, table};
 use crate::Run;
 use crate::charts::{self, Line};
-use crate::text::us;
+use crate::words::us;
 
 #[expect(clippy::cast_precision_loss, reason = "display values")]
 fn at(v: &LatencyView, p: f64) -> String {

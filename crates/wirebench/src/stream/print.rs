@@ -1,4 +1,4 @@
-//! TSV output of a stream run (the terminal text is `wirebench_report::stream_text`, shared
+//! TSV output of a stream run (the terminal text is `wirebench_report::text::stream`, shared
 //! with `wirebench report`).
 
 use std::io::{self, Write};

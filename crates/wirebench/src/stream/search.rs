@@ -9,7 +9,7 @@ use std::time::Duration;
 use wirebench_core::ratesearch::{Ending, RateSearch, SearchSteps, queue_built, reached};
 use wirebench_core::report::{ReceiverResult, SearchResult, StreamResults, SweepRow, TrialRow};
 use wirebench_core::units::Span;
-use wirebench_report::text::rate_words;
+use wirebench_report::words::rate_words;
 
 use super::session::{Live, RunOut, RunSpec};
 use super::{Config, once};
@@ -94,7 +94,7 @@ pub(super) fn find_max_rate(cfg: &Config, ctx: &mut Ctx<'_>, results: &mut Strea
             queue,
         };
         if !cfg.quiet {
-            bar.suspend(|| wirebench_report::stream_text::trial(ctx.out, &row, cfg.size, cfg.loss_target)).ok();
+            bar.suspend(|| wirebench_report::text::stream::trial(ctx.out, &row, cfg.size, cfg.loss_target)).ok();
         }
         rows.push(row);
         done.fetch_add(1, Ordering::Relaxed);
@@ -148,7 +148,7 @@ pub(super) fn sweep(cfg: &Config, ctx: &mut Ctx<'_>, results: &mut StreamResults
         let bits: f64 = last.receivers.iter().map(ReceiverResult::bits_per_s).sum();
         let row = SweepRow { size, per_s: got, bits_per_s: bits, loss, sent_per_s: last.sender.map(|s| s.per_s) };
         if !cfg.quiet {
-            bar.suspend(|| wirebench_report::stream_text::sweep_row(ctx.out, &row)).ok();
+            bar.suspend(|| wirebench_report::text::stream::sweep_row(ctx.out, &row)).ok();
         }
         results.sweep.push(row);
         done.fetch_add(1, Ordering::Relaxed);

@@ -365,7 +365,7 @@ fn probes_the_pingers_own_qdisc_dropped_are_this_hosts_and_match_tc() {
             r.lost, r.lost
         )) && text.contains(&format!(
             "egress qdisc drops +{}: the larger, they overlap)",
-            wirebench_report::stream_loss::grouped(counted)
+            wirebench_report::words::grouped(counted)
         )),
         "{text}"
     );

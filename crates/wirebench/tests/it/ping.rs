@@ -188,7 +188,7 @@ fn a_p50_the_list_leaves_out_is_the_histograms() {
     let p50 = |v: &wirebench_core::report::LatencyView| {
         assert!(v.summary.at(50.0).is_none(), "the JSON summary lists what was asked");
         let h = wirebench_core::report::decode_histogram(&v.histogram).unwrap();
-        wirebench_report::text::us(wirebench_core::latency::value_at_percentile(&h, 50.0) as f64)
+        wirebench_report::words::us(wirebench_core::latency::value_at_percentile(&h, 50.0) as f64)
     };
     let dwell = x.dwell.as_ref().expect("64-byte probes carry the dwell");
     let line = format!("; dwell p50 {} max ", p50(dwell));

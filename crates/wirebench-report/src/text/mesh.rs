@@ -12,7 +12,7 @@ use std::io::{self, Write};
 
 use wirebench_core::report::{MeshCell, MeshResults, Report, Results};
 
-use crate::text::{summary_line, us};
+use crate::words::{summary_line, us};
 
 /// How a cell is coloured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,10 +172,10 @@ pub fn mesh(out: &mut dyn Write, report: &Report, colour: bool) -> io::Result<()
     let window = m.window_ns.map_or_else(String::new, |w| format!(", window {}", humanize(w)));
     let reported = m.nodes.iter().filter(|n| n.reported).count();
     let reflectors = m.nodes.iter().filter(|n| n.stamp).count();
-    let nodes = crate::text::counted(m.nodes.len() as u64, "node", "nodes");
+    let nodes = crate::words::counted(m.nodes.len() as u64, "node", "nodes");
     let reflectors = match reflectors {
         0 => String::new(),
-        r => format!(", {}", crate::text::counted(r as u64, "STAMP reflector", "STAMP reflectors")),
+        r => format!(", {}", crate::words::counted(r as u64, "STAMP reflector", "STAMP reflectors")),
     };
     writeln!(out, "mesh: {nodes}, {reported} reporting{reflectors} (from {}{window})", m.source)?;
     for n in m.nodes.iter().filter(|n| n.stamp) {

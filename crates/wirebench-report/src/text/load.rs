@@ -390,7 +390,7 @@ pub fn text(w: &mut dyn Write, report: &Report, detail: Detail) -> io::Result<()
         writeln!(
             w,
             "merged from {} ({}): histograms added, counts summed; peak rss is the largest one's",
-            crate::text::counted(names.len() as u64, "report", "reports"),
+            crate::words::counted(names.len() as u64, "report", "reports"),
             names.join(", ")
         )?;
     }
@@ -441,7 +441,7 @@ mod tests {
         let d = Account { expected: 400, arrived: 100, missing: 300, late: 300, ..Account::default() };
         let counts = Counts { connected: 5, ..Counts::default() };
         let l = build(&shape, &rec, (&d, &Account::default()), counts, Vec::new(), 10_000_000_000, (1, 1), 1, false);
-        let seed = include_str!("../../../fuzz/seeds/report_html/report-ping-full.json");
+        let seed = include_str!("../../../../fuzz/seeds/report_html/report-ping-full.json");
         let mut r: Report = read_report(|| Ok(seed.as_bytes())).expect("the ping report seed reads");
         r.results = Results::Load(l);
         let mut out = Vec::new();
