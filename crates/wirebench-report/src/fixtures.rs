@@ -7,6 +7,7 @@ use wirebench_core::report::{
     Host, IntervalRow, KernelResult, LatencyView, Meta, NetInterface, Outcome, PingResults, ReceiverResult, Report,
     ResponderResult, Results, SearchResult, StreamResults, SweepRow, ThreadInfo, TrialRow, encode_histogram,
 };
+use wirebench_core::report::{RelayCount, RelayDrops, RelayGroup, RelayResults, RelayRetired};
 use wirebench_core::stream::StreamCounts;
 
 pub(crate) fn meta() -> Meta {
@@ -188,4 +189,72 @@ pub(crate) fn stream(sent: u64, received: u64) -> Report {
         }),
         attribution: None,
     }
+}
+
+/// The receiving relay of a stream of 3,000: it re-emitted all of them and heard each
+/// back on its group socket.
+pub(crate) fn relay() -> RelayResults {
+    let count = |datagrams: u64| RelayCount { datagrams, bytes: datagrams * 200 };
+    RelayResults {
+        relay_id: "6a440ce4eee9b564".into(),
+        listen: "10.77.94.2:7880".into(),
+        authenticated: false,
+        groups: vec![RelayGroup {
+            group: "239.255.93.1:18201".into(),
+            carried: true,
+            native_peers: Vec::new(),
+            local_in: count(0),
+            forwarded: count(0),
+            reemitted: count(3_000),
+            drops: RelayDrops { looped: 3_000, ..RelayDrops::default() },
+            kernel_drops: 0,
+        }],
+        peers: Vec::new(),
+        senders: Vec::new(),
+        senders_untracked: 0,
+        not_a_peer: 0,
+        malformed: 0,
+        kernel_drops: 0,
+        retired: RelayRetired::default(),
+        peer_totals: None,
+        max_peers: 1024,
+        peers_refused: 0,
+        peers_waiting: 0,
+    }
+}
+
+/// A load run of 5 clients for 10 s: 100 cursor moves relayed to 4 clients each (100 of
+/// 400 arrived) and 100 saves answered.
+pub(crate) fn load() -> Report {
+    use wirebench_core::load::Mix;
+    use wirebench_core::load::delivery::Account;
+    use wirebench_core::load::record::{Arrival, Recording};
+    use wirebench_core::load::results::{Counts, Shape, build};
+
+    let mix = Mix::parse("cursor=3,save=1", &["save"]).unwrap();
+    let mut rec = Recording::new(2);
+    for i in 0..100 {
+        rec.on_send(0, 0, 4);
+        rec.on_delivery(0, 1_000_000 + i, None, Arrival::Expected);
+        rec.on_send(1, 0, 1);
+        rec.on_reply(1, 2_000_000 + i, Arrival::Expected);
+    }
+    let shape = Shape {
+        url: "ws://h:1/r-0".into(),
+        clients: 5,
+        room_size: 5,
+        rate_per_client: 2.0,
+        arrivals: "fixed",
+        mix: &mix,
+        percentiles: &[50.0, 99.0],
+        thresholds: &[],
+        link_up: None,
+        link_down: None,
+        end_ns: 10_000_000_000,
+        ramp_ns: 0,
+    };
+    let d = Account { expected: 400, arrived: 100, missing: 300, late: 300, ..Account::default() };
+    let counts = Counts { connected: 5, ..Counts::default() };
+    let l = build(&shape, &rec, (&d, &Account::default()), counts, Vec::new(), 10_000_000_000, (1, 1), 1, false);
+    Report { results: Results::Load(l), ..ping(&[1_000]) }
 }
