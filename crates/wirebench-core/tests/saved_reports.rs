@@ -75,3 +75,46 @@ fn every_saved_report_reads_back_to_the_same_json() {
     }
     assert_eq!(modes.into_iter().collect::<Vec<_>>(), ["ping", "proxy", "stream"]);
 }
+
+/// Every name the schema (`docs/schema/report-v1.json`) lists for a field that is an enum in
+/// the model reads as that enum and is written back as the same name.
+#[test]
+fn each_enum_field_reads_and_writes_the_schemas_names() {
+    use serde::Serialize;
+    use serde::de::DeserializeOwned;
+    use wirebench_core::report::{
+        CellJudged, LinkMethod, Measure, Pacing, ProbeForm, SearchEnding, StreamDirection, Transport,
+    };
+
+    fn each<T: DeserializeOwned + Serialize>(schema: &Value, def: &str, field: &str) -> Vec<T> {
+        let names = schema["$defs"][def]["properties"][field]["enum"].as_array();
+        let names = names.unwrap_or_else(|| panic!("{def}.{field}: no enum in the schema"));
+        assert!(!names.is_empty());
+        names
+            .iter()
+            .map(|n| {
+                let v: T = serde_json::from_value(n.clone()).unwrap_or_else(|e| panic!("{def}.{field} {n}: {e}"));
+                assert_eq!(&serde_json::to_value(&v).unwrap(), n, "{def}.{field}");
+                v
+            })
+            .collect()
+    }
+
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/schema/report-v1.json");
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    each::<Pacing>(&schema, "PingResults", "pacing");
+    each::<ProbeForm>(&schema, "PingResults", "probe_form");
+    each::<Transport>(&schema, "StreamResults", "proto");
+    each::<StreamDirection>(&schema, "StreamResults", "direction");
+    each::<StreamDirection>(&schema, "ReceiverResult", "direction");
+    each::<SearchEnding>(&schema, "SearchResult", "ending");
+    each::<LinkMethod>(&schema, "LoadLink", "method");
+    each::<CellJudged>(&schema, "MeshCell", "verdict");
+    for m in each::<Measure>(&schema, "LatencyView", "measures") {
+        assert!(!matches!(m, Measure::Other(_)), "{m} is named in the model");
+    }
+    // a name from a newer version reads, and is written back as it was
+    let m: Measure = serde_json::from_value(Value::from("some_later_measure")).unwrap();
+    assert_eq!(m, Measure::Other("some_later_measure".into()));
+    assert_eq!(serde_json::to_value(&m).unwrap(), "some_later_measure");
+}

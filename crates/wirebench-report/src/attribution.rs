@@ -209,7 +209,7 @@ pub fn kernel_line(k: &KernelResult, rtt: &LatencyView) -> String {
         );
     };
     let (r50, s50) = (at(rtt, 50.0), at(stack, 50.0));
-    let whose = if stack.measures == "stack_rtt" {
+    let whose = if stack.measures == wirebench_core::report::Measure::StackRtt {
         "the two hosts' own send path, wake-up and scheduling"
     } else {
         "this host's own send path, wake-up and scheduling (the responder's is inside stack to stack: probes of 48 bytes or more split it too)"
@@ -314,7 +314,7 @@ mod tests {
     /// Stalls of `base_ns`, `base_ns + 1000`, ... (100 values), over two seconds.
     fn stalls(base_ns: u64) -> HiccupResult {
         let mut lateness = fixtures::view(base_ns, 100);
-        lateness.measures = "wakeup_lateness".into();
+        lateness.measures = wirebench_core::report::Measure::WakeupLateness;
         let max = lateness.summary.max_ns;
         HiccupResult {
             interval_ns: 1_000_000,

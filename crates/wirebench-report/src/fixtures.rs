@@ -4,10 +4,11 @@ use std::collections::BTreeMap;
 
 use wirebench_core::latency::{Percentile, Summary, histogram, record};
 use wirebench_core::report::{
-    Host, IntervalRow, KernelResult, LatencyView, Meta, NetInterface, Outcome, PingResults, ReceiverResult, Report,
-    ResponderResult, Results, SearchResult, StreamResults, SweepRow, ThreadInfo, TrialRow, encode_histogram,
+    Host, IntervalRow, KernelResult, LatencyView, Meta, NetInterface, Outcome, Pacing, PingResults, ProbeForm,
+    ReceiverResult, RelayCount, RelayDrops, RelayGroup, RelayResults, RelayRetired, Report, ResponderResult, Results,
+    SearchEnding, SearchResult, StreamDirection, StreamResults, SweepRow, ThreadInfo, Transport, TrialRow,
+    encode_histogram,
 };
-use wirebench_core::report::{RelayCount, RelayDrops, RelayGroup, RelayResults, RelayRetired};
 use wirebench_core::stream::StreamCounts;
 
 pub(crate) fn meta() -> Meta {
@@ -54,7 +55,7 @@ pub(crate) fn view(base_ns: u64, n: u64) -> LatencyView {
         record(&mut h, base_ns + i * 1000);
     }
     LatencyView {
-        measures: "rtt_from_send".into(),
+        measures: wirebench_core::report::Measure::RttFromSend,
         summary: Summary {
             count: n,
             min_ns: base_ns,
@@ -99,9 +100,9 @@ pub(crate) fn ping(bases: &[u64]) -> Report {
         results: Results::Ping(PingResults {
             proto: "udp".into(),
             target: "10.0.0.1:7878".into(),
-            pacing: "closed".into(),
+            pacing: Pacing::Closed,
             probe_size: 32,
-            probe_form: "compact".into(),
+            probe_form: ProbeForm::Compact,
             sent: 101,
             warmup_sent: 10,
             timeout_ns: 1_000_000_000,
@@ -133,7 +134,7 @@ pub(crate) fn stream(sent: u64, received: u64) -> Report {
     let half = counts(received / 2, (sent - received) / 2, 500_000_000);
     let receiver = ReceiverResult {
         addr: "127.0.0.1:7878".into(),
-        direction: "forward".into(),
+        direction: StreamDirection::Forward,
         sent,
         total: counts(received, sent - received, 1_000_000_000),
         publishers: vec![],
@@ -164,8 +165,8 @@ pub(crate) fn stream(sent: u64, received: u64) -> Report {
         config: serde_json::json!({}),
         outcome: Outcome::Completed,
         results: Results::Stream(StreamResults {
-            proto: "udp".into(),
-            direction: "forward".into(),
+            proto: Transport::Udp,
+            direction: StreamDirection::Forward,
             size: 1000,
             publishers: 1,
             rate_per_s: None,
@@ -176,7 +177,7 @@ pub(crate) fn stream(sent: u64, received: u64) -> Report {
                 trials: vec![trial(2000.0, 0.1), trial(1000.0, 0.0)],
                 best_per_s: 1000.0,
                 best_bits_per_s: 8e6,
-                ending: "found".into(),
+                ending: SearchEnding::Found,
                 floor_per_s: 2.0,
             }),
             sweep: vec![

@@ -52,7 +52,11 @@ pub fn lines(r: &ReceiverResult, sender: Option<&SenderResult>) -> Vec<String> {
     } else {
         "not reported by that receiver".to_owned()
     };
-    let who = if r.direction == "reverse" { "this host's" } else { "the receiving host's" };
+    let who = if r.direction == wirebench_core::report::StreamDirection::Reverse {
+        "this host's"
+    } else {
+        "the receiving host's"
+    };
     let sizes = r.wake.as_ref().and_then(RunSizes::of).filter(RunSizes::batched);
     let runs = sizes.map_or_else(String::new, |z| format!(", each a GRO run of {}", run_words(&z)));
     let mut out = vec![format!(

@@ -38,7 +38,7 @@ mod tests {
     use wirebench_core::mesh::api::MatrixReport;
     use wirebench_core::mesh::matrix::MatrixBuilder;
     use wirebench_core::mesh::verdict::Thresholds;
-    use wirebench_core::report::{Attribution, HiccupResult, ListenTotals};
+    use wirebench_core::report::{Attribution, HiccupResult, ListenTotals, StreamDirection};
 
     use super::*;
     use crate::fixtures;
@@ -62,7 +62,7 @@ mod tests {
     fn listen() -> Report {
         let mut r = fixtures::stream(1000, 1000);
         let Results::Stream(s) = &mut r.results else { unreachable!("a stream fixture") };
-        (s.direction, s.search, s.listen) = ("listen".into(), None, Some(ListenTotals::default()));
+        (s.direction, s.search, s.listen) = (StreamDirection::Listen, None, Some(ListenTotals::default()));
         s.sweep.clear();
         s.sender = None;
         s.receivers.clear();

@@ -23,7 +23,9 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::Context as _;
 use socket2::{Domain, Protocol, Socket, Type};
 use wirebench_core::counters::{LossSplit, RunSizes, Snapshot};
-use wirebench_core::report::{Attribution, ListenTotals, Outcome, ReceiverResult, Report, Results, StreamResults};
+use wirebench_core::report::{
+    Attribution, ListenTotals, Outcome, ReceiverResult, Report, Results, StreamDirection, StreamResults, Transport,
+};
 use wirebench_core::stream::table::{Budget, Table};
 use wirebench_core::stream::wake::WakeRecorder;
 use wirebench_core::units::{Count, Span};
@@ -303,7 +305,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         .iter()
         .map(|(key, c, _)| ReceiverResult {
             addr: format!("{} session {:016x} publisher {}", key.0, key.1, key.2),
-            direction: "listen".into(),
+            direction: StreamDirection::Listen,
             sent: c.expected,
             total: *c,
             publishers: vec![*c],
@@ -325,8 +327,8 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         }),
         outcome: if ctx.shutdown.is_set() { Outcome::Interrupted } else { Outcome::Completed },
         results: Results::Stream(StreamResults {
-            proto: "udp".into(),
-            direction: "listen".into(),
+            proto: Transport::Udp,
+            direction: StreamDirection::Listen,
             size: done.first().map_or(0, |d| d.2),
             publishers: u16::try_from(done.len()).unwrap_or(u16::MAX),
             rate_per_s: None,

@@ -46,7 +46,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::{Instant, SystemTime};
 
 pub use config::Config;
-use wirebench_core::report::{Outcome, Report, Results, StreamResults};
+use wirebench_core::report::{Outcome, Report, Results, StreamDirection, StreamResults, Transport};
 use wirebench_core::units::{ByteSize, Count, Span, StreamRate};
 use wirebench_core::wire::control::{Direction, StreamProto};
 
@@ -168,8 +168,12 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let started = SystemTime::now();
     let t0 = Instant::now();
     let mut results = StreamResults {
-        proto: if cfg.proto == StreamProto::Tcp { "tcp" } else { "udp" }.into(),
-        direction: config::direction_str(cfg.direction).into(),
+        proto: if cfg.proto == StreamProto::Tcp { Transport::Tcp } else { Transport::Udp },
+        direction: match cfg.direction {
+            Direction::Forward => StreamDirection::Forward,
+            Direction::Reverse => StreamDirection::Reverse,
+            Direction::Both => StreamDirection::Both,
+        },
         size: cfg.size,
         publishers: cfg.parallel,
         rate_per_s: cfg.rate.per_sec(cfg.size),

@@ -128,7 +128,7 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Vec<Report>> {
         let r = crate::stream::measure(&cfg, ctx)?;
         crate::stream::save(&cfg, &r)?;
         stream_rows.push(stream_row(step.name, &r));
-        if matches!(&r.results, Results::Stream(s) if s.proto == "tcp") {
+        if matches!(&r.results, Results::Stream(s) if s.proto == wirebench_core::report::Transport::Tcp) {
             tcp_streams.push(step.name);
         }
         reports.push(r);

@@ -53,7 +53,7 @@ mod tests {
     /// Stalls of `base_ns`, `base_ns + 1000`, ... (100 values), over two seconds.
     fn stalls(base_ns: u64) -> HiccupResult {
         let mut lateness = fixtures::view(base_ns, 100);
-        lateness.measures = "wakeup_lateness".into();
+        lateness.measures = wirebench_core::report::Measure::WakeupLateness;
         let max = lateness.summary.max_ns;
         HiccupResult {
             interval_ns: 1_000_000,

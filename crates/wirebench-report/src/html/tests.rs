@@ -75,9 +75,9 @@ fn the_kernel_split_is_drawn_and_tabled_beside_the_round_trip() {
     let mut p = fixtures::ping(&[50_000]);
     let Results::Ping(ping) = &mut p.results else { unreachable!() };
     let mut stack = fixtures::view(2_000, 100);
-    stack.measures = "stack_rtt".into();
+    stack.measures = wirebench_core::report::Measure::StackRtt;
     let mut hosts = fixtures::view(48_000, 100);
-    hosts.measures = "hosts_share".into();
+    hosts.measures = wirebench_core::report::Measure::HostsShare;
     ping.responders[0].kernel = Some(fixtures::kernel(Some(stack), Some(hosts)));
     let html = page(&[Run { name: "k", report: &p }], false);
     let c = charts(&html);

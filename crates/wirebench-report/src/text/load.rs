@@ -6,7 +6,7 @@ use std::io::{self, Write};
 
 use wirebench_core::load::results::nothing_arrived;
 use wirebench_core::report::{
-    LatencyView, LoadAccount, LoadLink, LoadResults, LoadSecond, LoadTypeResult, Outcome, Report, Results,
+    LatencyView, LinkMethod, LoadAccount, LoadLink, LoadResults, LoadSecond, LoadTypeResult, Outcome, Report, Results,
     subprotocol_words,
 };
 use wirebench_core::units::humanize_ns;
@@ -280,7 +280,7 @@ fn counts(l: &LoadResults, w: &mut dyn Write) -> io::Result<()> {
 fn links(w: &mut dyn Write, name: &str, k: &LoadLink, p: &dyn Fn(&LatencyView, f64) -> String) -> io::Result<()> {
     #[expect(clippy::cast_precision_loss, reason = "display values")]
     let rate = k.requested_bps.map_or_else(|| "unlimited".into(), |b| format!("{:.3} Mbit/s", b as f64 / 1e6));
-    let (label, achieved) = if k.method == "modelled" {
+    let (label, achieved) = if k.method == LinkMethod::Modelled {
         (" (modelled: computed from arrival times, no frame is held)", "modelled")
     } else {
         ("", "achieved at the socket")

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-use wirebench_core::report::{MeshCell, MeshResults, Report, Results};
+use wirebench_core::report::{CellJudged, MeshCell, MeshResults, Report, Results};
 
 use crate::words::{summary_line, us};
 
@@ -88,12 +88,12 @@ fn loss_pct(c: &MeshCell) -> f64 {
 /// A cell's text and colour for `metric`.
 #[expect(clippy::cast_precision_loss, reason = "display values")]
 pub fn cell(m: &MeshResults, c: &MeshCell, metric: Metric, median_p50: Option<u64>) -> (String, Heat) {
-    if c.verdict == "unknown" && c.sent == 0 {
+    if c.verdict == CellJudged::Unknown && c.sent == 0 {
         return ("-".into(), Heat::Grey);
     }
     let t = &m.thresholds;
-    let heat = |good: bool, bad: bool| match (c.verdict.as_str(), good, bad) {
-        ("unknown", ..) => Heat::Grey,
+    let heat = |good: bool, bad: bool| match (c.verdict, good, bad) {
+        (CellJudged::Unknown, ..) => Heat::Grey,
         (_, _, true) => Heat::Red,
         (_, true, _) => Heat::Green,
         _ => Heat::Yellow,

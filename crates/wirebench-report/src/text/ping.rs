@@ -5,7 +5,8 @@ use std::io::{self, Write};
 use wirebench_core::clocksync::OneWay;
 use wirebench_core::latency::Summary;
 use wirebench_core::report::{
-    GaveUp, LatencyView, Outcome, PingResults, Report, ResponderResult, Results, Stopped, decode_histogram,
+    GaveUp, LatencyView, Measure, Outcome, Pacing, PingResults, ProbeForm, Report, ResponderResult, Results, Stopped,
+    decode_histogram,
 };
 
 use crate::distribution;
@@ -31,15 +32,15 @@ fn one_way_line(o: &OneWay) -> String {
 
 /// How the main view was measured, in words.
 pub fn view_words(v: &LatencyView) -> &'static str {
-    match v.measures.as_str() {
-        "rtt_from_intended_send" => "round trip from intended send (coordinated omission corrected)",
-        "rtt_from_actual_send" => "round trip from actual send (uncorrected)",
-        "network_rtt" => "round trip minus responder dwell",
-        "dwell" => "responder dwell",
-        "stack_rtt" => "stack to stack (kernel timestamps, both hosts' wake-ups out)",
-        "pinger_stack_rtt" => "stack to stack (kernel timestamps, this host's wake-up out)",
-        "hosts_share" => "the hosts' own share (round trip minus stack to stack)",
-        "send_lateness" => "the sender's own lateness (actual minus intended send time)",
+    match v.measures {
+        Measure::RttFromIntendedSend => "round trip from intended send (coordinated omission corrected)",
+        Measure::RttFromActualSend => "round trip from actual send (uncorrected)",
+        Measure::NetworkRtt => "round trip minus responder dwell",
+        Measure::Dwell => "responder dwell",
+        Measure::StackRtt => "stack to stack (kernel timestamps, both hosts' wake-ups out)",
+        Measure::PingerStackRtt => "stack to stack (kernel timestamps, this host's wake-up out)",
+        Measure::HostsShare => "the hosts' own share (round trip minus stack to stack)",
+        Measure::SendLateness => "the sender's own lateness (actual minus intended send time)",
         _ => "round trip",
     }
 }
@@ -216,12 +217,12 @@ fn ping_at(out: &mut dyn Write, report: &Report, p: &PingResults, table: bool, d
 }
 
 fn header(out: &mut dyn Write, p: &PingResults, poisson: bool, detail: Detail) -> io::Result<()> {
-    let pacing = match (p.pacing == "open", poisson) {
+    let pacing = match (p.pacing == Pacing::Open, poisson) {
         (true, true) => "open loop (Poisson sampling)",
         (true, false) => "open loop",
         (false, _) => "closed loop",
     };
-    let form = if p.probe_form == "full" { "four timestamps" } else { "round trip only" };
+    let form = if p.probe_form == ProbeForm::Full { "four timestamps" } else { "round trip only" };
     let wait = if p.thread.spin { "busy-poll" } else { "blocking" };
     let cpus: Vec<String> = p.thread.seen_cpus.iter().map(ToString::to_string).collect();
     let pin = p.thread.pinned_cpu.map_or_else(|| "unpinned".to_owned(), |c| format!("pinned to cpu {c}"));
@@ -291,7 +292,7 @@ mod tests {
         };
         for (late_ns, named) in [(p50 / 10, true), (p50 / 19, true), (p50 / 22, false), (900, false)] {
             let mut late = crate::fixtures::view(late_ns, 1);
-            late.measures = "send_lateness".into();
+            late.measures = wirebench_core::report::Measure::SendLateness;
             let Results::Ping(p) = &mut report.results else { unreachable!("a ping fixture") };
             p.rate = Some(RateResult {
                 requested_per_s: 1000.0,

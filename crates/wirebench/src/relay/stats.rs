@@ -155,7 +155,7 @@ pub(crate) struct Tally<'a> {
 pub(crate) fn results(t: &Tally<'_>) -> RelayResults {
     let view = |h: &Histogram<u64>| {
         (!h.is_empty()).then(|| LatencyView {
-            measures: "relay_added_delay".into(),
+            measures: wirebench_core::report::Measure::RelayAddedDelay,
             summary: Summary::of(h, &PERCENTILES),
             histogram: encode_histogram(h),
         })

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use wirebench_core::ratesearch::{Ending, RateSearch, SearchSteps, queue_built, reached};
-use wirebench_core::report::{ReceiverResult, SearchResult, StreamResults, SweepRow, TrialRow};
+use wirebench_core::report::{ReceiverResult, SearchEnding, SearchResult, StreamResults, SweepRow, TrialRow};
 use wirebench_core::units::Span;
 use wirebench_report::words::rate_words;
 
@@ -113,18 +113,18 @@ pub(super) fn find_max_rate(cfg: &Config, ctx: &mut Ctx<'_>, results: &mut Strea
     #[expect(clippy::cast_precision_loss, reason = "rates")]
     let best_bits = best * 8.0 * cfg.size as f64;
     let ending = match search.ending() {
-        Ending::TopPassed(_) => "top_passed",
-        Ending::SenderLimited(_) => "sender_limited",
-        Ending::Found(_) => "found",
-        Ending::NothingPassed(_) => "nothing_passed",
-        Ending::OutOfTrials(_) | Ending::Running => "stopped",
+        Ending::TopPassed(_) => SearchEnding::TopPassed,
+        Ending::SenderLimited(_) => SearchEnding::SenderLimited,
+        Ending::Found(_) => SearchEnding::Found,
+        Ending::NothingPassed(_) => SearchEnding::NothingPassed,
+        Ending::OutOfTrials(_) | Ending::Running => SearchEnding::Stopped,
     };
     results.search = Some(SearchResult {
         loss_target: cfg.loss_target,
         trials: rows,
         best_per_s: best,
         best_bits_per_s: best_bits,
-        ending: ending.into(),
+        ending,
         floor_per_s: steps.floor,
     });
     Ok(last)
