@@ -33,7 +33,6 @@
 
 mod config;
 mod health;
-mod print;
 mod search;
 mod session;
 mod tcp;
@@ -277,7 +276,7 @@ pub fn save(cfg: &Config, report: &Report) -> anyhow::Result<()> {
         crate::output::write_json(p, report)?;
     }
     if let Some(p) = &cfg.log {
-        crate::output::write_atomic(p, |w| print::tsv(w, report))?;
+        crate::output::write_atomic(p, |w| wirebench_report::text::stream::tsv(w, report))?;
     }
     Ok(())
 }
