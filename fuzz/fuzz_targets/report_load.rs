@@ -10,7 +10,8 @@ use std::io;
 
 use libfuzzer_sys::fuzz_target;
 use wirebench_core::report::read_report;
-use wirebench_report::{Run, compare, proxy, stream_text, text};
+use wirebench_report::screen::Detail;
+use wirebench_report::{Run, attribution, compare, render_text};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(report) = read_report(|| Ok(data)) else {
@@ -18,8 +19,9 @@ fuzz_target!(|data: &[u8]| {
     };
     let run = Run { name: "fuzz", report: &report };
     let mut sink = io::sink();
-    let _ = text::ping(&mut sink, &report, true);
-    let _ = stream_text::stream(&mut sink, &report);
-    let _ = proxy::summary(&mut sink, &report);
+    for detail in [Detail::Quiet, Detail::Normal, Detail::Verbose] {
+        let _ = render_text(&report, &mut sink, detail, true);
+        let _ = attribution::text_at(&mut sink, &report, detail);
+    }
     let _ = compare::write_text(&compare::compare(&[run, run]), &mut sink);
 });

@@ -9,9 +9,8 @@ use wirebench_core::counters::{Delta, LossSplit};
 use wirebench_core::hiccup::{Blame, verdict};
 use wirebench_core::report::{HiccupResult, KernelResult, LatencyView, Report, Results, TcpInfo, decode_histogram};
 
-use crate::charts::{self, Line};
 use crate::screen::Detail;
-use crate::text::{summary_line, us};
+use crate::words::{summary_line, us};
 
 #[expect(clippy::cast_precision_loss, reason = "display values")]
 fn dur(ns: u64) -> String {
@@ -43,7 +42,7 @@ pub fn hiccup_short(h: &HiccupResult) -> String {
     let s = &h.lateness.summary;
     let mut line = format!("stalls (this host, {} timer):", dur(h.interval_ns));
     for q in s.percentiles.iter().filter(|q| [50.0, 99.0, 99.9].contains(&q.p)) {
-        let _ = write!(line, " {} {}", crate::text::pct_label(q.p), us(q.ns as f64));
+        let _ = write!(line, " {} {}", crate::words::pct_label(q.p), us(q.ns as f64));
     }
     let _ = write!(line, " max {} us", us(s.max_ns as f64));
     if h.corrected > 0 {
@@ -60,7 +59,7 @@ pub fn verdict_line(what: &str, latency: &LatencyView, stalls: &HiccupResult) ->
     let lat = decode_histogram(&latency.histogram).ok()?;
     let hic = decode_histogram(&stalls.lateness.histogram).ok()?;
     let found = verdict(&lat, &hic)?;
-    let p = crate::text::pct_label(found.p);
+    let p = crate::words::pct_label(found.p);
     let (x, y) = (dur(found.latency_ns), dur(found.hiccup_ns));
     let (relation, whose) = match found.blame {
         Blame::Within => ("within", "this host, not the network"),
@@ -93,7 +92,7 @@ fn hiccup_tail(out: &mut dyn Write, h: &HiccupResult) -> io::Result<()> {
 }
 
 /// The main latency view of a report and what it is called, for the verdict.
-fn main_view(report: &Report) -> Option<(&'static str, &LatencyView)> {
+pub(crate) fn main_view(report: &Report) -> Option<(&'static str, &LatencyView)> {
     match &report.results {
         Results::Ping(p) => {
             p.combined.as_ref().or_else(|| p.responders.first().map(|r| &r.latency)).map(|v| ("round trip", v))
@@ -194,9 +193,9 @@ pub fn tcp_info_line(t: &TcpInfo) -> String {
     )
 }
 
-/// The value at `p` of a view, listed or not (`crate::text::value_at`).
+/// The value at `p` of a view, listed or not (`crate::words::value_at`).
 fn at(v: &LatencyView, p: f64) -> u64 {
-    crate::text::value_at(v, p).unwrap_or(0)
+    crate::words::value_at(v, p).unwrap_or(0)
 }
 
 /// `  kernel timestamps (software TX and RX): stack to stack p50 16.2 us ...; RTT p50
@@ -210,7 +209,7 @@ pub fn kernel_line(k: &KernelResult, rtt: &LatencyView) -> String {
         );
     };
     let (r50, s50) = (at(rtt, 50.0), at(stack, 50.0));
-    let whose = if stack.measures == "stack_rtt" {
+    let whose = if stack.measures == wirebench_core::report::Measure::StackRtt {
         "the two hosts' own send path, wake-up and scheduling"
     } else {
         "this host's own send path, wake-up and scheduling (the responder's is inside stack to stack: probes of 48 bytes or more split it too)"
@@ -303,45 +302,6 @@ fn full(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     Ok(())
 }
 
-fn points(v: &LatencyView) -> Vec<(f64, f64)> {
-    decode_histogram(&v.histogram).map(|h| charts::percentile_points(&h, 1000.0)).unwrap_or_default()
-}
-
-/// The HTML of the attribution section: its text, the stall meter's percentile
-/// distribution beside the run's own latency (same axes), and its per-second series when
-/// the run lasted two seconds or more.
-pub(crate) fn html(out: &mut dyn Write, report: &Report) -> io::Result<()> {
-    let Some(a) = &report.attribution else { return Ok(()) };
-    writeln!(out, "<h3>Attribution</h3>")?;
-    let text = crate::html::captured(|w| text(w, report))?;
-    writeln!(out, "<pre>{}</pre>", crate::html::escape(&text))?;
-    let Some(h) = &a.hiccup else { return Ok(()) };
-    let mut lines = Vec::new();
-    if let Some((what, v)) = main_view(report) {
-        lines.push(Line::new(what, points(v)));
-    }
-    lines.push(Line::new("this host's stalls (hiccup)", points(&h.lateness)));
-    lines.retain(|l| !l.points.is_empty());
-    if !lines.is_empty() {
-        let svg = charts::percentile_chart("The run beside this host's own stalls", "microseconds", &lines)?;
-        crate::html::figure(
-            out,
-            &svg,
-            "percentile distribution of the stall meter's lateness, with the run's latency",
-        )?;
-    }
-    if h.seconds.len() >= 2 {
-        #[expect(clippy::cast_precision_loss, reason = "display values")]
-        let series = |f: fn(&wirebench_core::hiccup::HiccupSecond) -> u64| {
-            h.seconds.iter().map(|s| (s.at_s as f64, f(s) as f64 / 1000.0)).collect::<Vec<_>>()
-        };
-        let lines = [Line::new("latest wake-up", series(|s| s.max_ns)), Line::new("p99", series(|s| s.p99_ns))];
-        let svg = charts::series_chart("This host's stalls per second", "seconds", "microseconds late", &lines)?;
-        crate::html::figure(out, &svg, "the stall meter's latest and 99th percentile wake-up per second")?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use wirebench_core::counters::{Snapshot, Udp};
@@ -354,7 +314,7 @@ mod tests {
     /// Stalls of `base_ns`, `base_ns + 1000`, ... (100 values), over two seconds.
     fn stalls(base_ns: u64) -> HiccupResult {
         let mut lateness = fixtures::view(base_ns, 100);
-        lateness.measures = "wakeup_lateness".into();
+        lateness.measures = wirebench_core::report::Measure::WakeupLateness;
         let max = lateness.summary.max_ns;
         HiccupResult {
             interval_ns: 1_000_000,
@@ -544,21 +504,5 @@ mod tests {
         let line = kernel_line(&k, &rtt);
         assert!(line.contains("RTT p50 69.1 us, of which 10.0 us is"), "{line}");
         assert!(line.ends_with("stack to stack p50 59.0 us (p99 108 us, max 109 us)"), "{line}");
-    }
-
-    #[test]
-    fn the_html_draws_the_stalls_beside_the_run() {
-        let r = report_with(stalls(1_000_000));
-        let mut out = Vec::new();
-        html(&mut out, &r).unwrap();
-        let page = String::from_utf8(out).unwrap();
-        assert!(page.contains("<h3>Attribution</h3>"));
-        // two charts: the percentile distribution (run and stalls: two lines) and the series
-        assert_eq!(page.matches("<svg").count(), 2, "{page}");
-        assert_eq!(page.matches(charts::DATA_LINE_MARK).count(), 4);
-        // a report without the section renders nothing
-        let mut none = Vec::new();
-        html(&mut none, &fixtures::ping(&[1_000])).unwrap();
-        assert!(none.is_empty());
     }
 }

@@ -15,7 +15,7 @@ use wirebench_core::report::{ReceiverResult, Report, Results, decode_histogram};
 
 use crate::Run;
 use crate::env::{self, Difference};
-use crate::text::{bits_words, rate_words, us};
+use crate::words::{bits_words, rate_words, us};
 
 /// One figure of every run of a table.
 #[derive(Debug, Clone, PartialEq)]

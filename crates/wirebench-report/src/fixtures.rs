@@ -4,8 +4,10 @@ use std::collections::BTreeMap;
 
 use wirebench_core::latency::{Percentile, Summary, histogram, record};
 use wirebench_core::report::{
-    Host, IntervalRow, KernelResult, LatencyView, Meta, NetInterface, Outcome, PingResults, ReceiverResult, Report,
-    ResponderResult, Results, SearchResult, StreamResults, SweepRow, ThreadInfo, TrialRow, encode_histogram,
+    Host, IntervalRow, KernelResult, LatencyView, Meta, NetInterface, Outcome, Pacing, PingResults, ProbeForm,
+    ReceiverResult, RelayCount, RelayDrops, RelayGroup, RelayResults, RelayRetired, Report, ResponderResult, Results,
+    SearchEnding, SearchResult, StreamDirection, StreamResults, SweepRow, ThreadInfo, Transport, TrialRow,
+    encode_histogram,
 };
 use wirebench_core::stream::StreamCounts;
 
@@ -53,7 +55,7 @@ pub(crate) fn view(base_ns: u64, n: u64) -> LatencyView {
         record(&mut h, base_ns + i * 1000);
     }
     LatencyView {
-        measures: "rtt_from_send".into(),
+        measures: wirebench_core::report::Measure::RttFromSend,
         summary: Summary {
             count: n,
             min_ns: base_ns,
@@ -98,9 +100,9 @@ pub(crate) fn ping(bases: &[u64]) -> Report {
         results: Results::Ping(PingResults {
             proto: "udp".into(),
             target: "10.0.0.1:7878".into(),
-            pacing: "closed".into(),
+            pacing: Pacing::Closed,
             probe_size: 32,
-            probe_form: "compact".into(),
+            probe_form: ProbeForm::Compact,
             sent: 101,
             warmup_sent: 10,
             timeout_ns: 1_000_000_000,
@@ -132,7 +134,7 @@ pub(crate) fn stream(sent: u64, received: u64) -> Report {
     let half = counts(received / 2, (sent - received) / 2, 500_000_000);
     let receiver = ReceiverResult {
         addr: "127.0.0.1:7878".into(),
-        direction: "forward".into(),
+        direction: StreamDirection::Forward,
         sent,
         total: counts(received, sent - received, 1_000_000_000),
         publishers: vec![],
@@ -163,8 +165,8 @@ pub(crate) fn stream(sent: u64, received: u64) -> Report {
         config: serde_json::json!({}),
         outcome: Outcome::Completed,
         results: Results::Stream(StreamResults {
-            proto: "udp".into(),
-            direction: "forward".into(),
+            proto: Transport::Udp,
+            direction: StreamDirection::Forward,
             size: 1000,
             publishers: 1,
             rate_per_s: None,
@@ -175,7 +177,7 @@ pub(crate) fn stream(sent: u64, received: u64) -> Report {
                 trials: vec![trial(2000.0, 0.1), trial(1000.0, 0.0)],
                 best_per_s: 1000.0,
                 best_bits_per_s: 8e6,
-                ending: "found".into(),
+                ending: SearchEnding::Found,
                 floor_per_s: 2.0,
             }),
             sweep: vec![
@@ -188,4 +190,72 @@ pub(crate) fn stream(sent: u64, received: u64) -> Report {
         }),
         attribution: None,
     }
+}
+
+/// The receiving relay of a stream of 3,000: it re-emitted all of them and heard each
+/// back on its group socket.
+pub(crate) fn relay() -> RelayResults {
+    let count = |datagrams: u64| RelayCount { datagrams, bytes: datagrams * 200 };
+    RelayResults {
+        relay_id: "6a440ce4eee9b564".into(),
+        listen: "10.77.94.2:7880".into(),
+        authenticated: false,
+        groups: vec![RelayGroup {
+            group: "239.255.93.1:18201".into(),
+            carried: true,
+            native_peers: Vec::new(),
+            local_in: count(0),
+            forwarded: count(0),
+            reemitted: count(3_000),
+            drops: RelayDrops { looped: 3_000, ..RelayDrops::default() },
+            kernel_drops: 0,
+        }],
+        peers: Vec::new(),
+        senders: Vec::new(),
+        senders_untracked: 0,
+        not_a_peer: 0,
+        malformed: 0,
+        kernel_drops: 0,
+        retired: RelayRetired::default(),
+        peer_totals: None,
+        max_peers: 1024,
+        peers_refused: 0,
+        peers_waiting: 0,
+    }
+}
+
+/// A load run of 5 clients for 10 s: 100 cursor moves relayed to 4 clients each (100 of
+/// 400 arrived) and 100 saves answered.
+pub(crate) fn load() -> Report {
+    use wirebench_core::load::Mix;
+    use wirebench_core::load::delivery::Account;
+    use wirebench_core::load::record::{Arrival, Recording};
+    use wirebench_core::load::results::{Counts, Shape, build};
+
+    let mix = Mix::parse("cursor=3,save=1", &["save"]).unwrap();
+    let mut rec = Recording::new(2);
+    for i in 0..100 {
+        rec.on_send(0, 0, 4);
+        rec.on_delivery(0, 1_000_000 + i, None, Arrival::Expected);
+        rec.on_send(1, 0, 1);
+        rec.on_reply(1, 2_000_000 + i, Arrival::Expected);
+    }
+    let shape = Shape {
+        url: "ws://h:1/r-0".into(),
+        clients: 5,
+        room_size: 5,
+        rate_per_client: 2.0,
+        arrivals: "fixed",
+        mix: &mix,
+        percentiles: &[50.0, 99.0],
+        thresholds: &[],
+        link_up: None,
+        link_down: None,
+        end_ns: 10_000_000_000,
+        ramp_ns: 0,
+    };
+    let d = Account { expected: 400, arrived: 100, missing: 300, late: 300, ..Account::default() };
+    let counts = Counts { connected: 5, ..Counts::default() };
+    let l = build(&shape, &rec, (&d, &Account::default()), counts, Vec::new(), 10_000_000_000, (1, 1), 1, false);
+    Report { results: Results::Load(l), ..ping(&[1_000]) }
 }

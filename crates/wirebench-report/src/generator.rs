@@ -5,7 +5,7 @@ use wirebench_core::generator::GeneratorVerdict;
 use wirebench_core::generator::schedule::lost_clients;
 use wirebench_core::report::{GeneratorHealth, LoadSchedule};
 
-use crate::text::rate_words;
+use crate::words::rate_words;
 
 #[expect(clippy::cast_precision_loss, reason = "display values")]
 fn dur(ns: u64) -> String {

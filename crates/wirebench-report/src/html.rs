@@ -5,6 +5,7 @@
 //! style, and a table of each run's headline figures), the comparison when asked, then one
 //! section per run with its tables, charts and environment.
 
+mod attribution;
 mod load;
 mod mesh;
 mod ping;
@@ -154,7 +155,7 @@ fn headline(r: &Run<'_>) -> Vec<String> {
         Results::Mesh(m) => mesh::headline(m),
         Results::Hiccup => r.report.attribution.as_ref().and_then(|a| a.hiccup.as_ref()).map_or_else(
             || "no stall meter".into(),
-            |h| format!("stall meter: {}", crate::text::summary_line(&h.lateness.summary)),
+            |h| format!("stall meter: {}", crate::words::summary_line(&h.lateness.summary)),
         ),
         Results::Relay(r) => relay_headline(r),
     };
@@ -209,11 +210,11 @@ fn run(out: &mut dyn Write, i: usize, r: &Run<'_>, own_env: &[(String, String)])
         // the stall meter's figures are the attribution section below
         Results::Hiccup => {}
         Results::Relay(x) => {
-            let text = captured(|w| crate::relay::text(w, x))?;
+            let text = captured(|w| crate::text::relay::text(w, x))?;
             writeln!(out, "<h3>Relay</h3>\n<pre>{}</pre>", escape(&text))?;
         }
     }
-    crate::attribution::html(out, r.report)?;
+    attribution::html(out, r.report)?;
     if !own_env.is_empty() {
         writeln!(out, "<h3>Environment of this run</h3>")?;
         let rows: Vec<Vec<String>> = own_env.iter().map(|(k, v)| vec![k.clone(), v.clone()]).collect();

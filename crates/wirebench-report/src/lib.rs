@@ -7,15 +7,16 @@
 //! - [`distribution`]: HdrHistogram's percentile distribution (the layout Aeron's Ping
 //!   prints, and the `.hgrm` file format HdrHistogram's plotter reads).
 //! - [`hlog`]: HdrHistogram interval logs.
-//! - [`proxy`]: the proxy's requested-vs-achieved lines and table.
-//! - [`load`]: a load run's progress lines, tables per event type and threshold verdicts.
-//! - [`relay`]: what a relay carried, re-emitted and refused.
-//! - [`text`]: the one-line summaries and the terminal report of a run;
-//!   [`stream_text`]: the same for a stream run.
+//! - [`words`]: the number words every renderer shares (microseconds, rates, counts, the
+//!   one-line summary of a histogram); it imports no other module.
+//! - [`text`]: [`render_text`], any saved report's own text, and each mode's renderer:
+//!   [`text::ping`], [`text::stream`] (and listen), [`text::listen`]'s closing lines,
+//!   [`text::proxy`], [`text::load`], [`text::mesh`], [`text::relay`].
+//! - [`generator`], [`stream_loss`], [`stream_wake`]: lines several renderers share (the
+//!   generator's health, a receiver's loss split and wake-up times).
 //! - [`screen`]: how much a text view shows (`-q`, default, `-v`) and the width it keeps.
 //! - [`env`]: a run's environment as rows, and the differences that matter.
 //! - [`compare`]: runs side by side with ratios.
-//! - [`mesh`]: the mesh matrix as a terminal heatmap with its verdicts.
 //! - [`charts`]: SVG charts (plotters); [`html`]: one self-contained page of runs.
 
 pub mod attribution;
@@ -28,15 +29,13 @@ mod fixtures;
 pub mod generator;
 pub mod hlog;
 pub mod html;
-pub mod load;
-pub mod mesh;
-pub mod proxy;
-pub mod relay;
 pub mod screen;
 pub mod stream_loss;
-pub mod stream_text;
 pub mod stream_wake;
 pub mod text;
+pub mod words;
+
+pub use text::render_text;
 
 use wirebench_core::report::Report;
 
@@ -75,7 +74,7 @@ mod tests {
         let run = Run { name: "r", report: &report };
 
         let mut text = Vec::new();
-        text::ping(&mut text, &report, false, screen::Detail::Normal).unwrap();
+        text::ping::ping(&mut text, &report, false, screen::Detail::Normal).unwrap();
         let text = String::from_utf8(text).unwrap();
         assert!(text.contains(" p99.9 999 p99.99 1000 max 1000 "), "{text}");
 

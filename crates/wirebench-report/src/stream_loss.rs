@@ -5,18 +5,7 @@
 use wirebench_core::counters::{NIC, ReceiveDrops, RunSizes, SOFTNET};
 use wirebench_core::report::{ReceiverResult, SenderResult};
 
-/// `12,345`.
-pub fn grouped(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+use crate::words::grouped;
 
 /// The sending host's figures behind its share, `(SndbufErrors +3, egress qdisc drops
 /// +6,876: the larger, they overlap)`, as far as the report has them (this client's own
@@ -63,7 +52,11 @@ pub fn lines(r: &ReceiverResult, sender: Option<&SenderResult>) -> Vec<String> {
     } else {
         "not reported by that receiver".to_owned()
     };
-    let who = if r.direction == "reverse" { "this host's" } else { "the receiving host's" };
+    let who = if r.direction == wirebench_core::report::StreamDirection::Reverse {
+        "this host's"
+    } else {
+        "the receiving host's"
+    };
     let sizes = r.wake.as_ref().and_then(RunSizes::of).filter(RunSizes::batched);
     let runs = sizes.map_or_else(String::new, |z| format!(", each a GRO run of {}", run_words(&z)));
     let mut out = vec![format!(

@@ -6,8 +6,7 @@
 use wirebench_core::report::ReceiverResult;
 use wirebench_core::stream::wake::WakeDelay;
 
-use crate::stream_loss::grouped;
-use crate::text::us;
+use crate::words::{grouped, us};
 
 #[expect(clippy::cast_precision_loss, reason = "display values")]
 fn us_of(ns: u64) -> String {

@@ -1,426 +1,136 @@
-//! Terminal text: one summary line per histogram, and the report of a ping run.
+//! Terminal text of saved runs: [`render_text`], the one entry point that renders any
+//! report's own text, and each mode's renderer in its own module.
+
+pub mod listen;
+pub mod load;
+pub mod mesh;
+pub mod ping;
+pub mod proxy;
+pub mod relay;
+pub mod stream;
 
 use std::io::{self, Write};
 
-use wirebench_core::clocksync::OneWay;
-use wirebench_core::latency::Summary;
-use wirebench_core::report::{
-    GaveUp, LatencyView, Outcome, PingResults, Report, ResponderResult, Results, Stopped, decode_histogram,
-};
+use wirebench_core::report::{Report, Results};
 
-use crate::distribution;
 use crate::screen::Detail;
 
-/// `1 flow`, `2 flows`, `0 flows`: a count that reads as English at every value.
-pub fn counted(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
-
-/// Microseconds with about three significant digits: `5.62`, `31.4`, `1250`.
-pub fn us(ns: f64) -> String {
-    let v = ns / 1000.0;
-    if v < 10.0 {
-        format!("{v:.2}")
-    } else if v < 100.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.0}")
+/// The mode's own text of a report at a level of detail; `table` adds a ping run's
+/// percentile distribution. One arm per kind of results and no catch-all, so a mode that can
+/// be saved cannot be left without its text: a new kind of results that forgets its
+/// renderer does not compile.
+pub fn render_text(report: &Report, out: &mut dyn Write, detail: Detail, table: bool) -> io::Result<()> {
+    match &report.results {
+        Results::Ping(_) => ping::ping(out, report, table, detail),
+        // `listen` saves a stream report (direction `listen`)
+        Results::Stream(_) => stream::stream(out, report, detail),
+        Results::Proxy(_) => proxy::summary_at(out, report, detail),
+        Results::Load(_) => load::text(out, report, detail),
+        Results::Mesh(_) => mesh::mesh(out, report, false),
+        // its figures are the report's stall meter, which every report's attribution prints
+        Results::Hiccup => Ok(()),
+        Results::Relay(r) => relay::text(out, r),
     }
-}
-
-#[expect(clippy::cast_precision_loss, reason = "display values")]
-fn us_u(ns: u64) -> String {
-    us(ns as f64)
-}
-
-/// `812.3k msg/s`.
-pub fn rate_words(per_s: f64) -> String {
-    if per_s >= 1e6 {
-        format!("{:.3}M msg/s", per_s / 1e6)
-    } else if per_s >= 1e3 {
-        format!("{:.1}k msg/s", per_s / 1e3)
-    } else {
-        format!("{per_s:.0} msg/s")
-    }
-}
-
-/// Seconds from ns, with `decimals` places: `2.000 s`.
-pub fn secs_words(ns: u64, decimals: usize) -> String {
-    #[expect(clippy::cast_precision_loss, reason = "display values")]
-    let s = ns as f64 / 1e9;
-    format!("{s:.decimals$} s")
-}
-
-/// `6.65 Gbit/s`.
-pub fn bits_words(bps: f64) -> String {
-    if bps >= 1e9 {
-        format!("{:.2} Gbit/s", bps / 1e9)
-    } else if bps >= 1e6 {
-        format!("{:.1} Mbit/s", bps / 1e6)
-    } else {
-        format!("{:.1} kbit/s", bps / 1e3)
-    }
-}
-
-/// The value at `p` of a view: from its summary when the summary lists `p`, else from its
-/// histogram, as the summary would have it (`ping --percentiles` may leave out the ones a
-/// line names: an absent p50 once printed as nothing, or as 0). `None` only when the
-/// histogram cannot be read.
-pub fn value_at(v: &LatencyView, p: f64) -> Option<u64> {
-    v.summary
-        .at(p)
-        .or_else(|| decode_histogram(&v.histogram).ok().map(|h| wirebench_core::latency::value_at_percentile(&h, p)))
-}
-
-/// `p99.99` for 99.99, `p50` for 50.0.
-pub fn pct_label(p: f64) -> String {
-    let s = format!("{p}");
-    format!("p{s}")
-}
-
-/// The one-line summary: `min 5.21 p50 5.62 ... max 120 mean 5.90 sd 1.10 us (n 100000)`.
-pub fn summary_line(s: &Summary) -> String {
-    use std::fmt::Write as _;
-    let mut line = format!("min {}", us_u(s.min_ns));
-    for q in &s.percentiles {
-        let _ = write!(line, " {} {}", pct_label(q.p), us_u(q.ns));
-    }
-    let _ = write!(line, " max {} mean {} sd {} us", us_u(s.max_ns), us(s.mean_ns), us(s.stddev_ns));
-    line
-}
-
-/// The percentiles and the maximum of a summary: `p50 5.62 ... p99.99 95.0 max 120 us`,
-/// the part of [`summary_line`] a default view prints.
-pub fn pct_line(s: &Summary) -> String {
-    use std::fmt::Write as _;
-    let mut line = String::new();
-    for q in &s.percentiles {
-        let _ = write!(line, "{} {} ", pct_label(q.p), us_u(q.ns));
-    }
-    let _ = write!(line, "max {} us", us_u(s.max_ns));
-    line
-}
-
-fn one_way_line(o: &OneWay) -> String {
-    let b = us_u(o.bound_ns);
-    #[expect(clippy::cast_precision_loss, reason = "display values")]
-    let offset = us(o.offset_ns as f64);
-    let mark = |clamped: bool| if clamped { " (an estimate below 0 was shown as 0)" } else { "" };
-    format!(
-        "one-way (± {b} us): forward p50 {} p99 {}{}, reverse p50 {} p99 {}{}; clock offset {} us",
-        us_u(o.forward.p50_ns),
-        us_u(o.forward.p99_ns),
-        mark(o.forward.clamped_at_zero),
-        us_u(o.reverse.p50_ns),
-        us_u(o.reverse.p99_ns),
-        mark(o.reverse.clamped_at_zero),
-        offset,
-    )
-}
-
-/// How the main view was measured, in words.
-pub fn view_words(v: &LatencyView) -> &'static str {
-    match v.measures.as_str() {
-        "rtt_from_intended_send" => "round trip from intended send (coordinated omission corrected)",
-        "rtt_from_actual_send" => "round trip from actual send (uncorrected)",
-        "network_rtt" => "round trip minus responder dwell",
-        "dwell" => "responder dwell",
-        "stack_rtt" => "stack to stack (kernel timestamps, both hosts' wake-ups out)",
-        "pinger_stack_rtt" => "stack to stack (kernel timestamps, this host's wake-up out)",
-        "hosts_share" => "the hosts' own share (round trip minus stack to stack)",
-        "send_lateness" => "the sender's own lateness (actual minus intended send time)",
-        _ => "round trip",
-    }
-}
-
-/// A responder's headline: its round trips' percentiles and counts (late replies and
-/// duplicates when there were any), and in an open loop whose sender
-/// was late by a share worth naming, that lateness (which the corrected figures include).
-/// `ping` prints it as its summary line and `ping -q` alone.
-pub fn responder_headline(p: &PingResults, r: &ResponderResult) -> String {
-    let s = &r.latency.summary;
-    let late = sender_lateness_p50(p, r)
-        .map_or_else(String::new, |ns| format!(" | includes the sender's own lateness, p50 {} us", us_u(ns)));
-    let nonzero = |what: &str, n: u64| if n > 0 { format!(" {what} {n}") } else { String::new() };
-    format!(
-        "{}: {} | count {} lost {}{}{}{late}",
-        r.addr,
-        pct_line(s),
-        s.count,
-        r.lost,
-        nonzero("late", r.late),
-        nonzero("dup", r.duplicates)
-    )
-}
-
-/// The sender's lateness p50 when it is worth naming beside a responder's corrected p50:
-/// at least 1 us and 5 % of it.
-pub fn sender_lateness_p50(p: &PingResults, r: &ResponderResult) -> Option<u64> {
-    let late = value_at(p.rate.as_ref()?.lateness.as_ref()?, 50.0)?;
-    let p50 = value_at(&r.latency, 50.0)?;
-    (late >= 1_000 && late * 20 >= p50).then_some(late)
-}
-
-fn responder(out: &mut dyn Write, p: &PingResults, r: &ResponderResult, table: bool, detail: Detail) -> io::Result<()> {
-    let all = detail.verbose();
-    let view = |s: &Summary| if all { summary_line(s) } else { pct_line(s) };
-    writeln!(out, "{}", responder_headline(p, r))?;
-    writeln!(out, "  measures: {}", view_words(&r.latency))?;
-    if all {
-        writeln!(out, "  all figures: {} | late {} dup {}", summary_line(&r.latency.summary), r.late, r.duplicates)?;
-    }
-    if r.lost > 0 {
-        writeln!(out, "  timeouts in a row: at most {}", r.max_lost_in_a_row)?;
-    }
-    if let Some(st) = &r.stopped {
-        writeln!(out, "  {}", stopped_line(&r.addr, st))?;
-    }
-    if let Some(u) = &r.uncorrected {
-        writeln!(out, "  uncorrected (from actual send): {}", view(&u.summary))?;
-    }
-    if let (Some(n), Some(d)) = (&r.network, &r.dwell) {
-        writeln!(
-            out,
-            "  network (dwell subtracted): {} ; dwell p50 {} max {} us",
-            view(&n.summary),
-            value_at(d, 50.0).map_or_else(|| "-".into(), us_u),
-            us_u(d.summary.max_ns)
-        )?;
-    }
-    if let Some(o) = &r.one_way {
-        writeln!(out, "  {}", one_way_line(o))?;
-    }
-    if let Some(k) = r.kernel.as_ref().filter(|_| all) {
-        writeln!(out, "  {}", crate::attribution::kernel_line(k, r.uncorrected.as_ref().unwrap_or(&r.latency)))?;
-    }
-    if r.warmup.summary.count > 0 && all {
-        writeln!(
-            out,
-            "  warm-up (excluded): {} replies, p50 {} max {} us",
-            r.warmup.summary.count,
-            value_at(&r.warmup, 50.0).map_or_else(|| "-".into(), us_u),
-            us_u(r.warmup.summary.max_ns)
-        )?;
-    }
-    if r.clamped > 0 {
-        writeln!(out, "  {} samples clamped (outside 1 ns..1 h or impossible timestamps)", r.clamped)?;
-    }
-    if table {
-        table_of(out, &r.latency)?;
-    }
-    Ok(())
-}
-
-/// `responder 10.0.0.2:7878 stopped answering at 2.514 s (its last reply; 1873 probes
-/// after it unanswered)`.
-pub fn stopped_line(addr: &str, st: &Stopped) -> String {
-    #[expect(clippy::cast_precision_loss, reason = "display values")]
-    let at_s = st.at_ns as f64 / 1e9;
-    format!(
-        "responder {addr} stopped answering at {at_s:.3} s (its last reply; {} probes after it unanswered)",
-        st.unanswered
-    )
-}
-
-/// Why a run gave up, in words.
-pub fn gave_up_words(g: Option<&GaveUp>) -> String {
-    match g {
-        Some(GaveUp::Silence { for_ns }) => {
-            #[expect(clippy::cast_precision_loss, reason = "display values")]
-            let s = *for_ns as f64 / 1e9;
-            format!("nothing answered for {s:.1} s: gave up")
-        }
-        Some(GaveUp::Unreachable) => "the target is unreachable (ICMP unreachable): gave up".into(),
-        Some(GaveUp::Closed) => "the connection was closed: gave up".into(),
-        None => "the responder stopped answering".into(),
-    }
-}
-
-fn table_of(out: &mut dyn Write, v: &LatencyView) -> io::Result<()> {
-    match decode_histogram(&v.histogram) {
-        Ok(h) => {
-            writeln!(out, "\nHistogram of {} in microseconds", view_words(v))?;
-            distribution::write(&h, 1000.0, out)?;
-            writeln!(out)
-        }
-        Err(e) => writeln!(out, "  (histogram unreadable: {e})"),
-    }
-}
-
-/// The terminal report of a ping run: header, one line per responder with its details,
-/// the combined line, the rate line; `table` adds the percentile distribution. `-q` is one
-/// [`responder_headline`] per responder; the default view leaves out the kernel timestamps'
-/// split, the warm-up and the minimum, mean and deviation (`-v` and the HTML page show
-/// them), and folds what it prints to the screen's width.
-pub fn ping(out: &mut dyn Write, report: &Report, table: bool, detail: Detail) -> io::Result<()> {
-    let Results::Ping(p) = &report.results else {
-        return writeln!(out, "not a ping report");
-    };
-    match detail {
-        Detail::Quiet => p.responders.iter().try_for_each(|r| writeln!(out, "{}", responder_headline(p, r))),
-        Detail::Normal => crate::screen::wrapped(out, |w| ping_at(w, report, p, table, detail)),
-        Detail::Verbose => ping_at(out, report, p, table, detail),
-    }
-}
-
-fn ping_at(out: &mut dyn Write, report: &Report, p: &PingResults, table: bool, detail: Detail) -> io::Result<()> {
-    // `ping --poisson` records its seed in the config: exponential gaps, not a fixed period.
-    header(out, p, report.config.get("poisson").is_some_and(|v| !v.is_null()), detail)?;
-    for r in &p.responders {
-        responder(out, p, r, table, detail)?;
-    }
-    if let Some(c) = &p.combined {
-        let line = if detail.verbose() { summary_line(&c.summary) } else { pct_line(&c.summary) };
-        writeln!(out, "all {} responders: {line}", p.responders.len())?;
-        if table {
-            table_of(out, c)?;
-        }
-    }
-    if let Some(rate) = &p.rate {
-        let late = match &rate.lateness {
-            Some(v) => format!(
-                "the sender's own lateness p50 {} p99 {} max {} us",
-                value_at(v, 50.0).map_or_else(|| "-".into(), us_u),
-                value_at(v, 99.0).map_or_else(|| "-".into(), us_u),
-                us_u(v.summary.max_ns)
-            ),
-            None => format!("send slip mean {} max {} us", us_u(rate.slip_mean_ns), us_u(rate.slip_max_ns)),
-        };
-        writeln!(
-            out,
-            "rate: requested {:.0}/s, achieved {:.0}/s, {late}{}",
-            rate.requested_per_s,
-            rate.achieved_per_s,
-            if rate.kept_up { "" } else { " -- the sender could NOT keep this rate; see the corrected view" }
-        )?;
-    }
-    if p.ignored > 0 {
-        writeln!(out, "ignored {} datagrams that were not replies to this run", p.ignored)?;
-    }
-    match report.outcome {
-        Outcome::Completed => Ok(()),
-        Outcome::Interrupted => writeln!(out, "interrupted: results so far"),
-        Outcome::PeerSilent => writeln!(out, "{}; results so far", gave_up_words(p.gave_up.as_ref())),
-    }
-}
-
-fn header(out: &mut dyn Write, p: &PingResults, poisson: bool, detail: Detail) -> io::Result<()> {
-    let pacing = match (p.pacing == "open", poisson) {
-        (true, true) => "open loop (Poisson sampling)",
-        (true, false) => "open loop",
-        (false, _) => "closed loop",
-    };
-    let form = if p.probe_form == "full" { "four timestamps" } else { "round trip only" };
-    let wait = if p.thread.spin { "busy-poll" } else { "blocking" };
-    let cpus: Vec<String> = p.thread.seen_cpus.iter().map(ToString::to_string).collect();
-    let pin = p.thread.pinned_cpu.map_or_else(|| "unpinned".to_owned(), |c| format!("pinned to cpu {c}"));
-    if !detail.verbose() {
-        return writeln!(
-            out,
-            "ping {} {}: {pacing}, {}-byte {} probes, {} + {} warm-up",
-            p.proto, p.target, p.probe_size, p.probe_form, p.sent, p.warmup_sent
-        );
-    }
-    writeln!(
-        out,
-        "ping {} {}: {pacing}, {}-byte {} probes ({form}), {wait}, {pin}, ran on cpu {}; {} probes + {} warm-up",
-        p.proto,
-        p.target,
-        p.probe_size,
-        p.probe_form,
-        if cpus.is_empty() { "?".to_owned() } else { cpus.join(",") },
-        p.sent,
-        p.warmup_sent
-    )
 }
 
 #[cfg(test)]
 mod tests {
+    use wirebench_core::mesh::api::MatrixReport;
+    use wirebench_core::mesh::matrix::MatrixBuilder;
+    use wirebench_core::mesh::verdict::Thresholds;
+    use wirebench_core::report::{Attribution, HiccupResult, ListenTotals, StreamDirection};
+
     use super::*;
-    use wirebench_core::latency::Percentile;
-    use wirebench_core::report::RateResult;
+    use crate::fixtures;
 
-    #[test]
-    fn microsecond_formatting() {
-        assert_eq!(us(5_621.0), "5.62");
-        assert_eq!(us(31_420.0), "31.4");
-        assert_eq!(us(1_250_400.0), "1250");
-        assert_eq!(pct_label(99.99), "p99.99");
-        assert_eq!(pct_label(50.0), "p50");
-    }
-
-    #[test]
-    fn summary_line_lists_every_percentile() {
-        let s = Summary {
-            count: 3,
-            min_ns: 5_000,
-            max_ns: 9_000,
-            mean_ns: 6_000.0,
-            stddev_ns: 100.0,
-            percentiles: vec![Percentile { p: 50.0, ns: 5_500 }, Percentile { p: 96.0, ns: 8_000 }],
-        };
-        assert_eq!(summary_line(&s), "min 5.00 p50 5.50 p96 8.00 max 9.00 mean 6.00 sd 0.10 us");
-    }
-
-    #[test]
-    fn dwell_and_warm_up_read_a_p50_the_percentile_list_left_out() {
-        // `ping --percentiles 90,99`: no summary lists p50, and the network line once ended
-        // in "dwell p50  max 100 us" (and the warm-up line in "p50 -").
-        let mut r = crate::fixtures::ping(&[20_000]);
-        let Results::Ping(p) = &mut r.results else { unreachable!() };
-        let x = &mut p.responders[0];
-        x.network = Some(crate::fixtures::view(10_000, 100));
-        x.dwell = Some(crate::fixtures::view(1_000, 100));
-        let listed = vec![Percentile { p: 90.0, ns: 1 }, Percentile { p: 99.0, ns: 2 }];
-        for v in [&mut x.latency, &mut x.warmup, x.network.as_mut().unwrap(), x.dwell.as_mut().unwrap()] {
-            v.summary.percentiles.clone_from(&listed);
-        }
+    fn text_of(r: &Report, detail: Detail) -> String {
         let mut out = Vec::new();
-        ping(&mut out, &r, false, Detail::Verbose).unwrap();
+        render_text(r, &mut out, detail, false).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    fn of(results: Results) -> Report {
+        Report { results, ..fixtures::ping(&[1_000]) }
+    }
+
+    fn seed(name: &str) -> Report {
+        let path = format!("{}/../../fuzz/seeds/report_html/{name}", env!("CARGO_MANIFEST_DIR"));
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+    }
+
+    /// A listen at which nothing arrived: a stream report with direction `listen`.
+    fn listen() -> Report {
+        let mut r = fixtures::stream(1000, 1000);
+        let Results::Stream(s) = &mut r.results else { unreachable!("a stream fixture") };
+        (s.direction, s.search, s.listen) = (StreamDirection::Listen, None, Some(ListenTotals::default()));
+        s.sweep.clear();
+        s.sender = None;
+        s.receivers.clear();
+        r.config = serde_json::json!({ "listen": "0.0.0.0:7879" });
+        r
+    }
+
+    fn mesh() -> Report {
+        let text = include_str!("../../../fuzz/seeds/mesh_matrix/two-cells.json");
+        let mut b = MatrixBuilder::new("agents");
+        b.add_report(&serde_json::from_str::<MatrixReport>(text).unwrap()).unwrap();
+        of(Results::Mesh(b.finish(&Thresholds::default())))
+    }
+
+    /// A report of each mode a command saves, and a line only its mode's renderer writes.
+    fn every_mode() -> Vec<(&'static str, Report, &'static str)> {
+        vec![
+            ("ping", fixtures::ping(&[10_000]), "ping udp 10.0.0.1:7878: closed loop, 32-byte compact probes"),
+            ("stream", fixtures::stream(1000, 936), "stream udp forward: highest rate with loss <= "),
+            ("listen", listen(), "nothing arrived at 0.0.0.0:7879: no stream message in 1.5 s"),
+            ("proxy", seed("report-proxy.json"), "proxy udp 127.0.0.1:52423 -> 127.0.0.1:51169: 1 flow"),
+            ("load", fixtures::load(), "deliveries: 400 expected, 100 arrived (25.00%)"),
+            ("mesh", mesh(), "mesh: 3 nodes, 1 reporting (from agents, window 60 s)"),
+            ("relay", of(Results::Relay(fixtures::relay())), "relay 6a440ce4eee9b564 on 10.77.94.2:7880"),
+        ]
+    }
+
+    /// `report FILE` prints the body of every mode a command saves: each report's text
+    /// has a line only its mode's renderer writes.
+    #[test]
+    fn every_mode_saved_renders_its_own_body() {
+        for (mode, r, line) in every_mode() {
+            for detail in [Detail::Normal, Detail::Verbose] {
+                let t = text_of(&r, detail);
+                assert!(t.contains(line), "{mode} ({detail:?}): {line:?} in\n{t}");
+            }
+        }
+    }
+
+    /// A report of every mode, as this version writes it, reads back to the same JSON.
+    #[test]
+    fn every_modes_report_reads_back_to_the_same_json() {
+        let hiccup = ("hiccup", of(Results::Hiccup), "");
+        for (mode, r, _) in every_mode().into_iter().chain([hiccup]) {
+            let written = serde_json::to_value(&r).unwrap();
+            let back: Report = serde_json::from_value(written.clone()).unwrap();
+            assert_eq!(serde_json::to_value(&back).unwrap(), written, "{mode}");
+        }
+    }
+
+    /// A hiccup run's figures are its stall meter's, which the attribution prints for every
+    /// report: its own body is empty, and the attribution has the worst second.
+    #[test]
+    fn a_hiccup_runs_body_is_its_attribution() {
+        let mut r = of(Results::Hiccup);
+        let h = HiccupResult {
+            interval_ns: 1_000_000,
+            wakeups: 100,
+            corrected: 0,
+            lateness: fixtures::view(10_000, 100),
+            seconds: Vec::new(),
+            cpu_ns: None,
+        };
+        r.attribution = Some(Attribution { hiccup: Some(h), ..Attribution::default() });
+        assert_eq!(text_of(&r, Detail::Verbose), "");
+        let mut out = Vec::new();
+        crate::attribution::text_at(&mut out, &r, Detail::Verbose).unwrap();
         let t = String::from_utf8(out).unwrap();
-        // dwell: 1, 2, .. 100 us, p50 the 50th (50,000 ns, whose highest equivalent at 3
-        // significant digits is 50,015); warm-up: 20 .. 29 us, p50 the 5th (24,000: 24,015)
-        assert!(t.contains("; dwell p50 50.0 max 100 us\n"), "{t}");
-        assert!(t.contains("warm-up (excluded): 10 replies, p50 24.0 max 29.0 us\n"), "{t}");
-        // a listed p50 is the summary's, as before
-        let Results::Ping(p) = &mut r.results else { unreachable!() };
-        p.responders[0].dwell.as_mut().unwrap().summary.percentiles = vec![Percentile { p: 50.0, ns: 7_000 }];
-        let mut out = Vec::new();
-        ping(&mut out, &r, false, Detail::Verbose).unwrap();
-        assert!(String::from_utf8(out).unwrap().contains("; dwell p50 7.00 max 100 us\n"));
-    }
-
-    /// An open loop's headline names the sender's lateness when it is at least 5 % of the
-    /// corrected p50 (and 1 us), in the same line (`ping -q` prints that line alone); the
-    /// rate line gives its percentiles whatever its size.
-    #[test]
-    fn an_open_loops_headline_names_the_senders_lateness_worth_naming() {
-        let mut report = crate::fixtures::ping(&[200_000]);
-        let p50 = match &report.results {
-            Results::Ping(p) => value_at(&p.responders[0].latency, 50.0).expect("a p50"),
-            _ => unreachable!("a ping fixture"),
-        };
-        for (late_ns, named) in [(p50 / 10, true), (p50 / 19, true), (p50 / 22, false), (900, false)] {
-            let mut late = crate::fixtures::view(late_ns, 1);
-            late.measures = "send_lateness".into();
-            let Results::Ping(p) = &mut report.results else { unreachable!("a ping fixture") };
-            p.rate = Some(RateResult {
-                requested_per_s: 1000.0,
-                achieved_per_s: 1000.0,
-                slip_mean_ns: late_ns,
-                slip_max_ns: late_ns,
-                kept_up: true,
-                lateness: Some(late),
-            });
-            let head = responder_headline(p, &p.responders[0]);
-            let words = format!("includes the sender's own lateness, p50 {} us", us_u(late_ns));
-            assert_eq!(head.ends_with(&words), named, "{late_ns} ns of {p50}: {head}");
-            let mut text = Vec::new();
-            ping(&mut text, &report, false, Detail::Verbose).unwrap();
-            let text = String::from_utf8(text).unwrap();
-            assert!(text.contains(&head), "{text}");
-            let rate = format!("the sender's own lateness p50 {0} p99 {0} max {0} us", us_u(late_ns));
-            assert!(text.contains(&rate), "{text}");
-        }
+        assert!(t.contains("a sleeping thread on this host wakes up to "), "{t}");
     }
 }

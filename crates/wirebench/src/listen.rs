@@ -23,7 +23,9 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::Context as _;
 use socket2::{Domain, Protocol, Socket, Type};
 use wirebench_core::counters::{LossSplit, RunSizes, Snapshot};
-use wirebench_core::report::{Attribution, ListenTotals, Outcome, ReceiverResult, Report, Results, StreamResults};
+use wirebench_core::report::{
+    Attribution, ListenTotals, Outcome, ReceiverResult, Report, Results, StreamDirection, StreamResults, Transport,
+};
 use wirebench_core::stream::table::{Budget, Table};
 use wirebench_core::stream::wake::WakeRecorder;
 use wirebench_core::units::{Count, Span};
@@ -289,7 +291,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     };
     let runs = totals.wake.as_ref().and_then(RunSizes::of);
     if !a.output.quiet {
-        print::totals(ctx.out, &totals, a.max_publishers.as_usize())?;
+        wirebench_report::text::listen::totals(ctx.out, &totals, a.max_publishers.as_usize())?;
     }
     if let Some(w) = totals.wake.as_ref().filter(|_| detail.verbose()) {
         writeln!(ctx.out, "{}", wirebench_report::stream_wake::words("listen", w))?;
@@ -298,7 +300,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         .iter()
         .map(|(key, c, _)| ReceiverResult {
             addr: format!("{} session {:016x} publisher {}", key.0, key.1, key.2),
-            direction: "listen".into(),
+            direction: StreamDirection::Listen,
             sent: c.expected,
             total: *c,
             publishers: vec![*c],
@@ -320,8 +322,8 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         }),
         outcome: if ctx.shutdown.is_set() { Outcome::Interrupted } else { Outcome::Completed },
         results: Results::Stream(StreamResults {
-            proto: "udp".into(),
-            direction: "listen".into(),
+            proto: Transport::Udp,
+            direction: StreamDirection::Listen,
             size: done.first().map_or(0, |d| d.2),
             publishers: u16::try_from(done.len()).unwrap_or(u16::MAX),
             rate_per_s: None,
@@ -339,7 +341,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let mut attribution = crate::stall::attribution(meter).unwrap_or_default();
     kernel_attribution(&mut attribution, &kernel_before, &kernel_after, missing, runs);
     let report = Report { attribution: Some(attribution), ..report };
-    if let Some(line) = wirebench_report::stream_text::listen_nothing_line(&report) {
+    if let Some(line) = wirebench_report::text::stream::listen_nothing_line(&report) {
         writeln!(ctx.out, "{line}")?;
     }
     wirebench_report::attribution::text_at(ctx.out, &report, detail)?;

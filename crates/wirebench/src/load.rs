@@ -178,7 +178,7 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let mut report = measure(&cfg, ctx, false)?;
     crate::stall::attach(&mut report, meter);
     let detail = args.output.detail();
-    wirebench_report::load::report_at(&cfg.percentiles, &report, ctx.out, detail)?;
+    wirebench_report::text::load::report_at(&cfg.percentiles, &report, ctx.out, detail)?;
     wirebench_report::attribution::text_at(ctx.out, &report, detail)?;
     save(&cfg, &report)?;
     Ok(report)
@@ -319,7 +319,7 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
                     delay_histogram: Some(wirebench_core::report::encode_histogram(&h)),
                 };
                 if cfg.verbose {
-                    let _ = progress.suspend(|| writeln!(out, "{}", wirebench_report::load::second(&row, open)));
+                    let _ = progress.suspend(|| writeln!(out, "{}", wirebench_report::text::load::second(&row, open)));
                 }
                 series.push(row);
                 next_second += 1;
@@ -380,7 +380,7 @@ fn first_url(cfg: &Config) -> (u64, String) {
 
 /// `1 attempt`, `20 attempts`.
 fn attempts(n: u64) -> String {
-    wirebench_report::text::counted(n, "attempt", "attempts")
+    wirebench_report::words::counted(n, "attempt", "attempts")
 }
 
 /// Seconds between the partial reports a long run writes to `--json`.

@@ -385,7 +385,7 @@ fn progress_total(cfg: &Config, shown: &Arc<Shown>) -> Option<crate::progress::T
 
 fn print(cfg: &Config, report: &Report, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
     let detail = wirebench_report::screen::Detail::of(cfg.quiet, cfg.verbose);
-    wirebench_report::text::ping(ctx.out, report, cfg.table, detail)?;
+    wirebench_report::render_text(report, ctx.out, detail, cfg.table)?;
     wirebench_report::attribution::text_at(ctx.out, report, detail)?;
     Ok(())
 }

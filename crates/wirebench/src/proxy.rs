@@ -204,7 +204,7 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
             if cfg.spin { ", busy-poll" } else { "" }
         )?;
         let (up, down) = (collect::requested(&cfg.up), collect::requested(&cfg.down));
-        wirebench_report::proxy::requested_lines(ctx.out, &up, &down)?;
+        wirebench_report::text::proxy::requested_lines(ctx.out, &up, &down)?;
     }
     ctx.out.flush()?;
     let deadline = cfg.duration.map(|d| Instant::now() + d);
@@ -222,7 +222,7 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         if now >= next_tick {
             let t = proxy.elapsed_ns();
             let iv = proxy.collector.close_interval(t);
-            wirebench_report::proxy::interval_at(ctx.out, iv, detail)?;
+            wirebench_report::text::proxy::interval_at(ctx.out, iv, detail)?;
             ctx.out.flush()?;
             next_tick += cfg.interval;
         }
@@ -234,7 +234,7 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let results = proxy.stop();
     let mut report = report(&cfg, results, &ctx.argv, started, outcome);
     crate::stall::attach(&mut report, meter);
-    wirebench_report::proxy::summary_at(ctx.out, &report, detail)?;
+    wirebench_report::render_text(&report, ctx.out, detail, false)?;
     wirebench_report::attribution::text_at(ctx.out, &report, detail)?;
     if let Some(path) = &cfg.json {
         crate::output::write_json(path, &report)?;

@@ -128,8 +128,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         results: Results::Relay(results),
         attribution: None,
     };
-    let Results::Relay(r) = &report.results else { unreachable!() };
-    wirebench_report::relay::text(ctx.out, r)?;
+    wirebench_report::render_text(&report, ctx.out, wirebench_report::screen::Detail::Normal, false)?;
     ctx.out.flush()?;
     if let Some(p) = &cfg.json {
         crate::output::write_json(p, &report)?;

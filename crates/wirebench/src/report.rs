@@ -13,9 +13,9 @@ mod merge;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use wirebench_core::report::{Report, Results};
+use wirebench_core::report::Results;
 use wirebench_report::screen::Detail;
-use wirebench_report::{Run, compare, env, html, stream_text, text};
+use wirebench_report::{Run, compare, env, html, render_text};
 
 use crate::ctx::Ctx;
 use crate::error::UsageError;
@@ -196,7 +196,7 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
     if cfg.html.is_some() && failed {
         // the text (with its verdicts) was not printed: the verdicts, as `load` prints them
         if let Results::Load(l) = &loaded[0].report.results {
-            wirebench_report::load::thresholds(l, &mut out)?;
+            wirebench_report::text::load::thresholds(l, &mut out)?;
         }
     }
     Ok(if failed { 3 } else { 0 })
@@ -212,30 +212,12 @@ pub fn write_text(runs: &[Run<'_>], table: bool, detail: Detail, out: &mut dyn s
         writeln!(out, "== {} ==", r.name)?;
         let one = |w: &mut dyn Write| {
             writeln!(w, "{}", env::one_line(r.report))?;
-            body(w, r.report, table, detail)?;
+            render_text(r.report, w, detail, table)?;
             wirebench_report::attribution::text_at(w, r.report, detail)
         };
         if detail.verbose() { one(out)? } else { wirebench_report::screen::wrapped(out, one)? }
     }
     Ok(())
-}
-
-/// The mode's own text of a report: one arm per kind of results and no catch-all, so a
-/// mode that can be saved cannot be left without its text (a new kind of results that
-/// forgets its renderer does not compile). A relay's report once fell through to the
-/// proxy's renderer and printed nothing.
-fn body(out: &mut dyn Write, report: &Report, table: bool, detail: Detail) -> io::Result<()> {
-    match &report.results {
-        Results::Ping(_) => text::ping(out, report, table, detail),
-        // `listen` saves a stream report (direction `listen`)
-        Results::Stream(_) => stream_text::stream(out, report, detail),
-        Results::Proxy(_) => wirebench_report::proxy::summary_at(out, report, detail),
-        Results::Load(_) => wirebench_report::load::text(out, report, detail),
-        Results::Mesh(_) => wirebench_report::mesh::mesh(out, report, false),
-        // its figures are the report's stall meter, which every report's attribution prints
-        Results::Hiccup => Ok(()),
-        Results::Relay(r) => wirebench_report::relay::text(out, r),
-    }
 }
 
 /// Writes the HTML page of `runs` to `path`, atomically.

@@ -154,7 +154,7 @@ pub fn result(h: Hiccups, cpu_ns: Option<u64>, ps: &[f64]) -> HiccupResult {
         wakeups: h.wakeups,
         corrected: h.corrected,
         lateness: LatencyView {
-            measures: "wakeup_lateness".into(),
+            measures: wirebench_core::report::Measure::WakeupLateness,
             summary: Summary::of(&h.histogram, ps),
             histogram: encode_histogram(&h.histogram),
         },

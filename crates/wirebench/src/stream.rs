@@ -33,7 +33,6 @@
 
 mod config;
 mod health;
-mod print;
 mod search;
 mod session;
 mod tcp;
@@ -46,7 +45,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::{Instant, SystemTime};
 
 pub use config::Config;
-use wirebench_core::report::{Outcome, Report, Results, StreamResults};
+use wirebench_core::report::{Outcome, Report, Results, StreamDirection, StreamResults, Transport};
 use wirebench_core::units::{ByteSize, Count, Span, StreamRate};
 use wirebench_core::wire::control::{Direction, StreamProto};
 
@@ -151,7 +150,7 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let mut report = measure(&cfg, ctx)?;
     crate::stall::attach(&mut report, meter);
     let detail = args.output.detail();
-    wirebench_report::stream_text::summary_at(ctx.out, &report, detail)?;
+    wirebench_report::text::stream::summary_at(ctx.out, &report, detail)?;
     wirebench_report::attribution::text_at(ctx.out, &report, detail)?;
     save(&cfg, &report)?;
     Ok(report)
@@ -162,8 +161,12 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let started = SystemTime::now();
     let t0 = Instant::now();
     let mut results = StreamResults {
-        proto: if cfg.proto == StreamProto::Tcp { "tcp" } else { "udp" }.into(),
-        direction: config::direction_str(cfg.direction).into(),
+        proto: if cfg.proto == StreamProto::Tcp { Transport::Tcp } else { Transport::Udp },
+        direction: match cfg.direction {
+            Direction::Forward => StreamDirection::Forward,
+            Direction::Reverse => StreamDirection::Reverse,
+            Direction::Both => StreamDirection::Both,
+        },
         size: cfg.size,
         publishers: cfg.parallel,
         rate_per_s: cfg.rate.per_sec(cfg.size),
@@ -267,7 +270,7 @@ pub fn save(cfg: &Config, report: &Report) -> anyhow::Result<()> {
         crate::output::write_json(p, report)?;
     }
     if let Some(p) = &cfg.log {
-        crate::output::write_atomic(p, |w| print::tsv(w, report))?;
+        crate::output::write_atomic(p, |w| wirebench_report::text::stream::tsv(w, report))?;
     }
     Ok(())
 }

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use wirebench_core::report::{Report, Results};
-use wirebench_report::text::us;
+use wirebench_report::words::us;
 
 use crate::ctx::Ctx;
 use crate::ping::{self, Config as PingConfig};
@@ -128,7 +128,7 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Vec<Report>> {
         let r = crate::stream::measure(&cfg, ctx)?;
         crate::stream::save(&cfg, &r)?;
         stream_rows.push(stream_row(step.name, &r));
-        if matches!(&r.results, Results::Stream(s) if s.proto == "tcp") {
+        if matches!(&r.results, Results::Stream(s) if s.proto == wirebench_core::report::Transport::Tcp) {
             tcp_streams.push(step.name);
         }
         reports.push(r);
@@ -141,7 +141,8 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Vec<Report>> {
     print_table(ctx, &rows)?;
     for r in &reports {
         if let Results::Ping(p) = &r.results
-            && let Some(late) = p.responders.first().and_then(|x| wirebench_report::text::sender_lateness_p50(p, x))
+            && let Some(late) =
+                p.responders.first().and_then(|x| wirebench_report::text::ping::sender_lateness_p50(p, x))
         {
             writeln!(ctx.out, "{}: its p50 includes the sender's own lateness, p50 {} us", step_name(r), us_u(late))?;
         }
@@ -193,7 +194,7 @@ fn parse_args<A: clap::Args>(name: &str, args: &[String]) -> anyhow::Result<A> {
 }
 
 fn stream_row(name: &str, r: &Report) -> Vec<String> {
-    use wirebench_report::text::{bits_words, rate_words};
+    use wirebench_report::words::{bits_words, rate_words};
     let Results::Stream(s) = &r.results else {
         return vec![name.into(), "not a stream".into()];
     };

@@ -12,8 +12,8 @@ use super::record::{ErrorKind, Recording, TypeRec};
 use super::{Link, Mix, Stat, Threshold};
 use crate::latency::{Summary, value_at_percentile};
 use crate::report::{
-    LatencyView, LoadAccount, LoadConnections, LoadLink, LoadResults, LoadSecond, LoadTypeResult, ProcessUse,
-    ThresholdResult, encode_histogram,
+    LatencyView, LinkMethod, LoadAccount, LoadConnections, LoadLink, LoadResults, LoadSecond, LoadTypeResult, Measure,
+    ProcessUse, ThresholdResult, encode_histogram,
 };
 
 /// What a run was asked to do (the parts of its configuration the results restate).
@@ -64,8 +64,8 @@ pub struct Counts {
     pub down_frames: u64,
 }
 
-fn view(measures: &str, h: &Histogram<u64>, ps: &[f64]) -> LatencyView {
-    LatencyView { measures: measures.into(), summary: Summary::of(h, ps), histogram: encode_histogram(h) }
+fn view(measures: Measure, h: &Histogram<u64>, ps: &[f64]) -> LatencyView {
+    LatencyView { measures, summary: Summary::of(h, ps), histogram: encode_histogram(h) }
 }
 
 fn row(r: &TypeRec, name: &str, share_pct: f64, request: bool, size: u64, ps: &[f64]) -> LoadTypeResult {
@@ -80,9 +80,9 @@ fn row(r: &TypeRec, name: &str, share_pct: f64, request: bool, size: u64, ps: &[
         arrived: r.arrived.min(r.expected),
         missing: r.expected.saturating_sub(r.arrived),
         unexpected: r.unexpected,
-        delay: view("delay_from_send", &r.delay, ps),
-        delay_intended: view("delay_from_intended_send", &r.delay_intended, ps),
-        reply: (request || !r.reply.is_empty()).then(|| view("reply_from_send", &r.reply, ps)),
+        delay: view(Measure::DelayFromSend, &r.delay, ps),
+        delay_intended: view(Measure::DelayFromIntendedSend, &r.delay_intended, ps),
+        reply: (request || !r.reply.is_empty()).then(|| view(Measure::ReplyFromSend, &r.reply, ps)),
     }
 }
 
@@ -157,11 +157,11 @@ pub fn build(
     let per_s = |v: u64| v as f64 / secs;
     let received = all.delay.len() + replies;
     let events = all.sent + received;
-    let link = |l: Option<Link>, method: &str, measures: &str, bps: u64, frames: u64, h: &Histogram<u64>| {
+    let link = |l: Option<Link>, method: LinkMethod, measures: Measure, bps: u64, frames: u64, h: &Histogram<u64>| {
         l.map(|l| LoadLink {
             requested_bps: l.rate.map(crate::units::BitRate::bps),
             requested_delay_ns: l.delay_ns,
-            method: method.into(),
+            method,
             #[expect(clippy::cast_precision_loss, reason = "display values")]
             achieved_bps_max_client: bps as f64,
             frames,
@@ -182,7 +182,7 @@ pub fn build(
             connected: counts.connected,
             failed: counts.failed,
             disconnects: counts.disconnects,
-            connect_time: view("connect_time", &rec.connect, ps),
+            connect_time: view(Measure::ConnectTime, &rec.connect, ps),
             subprotocols: BTreeMap::new(),
         },
         requested_send_per_s: requested,
@@ -201,11 +201,18 @@ pub fn build(
         generator: None,
         overall: overall(&all, &types, replies > 0 || shape.mix.types().iter().any(|t| t.request), ps),
         types,
-        link_up: link(shape.link_up, "socket", "shaper_hold", counts.up_bps_max, counts.up_frames, &rec.up_hold),
+        link_up: link(
+            shape.link_up,
+            LinkMethod::Socket,
+            Measure::ShaperHold,
+            counts.up_bps_max,
+            counts.up_frames,
+            &rec.up_hold,
+        ),
         link_down: link(
             shape.link_down,
-            "modelled",
-            "modelled_shaper_hold",
+            LinkMethod::Modelled,
+            Measure::ModelledShaperHold,
             counts.down_bps_max,
             counts.down_frames,
             &rec.down_hold,

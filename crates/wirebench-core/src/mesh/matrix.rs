@@ -27,8 +27,8 @@ use super::verdict::{CellInput, CellVerdict, Grid, Problem, Thresholds};
 use super::window::{MAX_TIMEOUT_NS, RttSummary};
 use crate::latency::{DEFAULT_PERCENTILES, Summary};
 use crate::report::{
-    LatencyView, MeshCell, MeshCombined, MeshNode, MeshProblem, MeshResults, MeshThresholds, decode_histogram,
-    encode_histogram,
+    CellJudged, LatencyView, MeshCell, MeshCombined, MeshNode, MeshProblem, MeshResults, MeshThresholds,
+    decode_histogram, encode_histogram,
 };
 
 /// Most cells one agent may report (three transports to the most peers a source gives).
@@ -409,11 +409,10 @@ impl MatrixBuilder {
                 rtt: c.rtt,
                 histogram: c.histogram.clone(),
                 verdict: match v {
-                    CellVerdict::Good => "good",
-                    CellVerdict::Bad => "bad",
-                    CellVerdict::Unknown => "unknown",
-                }
-                .to_owned(),
+                    CellVerdict::Good => CellJudged::Good,
+                    CellVerdict::Bad => CellJudged::Bad,
+                    CellVerdict::Unknown => CellJudged::Unknown,
+                },
             });
         }
         cells.sort_by(|a, b| (a.src, a.dst, &a.proto).cmp(&(b.src, b.dst, &b.proto)));
@@ -421,7 +420,7 @@ impl MatrixBuilder {
         if any_multicast {
             named.extend(describe("multicast", &multicast, &nodes));
         }
-        let judged = cells.iter().any(|c| c.verdict != "unknown");
+        let judged = cells.iter().any(|c| c.verdict != CellJudged::Unknown);
         let skipped: Vec<bool> = order.iter().map(|o| self.skipped.contains(o)).collect();
         let mut problems = no_rows(&self.source, &nodes, &skipped, &named, judged, t.min_probes);
         problems.extend(named);
@@ -430,7 +429,7 @@ impl MatrixBuilder {
             .map(|(p, h)| MeshCombined {
                 proto: p.name().to_owned(),
                 latency: LatencyView {
-                    measures: "rtt_from_send".into(),
+                    measures: crate::report::Measure::RttFromSend,
                     summary: Summary::of(&h, &DEFAULT_PERCENTILES),
                     histogram: encode_histogram(&h),
                 },

@@ -7,6 +7,34 @@ use serde::{Deserialize, Serialize};
 
 use crate::latency::Summary;
 
+/// A closed set of names a report field takes: an enum whose variants serialize to exactly
+/// the names given (the JSON is what it was when the field was a string), with `as_str`
+/// and `Display` giving the same name.
+macro_rules! named {
+    ($(#[$m:meta])* pub enum $name:ident { $($(#[$vm:meta])* $v:ident = $s:literal,)+ }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        pub enum $name {
+            $($(#[$vm])* #[serde(rename = $s)] $v,)+
+        }
+
+        impl $name {
+            /// The name, as in the JSON.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$v => $s,)+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
 mod attribution;
 mod load;
 mod mesh;
@@ -132,6 +160,110 @@ pub enum Results {
     Relay(RelayResults),
 }
 
+/// What a histogram times. The set grows with the modes, so a name this version does not
+/// know reads as [`Measure::Other`] and is written back as it was.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum Measure {
+    /// `rtt_from_send`: a closed loop's round trip.
+    RttFromSend,
+    /// `rtt_from_intended_send`: an open loop's round trip from the intended send time
+    /// (coordinated omission corrected).
+    RttFromIntendedSend,
+    /// `rtt_from_actual_send`: an open loop's round trip from the actual send (uncorrected).
+    RttFromActualSend,
+    /// `network_rtt`: the round trip minus the responder's dwell.
+    NetworkRtt,
+    /// `dwell`: the responder's dwell.
+    Dwell,
+    /// `added_delay`: proxy, release minus arrival.
+    AddedDelay,
+    /// `queue_delay`: proxy, time in the rate queue.
+    QueueDelay,
+    /// `path_delay`: proxy, the added delay alone.
+    PathDelay,
+    /// `delay_from_send`: load, a message's delay to another member.
+    DelayFromSend,
+    /// `delay_from_intended_send`: load, the same from the intended send time.
+    DelayFromIntendedSend,
+    /// `reply_from_send`: load, request to reply.
+    ReplyFromSend,
+    /// `connect_time`: load, a client's connection.
+    ConnectTime,
+    /// `shaper_hold`: load, time a frame spent in the upload shaper.
+    ShaperHold,
+    /// `modelled_shaper_hold`: load, the download shaper's computed hold.
+    ModelledShaperHold,
+    /// `wakeup_lateness`: the stall meter.
+    WakeupLateness,
+    /// `stack_rtt`: kernel timestamps, both hosts' wake-ups out.
+    StackRtt,
+    /// `pinger_stack_rtt`: kernel timestamps, this host's wake-up out.
+    PingerStackRtt,
+    /// `hosts_share`: the round trip minus stack to stack.
+    HostsShare,
+    /// `relay_added_delay`: a relay's added delay.
+    RelayAddedDelay,
+    /// `send_lateness`: an open loop's actual minus intended send time.
+    SendLateness,
+    /// A name this version does not know, kept as it was.
+    Other(String),
+}
+
+impl Measure {
+    const NAMED: [(Self, &'static str); 20] = [
+        (Self::RttFromSend, "rtt_from_send"),
+        (Self::RttFromIntendedSend, "rtt_from_intended_send"),
+        (Self::RttFromActualSend, "rtt_from_actual_send"),
+        (Self::NetworkRtt, "network_rtt"),
+        (Self::Dwell, "dwell"),
+        (Self::AddedDelay, "added_delay"),
+        (Self::QueueDelay, "queue_delay"),
+        (Self::PathDelay, "path_delay"),
+        (Self::DelayFromSend, "delay_from_send"),
+        (Self::DelayFromIntendedSend, "delay_from_intended_send"),
+        (Self::ReplyFromSend, "reply_from_send"),
+        (Self::ConnectTime, "connect_time"),
+        (Self::ShaperHold, "shaper_hold"),
+        (Self::ModelledShaperHold, "modelled_shaper_hold"),
+        (Self::WakeupLateness, "wakeup_lateness"),
+        (Self::StackRtt, "stack_rtt"),
+        (Self::PingerStackRtt, "pinger_stack_rtt"),
+        (Self::HostsShare, "hosts_share"),
+        (Self::RelayAddedDelay, "relay_added_delay"),
+        (Self::SendLateness, "send_lateness"),
+    ];
+
+    /// The name, as in the JSON.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Other(s) => s,
+            known => Self::NAMED.iter().find(|(m, _)| m == known).map_or("", |(_, s)| s),
+        }
+    }
+}
+
+impl From<String> for Measure {
+    fn from(s: String) -> Self {
+        Self::NAMED.into_iter().find(|(_, n)| *n == s).map_or(Self::Other(s), |(m, _)| m)
+    }
+}
+
+impl From<Measure> for String {
+    fn from(m: Measure) -> Self {
+        match m {
+            Measure::Other(s) => s,
+            known => known.as_str().to_owned(),
+        }
+    }
+}
+
+impl std::fmt::Display for Measure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One histogram, what it measures, its summary and the histogram itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LatencyView {
@@ -141,7 +273,7 @@ pub struct LatencyView {
     /// release minus arrival); load: `delay_from_send`, `delay_from_intended_send`,
     /// `reply_from_send`, `connect_time`, `shaper_hold`, `modelled_shaper_hold`; relay:
     /// `relay_added_delay`.
-    pub measures: String,
+    pub measures: Measure,
     /// Summary values.
     pub summary: Summary,
     /// HdrHistogram V2+DEFLATE, base64.

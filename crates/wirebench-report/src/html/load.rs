@@ -4,12 +4,12 @@
 
 use std::io::{self, Write};
 
-use wirebench_core::report::{LatencyView, LoadAccount, LoadLink, LoadResults, Results, decode_histogram};
+use wirebench_core::report::{LatencyView, LinkMethod, LoadAccount, LoadLink, LoadResults, Results, decode_histogram};
 
 use super::{figure, table};
 use crate::Run;
 use crate::charts::{self, Line};
-use crate::text::us;
+use crate::words::us;
 
 #[expect(clippy::cast_precision_loss, reason = "display values")]
 fn at(v: &LatencyView, p: f64) -> String {
@@ -66,8 +66,11 @@ fn missing_words(what: &str, a: &LoadAccount) -> String {
 #[expect(clippy::cast_precision_loss, reason = "display values")]
 fn link_words(name: &str, k: &LoadLink) -> String {
     let rate = k.requested_bps.map_or_else(|| "unlimited".into(), |b| format!("{:.3} Mbit/s", b as f64 / 1e6));
-    let (label, achieved) =
-        if k.method == "modelled" { (" (modelled, nothing held)", "modelled") } else { ("", "achieved at the socket") };
+    let (label, achieved) = if k.method == LinkMethod::Modelled {
+        (" (modelled, nothing held)", "modelled")
+    } else {
+        ("", "achieved at the socket")
+    };
     format!(
         "{name} link{label}: requested {rate}, +{} us one way; {achieved} {:.3} Mbit/s (busiest client), hold p50 {} us",
         us(k.requested_delay_ns as f64),

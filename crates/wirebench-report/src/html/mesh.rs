@@ -9,8 +9,8 @@ use wirebench_core::report::{MeshCell, MeshResults, Results};
 
 use super::{escape, table};
 use crate::Run;
-use crate::mesh::{Heat, Metric, cell, cells_of, fleet_median_p50, headline as text_headline, protos};
-use crate::text::{summary_line, us};
+use crate::text::mesh::{Heat, Metric, cell, cells_of, fleet_median_p50, headline as text_headline, protos};
+use crate::words::{summary_line, us};
 
 pub(super) fn headline(m: &MeshResults) -> String {
     text_headline(m)

@@ -9,7 +9,8 @@ use wirebench_core::report::{LatencyView, PingResults, Report, Results, decode_h
 use super::{captured, figure, table};
 use crate::Run;
 use crate::charts::{self, Line};
-use crate::text::{self, us};
+use crate::text::ping as text;
+use crate::words::us;
 
 /// The percentile points of a view, in µs (none if the histogram is unreadable).
 fn points(v: &LatencyView) -> Vec<(f64, f64)> {
@@ -65,7 +66,7 @@ pub(super) fn section(out: &mut dyn Write, r: &Run<'_>) -> io::Result<()> {
     let pct: Vec<String> = p
         .responders
         .first()
-        .map(|x| x.latency.summary.percentiles.iter().map(|q| text::pct_label(q.p)).collect())
+        .map(|x| x.latency.summary.percentiles.iter().map(|q| crate::words::pct_label(q.p)).collect())
         .unwrap_or_default();
     let mut head = vec!["responder", "measures", "count", "lost", "min"];
     head.extend(pct.iter().map(String::as_str));

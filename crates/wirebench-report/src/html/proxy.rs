@@ -8,8 +8,8 @@ use wirebench_core::report::{ProxyResults, Results, decode_histogram};
 use super::{captured, figure};
 use crate::Run;
 use crate::charts::{self, Line};
-use crate::proxy::{bps, summary};
-use crate::text::us;
+use crate::text::proxy::{bps, summary};
+use crate::words::us;
 
 /// `udp 127.0.0.1:9000 -> 127.0.0.1:7878: added p50 up 501 us / down 500 us`.
 #[expect(clippy::cast_precision_loss, reason = "display values")]

@@ -8,8 +8,8 @@ use wirebench_core::report::{Results, StreamResults};
 use super::{captured, figure, single, table};
 use crate::Run;
 use crate::charts::{self, Line};
-use crate::stream_text::{self, intervals, loss_percent};
-use crate::text::{bits_words, rate_words};
+use crate::text::stream::{self as stream_text, intervals, loss_percent};
+use crate::words::{bits_words, rate_words};
 
 /// `udp 1468 B: 21.30 Gbit/s, loss 15.586%; loss-free 4.841M msg/s`.
 pub(super) fn headline(s: &StreamResults) -> String {

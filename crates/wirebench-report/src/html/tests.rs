@@ -75,9 +75,9 @@ fn the_kernel_split_is_drawn_and_tabled_beside_the_round_trip() {
     let mut p = fixtures::ping(&[50_000]);
     let Results::Ping(ping) = &mut p.results else { unreachable!() };
     let mut stack = fixtures::view(2_000, 100);
-    stack.measures = "stack_rtt".into();
+    stack.measures = wirebench_core::report::Measure::StackRtt;
     let mut hosts = fixtures::view(48_000, 100);
-    hosts.measures = "hosts_share".into();
+    hosts.measures = wirebench_core::report::Measure::HostsShare;
     ping.responders[0].kernel = Some(fixtures::kernel(Some(stack), Some(hosts)));
     let html = page(&[Run { name: "k", report: &p }], false);
     let c = charts(&html);
@@ -164,4 +164,37 @@ fn one_run_has_one_environment_table() {
     let html = page(&[Run { name: "a", report: &p }], false);
     assert_eq!(html.matches("<table class=\"env\">").count(), 1);
     assert!(!html.contains("Environment of this run"));
+}
+
+/// A stream receiver's lines in the text (its loss split per interval, its wake-up delay) are
+/// on the page word for word, and a trial failed by its queue is in the search's table.
+#[test]
+fn a_streams_receiver_and_trial_lines_are_on_the_page() {
+    let mut r = fixtures::stream(1000, 936);
+    let Results::Stream(s) = &mut r.results else { unreachable!() };
+    s.sweep.clear();
+    let search = s.search.as_mut().unwrap();
+    search.trials[0] =
+        wirebench_core::report::TrialRow { loss: 0.0, queue: true, delay_rise_ns: Some(5_120_000), ..search.trials[0] };
+    let x = &mut s.receivers[0];
+    let mut k = wirebench_core::snmp::Snmp::default();
+    k.0.entry("Udp".into()).or_default().insert("RcvbufErrors".into(), 1);
+    x.kernel = Some(k);
+    x.attribute(None, &[]);
+    x.wake = Some(wirebench_core::stream::wake::WakeDelay {
+        available: true,
+        stamped: 1000,
+        p50_ns: 8_190,
+        p99_ns: 61_400,
+        max_ns: 2_000_000,
+        ..Default::default()
+    });
+    let mut lines = crate::stream_loss::interval_lines(x);
+    assert!(!lines.is_empty());
+    lines.push(crate::stream_wake::line(x).unwrap());
+    let html = page(&[Run { name: "udp", report: &r }], false);
+    for l in &lines {
+        assert!(html.contains(&escape(l)), "{l}");
+    }
+    assert!(html.contains("+5.12 ms") && html.contains("FAIL (queue)"), "the table");
 }

@@ -5,13 +5,12 @@
 use std::io::{self, Write};
 use std::net::SocketAddr;
 
-use wirebench_core::report::ListenTotals;
 use wirebench_core::stream::StreamCounts;
 use wirebench_core::stream::table::Entry;
 use wirebench_core::units::Span;
 
 use wirebench_report::screen::Detail;
-use wirebench_report::text::{bits_words, rate_words, secs_words};
+use wirebench_report::words::{bits_words, rate_words, secs_words};
 
 use super::Key;
 
@@ -245,22 +244,4 @@ impl Printer<'_> {
             self.block(&Block { title: "Lifetime summary", who: &who, short: &who, c: &sum, span_ns, size }, now);
         }
     }
-}
-
-/// The closing lines: what the budget did and what was not a stream message.
-pub(super) fn totals(out: &mut dyn Write, t: &ListenTotals, max: usize) -> io::Result<()> {
-    if t.foreign > 0 {
-        writeln!(out, "ignored {} datagrams that were not stream messages", t.foreign)?;
-    }
-    if t.expired > 0 {
-        writeln!(out, "forgot {} publishers after their silence ({} not kept in the report)", t.expired, t.not_kept)?;
-    }
-    if t.refused_datagrams > 0 {
-        writeln!(
-            out,
-            "refused {} datagrams from new publishers while {max} were tracked (--max-publishers)",
-            t.refused_datagrams
-        )?;
-    }
-    Ok(())
 }

@@ -402,7 +402,12 @@ mod tests {
         let want =
             format!("agent 127.0.0.2:20001 skipped: not kept: the matrix holds {one} of its {} bytes", one + 100);
         assert!(named[0].1.starts_with(&want), "{named:?}");
-        assert_eq!(m.cells.iter().filter(|c| c.verdict == "good").count(), 1, "{:?}", m.cells);
+        assert_eq!(
+            m.cells.iter().filter(|c| c.verdict == wirebench_core::report::CellJudged::Good).count(),
+            1,
+            "{:?}",
+            m.cells
+        );
         // With room for both, both rows are kept.
         let both = join(answers(&[0, 1]), MatrixBuilder::new("prometheus")).finish(&Thresholds::default());
         assert_eq!((both.nodes.iter().filter(|n| n.reported).count(), both.problems.len()), (2, 0));

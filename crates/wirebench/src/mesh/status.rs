@@ -173,7 +173,7 @@ pub fn run(args: &StatusArgs, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
         attribution: None,
     };
     let colour = cfg.color.unwrap_or_else(|| std::io::stdout().is_terminal());
-    wirebench_report::mesh::mesh(ctx.out, &report, colour)?;
+    wirebench_report::text::mesh::mesh(ctx.out, &report, colour)?;
     if let Some(path) = &cfg.json {
         crate::output::write_json(path, &report)?;
     }

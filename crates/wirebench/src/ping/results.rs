@@ -4,7 +4,8 @@ use hdrhistogram::Histogram;
 use wirebench_core::counters::Snapshot;
 use wirebench_core::latency::{self, KernelStats, StackScope, Summary};
 use wirebench_core::report::{
-    Attribution, KernelResult, LatencyView, PingResults, RateResult, ResponderResult, ThreadInfo, encode_histogram,
+    Attribution, KernelResult, LatencyView, Measure, Pacing, PingResults, ProbeForm, RateResult, ResponderResult,
+    ThreadInfo, encode_histogram,
 };
 use wirebench_core::wire::probe::Form;
 
@@ -14,15 +15,15 @@ use super::engine::EngineOutput;
 /// Below this share of the requested rate the report says the sender did not keep up.
 const KEPT_UP_SHARE: f64 = 0.99;
 
-fn view(measures: &str, h: &Histogram<u64>, ps: &[f64]) -> LatencyView {
-    LatencyView { measures: measures.into(), summary: Summary::of(h, ps), histogram: encode_histogram(h) }
+fn view(measures: Measure, h: &Histogram<u64>, ps: &[f64]) -> LatencyView {
+    LatencyView { measures, summary: Summary::of(h, ps), histogram: encode_histogram(h) }
 }
 
 /// Builds the results.
 pub fn build(cfg: &Config, out: &EngineOutput) -> PingResults {
     let ps = &cfg.percentiles;
     let open = cfg.pacing.is_open();
-    let main = if open { "rtt_from_intended_send" } else { "rtt_from_send" };
+    let main = if open { Measure::RttFromIntendedSend } else { Measure::RttFromSend };
     let full = cfg.form() == Form::Full;
     let responders: Vec<ResponderResult> = out
         .responders
@@ -36,11 +37,11 @@ pub fn build(cfg: &Config, out: &EngineOutput) -> PingResults {
                 lost: st.lost(out.sent, out.measure_start_seq),
                 late: st.late,
                 duplicates: st.duplicates,
-                latency: view(main, &st.rtt, ps),
-                uncorrected: st.rtt_uncorrected.as_ref().map(|h| view("rtt_from_actual_send", h, ps)),
-                warmup: view(main, &st.warmup, ps),
-                network: has_times.then(|| view("network_rtt", &st.network, ps)),
-                dwell: has_times.then(|| view("dwell", &st.dwell, ps)),
+                latency: view(main.clone(), &st.rtt, ps),
+                uncorrected: st.rtt_uncorrected.as_ref().map(|h| view(Measure::RttFromActualSend, h, ps)),
+                warmup: view(main.clone(), &st.warmup, ps),
+                network: has_times.then(|| view(Measure::NetworkRtt, &st.network, ps)),
+                dwell: has_times.then(|| view(Measure::Dwell, &st.dwell, ps)),
                 one_way: if full { st.offset.result() } else { None },
                 clamped: st.clamped,
                 max_lost_in_a_row: st.runs.longest(),
@@ -71,15 +72,15 @@ pub fn build(cfg: &Config, out: &EngineOutput) -> PingResults {
             slip_mean_ns: out.slip.mean_ns(),
             slip_max_ns: out.slip.max_ns(),
             kept_up: achieved >= KEPT_UP_SHARE * asked,
-            lateness: Some(view("send_lateness", &out.lateness, ps)),
+            lateness: Some(view(Measure::SendLateness, &out.lateness, ps)),
         }
     });
     PingResults {
         proto: cfg.proto.name().into(),
         target: cfg.target.addr().to_string(),
-        pacing: if open { "open" } else { "closed" }.into(),
+        pacing: if open { Pacing::Open } else { Pacing::Closed },
         probe_size: cfg.size,
-        probe_form: cfg.form().name().into(),
+        probe_form: if full { ProbeForm::Full } else { ProbeForm::Compact },
         sent: out.sent,
         warmup_sent: out.warmup_sent,
         timeout_ns: u64::try_from(cfg.timeout.as_nanos()).unwrap_or(u64::MAX),
@@ -110,8 +111,8 @@ fn kind(software: u64, hardware: u64) -> String {
 /// A responder's round trips split by kernel timestamps.
 fn kernel(k: &KernelStats, ps: &[f64]) -> KernelResult {
     let measures = match k.scope {
-        Some(StackScope::BothHosts) => "stack_rtt",
-        _ => "pinger_stack_rtt",
+        Some(StackScope::BothHosts) => Measure::StackRtt,
+        _ => Measure::PingerStackRtt,
     };
     let split = !k.stack.is_empty();
     KernelResult {
@@ -122,7 +123,7 @@ fn kernel(k: &KernelStats, ps: &[f64]) -> KernelResult {
         rx_stamps: k.rx,
         out_of_order: k.rx_after_app + k.tx_before_app,
         stack: split.then(|| view(measures, &k.stack, ps)),
-        hosts: split.then(|| view("hosts_share", &k.hosts, ps)),
+        hosts: split.then(|| view(Measure::HostsShare, &k.hosts, ps)),
     }
 }
 

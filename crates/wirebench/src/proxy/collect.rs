@@ -132,12 +132,8 @@ pub fn requested(s: &Spec) -> ProxyRequested {
     }
 }
 
-fn view(measures: &str, h: &hdrhistogram::Histogram<u64>) -> LatencyView {
-    LatencyView {
-        measures: measures.into(),
-        summary: Summary::of(h, &DEFAULT_PERCENTILES),
-        histogram: encode_histogram(h),
-    }
+fn view(measures: wirebench_core::report::Measure, h: &hdrhistogram::Histogram<u64>) -> LatencyView {
+    LatencyView { measures, summary: Summary::of(h, &DEFAULT_PERCENTILES), histogram: encode_histogram(h) }
 }
 
 fn direction(s: &Spec, t: &Tally) -> ProxyDirection {
@@ -159,9 +155,9 @@ fn direction(s: &Spec, t: &Tally) -> ProxyDirection {
         offered_bps: t.in_bps(),
         rate_bps: t.out_bps(),
         active_ns: t.busy_out.active_ns(),
-        added_delay: view("added_delay", &t.delay),
-        queue_delay: s.rate_bps.map(|_| view("queue_delay", &t.queue)),
-        path_delay: Some(view("path_delay", &t.delay_part)),
+        added_delay: view(wirebench_core::report::Measure::AddedDelay, &t.delay),
+        queue_delay: s.rate_bps.map(|_| view(wirebench_core::report::Measure::QueueDelay, &t.queue)),
+        path_delay: Some(view(wirebench_core::report::Measure::PathDelay, &t.delay_part)),
     };
     ProxyDirection { requested: requested(s), achieved }
 }

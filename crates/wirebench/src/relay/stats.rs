@@ -155,7 +155,7 @@ pub(crate) struct Tally<'a> {
 pub(crate) fn results(t: &Tally<'_>) -> RelayResults {
     let view = |h: &Histogram<u64>| {
         (!h.is_empty()).then(|| LatencyView {
-            measures: "relay_added_delay".into(),
+            measures: wirebench_core::report::Measure::RelayAddedDelay,
             summary: Summary::of(h, &PERCENTILES),
             histogram: encode_histogram(h),
         })
@@ -294,7 +294,7 @@ mod tests {
         assert_eq!((v.summary.count, r.retired.clock_negative), (2, 2));
         assert_eq!((r.max_peers, r.peers_refused, r.peers_waiting), (1024, 3, 1));
         let mut text = Vec::new();
-        wirebench_report::relay::text(&mut text, &r).unwrap();
+        wirebench_report::text::relay::text(&mut text, &r).unwrap();
         let text = String::from_utf8(text).unwrap();
         assert!(text.contains("retired peers (2, out of the list and silent): in 4 (400 B), out 8 (80 B)"), "{text}");
         assert!(text.contains("all peers: in 10 (1000 B), out 20 (200 B)"), "{text}");

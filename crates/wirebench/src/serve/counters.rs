@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
 use wirebench_core::wire::DecodeError;
-use wirebench_report::text::counted;
+use wirebench_report::words::counted;
 
 macro_rules! counters {
     ($($(#[$doc:meta])* $name:ident,)*) => {

@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use wirebench_core::ratesearch::{Ending, RateSearch, SearchSteps, queue_built, reached};
-use wirebench_core::report::{ReceiverResult, SearchResult, StreamResults, SweepRow, TrialRow};
+use wirebench_core::report::{ReceiverResult, SearchEnding, SearchResult, StreamResults, SweepRow, TrialRow};
 use wirebench_core::units::Span;
-use wirebench_report::text::rate_words;
+use wirebench_report::words::rate_words;
 
 use super::session::{Live, RunOut, RunSpec};
 use super::{Config, once};
@@ -94,7 +94,7 @@ pub(super) fn find_max_rate(cfg: &Config, ctx: &mut Ctx<'_>, results: &mut Strea
             queue,
         };
         if !cfg.quiet {
-            bar.suspend(|| wirebench_report::stream_text::trial(ctx.out, &row, cfg.size, cfg.loss_target)).ok();
+            bar.suspend(|| wirebench_report::text::stream::trial(ctx.out, &row, cfg.size, cfg.loss_target)).ok();
         }
         rows.push(row);
         done.fetch_add(1, Ordering::Relaxed);
@@ -113,18 +113,18 @@ pub(super) fn find_max_rate(cfg: &Config, ctx: &mut Ctx<'_>, results: &mut Strea
     #[expect(clippy::cast_precision_loss, reason = "rates")]
     let best_bits = best * 8.0 * cfg.size as f64;
     let ending = match search.ending() {
-        Ending::TopPassed(_) => "top_passed",
-        Ending::SenderLimited(_) => "sender_limited",
-        Ending::Found(_) => "found",
-        Ending::NothingPassed(_) => "nothing_passed",
-        Ending::OutOfTrials(_) | Ending::Running => "stopped",
+        Ending::TopPassed(_) => SearchEnding::TopPassed,
+        Ending::SenderLimited(_) => SearchEnding::SenderLimited,
+        Ending::Found(_) => SearchEnding::Found,
+        Ending::NothingPassed(_) => SearchEnding::NothingPassed,
+        Ending::OutOfTrials(_) | Ending::Running => SearchEnding::Stopped,
     };
     results.search = Some(SearchResult {
         loss_target: cfg.loss_target,
         trials: rows,
         best_per_s: best,
         best_bits_per_s: best_bits,
-        ending: ending.into(),
+        ending,
         floor_per_s: steps.floor,
     });
     Ok(last)
@@ -148,7 +148,7 @@ pub(super) fn sweep(cfg: &Config, ctx: &mut Ctx<'_>, results: &mut StreamResults
         let bits: f64 = last.receivers.iter().map(ReceiverResult::bits_per_s).sum();
         let row = SweepRow { size, per_s: got, bits_per_s: bits, loss, sent_per_s: last.sender.map(|s| s.per_s) };
         if !cfg.quiet {
-            bar.suspend(|| wirebench_report::stream_text::sweep_row(ctx.out, &row)).ok();
+            bar.suspend(|| wirebench_report::text::stream::sweep_row(ctx.out, &row)).ok();
         }
         results.sweep.push(row);
         done.fetch_add(1, Ordering::Relaxed);

@@ -19,7 +19,7 @@ use wirebench_core::wire::handshake;
 use crate::control;
 use crate::flow::send::Behind;
 use crate::shutdown::{Input, Shutdown};
-pub(super) use wirebench_report::text::{bits_words, rate_words, secs_words};
+pub(super) use wirebench_report::words::{bits_words, rate_words, secs_words};
 
 /// What one run needs beyond the config: the size, rate and bounds of this trial.
 #[derive(Debug, Clone, Copy)]

@@ -21,7 +21,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
-use wirebench_core::report::ReceiverResult;
+use wirebench_core::report::{ReceiverResult, StreamDirection};
 use wirebench_core::schedule::Stop;
 use wirebench_core::stream::StreamCounts;
 use wirebench_core::wire::control::{Control, Direction, PublisherCounts, StreamProto, StreamRequest};
@@ -254,7 +254,7 @@ pub(super) fn run(
         session::close_rows(&mut snaps, final_at, total);
         out.receivers.push(ReceiverResult {
             addr: if reverse_run { format!("local<-{target}") } else { target.to_string() },
-            direction: if reverse_run { "reverse" } else { "forward" }.into(),
+            direction: if reverse_run { StreamDirection::Reverse } else { StreamDirection::Forward },
             sent,
             total,
             publishers,

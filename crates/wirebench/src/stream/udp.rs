@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use wirebench_core::counters::{self, Reading};
-use wirebench_core::report::{ReceiverResult, SenderResult};
+use wirebench_core::report::{ReceiverResult, SenderResult, StreamDirection};
 use wirebench_core::schedule::Stop;
 use wirebench_core::stream::StreamCounts;
 use wirebench_core::wire::control::{Control, Direction, StreamProto, StreamRequest};
@@ -368,7 +368,7 @@ pub(super) fn run(
         session::close_rows(&mut local_snaps, end, total);
         let mut row = ReceiverResult {
             addr: format!("local<-{}", cfg.targets[k]),
-            direction: "reverse".into(),
+            direction: StreamDirection::Reverse,
             sent: r.map_or(0, |r| r.sent.iter().sum()),
             total,
             publishers: counts,
@@ -395,7 +395,7 @@ pub(super) fn run(
             session::close_rows(&mut snaps[i], send::end_after(&sent_to[i], t0_mono), total);
             let mut row = ReceiverResult {
                 addr: cfg.targets[i].to_string(),
-                direction: "forward".into(),
+                direction: StreamDirection::Forward,
                 sent: sent_to[i].iter().map(|x| x.messages).sum(),
                 total,
                 publishers: r.received,

@@ -34,7 +34,7 @@ fn assert_split(k: &KernelResult, r: &ResponderResult, measures: &str) {
     assert_eq!(k.out_of_order, 0, "no RX stamp after the application's receive, no TX stamp before its send");
     let stack = k.stack.as_ref().expect("a stack-to-stack view");
     let hosts = k.hosts.as_ref().expect("the hosts' share");
-    assert_eq!(stack.measures, measures);
+    assert_eq!(stack.measures.as_str(), measures);
     assert_eq!((stack.summary.count, hosts.summary.count), (k.replies, k.replies));
     let p50 = |v: &wirebench_core::report::LatencyView| v.summary.at(50.0).unwrap();
     assert!(p50(stack) < p50(&r.latency), "stack to stack {} below the round trip {}", p50(stack), p50(&r.latency));
@@ -365,7 +365,7 @@ fn probes_the_pingers_own_qdisc_dropped_are_this_hosts_and_match_tc() {
             r.lost, r.lost
         )) && text.contains(&format!(
             "egress qdisc drops +{}: the larger, they overlap)",
-            wirebench_report::stream_loss::grouped(counted)
+            wirebench_report::words::grouped(counted)
         )),
         "{text}"
     );

@@ -187,8 +187,8 @@ fn clients_dropped_or_never_connected_are_not_kept_and_are_named() {
         line.contains(&format!(
             "the rate asked was NOT kept ({} of {} asked): 1 client(s) dropped before the end of sending and 1 never \
              connected took {} sends of their schedules with them; while connected, the clients kept their schedules",
-            wirebench_report::text::rate_words(g.achieved_per_s),
-            wirebench_report::text::rate_words(g.asked_per_s.unwrap()),
+            wirebench_report::words::rate_words(g.achieved_per_s),
+            wirebench_report::words::rate_words(g.asked_per_s.unwrap()),
             s.lost
         )),
         "{line}"

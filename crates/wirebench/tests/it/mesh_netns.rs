@@ -219,7 +219,10 @@ fn six_agents_prometheus_and_the_verdicts() {
     for proto in ["udp", "tcp", "multicast"] {
         let cells: Vec<_> = m.cells.iter().filter(|c| c.proto == proto).collect();
         assert_eq!(cells.len(), 30, "{proto}: every ordered pair");
-        assert!(cells.iter().all(|c| c.sent > 0 && c.lost == 0 && c.verdict == "good"), "{proto}: {out}");
+        assert!(
+            cells.iter().all(|c| c.sent > 0 && c.lost == 0 && c.verdict == wirebench_core::report::CellJudged::Good),
+            "{proto}: {out}"
+        );
     }
 
     // Series in Prometheus per agent, as the docs' arithmetic says: the fixed ones, the

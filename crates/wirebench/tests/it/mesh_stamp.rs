@@ -130,7 +130,7 @@ fn a_stamp_reflector_has_a_measured_column_and_an_empty_row() {
         let rtt = c.rtt.expect("answered");
         assert_eq!(c.proto, "udp");
         assert_eq!(rtt.count + c.lost, c.sent);
-        assert!(c.sent >= 5 && c.lost == 0 && c.verdict == "good", "{c:?}");
+        assert!(c.sent >= 5 && c.lost == 0 && c.verdict == wirebench_core::report::CellJudged::Good, "{c:?}");
         assert!(rtt.min_ns > 0 && rtt.min_ns <= rtt.p50_ns && rtt.p99_ns < 400_000_000, "{rtt:?}");
         eprintln!(
             "r1's column: {} -> r1: sent {} lost {} min {} p50 {} p99 {} max {} ns",
@@ -197,11 +197,20 @@ fn a_stamp_reflector_that_loses_probes_is_named() {
     let at = |name: &str| m.nodes.iter().position(|n| n.label() == name).unwrap();
     let cell = |src: &str, dst: &str| m.cells.iter().find(|c| c.src == at(src) && c.dst == at(dst)).unwrap();
     let (good, lost) = (cell("n1", "r2"), cell("n2", "r2"));
-    assert!(good.lost == 0 && good.rtt.is_some() && good.verdict == "good", "{good:?}");
-    assert!(lost.lost == lost.sent && lost.sent >= 5 && lost.rtt.is_none() && lost.verdict == "bad", "{lost:?}");
+    assert!(
+        good.lost == 0 && good.rtt.is_some() && good.verdict == wirebench_core::report::CellJudged::Good,
+        "{good:?}"
+    );
+    assert!(
+        lost.lost == lost.sent
+            && lost.sent >= 5
+            && lost.rtt.is_none()
+            && lost.verdict == wirebench_core::report::CellJudged::Bad,
+        "{lost:?}"
+    );
     for src in ["n1", "n2"] {
         let c = cell(src, "r3");
-        assert!(c.lost == c.sent && c.verdict == "bad", "{c:?}");
+        assert!(c.lost == c.sent && c.verdict == wirebench_core::report::CellJudged::Bad, "{c:?}");
     }
     assert!(r2.counters().stamp_not_allowed > 0 && r3.counters().stamp_reflected == 0);
     r2.stop();

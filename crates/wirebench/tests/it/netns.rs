@@ -199,7 +199,7 @@ fn the_search_finds_a_bottleneck_far_below_flat_out() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let s = stream_results(&search).search.expect("a search");
     let limit = 5e6 * 1468.0 / 1510.0;
-    assert_eq!(s.ending, "found", "{s:?}");
+    assert_eq!(s.ending, wirebench_core::report::SearchEnding::Found, "{s:?}");
     assert!((s.best_bits_per_s - limit).abs() / limit < 0.10, "found {:.0} bit/s, limit {limit:.0}", s.best_bits_per_s);
     assert!(s.trials[0].rate_per_s.is_none() && !s.trials[0].passed, "flat out first, and it lost: {s:?}");
     assert!(s.trials.len() <= 16, "{} trials", s.trials.len());

@@ -132,14 +132,14 @@ fn open_loop_reports_both_views_and_the_rate() {
     srv.stop();
     let (_, report) = ping_results(&json);
     let Results::Ping(p) = report.results else { panic!("a ping report") };
-    assert_eq!(p.pacing, "open");
+    assert_eq!(p.pacing, wirebench_core::report::Pacing::Open);
     let rate = p.rate.expect("rate result");
     assert!((rate.requested_per_s - 5000.0).abs() < 1e-9);
     assert!(rate.achieved_per_s > 0.0);
     let r = &p.responders[0];
-    assert_eq!(r.latency.measures, "rtt_from_intended_send");
+    assert_eq!(r.latency.measures, wirebench_core::report::Measure::RttFromIntendedSend);
     let unc = r.uncorrected.as_ref().expect("uncorrected view");
-    assert_eq!(unc.measures, "rtt_from_actual_send");
+    assert_eq!(unc.measures, wirebench_core::report::Measure::RttFromActualSend);
     assert_eq!(unc.summary.count, r.latency.summary.count);
     // measured from an earlier instant, the corrected view is never below the uncorrected
     assert!(r.latency.summary.max_ns >= unc.summary.max_ns);
@@ -188,7 +188,7 @@ fn a_p50_the_list_leaves_out_is_the_histograms() {
     let p50 = |v: &wirebench_core::report::LatencyView| {
         assert!(v.summary.at(50.0).is_none(), "the JSON summary lists what was asked");
         let h = wirebench_core::report::decode_histogram(&v.histogram).unwrap();
-        wirebench_report::text::us(wirebench_core::latency::value_at_percentile(&h, 50.0) as f64)
+        wirebench_report::words::us(wirebench_core::latency::value_at_percentile(&h, 50.0) as f64)
     };
     let dwell = x.dwell.as_ref().expect("64-byte probes carry the dwell");
     let line = format!("; dwell p50 {} max ", p50(dwell));

@@ -152,7 +152,7 @@ fn the_achieved_rate_is_over_active_time_and_the_delay_is_split() {
             Outcome::Completed,
         );
         let mut out = Vec::new();
-        wirebench_report::proxy::summary(&mut out, &rep).unwrap();
+        wirebench_report::text::proxy::summary(&mut out, &rep).unwrap();
         String::from_utf8(out).unwrap()
     };
     assert!(text.contains("rate queue  requested up to 1s") && text.contains("s active (offered"), "{text}");

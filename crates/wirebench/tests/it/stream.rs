@@ -58,7 +58,7 @@ fn a_bounded_tcp_stream_arrives_complete() {
 fn reverse_and_both_ways() {
     let s = run_stream(&["--reverse", "--count", "5000", "--rate", "10k/s", "--size", "100"]);
     let r = &s.receivers[0];
-    assert_eq!(r.direction, "reverse");
+    assert_eq!(r.direction, wirebench_core::report::StreamDirection::Reverse);
     assert_eq!((r.sent, r.total.received), (5000, 5000));
     let s = run_stream(&["--bidir", "--count", "3000", "--rate", "10k/s", "--size", "100"]);
     let dirs: Vec<(&str, u64, u64)> =

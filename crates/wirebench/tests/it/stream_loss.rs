@@ -84,8 +84,8 @@ fn a_tiny_receive_buffer_is_blamed_on_rcvbuf_errors() {
     assert!(
         text.contains(&format!(
             "of {} missing, {} dropped by the receiving host's socket buffers (Udp InErrors",
-            wirebench_report::stream_loss::grouped(missing),
-            wirebench_report::stream_loss::grouped(split.socket)
+            wirebench_report::words::grouped(missing),
+            wirebench_report::words::grouped(split.socket)
         )),
         "{text}"
     );
@@ -129,13 +129,13 @@ fn a_loopback_streams_socket_drops_are_counted_in_datagrams() {
     assert!(
         text.contains(&format!(
             "of {} missing, {} dropped by the receiving host's socket buffers (Udp InErrors",
-            wirebench_report::stream_loss::grouped(missing),
-            wirebench_report::stream_loss::grouped(split.socket)
+            wirebench_report::words::grouped(missing),
+            wirebench_report::words::grouped(split.socket)
         )),
         "{text}"
     );
     assert!(
-        text.contains(&format!("{} elsewhere on the path", wirebench_report::stream_loss::grouped(split.elsewhere))),
+        text.contains(&format!("{} elsewhere on the path", wirebench_report::words::grouped(split.elsewhere))),
         "{text}"
     );
     let rows = r.intervals.iter().map(|x| x.loss_split.expect("every row has its split"));
@@ -208,8 +208,8 @@ fn a_burst_into_a_tiny_buffer_is_that_intervals_rcvbuf_errors() {
     let end_s = r.intervals[1].at_ns as f64 / 1e9;
     let want = format!(
         "interval to {end_s:.3} s: of {} missing, {} socket buffers",
-        wirebench_report::stream_loss::grouped(burst.1.missing),
-        wirebench_report::stream_loss::grouped(burst.1.socket)
+        wirebench_report::words::grouped(burst.1.missing),
+        wirebench_report::words::grouped(burst.1.socket)
     );
     assert!(text.contains(&want), "{want}\n{text}");
 }
@@ -256,7 +256,7 @@ fn a_routers_drops_are_elsewhere_on_the_path_and_match_its_qdisc() {
         split.elsewhere
     );
     assert!(
-        text.contains(&format!("{} elsewhere on the path", wirebench_report::stream_loss::grouped(split.elsewhere))),
+        text.contains(&format!("{} elsewhere on the path", wirebench_report::words::grouped(split.elsewhere))),
         "{text}"
     );
 }
@@ -381,9 +381,9 @@ fn the_senders_own_qdisc_drops_are_the_sending_hosts_and_match_tc() {
     assert!(
         text.contains(&format!(
             "{} by the sending host after the send (SndbufErrors +{}, egress qdisc drops +{}",
-            wirebench_report::stream_loss::grouped(split.send_buffer),
-            wirebench_report::stream_loss::grouped(sndbuf),
-            wirebench_report::stream_loss::grouped(q)
+            wirebench_report::words::grouped(split.send_buffer),
+            wirebench_report::words::grouped(sndbuf),
+            wirebench_report::words::grouped(q)
         )),
         "{text}"
     );

@@ -84,7 +84,7 @@ fn tcp_prints_live_lines_and_rows_end_when_counted() {
     let (s, _, _, _d) =
         run(&["--proto", "tcp", "--reverse", "--rate", "2000/s", "--duration", "2500ms", "--size", "1000", "-q"]);
     let r = &s.receivers[0];
-    assert_eq!(r.direction, "reverse");
+    assert_eq!(r.direction, wirebench_core::report::StreamDirection::Reverse);
     assert!(r.send_ns > 2_000_000_000, "serve's sending time: {}", r.send_ns);
     check_rows(r);
 }

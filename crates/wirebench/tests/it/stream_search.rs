@@ -30,7 +30,7 @@ fn the_loss_free_rate_through_a_shaper_is_the_shapers_payload_rate() {
     let (s, text) = run(&snd, &["stream", "10.77.242.2:7878", "--find-max-rate", "--no-hiccup"]);
     let (bytes1, packets1) = (qdisc_counter(&rtr, "eth1", "Sent"), qdisc_counter(&rtr, "eth1", "bytes"));
     let search = s.search.expect("a search");
-    assert_eq!(search.ending, "found", "{text}");
+    assert_eq!(search.ending, wirebench_core::report::SearchEnding::Found, "{text}");
     // the shaper's own figures: its bytes per packet (the data's 1510 and a few control
     // segments), and so the payload rate it passes
     #[expect(clippy::cast_precision_loss, reason = "ratios")]

@@ -44,7 +44,7 @@ fn tcp_rate_through_a_tbf_is_at_most_the_link() {
         eprintln!("{out}");
         let tbf_bytes = qdisc_counter(shaper, "eth0", "Sent") - before;
         let r = &s.receivers[0];
-        assert_eq!(r.direction, direction);
+        assert_eq!(r.direction.as_str(), direction);
         assert_eq!(r.total.received, r.sent, "{direction}: TCP loses nothing");
         assert!(r.over_receive_time(), "{direction}: {r:?}");
         let payload = r.bits_per_s();

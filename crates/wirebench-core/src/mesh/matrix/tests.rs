@@ -98,7 +98,9 @@ fn a_stamp_reflector_has_a_column_and_no_row() {
     assert!(r.nodes[i].stamp && !r.nodes[i].reported && r.nodes[i].error.is_none());
     let column: Vec<&MeshCell> = r.cells.iter().filter(|c| c.dst == i).collect();
     assert_eq!(column.len(), 3);
-    assert!(column.iter().all(|c| c.rtt.is_some_and(|t| t.p50_ns == 2000) && c.verdict == "good"));
+    assert!(
+        column.iter().all(|c| c.rtt.is_some_and(|t| t.p50_ns == 2000) && c.verdict == crate::report::CellJudged::Good)
+    );
     assert!(!r.cells.iter().any(|c| c.src == i), "no row");
     // The unreachable agent is its own row, not the reflector's.
     assert_eq!(r.problems.len(), 1, "{:?}", r.problems);

@@ -72,7 +72,7 @@ fn link(name: &str, links: &[(&str, Option<&LoadLink>)]) -> Result<Option<LoadLi
     Ok(Some(LoadLink {
         requested_bps: first.requested_bps,
         requested_delay_ns: first.requested_delay_ns,
-        method: first.method.clone(),
+        method: first.method,
         achieved_bps_max_client: present.iter().map(|(_, l)| l.achieved_bps_max_client).fold(0.0, f64::max),
         frames: sat_sum(present.iter().map(|(_, l)| l.frames)),
         hold: add_views(name, present.iter().map(|(n, l)| (*n, &l.hold)))?,

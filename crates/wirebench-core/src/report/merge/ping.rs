@@ -83,9 +83,9 @@ pub(super) fn merge(inputs: &[Input<'_>]) -> Result<PingResults, MergeError> {
     Ok(PingResults {
         proto: first.proto.clone(),
         target: first.target.clone(),
-        pacing: first.pacing.clone(),
+        pacing: first.pacing,
         probe_size: first.probe_size,
-        probe_form: first.probe_form.clone(),
+        probe_form: first.probe_form,
         sent: sat_sum(parts.iter().map(|(_, p)| p.sent)),
         warmup_sent: sat_sum(parts.iter().map(|(_, p)| p.warmup_sent)),
         timeout_ns: first.timeout_ns,

@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 
 use super::{Input, MergeError, err, finite_sum, sat_sum, weighted_mean};
-use crate::report::{IntervalRow, ReceiverResult, Results, SenderResult, StreamResults};
+use crate::report::{IntervalRow, ReceiverResult, Results, SenderResult, StreamDirection, StreamResults};
 use crate::stream::StreamCounts;
 
 fn parts<'a>(inputs: &[Input<'a>]) -> Vec<(&'a str, &'a StreamResults)> {
@@ -57,14 +57,14 @@ fn check(parts: &[(&str, &StreamResults)]) -> Result<(), MergeError> {
                 "{name}: {what} does not add (each generator searched alone): merge plain stream runs"
             )));
         }
-        if s.listen.is_some() || s.receivers.iter().any(|r| r.direction == "listen") {
+        if s.listen.is_some() || s.receivers.iter().any(|r| r.direction == StreamDirection::Listen) {
             return Err(err(format!(
                 "{name}: listen reports do not add (listeners of one group hear the same datagrams): show them side by side instead"
             )));
         }
         for (what, mine, theirs) in [
-            ("proto", s.proto.clone(), first.proto.clone()),
-            ("direction", s.direction.clone(), first.direction.clone()),
+            ("proto", s.proto.to_string(), first.proto.to_string()),
+            ("direction", s.direction.to_string(), first.direction.to_string()),
             ("size", s.size.to_string(), first.size.to_string()),
         ] {
             if mine != theirs {
@@ -144,7 +144,7 @@ fn receiver(rows: &[&ReceiverResult]) -> ReceiverResult {
     let per_s = rows.iter().map(|r| rate(r.total.received, r.time_base_ns())).sum();
     ReceiverResult {
         addr: rows[0].addr.clone(),
-        direction: rows[0].direction.clone(),
+        direction: rows[0].direction,
         sent: sat_sum(rows.iter().map(|r| r.sent)),
         total,
         publishers: rows.iter().flat_map(|r| r.publishers.iter().copied()).collect(),
@@ -167,10 +167,10 @@ pub(super) fn merge(inputs: &[Input<'_>]) -> Result<StreamResults, MergeError> {
     check(&parts)?;
     let first = parts[0].1;
     let mut order: Vec<Vec<&ReceiverResult>> = Vec::new();
-    let mut index: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    let mut index: BTreeMap<(&str, StreamDirection), usize> = BTreeMap::new();
     for (_, s) in &parts {
         for r in &s.receivers {
-            let k = *index.entry((r.addr.as_str(), r.direction.as_str())).or_insert_with(|| {
+            let k = *index.entry((r.addr.as_str(), r.direction)).or_insert_with(|| {
                 order.push(Vec::new());
                 order.len() - 1
             });
@@ -181,8 +181,8 @@ pub(super) fn merge(inputs: &[Input<'_>]) -> Result<StreamResults, MergeError> {
     let warnings: Vec<String> =
         parts.iter().flat_map(|(_, s)| &s.warnings).filter(|w| seen.insert(w.as_str())).cloned().collect();
     Ok(StreamResults {
-        proto: first.proto.clone(),
-        direction: first.direction.clone(),
+        proto: first.proto,
+        direction: first.direction,
         size: first.size,
         publishers: first.publishers,
         rate_per_s: first.rate_per_s,

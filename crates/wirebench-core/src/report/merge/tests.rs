@@ -3,7 +3,7 @@ use crate::load::delivery::Account;
 use crate::load::record::{Arrival, Recording};
 use crate::load::results::{Counts, Shape, build};
 use crate::load::{Mix, Threshold};
-use crate::report::{LoadPartial, LoadResults, LoadShard};
+use crate::report::{LinkMethod, LoadPartial, LoadResults, LoadShard};
 use crate::rng::SplitMix64;
 
 fn seed(name: &str) -> Report {
@@ -393,7 +393,7 @@ fn load_counts_near_the_top_saturate_and_rates_too_large_are_refused() {
         l.link_up = Some(LoadLink {
             requested_bps: Some(1_000),
             requested_delay_ns: 0,
-            method: "tbf".into(),
+            method: LinkMethod::Socket,
             achieved_bps_max_client: 1.0,
             frames: BIG,
             hold: l.overall.delay.clone(),
@@ -497,7 +497,7 @@ fn ping_generators_lateness_merges_as_histograms() {
             crate::latency::record(&mut h, ns);
         }
         LatencyView {
-            measures: "send_lateness".into(),
+            measures: crate::report::Measure::SendLateness,
             summary: crate::latency::Summary::of(&h, &[50.0]),
             histogram: encode_histogram(&h),
         }

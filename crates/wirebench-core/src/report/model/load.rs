@@ -203,6 +203,16 @@ pub struct LoadAccount {
     pub duplicates: u64,
 }
 
+named! {
+    /// Where a shaped link's achieved figures come from.
+    pub enum LinkMethod {
+        /// Each frame's actual write to the socket (upload).
+        Socket = "socket",
+        /// Computed by the shaper from the arrival times; no frame is held (download).
+        Modelled = "modelled",
+    }
+}
+
 /// A shaped direction: requested vs achieved.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadLink {
@@ -213,7 +223,7 @@ pub struct LoadLink {
     /// Where the achieved figures come from: `socket` (upload: each frame's actual write
     /// to the socket) or `modelled` (download: computed by the shaper from the arrival
     /// times; no frame is held).
-    pub method: String,
+    pub method: LinkMethod,
     /// Payload bits/s of the busiest client, first to last frame (upload: as written to
     /// the socket; download: as the model delivered them).
     pub achieved_bps_max_client: f64,

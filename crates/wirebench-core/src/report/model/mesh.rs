@@ -38,7 +38,7 @@ impl MeshResults {
     /// Whether any cell is judged (good or bad): without one (no window closed yet, or every
     /// cell below `min_probes`) the verdict says nothing about the fleet.
     pub fn judged(&self) -> bool {
-        self.cells.iter().any(|c| c.verdict != "unknown")
+        self.cells.iter().any(|c| c.verdict != CellJudged::Unknown)
     }
 }
 
@@ -78,6 +78,18 @@ impl MeshNode {
     }
 }
 
+named! {
+    /// A cell's verdict against the thresholds.
+    pub enum CellJudged {
+        /// Within the loss and p99 bars.
+        Good = "good",
+        /// Past one of them.
+        Bad = "bad",
+        /// Too few probes to judge.
+        Unknown = "unknown",
+    }
+}
+
 /// One cell: `src` probing `dst` over `proto` in the window.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MeshCell {
@@ -96,7 +108,7 @@ pub struct MeshCell {
     /// Their histogram (agents only).
     pub histogram: Option<String>,
     /// `good`, `bad` or `unknown`.
-    pub verdict: String,
+    pub verdict: CellJudged,
 }
 
 /// A named problem.

@@ -5,6 +5,26 @@ use serde::{Deserialize, Serialize};
 use super::{KernelResult, LatencyView};
 use crate::clocksync::OneWay;
 
+named! {
+    /// How probes were paced.
+    pub enum Pacing {
+        /// The next probe goes when the last is answered or timed out.
+        Closed = "closed",
+        /// Probes go on a schedule, answered or not.
+        Open = "open",
+    }
+}
+
+named! {
+    /// What a probe carries.
+    pub enum ProbeForm {
+        /// A round trip only.
+        Compact = "compact",
+        /// Four timestamps (the responder's receive and send times too).
+        Full = "full",
+    }
+}
+
 /// Results of a latency run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PingResults {
@@ -13,11 +33,11 @@ pub struct PingResults {
     /// The target address (unicast or group).
     pub target: String,
     /// `closed` or `open`.
-    pub pacing: String,
+    pub pacing: Pacing,
     /// Probe size in bytes.
     pub probe_size: usize,
     /// `compact` (round trip only) or `full` (four timestamps).
-    pub probe_form: String,
+    pub probe_form: ProbeForm,
     /// Measured probes sent.
     pub sent: u64,
     /// Warm-up probes sent.

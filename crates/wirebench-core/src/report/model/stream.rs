@@ -11,13 +11,58 @@ use crate::stream::wake::WakeDelay;
 mod receivers;
 pub use receivers::{owed_of, owed_receivers, receivers_failed};
 
+named! {
+    /// A stream's transport.
+    pub enum Transport {
+        /// UDP datagrams.
+        Udp = "udp",
+        /// A TCP connection.
+        Tcp = "tcp",
+    }
+}
+
+named! {
+    /// Which way a stream's data flowed.
+    pub enum StreamDirection {
+        /// The client sends, serve receives.
+        Forward = "forward",
+        /// Serve sends, the client receives.
+        Reverse = "reverse",
+        /// Both at once (a run's direction; each receiver is one of the two).
+        Both = "both",
+        /// A listen run: what publishers it heard sent.
+        Listen = "listen",
+    }
+}
+
+named! {
+    /// How a rate search ended.
+    #[derive(Default)]
+    pub enum SearchEnding {
+        /// Not recorded (reports from before the field).
+        #[default]
+        Unrecorded = "",
+        /// The first trial, at the top, passed: the sender is the limit.
+        TopPassed = "top_passed",
+        /// A trial passed with the sender short of the rate asked.
+        SenderLimited = "sender_limited",
+        /// The bracket closed.
+        Found = "found",
+        /// Not even the floor passed.
+        NothingPassed = "nothing_passed",
+        /// Ctrl-C, a receiver gone, or out of trials.
+        Stopped = "stopped",
+    }
+}
+
 /// Results of a throughput and loss run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StreamResults {
     /// `udp` or `tcp`.
-    pub proto: String,
-    /// `forward` (client sends), `reverse` (serve sends) or `both`.
-    pub direction: String,
+    pub proto: Transport,
+    /// `forward` (client sends), `reverse` (serve sends), `both`, or `listen` (a listen
+    /// run: publishers it heard).
+    pub direction: StreamDirection,
     /// Message size, bytes (UDP payload or TCP frame).
     pub size: usize,
     /// Parallel publishers per destination.
@@ -141,8 +186,8 @@ pub struct SenderResult {
 pub struct ReceiverResult {
     /// The receiver (a serve's address, or `local` for this client in reverse runs).
     pub addr: String,
-    /// Which way this receiver's data flowed: `forward` or `reverse`.
-    pub direction: String,
+    /// Which way this receiver's data flowed: `forward`, `reverse`, or `listen`.
+    pub direction: StreamDirection,
     /// Messages the sender says it sent to this receiver.
     pub sent: u64,
     /// All publishers together.
@@ -313,7 +358,7 @@ pub struct SearchResult {
     /// `found` (the bracket closed), `nothing_passed` (not even `floor_per_s`), or
     /// `stopped` (Ctrl-C, a receiver gone, or out of trials). Empty in older reports.
     #[serde(default)]
-    pub ending: String,
+    pub ending: SearchEnding,
     /// The slowest rate the search would try, messages/s.
     #[serde(default)]
     pub floor_per_s: f64,

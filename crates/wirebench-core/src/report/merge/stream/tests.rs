@@ -9,8 +9,8 @@ use super::super::{Input, merge};
 use crate::counters::LossSplit;
 use crate::generator::GeneratorVerdict;
 use crate::report::{
-    GeneratorHealth, IntervalRow, ListenTotals, ReceiverResult, Report, Results, SearchResult, SenderResult,
-    StreamResults, SweepRow,
+    GeneratorHealth, IntervalRow, ListenTotals, ReceiverResult, Report, Results, SearchEnding, SearchResult,
+    SenderResult, StreamDirection, StreamResults, SweepRow, Transport,
 };
 use crate::snmp::Snmp;
 use crate::stream::StreamCounts;
@@ -48,7 +48,7 @@ fn receiver(addr: &str, k: u64, send_ns: u64, jitter_ns: f64) -> ReceiverResult 
     };
     ReceiverResult {
         addr: addr.into(),
-        direction: "forward".into(),
+        direction: StreamDirection::Forward,
         sent: 2_020 * k,
         // its two publishers' rows added
         total: counts(2 * k, 100 * k, 200 * k, jitter_ns),
@@ -73,8 +73,8 @@ fn generator(k: u64, send_ns: u64) -> Report {
     let messages = 2_020 * k;
     let per_s = messages as f64 * 1e9 / send_ns as f64;
     r.results = Results::Stream(StreamResults {
-        proto: "udp".into(),
-        direction: "forward".into(),
+        proto: Transport::Udp,
+        direction: StreamDirection::Forward,
         size: 100,
         publishers: 2,
         rate_per_s: Some(1_000.0),
@@ -228,7 +228,7 @@ fn what_does_not_add_is_refused_in_one_line() {
             trials: Vec::new(),
             best_per_s: 0.0,
             best_bits_per_s: 0.0,
-            ending: String::new(),
+            ending: SearchEnding::Unrecorded,
             floor_per_s: 0.0,
         });
     });
@@ -241,9 +241,9 @@ fn what_does_not_add_is_refused_in_one_line() {
     assert!(e(&[("a", &a), ("w", &sweep)]).starts_with("w: a size sweep (--sizes) does not add"));
     let listen = with(&|s| s.listen = Some(ListenTotals::default()));
     assert!(e(&[("l", &listen)]).starts_with("l: listen reports do not add"));
-    assert_eq!(e(&[("a", &a), ("t", &with(&|s| s.proto = "tcp".into()))]), "t: proto tcp where a has udp");
+    assert_eq!(e(&[("a", &a), ("t", &with(&|s| s.proto = Transport::Tcp))]), "t: proto tcp where a has udp");
     assert_eq!(
-        e(&[("a", &a), ("r", &with(&|s| s.direction = "reverse".into()))]),
+        e(&[("a", &a), ("r", &with(&|s| s.direction = StreamDirection::Reverse))]),
         "r: direction reverse where a has forward"
     );
     assert_eq!(e(&[("a", &a), ("z", &with(&|s| s.size = 64))]), "z: size 64 where a has 100");

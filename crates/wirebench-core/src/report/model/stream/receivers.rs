@@ -3,22 +3,22 @@
 //! receiver owed and missing, or one that heard nothing of what was sent, is said, and the
 //! run exits 1.
 
-use super::{ReceiverResult, StreamResults};
+use super::{ReceiverResult, StreamDirection, StreamResults};
 use crate::report::{Report, Results};
 
 /// The rows a stream run with a serve to ask owes its report, by receiver address: per
 /// target, the serve's (`forward`: `TARGET`), this client's (`reverse`: `local<-TARGET`),
 /// or both (`both`). A `listen` report and a run with no serve to ask (`--no-control`: the
 /// receivers report for themselves) owe none.
-pub fn owed_receivers(targets: &[String], direction: &str, no_control: bool) -> Vec<String> {
+pub fn owed_receivers(targets: &[String], direction: StreamDirection, no_control: bool) -> Vec<String> {
     if no_control {
         return Vec::new();
     }
     let (forward, reverse) = match direction {
-        "forward" => (true, false),
-        "reverse" => (false, true),
-        "both" => (true, true),
-        _ => (false, false),
+        StreamDirection::Forward => (true, false),
+        StreamDirection::Reverse => (false, true),
+        StreamDirection::Both => (true, true),
+        StreamDirection::Listen => (false, false),
     };
     let mut owed = Vec::new();
     for t in targets {
@@ -57,7 +57,7 @@ pub fn receivers_failed(report: &Report) -> bool {
 impl StreamResults {
     /// The receivers [`owed_receivers`] names that have no row: their results never came.
     pub fn missing_receivers(&self, targets: &[String], no_control: bool) -> Vec<String> {
-        owed_receivers(targets, &self.direction, no_control)
+        owed_receivers(targets, self.direction, no_control)
             .into_iter()
             .filter(|a| !self.receivers.iter().any(|r| r.addr == *a))
             .collect()
@@ -79,12 +79,13 @@ impl ReceiverResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::Transport;
     use crate::stream::StreamCounts;
 
     fn row(addr: &str, sent: u64, received: u64) -> ReceiverResult {
         ReceiverResult {
             addr: addr.into(),
-            direction: "forward".into(),
+            direction: StreamDirection::Forward,
             sent,
             total: StreamCounts { received, expected: sent, ..StreamCounts::default() },
             publishers: Vec::new(),
@@ -98,10 +99,10 @@ mod tests {
         }
     }
 
-    fn results(direction: &str, rows: Vec<ReceiverResult>) -> StreamResults {
+    fn results(direction: StreamDirection, rows: Vec<ReceiverResult>) -> StreamResults {
         StreamResults {
-            proto: "udp".into(),
-            direction: direction.into(),
+            proto: Transport::Udp,
+            direction,
             size: 100,
             publishers: 1,
             rate_per_s: None,
@@ -118,20 +119,20 @@ mod tests {
     #[test]
     fn every_target_owes_a_row_per_direction_its_data_goes() {
         let t = ["10.0.0.2:7878".to_owned(), "10.0.0.3:7878".to_owned()];
-        assert_eq!(owed_receivers(&t, "forward", false), ["10.0.0.2:7878", "10.0.0.3:7878"]);
-        assert_eq!(owed_receivers(&t[..1], "reverse", false), ["local<-10.0.0.2:7878"]);
-        assert_eq!(owed_receivers(&t[..1], "both", false), ["10.0.0.2:7878", "local<-10.0.0.2:7878"]);
-        assert!(owed_receivers(&t, "forward", true).is_empty(), "--no-control: the receivers report");
-        assert!(owed_receivers(&t, "listen", false).is_empty());
+        assert_eq!(owed_receivers(&t, StreamDirection::Forward, false), ["10.0.0.2:7878", "10.0.0.3:7878"]);
+        assert_eq!(owed_receivers(&t[..1], StreamDirection::Reverse, false), ["local<-10.0.0.2:7878"]);
+        assert_eq!(owed_receivers(&t[..1], StreamDirection::Both, false), ["10.0.0.2:7878", "local<-10.0.0.2:7878"]);
+        assert!(owed_receivers(&t, StreamDirection::Forward, true).is_empty(), "--no-control: the receivers report");
+        assert!(owed_receivers(&t, StreamDirection::Listen, false).is_empty());
     }
 
     #[test]
     fn a_target_without_its_row_is_missing() {
         let t = ["10.0.0.2:7878".to_owned(), "10.0.0.3:7878".to_owned()];
-        let s = results("forward", vec![row("10.0.0.3:7878", 10, 10)]);
+        let s = results(StreamDirection::Forward, vec![row("10.0.0.3:7878", 10, 10)]);
         assert_eq!(s.missing_receivers(&t, false), ["10.0.0.2:7878"]);
-        assert!(results("forward", Vec::new()).missing_receivers(&t, true).is_empty());
-        let both = results("both", vec![row("10.0.0.2:7878", 1, 1), row("local<-10.0.0.2:7878", 1, 1)]);
+        assert!(results(StreamDirection::Forward, Vec::new()).missing_receivers(&t, true).is_empty());
+        let both = results(StreamDirection::Both, vec![row("10.0.0.2:7878", 1, 1), row("local<-10.0.0.2:7878", 1, 1)]);
         assert!(both.missing_receivers(&t[..1], false).is_empty());
     }
 
@@ -140,7 +141,7 @@ mod tests {
         assert!(row("a", 2000, 0).nothing_arrived());
         assert!(!row("a", 2000, 1).nothing_arrived());
         assert!(!row("a", 0, 0).nothing_arrived(), "nothing sent: nothing owed");
-        let mut listen = results("listen", Vec::new());
+        let mut listen = results(StreamDirection::Listen, Vec::new());
         assert!(!listen.listen_heard_nothing(), "not a listen report");
         listen.listen = Some(crate::report::ListenTotals::default());
         assert!(listen.listen_heard_nothing());

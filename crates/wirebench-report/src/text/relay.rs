@@ -147,44 +147,8 @@ pub fn text(out: &mut dyn Write, r: &RelayResults) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use wirebench_core::report::{RelayCount, RelayGroup, RelayRetired};
 
     use super::*;
-
-    fn count(datagrams: u64) -> RelayCount {
-        RelayCount { datagrams, bytes: datagrams * 200 }
-    }
-
-    /// The receiving relay of a stream of 3,000: it re-emitted all of them and heard each
-    /// back on its group socket.
-    fn receiving_relay() -> RelayResults {
-        RelayResults {
-            relay_id: "6a440ce4eee9b564".into(),
-            listen: "10.77.94.2:7880".into(),
-            authenticated: false,
-            groups: vec![RelayGroup {
-                group: "239.255.93.1:18201".into(),
-                carried: true,
-                native_peers: Vec::new(),
-                local_in: count(0),
-                forwarded: count(0),
-                reemitted: count(3_000),
-                drops: RelayDrops { looped: 3_000, ..RelayDrops::default() },
-                kernel_drops: 0,
-            }],
-            peers: Vec::new(),
-            senders: Vec::new(),
-            senders_untracked: 0,
-            not_a_peer: 0,
-            malformed: 0,
-            kernel_drops: 0,
-            retired: RelayRetired::default(),
-            peer_totals: None,
-            max_peers: 1024,
-            peers_refused: 0,
-            peers_waiting: 0,
-        }
-    }
 
     fn text_of(r: &RelayResults) -> String {
         let mut out = Vec::new();
@@ -196,7 +160,7 @@ mod tests {
     /// printed for a stream of 3,000 the relay re-emitted whole.
     #[test]
     fn re_emissions_heard_back_are_not_drops() {
-        let t = text_of(&receiving_relay());
+        let t = text_of(&crate::fixtures::relay());
         assert!(
             t.contains(
                 "re-emitted 3000 (600000 B), heard back 3000 (its own re-emissions: delivered, not forwarded again); \
@@ -206,7 +170,7 @@ mod tests {
         );
         assert!(!t.contains("looped"), "{t}");
         // real drops still are
-        let mut r = receiving_relay();
+        let mut r = crate::fixtures::relay();
         r.groups[0].drops.duplicate = 1;
         assert!(text_of(&r).contains("not forwarded again); drops: 1 duplicate; kernel drops 0"), "{}", text_of(&r));
     }

@@ -219,7 +219,7 @@ pub fn quiet_line(report: &Report) -> Option<String> {
         p.proto,
         p.listen,
         p.upstream,
-        crate::text::counted(p.flows, "flow", "flows"),
+        crate::words::counted(p.flows, "flow", "flows"),
         side(&p.up),
         side(&p.down)
     ))
@@ -243,7 +243,7 @@ fn summary_of(out: &mut dyn Write, report: &Report, all: bool) -> io::Result<()>
         p.proto,
         p.listen,
         p.upstream,
-        crate::text::counted(p.flows, "flow", "flows"),
+        crate::words::counted(p.flows, "flow", "flows"),
         p.flows_failed
     )?;
     direction(out, "up (client -> upstream)", &p.up, all)?;
@@ -284,7 +284,7 @@ mod tests {
     /// A proxy that served one flow says `1 flow`, not `1 flows`.
     #[test]
     fn the_summary_counts_flows_in_english() {
-        let mut r: Report = serde_json::from_str(include_str!("../../../fuzz/seeds/report_html/report-proxy.json"))
+        let mut r: Report = serde_json::from_str(include_str!("../../../../fuzz/seeds/report_html/report-proxy.json"))
             .expect("the proxy report seed reads");
         let Results::Proxy(p) = &mut r.results else { panic!("a proxy report") };
         p.flows = 1;

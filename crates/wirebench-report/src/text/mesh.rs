@@ -10,9 +10,9 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-use wirebench_core::report::{MeshCell, MeshResults, Report, Results};
+use wirebench_core::report::{CellJudged, MeshCell, MeshResults, Report, Results};
 
-use crate::text::{summary_line, us};
+use crate::words::{summary_line, us};
 
 /// How a cell is coloured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,12 +88,12 @@ fn loss_pct(c: &MeshCell) -> f64 {
 /// A cell's text and colour for `metric`.
 #[expect(clippy::cast_precision_loss, reason = "display values")]
 pub fn cell(m: &MeshResults, c: &MeshCell, metric: Metric, median_p50: Option<u64>) -> (String, Heat) {
-    if c.verdict == "unknown" && c.sent == 0 {
+    if c.verdict == CellJudged::Unknown && c.sent == 0 {
         return ("-".into(), Heat::Grey);
     }
     let t = &m.thresholds;
-    let heat = |good: bool, bad: bool| match (c.verdict.as_str(), good, bad) {
-        ("unknown", ..) => Heat::Grey,
+    let heat = |good: bool, bad: bool| match (c.verdict, good, bad) {
+        (CellJudged::Unknown, ..) => Heat::Grey,
         (_, _, true) => Heat::Red,
         (_, true, _) => Heat::Green,
         _ => Heat::Yellow,
@@ -172,10 +172,10 @@ pub fn mesh(out: &mut dyn Write, report: &Report, colour: bool) -> io::Result<()
     let window = m.window_ns.map_or_else(String::new, |w| format!(", window {}", humanize(w)));
     let reported = m.nodes.iter().filter(|n| n.reported).count();
     let reflectors = m.nodes.iter().filter(|n| n.stamp).count();
-    let nodes = crate::text::counted(m.nodes.len() as u64, "node", "nodes");
+    let nodes = crate::words::counted(m.nodes.len() as u64, "node", "nodes");
     let reflectors = match reflectors {
         0 => String::new(),
-        r => format!(", {}", crate::text::counted(r as u64, "STAMP reflector", "STAMP reflectors")),
+        r => format!(", {}", crate::words::counted(r as u64, "STAMP reflector", "STAMP reflectors")),
     };
     writeln!(out, "mesh: {nodes}, {reported} reporting{reflectors} (from {}{window})", m.source)?;
     for n in m.nodes.iter().filter(|n| n.stamp) {

@@ -1,15 +1,16 @@
 //! Terminal text of a stream run: the summary `wirebench stream` prints at the end, the
-//! per-interval rows of each receiver (iperf's report), the search trials and the size sweep.
+//! per-interval rows of each receiver (iperf's report), the search trials and the size sweep;
+//! and the interval rows as TSV (`stream --log`).
 
 use std::io::{self, Write};
 
 use wirebench_core::report::{
-    IntervalRow, Outcome, ReceiverResult, Report, Results, SearchResult, SenderResult, StreamResults, SweepRow,
-    TrialRow, owed_of,
+    IntervalRow, Outcome, ReceiverResult, Report, Results, SearchEnding, SearchResult, SenderResult, StreamDirection,
+    StreamResults, SweepRow, Transport, TrialRow, owed_of,
 };
 
 use crate::screen::Detail;
-use crate::text::{bits_words, rate_words, secs_words};
+use crate::words::{bits_words, rate_words, secs_words};
 
 /// Loss of a receiver in percent: `1 - received / sent` (0 when nothing was sent).
 pub fn loss_percent(r: &ReceiverResult) -> f64 {
@@ -59,22 +60,24 @@ fn search_line(out: &mut dyn Write, search: &SearchResult) -> io::Result<()> {
     let n = search.trials.len();
     let best = format!("{} {}", rate_words(search.best_per_s), bits_words(search.best_bits_per_s));
     let target = search.loss_target * 100.0;
-    match search.ending.as_str() {
-        "top_passed" => writeln!(
+    match search.ending {
+        SearchEnding::TopPassed => writeln!(
             out,
             "highest rate with loss <= {target:.4}%: {best} (the first trial, at the top, passed: the sender, not the path, is the limit)"
         ),
-        "sender_limited" => writeln!(
+        SearchEnding::SenderLimited => writeln!(
             out,
             "highest rate with loss <= {target:.4}%: {best}, all the sender could send ({n} trials; it fell short of the rate asked: the sender, not the path, is the limit)"
         ),
-        "nothing_passed" => writeln!(
+        SearchEnding::NothingPassed => writeln!(
             out,
             "highest rate with loss <= {target:.4}%: none: every rate down to {} lost more ({n} trials)",
             rate_words(search.floor_per_s)
         ),
-        "stopped" => writeln!(out, "search stopped after {n} trials: the best passing rate so far is {best}"),
-        _ => {
+        SearchEnding::Stopped => {
+            writeln!(out, "search stopped after {n} trials: the best passing rate so far is {best}")
+        }
+        SearchEnding::Found | SearchEnding::Unrecorded => {
             // the lowest failure above the answer: did it lose, or only build a queue?
             let offered = |t: &TrialRow| t.rate_per_s.unwrap_or(t.sent_per_s);
             let next = search
@@ -156,7 +159,9 @@ fn summary_of(out: &mut dyn Write, report: &Report, detail: Detail) -> io::Resul
     if let Some(w) = s.listen.and_then(|l| l.wake).filter(|_| all) {
         writeln!(out, "{}", crate::stream_wake::words("listen", &w))?;
     }
-    if let Some(r) = s.receivers.iter().find(|r| r.direction != "listen").filter(|_| all) {
+    if let Some(r) =
+        s.receivers.iter().find(|r| r.direction != wirebench_core::report::StreamDirection::Listen).filter(|_| all)
+    {
         if report.config.get("merged_from").is_some() {
             writeln!(
                 out,
@@ -171,7 +176,11 @@ fn summary_of(out: &mut dyn Write, report: &Report, detail: Detail) -> io::Resul
             writeln!(
                 out,
                 "rates: per second of the sending time (first send to the end of the last, on the sender's clock: {} for {})",
-                if r.direction == "reverse" { "serve's" } else { "this client's" },
+                if r.direction == wirebench_core::report::StreamDirection::Reverse {
+                    "serve's"
+                } else {
+                    "this client's"
+                },
                 r.addr
             )?;
         } else {
@@ -191,7 +200,7 @@ fn summary_of(out: &mut dyn Write, report: &Report, detail: Detail) -> io::Resul
 /// `sender: sent 20000 messages in 2.000 s: 10.0k msg/s 16.0 Mbit/s (UDP GSO)`.
 fn sender_line(s: &StreamResults, t: &SenderResult) -> String {
     // TCP: a write returns once the socket buffer holds the bytes, long before they arrive
-    let (verb, what) = if s.proto == "tcp" { ("wrote", "write rate ") } else { ("sent", "") };
+    let (verb, what) = if s.proto == Transport::Tcp { ("wrote", "write rate ") } else { ("sent", "") };
     format!(
         "sender: {verb} {} messages in {}: {what}{} {}{}{}",
         t.messages,
@@ -211,7 +220,8 @@ fn receivers_part(out: &mut dyn Write, report: &Report, s: &StreamResults, detai
     let group = report.config.get("group").and_then(serde_json::Value::as_str);
     for r in &s.receivers {
         // the sender's batching and counters are known for this client's own sending (forward)
-        let sender = if r.direction == "forward" { s.sender.as_ref() } else { None };
+        let sender =
+            if r.direction == wirebench_core::report::StreamDirection::Forward { s.sender.as_ref() } else { None };
         receiver_lines(out, r, sender, group, detail)?;
     }
     if s.listen.is_some() {
@@ -281,12 +291,12 @@ fn listen_heard_nothing(report: &Report, s: &StreamResults) -> String {
 /// `10.0.0.2:7878: nothing arrived of 2000 sent: ...`, for a receiver that got none of what
 /// was sent to it: what would look like that, for a group or a unicast receiver.
 fn nothing_arrived_line(r: &ReceiverResult, group: Option<&str>) -> String {
-    let why = match (group, r.direction.as_str()) {
-        (Some(g), "forward") => format!(
+    let why = match (group, r.direction) {
+        (Some(g), StreamDirection::Forward) => format!(
             "{g} not heard there: serve joined the group on another interface than the one the stream went out on \
              (serve --interface, stream --interface), no multicast route between them, or a filter on the way"
         ),
-        (_, "reverse") => {
+        (_, StreamDirection::Reverse) => {
             "a filter on the way back (a firewall here or between), or a route that does not reach this client".into()
         }
         _ => "a filter on the way (a firewall), or a route that does not reach serve's data port".into(),
@@ -375,7 +385,11 @@ pub fn queue_line(r: &ReceiverResult, sender: Option<&SenderResult>) -> Option<S
     if !wirebench_core::ratesearch::queue_built(&d) {
         return None;
     }
-    let slip = if r.direction == "reverse" { 0 } else { sender.map_or(0, |s| s.slip_max_ns) };
+    let slip = if r.direction == wirebench_core::report::StreamDirection::Reverse {
+        0
+    } else {
+        sender.map_or(0, |s| s.slip_max_ns)
+    };
     let burst = if i64::try_from(slip).unwrap_or(i64::MAX) * 2 >= d.rise_ns {
         format!(
             " (or the sender's catch-up did: it fell up to {:.2} ms behind and sent what it owed at once)",
@@ -510,6 +524,36 @@ pub fn stream(out: &mut dyn Write, report: &Report, detail: Detail) -> io::Resul
     Ok(())
 }
 
+/// Interval rows as TSV: seconds, receiver, messages/s, Mbit/s, received, missing, out of
+/// order, duplicates, jitter µs.
+pub fn tsv(w: &mut dyn Write, report: &Report) -> io::Result<()> {
+    let Results::Stream(s) = &report.results else { return Ok(()) };
+    writeln!(w, "seconds\treceiver\tmsgs_per_s\tmbit_per_s\treceived\tmissing\tout_of_order\tduplicates\tjitter_us")?;
+    for r in &s.receivers {
+        let mut prev_at = 0;
+        for row in &r.intervals {
+            let span = row.at_ns - prev_at;
+            prev_at = row.at_ns;
+            let c = &row.counts;
+            #[expect(clippy::cast_precision_loss, reason = "display values")]
+            let secs = row.at_ns as f64 / 1e9;
+            writeln!(
+                w,
+                "{secs:.3}\t{}\t{:.1}\t{:.3}\t{}\t{}\t{}\t{}\t{:.2}",
+                r.addr,
+                c.per_sec(span),
+                c.bits_per_sec(span) / 1e6,
+                c.received,
+                c.missing(),
+                c.out_of_order,
+                c.duplicates,
+                c.jitter_ns / 1000.0
+            )?;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use wirebench_core::stream::StreamCounts;
@@ -593,7 +637,7 @@ mod tests {
     fn tcp_rates_are_over_the_receiving_time_and_the_sender_writes() {
         let mut r = fixtures::stream(1000, 1000);
         let Results::Stream(s) = &mut r.results else { unreachable!() };
-        s.proto = "tcp".into();
+        s.proto = Transport::Tcp;
         s.sender = Some(wirebench_core::report::SenderResult {
             messages: 1000,
             bytes: 1_000_000,
@@ -650,22 +694,17 @@ mod tests {
         assert_eq!((part("missing"), part("elsewhere"), part("socket")), (64, 64, 0));
         let lines = crate::stream_loss::interval_lines(receiver_mut(&mut r));
         assert!(!lines.is_empty());
-        let (text, html) = (text_of(&r), {
-            let mut out = Vec::new();
-            let runs = [crate::Run { name: "udp", report: &r }];
-            crate::html::write(&crate::html::Page { title: "t", runs: &runs, compare: false }, &mut out).unwrap();
-            String::from_utf8(out).unwrap()
-        });
+        // (the page shows the same lines: `html::tests`)
+        let text = text_of(&r);
         for l in &lines {
             assert!(text.contains(l.as_str()), "{l}\n{text}");
-            assert!(html.contains(&crate::html::escape(l)), "{l}");
         }
         receiver_mut(&mut r).foreign = 7;
         assert!(text_of(&r).contains("7 datagrams at the receiver were not this session's stream messages"));
     }
 
     #[test]
-    fn the_receivers_wake_up_delay_is_the_same_in_text_json_and_html() {
+    fn the_receivers_wake_up_delay_is_the_same_in_text_and_json() {
         let mut r = fixtures::stream(1000, 1000);
         let w = wirebench_core::stream::wake::WakeDelay {
             available: true,
@@ -679,10 +718,6 @@ mod tests {
         let line = crate::stream_wake::line(receiver_mut(&mut r)).unwrap();
         assert!(line.contains("p50 8.19 us, p99 61.4 us, max 2000 us"), "{line}");
         assert!(text_of(&r).contains(&line));
-        let mut html = Vec::new();
-        let runs = [crate::Run { name: "udp", report: &r }];
-        crate::html::write(&crate::html::Page { title: "t", runs: &runs, compare: false }, &mut html).unwrap();
-        assert!(String::from_utf8(html).unwrap().contains(&crate::html::escape(&line)));
         let v = serde_json::to_value(&r).unwrap();
         let j = &v["results"]["receivers"][0]["wake"];
         assert_eq!(
@@ -701,13 +736,13 @@ mod tests {
         let line = |r: &Report| text_of(r).lines().nth(1).unwrap().to_owned();
         assert!(line(&r).ends_with("(2 trials; the next rate up lost more)"), "{}", line(&r));
         for (ending, want) in [
-            ("top_passed", "the first trial, at the top, passed"),
-            ("sender_limited", "all the sender could send"),
-            ("nothing_passed", "none: every rate down to 2 msg/s lost more (2 trials)"),
-            ("stopped", "search stopped after 2 trials"),
+            (SearchEnding::TopPassed, "the first trial, at the top, passed"),
+            (SearchEnding::SenderLimited, "all the sender could send"),
+            (SearchEnding::NothingPassed, "none: every rate down to 2 msg/s lost more (2 trials)"),
+            (SearchEnding::Stopped, "search stopped after 2 trials"),
         ] {
             let Results::Stream(s) = &mut r.results else { unreachable!() };
-            s.search.as_mut().unwrap().ending = ending.into();
+            s.search.as_mut().unwrap().ending = ending;
             assert!(line(&r).contains(want), "{ending}: {}", line(&r));
         }
         let text = text_of(&r);
@@ -802,7 +837,7 @@ mod tests {
         let mut r = fixtures::stream(0, 0);
         let Results::Stream(s) = &mut r.results else { unreachable!() };
         (s.direction, s.search, s.listen) =
-            ("listen".into(), None, Some(wirebench_core::report::ListenTotals::default()));
+            (StreamDirection::Listen, None, Some(wirebench_core::report::ListenTotals::default()));
         s.sweep.clear();
         s.receivers.clear();
         r.config = serde_json::json!({ "listen": "0.0.0.0:7879", "join": ["239.1.2.3:7879"] });
@@ -819,11 +854,11 @@ mod tests {
         assert!(wirebench_core::report::receivers_failed(&r));
     }
 
-    /// A trial that lost nothing but built a queue failed: its line, the search's line, the
-    /// HTML table and the JSON say so with the same rise; a run whose delay rose beyond the
+    /// A trial that lost nothing but built a queue failed: its line, the search's line and
+    /// the JSON say so (the HTML table too: `html::tests`) with the same rise; a run whose delay rose beyond the
     /// bar says so under its receiver.
     #[test]
-    fn a_trial_failed_by_its_queue_says_so_in_every_view() {
+    fn a_trial_failed_by_its_queue_says_so_in_text_and_json() {
         let mut r = fixtures::stream(1000, 1000);
         let Results::Stream(s) = &mut r.results else { unreachable!() };
         s.sweep.clear();
@@ -847,11 +882,6 @@ mod tests {
         let lines = String::from_utf8(lines).unwrap();
         assert!(lines.contains("loss   0.0000%  delay   +5.12 ms  FAIL (queue)\n"), "{lines}");
         assert!(lines.contains("loss   0.0000%  delay   -0.02 ms  pass\n"), "{lines}");
-        let mut html = Vec::new();
-        let runs = [crate::Run { name: "udp", report: &r }];
-        crate::html::write(&crate::html::Page { title: "t", runs: &runs, compare: false }, &mut html).unwrap();
-        let html = String::from_utf8(html).unwrap();
-        assert!(html.contains("+5.12 ms") && html.contains("FAIL (queue)"), "the table");
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["results"]["search"]["trials"][0]["delay_rise_ns"], 5_120_000);
         assert_eq!(v["results"]["search"]["trials"][0]["queue"], true);

@@ -6,7 +6,7 @@ use std::io::{self, Write};
 
 use wirebench_core::load::results::nothing_arrived;
 use wirebench_core::report::{
-    LatencyView, LoadAccount, LoadLink, LoadResults, LoadSecond, LoadTypeResult, Outcome, Report, Results,
+    LatencyView, LinkMethod, LoadAccount, LoadLink, LoadResults, LoadSecond, LoadTypeResult, Outcome, Report, Results,
     subprotocol_words,
 };
 use wirebench_core::units::humanize_ns;
@@ -280,7 +280,7 @@ fn counts(l: &LoadResults, w: &mut dyn Write) -> io::Result<()> {
 fn links(w: &mut dyn Write, name: &str, k: &LoadLink, p: &dyn Fn(&LatencyView, f64) -> String) -> io::Result<()> {
     #[expect(clippy::cast_precision_loss, reason = "display values")]
     let rate = k.requested_bps.map_or_else(|| "unlimited".into(), |b| format!("{:.3} Mbit/s", b as f64 / 1e6));
-    let (label, achieved) = if k.method == "modelled" {
+    let (label, achieved) = if k.method == LinkMethod::Modelled {
         (" (modelled: computed from arrival times, no frame is held)", "modelled")
     } else {
         ("", "achieved at the socket")
@@ -390,7 +390,7 @@ pub fn text(w: &mut dyn Write, report: &Report, detail: Detail) -> io::Result<()
         writeln!(
             w,
             "merged from {} ({}): histograms added, counts summed; peak rss is the largest one's",
-            crate::text::counted(names.len() as u64, "report", "reports"),
+            crate::words::counted(names.len() as u64, "report", "reports"),
             names.join(", ")
         )?;
     }
@@ -441,7 +441,7 @@ mod tests {
         let d = Account { expected: 400, arrived: 100, missing: 300, late: 300, ..Account::default() };
         let counts = Counts { connected: 5, ..Counts::default() };
         let l = build(&shape, &rec, (&d, &Account::default()), counts, Vec::new(), 10_000_000_000, (1, 1), 1, false);
-        let seed = include_str!("../../../fuzz/seeds/report_html/report-ping-full.json");
+        let seed = include_str!("../../../../fuzz/seeds/report_html/report-ping-full.json");
         let mut r: Report = read_report(|| Ok(seed.as_bytes())).expect("the ping report seed reads");
         r.results = Results::Load(l);
         let mut out = Vec::new();
