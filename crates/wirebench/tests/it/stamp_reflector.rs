@@ -123,3 +123,29 @@ fn authenticated_mode_drops_wrong_keys_and_short_packets() {
     assert!(c.to_string().contains("1 STAMP authentication failure"), "{c}");
     srv.stop();
 }
+
+/// `ping stamp://` against the reflector: the report says `proto: stamp` and fits the
+/// schema (which once knew only `udp` and `tcp`).
+#[test]
+fn a_stamp_ping_report_fits_the_schema() {
+    let srv = reflector(false, &[], None, None);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("stamp.json");
+    let target = format!("stamp://{}", srv.stamp_addr().unwrap());
+    let r = crate::support::wirebench(&[
+        "ping",
+        &target,
+        "--count",
+        "20",
+        "--no-hiccup",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let v = crate::support::read_json(&json);
+    crate::support::assert_valid_report(&v);
+    assert_eq!(v["results"]["proto"], "stamp");
+    assert_eq!(v["results"]["responders"][0]["received"], 20);
+    srv.stop();
+}
