@@ -254,6 +254,31 @@ mod tests {
     }
 
     #[test]
+    fn form_names_and_the_views_accessors() {
+        assert_eq!((Form::Compact.name(), Form::Full.name()), ("compact", "full"));
+        let mut b = vec![0u8; 64];
+        init(&mut b, 1, FLAG_REPLY_GROUP);
+        let p = Probe::parse(&b).unwrap();
+        assert_eq!((p.flags(), p.len(), p.is_empty()), (FLAG_REPLY_GROUP, 64, false));
+        // a full-length probe without the timestamps flag carries no responder times
+        assert_eq!(p.responder_times(), None);
+        // a compact reply with the flag set has no room for them: none, and no panic
+        let mut c = vec![0u8; MIN_LEN];
+        init(&mut c, 1, FLAG_TIMESTAMPS);
+        assert_eq!(Probe::parse(&c).unwrap().responder_times(), None);
+    }
+
+    #[test]
+    fn the_boundaries_of_parse() {
+        // four bytes are enough to tell a foreign datagram
+        assert_eq!(Probe::parse(&[0x12, 0x34, VERSION, 0]), Err(DecodeError::Foreign(0x1234)));
+        // the largest UDP payload is a valid probe
+        let mut big = vec![0u8; MAX_LEN];
+        init(&mut big, 1, 0);
+        assert_eq!(Probe::parse(&big).map(|p| p.len()), Ok(MAX_LEN));
+    }
+
+    #[test]
     fn a_reply_is_never_answered() {
         let mut b = probe(MIN_LEN, 1, 2, 3);
         assert!(make_reply(&mut b, 0, || 0));

@@ -117,6 +117,17 @@ mod tests {
         assert!(matches!(parse_datagram(&b[..10]), Err(DecodeError::Truncated { .. })));
     }
 
+    #[test]
+    fn a_header_alone_is_a_message_and_a_shorter_declared_length_is_not() {
+        let mut h = vec![0u8; HEADER_LEN];
+        init(&mut h, 1, 2);
+        assert_eq!(parse_datagram(&h).map(|x| x.len), Ok(HEADER_LEN));
+        let mut short = h.clone();
+        short[4..6].copy_from_slice(&10u16.to_be_bytes());
+        assert_eq!(parse_header(&short), Err(DecodeError::Length { declared: 10, got: HEADER_LEN }));
+        assert!(matches!(parse_header(&h[..HEADER_LEN - 1]), Err(DecodeError::Truncated { .. })));
+    }
+
     proptest! {
         #[test]
         fn round_trip(len in HEADER_LEN..3000usize, session: u64, publisher: u16, seq: u64, t: u64) {

@@ -143,6 +143,11 @@ fn refuses_what_does_not_fit() {
     let mut b = vec![0u8; MAX_UDP_LEN];
     assert!(encode(&mut b, &data(), &vec![0u8; MAX_PAYLOAD + 1], None).is_none());
     assert_eq!(encode(&mut b, &data(), &vec![0u8; MAX_PAYLOAD], Some(&Key::new(b"k"))), Some(MAX_UDP_LEN));
+    // the largest payload also decodes (the length check admits MAX_PAYLOAD itself)
+    let key = Key::new(b"k");
+    let r = decode(&b).unwrap();
+    assert!(verify(&b, &r, Some(&key)));
+    assert_eq!(r.payload.len(), MAX_PAYLOAD);
     let mut small = [0u8; HEADER_LEN + 1];
     assert!(encode(&mut small, &data(), b"xy", None).is_none());
 }
