@@ -305,33 +305,14 @@ fn full(out: &mut dyn Write, report: &Report) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use wirebench_core::counters::{Snapshot, Udp};
-    use wirebench_core::hiccup::HiccupSecond;
     use wirebench_core::report::{Attribution, HiccupResult};
 
     use super::*;
     use crate::fixtures;
 
-    /// Stalls of `base_ns`, `base_ns + 1000`, ... (100 values), over two seconds.
-    fn stalls(base_ns: u64) -> HiccupResult {
-        let mut lateness = fixtures::view(base_ns, 100);
-        lateness.measures = wirebench_core::report::Measure::WakeupLateness;
-        let max = lateness.summary.max_ns;
-        HiccupResult {
-            interval_ns: 1_000_000,
-            wakeups: 100,
-            corrected: 0,
-            lateness,
-            seconds: vec![
-                HiccupSecond { at_s: 0, count: 50, max_ns: base_ns + 49_000, p99_ns: base_ns + 49_000 },
-                HiccupSecond { at_s: 1, count: 50, max_ns: max, p99_ns: max },
-            ],
-            cpu_ns: None,
-        }
-    }
-
     #[test]
     fn the_line_ends_with_the_meters_own_cost_when_it_was_read() {
-        let mut h = stalls(10_000);
+        let mut h = fixtures::stalls(10_000);
         assert!(!hiccup_line(&h).contains("own CPU"));
         h.cpu_ns = Some(1_800_000); // 1.8 ms over 100 wake-ups of 1 ms
         assert!(hiccup_line(&h).ends_with(" us; the meter's own CPU 1.80% of one core"), "{}", hiccup_line(&h));
@@ -362,7 +343,7 @@ mod tests {
 
     /// The verdict's line for a round trip p99 of `x` against stalls p99 of `y` (ns).
     fn verdict_of(x: u64, y: u64) -> String {
-        let mut h = stalls(1_000);
+        let mut h = fixtures::stalls(1_000);
         h.lateness = two_tailed(1_000, y);
         verdict_line("round trip", &two_tailed(1_000, x), &h).unwrap()
     }
@@ -398,10 +379,10 @@ mod tests {
     #[test]
     fn the_verdict_sits_under_the_stall_meters_line() {
         // round trips of 1.0-1.1 ms: p99 1.098 ms
-        let host = text_of(&report_with(stalls(1_000_000)));
+        let host = text_of(&report_with(fixtures::stalls(1_000_000)));
         assert!(host.contains("hiccups (this host's own stalls: a thread woken every 1.0 ms, 100 wake-ups)"), "{host}");
         assert!(host.contains("\n  p99 round trip of 1.1 ms is within the platform's own stalls"), "{host}");
-        let net = text_of(&report_with(stalls(5_000)));
+        let net = text_of(&report_with(fixtures::stalls(5_000)));
         assert!(
             net.contains("over 10 times the platform's own stalls (hiccup p99 103 us): the network or the far end"),
             "{net}"

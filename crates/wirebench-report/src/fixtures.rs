@@ -259,3 +259,22 @@ pub(crate) fn load() -> Report {
     let l = build(&shape, &rec, (&d, &Account::default()), counts, Vec::new(), 10_000_000_000, (1, 1), 1, false);
     Report { results: Results::Load(l), ..ping(&[1_000]) }
 }
+
+/// Stalls of `base_ns`, `base_ns + 1000`, ... (100 values), over two seconds.
+pub(crate) fn stalls(base_ns: u64) -> wirebench_core::report::HiccupResult {
+    use wirebench_core::hiccup::HiccupSecond;
+    let mut lateness = view(base_ns, 100);
+    lateness.measures = wirebench_core::report::Measure::WakeupLateness;
+    let max = lateness.summary.max_ns;
+    wirebench_core::report::HiccupResult {
+        interval_ns: 1_000_000,
+        wakeups: 100,
+        corrected: 0,
+        lateness,
+        seconds: vec![
+            HiccupSecond { at_s: 0, count: 50, max_ns: base_ns + 49_000, p99_ns: base_ns + 49_000 },
+            HiccupSecond { at_s: 1, count: 50, max_ns: max, p99_ns: max },
+        ],
+        cpu_ns: None,
+    }
+}

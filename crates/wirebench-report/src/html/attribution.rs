@@ -44,29 +44,10 @@ pub(crate) fn html(out: &mut dyn Write, report: &Report) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use wirebench_core::hiccup::HiccupSecond;
     use wirebench_core::report::{Attribution, HiccupResult};
 
     use super::*;
     use crate::fixtures;
-
-    /// Stalls of `base_ns`, `base_ns + 1000`, ... (100 values), over two seconds.
-    fn stalls(base_ns: u64) -> HiccupResult {
-        let mut lateness = fixtures::view(base_ns, 100);
-        lateness.measures = wirebench_core::report::Measure::WakeupLateness;
-        let max = lateness.summary.max_ns;
-        HiccupResult {
-            interval_ns: 1_000_000,
-            wakeups: 100,
-            corrected: 0,
-            lateness,
-            seconds: vec![
-                HiccupSecond { at_s: 0, count: 50, max_ns: base_ns + 49_000, p99_ns: base_ns + 49_000 },
-                HiccupSecond { at_s: 1, count: 50, max_ns: max, p99_ns: max },
-            ],
-            cpu_ns: None,
-        }
-    }
 
     fn report_with(h: HiccupResult) -> Report {
         let mut r = fixtures::ping(&[1_000_000]);
@@ -76,7 +57,7 @@ mod tests {
 
     #[test]
     fn the_html_draws_the_stalls_beside_the_run() {
-        let r = report_with(stalls(1_000_000));
+        let r = report_with(fixtures::stalls(1_000_000));
         let mut out = Vec::new();
         html(&mut out, &r).unwrap();
         let page = String::from_utf8(out).unwrap();

@@ -111,24 +111,7 @@ fn a_receiver_with_one_interval_gets_no_one_point_line() {
 /// same numbers as the summary's rows and its "retired peers" line).
 #[test]
 fn a_relay_headline_counts_retired_peers() {
-    use wirebench_core::report::{RelayResults, RelayRetired};
-    let mut r = RelayResults {
-        relay_id: "00000000000000aa".into(),
-        listen: "10.0.0.1:7880".into(),
-        authenticated: false,
-        groups: vec![],
-        peers: vec![],
-        senders: vec![],
-        senders_untracked: 0,
-        not_a_peer: 0,
-        malformed: 0,
-        kernel_drops: 0,
-        retired: RelayRetired::default(),
-        peer_totals: None,
-        max_peers: 1024,
-        peers_refused: 0,
-        peers_waiting: 0,
-    };
+    let mut r = wirebench_core::report::RelayResults { groups: Vec::new(), ..fixtures::relay() };
     assert_eq!(super::relay_headline(&r), "0 groups, 0 peers: 0 datagrams forwarded, 0 re-emitted");
     r.retired.peers = 3;
     assert_eq!(super::relay_headline(&r), "0 groups, 0 peers (3 retired): 0 datagrams forwarded, 0 re-emitted");

@@ -404,11 +404,6 @@ pub fn text(w: &mut dyn Write, report: &Report, detail: Detail) -> io::Result<()
 
 #[cfg(test)]
 mod tests {
-    use wirebench_core::load::Mix;
-    use wirebench_core::load::delivery::Account;
-    use wirebench_core::load::record::{Arrival, Recording};
-    use wirebench_core::load::results::{Counts, Shape, build};
-    use wirebench_core::report::{Report, Results, read_report};
 
     /// The counts table: one row per event type (a request's expected and arrived are its
     /// replies) and the `all` row, the sum of the rows above it column by column, with no
@@ -416,34 +411,7 @@ mod tests {
     /// The delay and reply tables count what they time.
     #[test]
     fn the_all_row_is_the_sum_of_the_rows_and_has_no_size() {
-        let mix = Mix::parse("cursor=3,save=1", &["save"]).unwrap();
-        let mut rec = Recording::new(2);
-        for i in 0..100 {
-            rec.on_send(0, 0, 4);
-            rec.on_delivery(0, 1_000_000 + i, None, Arrival::Expected);
-            rec.on_send(1, 0, 1);
-            rec.on_reply(1, 2_000_000 + i, Arrival::Expected);
-        }
-        let shape = Shape {
-            url: "ws://h:1/r-0".into(),
-            clients: 5,
-            room_size: 5,
-            rate_per_client: 2.0,
-            arrivals: "fixed",
-            mix: &mix,
-            percentiles: &[50.0, 99.0],
-            thresholds: &[],
-            link_up: None,
-            link_down: None,
-            end_ns: 10_000_000_000,
-            ramp_ns: 0,
-        };
-        let d = Account { expected: 400, arrived: 100, missing: 300, late: 300, ..Account::default() };
-        let counts = Counts { connected: 5, ..Counts::default() };
-        let l = build(&shape, &rec, (&d, &Account::default()), counts, Vec::new(), 10_000_000_000, (1, 1), 1, false);
-        let seed = include_str!("../../../../fuzz/seeds/report_html/report-ping-full.json");
-        let mut r: Report = read_report(|| Ok(seed.as_bytes())).expect("the ping report seed reads");
-        r.results = Results::Load(l);
+        let r = crate::fixtures::load();
         let mut out = Vec::new();
         super::report(&[50.0, 99.0], &r, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();

@@ -10,7 +10,7 @@
 
 use std::io::{self, Write};
 
-use wirebench_core::report::{LatencyView, RelayDrops, RelayResults};
+use wirebench_core::report::{LatencyView, RelayCount, RelayDrops, RelayResults};
 use wirebench_core::units::humanize_ns;
 
 /// The drops by cause, `none` when there are none. The relay's own re-emissions heard back
@@ -64,6 +64,21 @@ fn delay(v: Option<&LatencyView>) -> String {
     })
 }
 
+/// A peer's (or the retired peers') traffic: `in N (B), out N (B); drops: ...`, what it
+/// heard back, and its added delay.
+fn traffic(received: RelayCount, sent: RelayCount, d: &RelayDrops, added: Option<&LatencyView>) -> String {
+    format!(
+        "in {} ({} B), out {} ({} B); drops: {}{}{}",
+        received.datagrams,
+        received.bytes,
+        sent.datagrams,
+        sent.bytes,
+        drops(d),
+        heard_back(d),
+        delay(added)
+    )
+}
+
 /// The relay's summary.
 pub fn text(out: &mut dyn Write, r: &RelayResults) -> io::Result<()> {
     writeln!(out, "relay {} on {}{}", r.relay_id, r.listen, if r.authenticated { " (MAC on)" } else { "" })?;
@@ -87,34 +102,13 @@ pub fn text(out: &mut dyn Write, r: &RelayResults) -> io::Result<()> {
         }
     }
     for p in &r.peers {
-        let d = delay(p.added_delay.as_ref());
-        writeln!(
-            out,
-            "  peer {}{}: in {} ({} B), out {} ({} B); drops: {}{}{d}",
-            p.addr,
-            if p.active { "" } else { " (gone)" },
-            p.received.datagrams,
-            p.received.bytes,
-            p.sent.datagrams,
-            p.sent.bytes,
-            drops(&p.drops),
-            heard_back(&p.drops),
-        )?;
+        let traffic = traffic(p.received, p.sent, &p.drops, p.added_delay.as_ref());
+        writeln!(out, "  peer {}{}: {traffic}", p.addr, if p.active { "" } else { " (gone)" })?;
     }
     let rt = &r.retired;
     if rt.peers > 0 {
-        let d = delay(rt.added_delay.as_ref());
-        writeln!(
-            out,
-            "  retired peers ({}, out of the list and silent): in {} ({} B), out {} ({} B); drops: {}{}{d}",
-            rt.peers,
-            rt.received.datagrams,
-            rt.received.bytes,
-            rt.sent.datagrams,
-            rt.sent.bytes,
-            drops(&rt.drops),
-            heard_back(&rt.drops),
-        )?;
+        let traffic = traffic(rt.received, rt.sent, &rt.drops, rt.added_delay.as_ref());
+        writeln!(out, "  retired peers ({}, out of the list and silent): {traffic}", rt.peers)?;
     }
     if let Some(t) = r.peer_totals.filter(|_| rt.peers > 0) {
         writeln!(
