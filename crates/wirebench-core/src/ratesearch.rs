@@ -215,17 +215,28 @@ impl RateSearch {
         Trial { rate, loss, queue, passed }
     }
 
-    /// Records a trial whose sender asked for `requested` but managed only `achieved`. When
-    /// it fell short by more than 3 %, the trial counts at the achieved rate, never the
-    /// requested one; and if it passed, the search ends there (the path carried all the
-    /// sender could send, and no higher rate can be tried) unless a faster trial failed and
-    /// this pass raised the highest one: every failure counts at a rate the sender reached,
-    /// so a paced trial that fell a little short on a busy host says nothing about the rates
-    /// in between, and the bisection goes on. A short pass that gets no higher than the
-    /// highest pass so far (within the resolution) ends it: the sender cannot get closer.
-    pub fn on_result_achieved(&mut self, requested: f64, achieved: f64, loss: f64, queue: bool) -> Trial {
-        if achieved >= 0.97 * requested {
+    /// Records a trial whose sender asked for `requested`, reached `reached` while it sent
+    /// (`reached`) and sent `sent` a second over the whole trial. A failure short of the rate
+    /// asked by at most 3 % counts at the rate asked; a pass, only when what it sent is within
+    /// the resolution of it: a pass shows that the path carried what was sent, no more (the
+    /// gap a sender leaves after a stall lets a queue drain), so a pass further short counts
+    /// at what it sent and the bisection goes on. Beyond 3 % short, the trial counts at what
+    /// the sender managed, never the rate asked; and if it passed, the search ends there (the
+    /// path carried all the sender could send, and no higher rate can be tried) unless a
+    /// faster trial failed and this pass raised the highest one: every failure counts at a
+    /// rate the sender reached, so a paced trial that fell short on a busy host says nothing
+    /// about the rates in between, and the bisection goes on. A short pass that gets no
+    /// higher than the highest pass so far (within the resolution) ends it: the sender
+    /// cannot get closer.
+    pub fn on_result_achieved(&mut self, requested: f64, reached: f64, sent: f64, loss: f64, queue: bool) -> Trial {
+        let passes = loss <= self.loss_target && !queue;
+        let achieved = if passes { sent.min(reached) } else { reached };
+        let near = if passes { requested / (1.0 + self.steps.resolution) } else { 0.97 * requested };
+        if achieved >= near {
             return self.on_trial(requested, loss, queue);
+        }
+        if passes && achieved >= 0.97 * requested {
+            return self.on_trial(achieved, loss, queue);
         }
         let before = self.pass;
         let t = self.on_trial(achieved, loss, queue);
@@ -277,7 +288,7 @@ mod tests {
         while let Some(r) = s.next_rate() {
             let achieved = r.min(FLAT_OUT);
             let loss = if achieved > capacity { (achieved - capacity) / achieved } else { 0.0 };
-            s.on_result_achieved(r, achieved, loss, false);
+            s.on_result_achieved(r, achieved, achieved, loss, false);
             trials += 1;
             assert!(trials <= s.max_trials().min(LOOP_CAP), "bounded by max_trials");
         }
@@ -334,7 +345,7 @@ mod tests {
             let loss = if achieved > capacity { (achieved - capacity) / achieved } else { 0.0 };
             trials += 1;
             assert!(trials <= s.max_trials().min(LOOP_CAP), "bounded by max_trials");
-            if s.on_result_achieved(r, achieved, loss, false).passed {
+            if s.on_result_achieved(r, achieved, achieved, loss, false).passed {
                 passes.push(achieved);
             }
         }
@@ -343,7 +354,7 @@ mod tests {
         assert!(r > 0.9 * capacity && r <= capacity, "{r} against a {capacity} link");
         // Without a faster failure, a short pass still ends the search at once.
         let mut t = RateSearch::new(1e8, 0.0, SearchSteps::default());
-        t.on_result_achieved(1e8, 1e7, 0.0, false);
+        t.on_result_achieved(1e8, 1e7, 1e7, 0.0, false);
         assert_eq!(t.ending(), Ending::SenderLimited(1e7));
     }
 
@@ -519,7 +530,7 @@ mod tests {
                 // the queue rises by the excess's share of the time, over 1.5 s of the trial
                 #[expect(clippy::cast_possible_truncation, reason = "test values")]
                 let d = rise(((r - capacity).max(0.0) / capacity * 1.5e9) as i64, 1);
-                s.on_result_achieved(r, r, loss, watch_queue && queue_built(&d));
+                s.on_result_achieved(r, r, r, loss, watch_queue && queue_built(&d));
             }
             s.result()
         };
@@ -529,18 +540,50 @@ mod tests {
         assert!(r <= capacity && r >= capacity / 1.005, "{r} against {capacity}");
     }
 
-    /// A trial short of the rate asked by at most 3 % counts at the rate asked; further
-    /// short, at what it reached.
+    /// A failure short of the rate asked by at most 3 % counts at the rate asked, further
+    /// short at what it reached; a pass counts at the rate asked only within the resolution.
     #[test]
     fn a_trial_within_three_percent_counts_at_the_rate_asked() {
         let mut s = RateSearch::new(1000.0, 0.0, SearchSteps::default());
-        let t = s.on_result_achieved(1000.0, 970.0, 0.0, false);
+        let t = s.on_result_achieved(1000.0, 970.0, 970.0, 0.01, false);
+        assert_eq!(t, Trial { rate: 1000.0, loss: 0.01, queue: false, passed: false });
+        let t = s.on_result_achieved(1000.0, 969.0, 969.0, 0.01, false);
+        assert!((t.rate - 969.0).abs() < 1e-9, "{t:?}");
+        let mut s = RateSearch::new(1000.0, 0.0, SearchSteps::default());
+        let t = s.on_result_achieved(1000.0, 995.1, 995.1, 0.0, false);
         assert_eq!(t, Trial { rate: 1000.0, loss: 0.0, queue: false, passed: true });
         assert_eq!(s.ending(), Ending::TopPassed(1000.0));
         let mut s = RateSearch::new(1000.0, 0.0, SearchSteps::default());
-        let t = s.on_result_achieved(1000.0, 969.0, 0.0, false);
+        let t = s.on_result_achieved(1000.0, 970.0, 970.0, 0.0, false);
+        assert_eq!(t, Trial { rate: 970.0, loss: 0.0, queue: false, passed: true });
+        assert_eq!(s.ending(), Ending::TopPassed(970.0));
+        let mut s = RateSearch::new(1000.0, 0.0, SearchSteps::default());
+        let t = s.on_result_achieved(1000.0, 969.0, 969.0, 0.0, false);
         assert_eq!(t, Trial { rate: 969.0, loss: 0.0, queue: false, passed: true });
         assert_eq!(s.ending(), Ending::SenderLimited(969.0));
+    }
+
+    /// A 4,167 msg/s link (48.9 Mbit/s of 1468-byte payloads); the sender, on a busy host,
+    /// skipped 1.5 % of a trial at 4,206/s after stalls: it reached the rate while it sent,
+    /// but the path carried 4,143/s, below the link, and the gaps let the queue drain, so
+    /// the trial passed. It counts at what was sent: the highest pass stays the 4,160/s
+    /// below the link and the bisection goes on, where it used to end above the link.
+    #[test]
+    fn a_pass_after_skipped_stalls_counts_at_what_was_sent() {
+        let mut s = RateSearch::new(10_000.0, 0.0, SearchSteps::default());
+        s.on_result(10_000.0, 0.58);
+        s.on_result(4_160.0, 0.0);
+        s.on_trial(4_230.0, 0.0, true);
+        let t = s.on_result_achieved(4_206.0, 4_206.0, 4_143.0, 0.0, false);
+        assert_eq!((t.rate, t.passed), (4_143.0, true));
+        assert!((s.result() - 4_160.0).abs() < 1e-9, "{}", s.result());
+        assert_eq!(s.ending(), Ending::Running);
+        let next = s.next_rate().expect("more trials");
+        assert!(next > 4_160.0 && next < 4_230.0, "{next}");
+        // a pass that sent its rate (within the resolution) counts at it
+        let t = s.on_result_achieved(next, next, next * 0.996, 0.0, false);
+        assert!((t.rate - next).abs() < 1e-9, "{t:?}");
+        assert!((s.result() - next).abs() < 1e-9, "{}", s.result());
     }
 
     /// After a faster failure, a short pass bisects on while it raises the highest pass by
@@ -549,16 +592,16 @@ mod tests {
     fn a_short_pass_no_higher_than_the_best_ends_the_search() {
         let mut s = RateSearch::new(1000.0, 0.0, SearchSteps::default());
         s.on_result(1000.0, 0.5);
-        s.on_result_achieved(450.0, 400.0, 0.0, false);
+        s.on_result_achieved(450.0, 400.0, 400.0, 0.0, false);
         assert_eq!(s.ending(), Ending::Running, "the first short pass raised the best from none");
         // 1.004 times the best: within the resolution, the sender can get no closer
-        s.on_result_achieved(600.0, 401.6, 0.0, false);
+        s.on_result_achieved(600.0, 401.6, 401.6, 0.0, false);
         assert_eq!(s.ending(), Ending::SenderLimited(401.6));
         let mut s = RateSearch::new(1000.0, 0.0, SearchSteps::default());
         s.on_result(1000.0, 0.5);
-        s.on_result_achieved(450.0, 400.0, 0.0, false);
+        s.on_result_achieved(450.0, 400.0, 400.0, 0.0, false);
         // 1.006 times the best: higher, so on
-        s.on_result_achieved(600.0, 402.4, 0.0, false);
+        s.on_result_achieved(600.0, 402.4, 402.4, 0.0, false);
         assert_eq!(s.ending(), Ending::Running);
         assert!((s.result() - 402.4).abs() < 1e-12, "{}", s.result());
     }
@@ -598,7 +641,7 @@ mod tests {
             assert!(n <= LOOP_CAP, "runs on past its budget");
             let achieved = if n % 3 == 0 { r / 2.0 } else { r };
             let loss = if achieved > 600.0 || n % 3 == 0 { 0.5 } else { 0.0 };
-            s.on_result_achieved(r, achieved, loss, false);
+            s.on_result_achieved(r, achieved, achieved, loss, false);
         }
         assert_eq!(n, budget);
         let Ending::OutOfTrials(best) = s.ending() else { panic!("{:?}", s.ending()) };

@@ -77,12 +77,13 @@ pub(super) fn find_max_rate(cfg: &Config, ctx: &mut Ctx<'_>, results: &mut Strea
     let mut rows = Vec::new();
     let mut record = |r: &RunOut, rate: Option<f64>, s: &mut RateSearch, ctx: &mut Ctx<'_>| {
         let (sent, got, loss) = loss_of(r);
-        // what a sender reached: the rate asked, unless it fell short beyond the stalls it skipped
-        let achieved = r
-            .sender
-            .map_or(0.0, |x| reached(rate.unwrap_or(top), x.per_s / f64::from(cfg.parallel), r.skipped_ns, x.send_ns));
+        // what a sender sent over the trial, and the rate it reached while sending: the rate
+        // asked, unless it fell short beyond the stalls it skipped
+        let asked = rate.unwrap_or(top);
+        let sent_per_s = r.sender.map_or(0.0, |x| x.per_s / f64::from(cfg.parallel));
+        let achieved = r.sender.map_or(0.0, |x| reached(asked, sent_per_s, r.skipped_ns, x.send_ns));
         let (delay, queue) = queue_of(r);
-        let t = s.on_result_achieved(rate.unwrap_or(top), achieved, loss, queue);
+        let t = s.on_result_achieved(asked, achieved, sent_per_s, loss, queue);
         let row = TrialRow {
             rate_per_s: rate,
             sent_per_s: r.sender.map_or(0.0, |x| x.per_s),
