@@ -23,6 +23,14 @@
 # Debian's n2n (edge, supernode); without n2n the n2n column is skipped and said so. PINGS
 # (default 20000) and TRIAL (default 1s) size the runs; STREAMS=0 skips the loss-free searches
 # (ping rows only), N2N=0 skips n2n.
+# ROUNDS=N (default 1) measures every ping row N times, the rows' order rotated each round
+# (neighbouring runs on a shared host differ by more than the goal's margin): the table shows
+# each row's median, the ratios are given per round and as their median; the loss-free
+# searches and n2n run in the first round only.
+# FLOOR_PARTS="ts mmsg smmsg timeout" adds a row floor1+PART per part: floor1 with that one of
+# the relay's system calls (floor.c --relay-like=PART), to tell which of them costs what.
+# PERF_DIR=DIR records a CPU profile (perf record -g) of node 1's relay or floor while each
+# row is measured in the first round, DIR/ROW.data (`perf report -i DIR/relay.data`).
 # BEFORE=BINARY adds a row "before": the relays run from that binary (the measuring side
 # stays BINARY), with after/before ratios. BUSY_POLL=DURATION adds a row "busy": the relay
 # on node 1 (the pinger's, two of a round trip's four relay passes) runs with
@@ -102,11 +110,25 @@ measure() { # measure NS1 IP1 IP2 IP3 LABEL [ping]: ping then loss-free search a
 echo "multicast: native vs wirebench relay vs n2n, $(date -u +%FT%TZ), $(nproc) CPUs, $("$wb" --version)"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (figures taken while others build are noisy)"
 
-serves h2 10.78.1.2 h3 10.78.1.3 native
-measure h1 10.78.1.1 10.78.1.2 10.78.1.3 native
-stop_all
+rounds=${ROUNDS:-1}
+only() { [ "${1#*@}" = 1 ] || echo ping; } # only LABEL: "ping" after the first round
+native() { # native LABEL
+  serves h2 10.78.1.2 h3 10.78.1.3 "$1"
+  measure h1 10.78.1.1 10.78.1.2 10.78.1.3 "$1" "$(only "$1")"
+  stop_all
+}
 
 peers() { local out=(); for j in 1 2 3; do [ "$j" != "$1" ] && out+=("10.78.1$j.2:7880"); done; (IFS=,; echo "${out[*]}"); }
+profiler=
+profile_start() { # profile_start LABEL PID: perf record of PID into PERF_DIR (first round only)
+  [ -n "${PERF_DIR:-}" ] && [ -z "$(only "$1")" ] || return 0
+  mkdir -p "$PERF_DIR"
+  if [ -n "${PERF_TRACE:-}" ]; then perf trace -s -p "$2" -o "$PERF_DIR/${1%@*}.trace" >/dev/null 2>&1 &
+  else perf record -q -g -F 1999 -p "$2" -o "$PERF_DIR/${1%@*}.data" >/dev/null 2>&1 &
+  fi
+  profiler=$!
+}
+profile_stop() { [ -z "$profiler" ] || { kill -INT "$profiler"; wait "$profiler" || true; profiler=; }; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 relays() { # relays LABEL BINARY [BUSY_NODES BUSY_POLL]: the relays, then measure through them
   local label=$1 rb=$2 busy_nodes=${3:-} busy=${4:-} rpids=() t0 c0=() i extra
@@ -120,26 +142,29 @@ relays() { # relays LABEL BINARY [BUSY_NODES BUSY_POLL]: the relays, then measur
   for i in 1 2 3; do wait_for "$tmp/$label-relay$i.log" "relay listening"; done
   serves n2 10.78.12.2 n3 10.78.13.2 "$label"
   t0=$(date +%s.%N); for p in "${rpids[@]}"; do c0+=("$(cpu_ticks "$p")"); done
-  measure n1 10.78.11.2 10.78.12.2 10.78.13.2 "$label"
+  profile_start "$label" "${rpids[0]}"
+  measure n1 10.78.11.2 10.78.12.2 10.78.13.2 "$label" "$(only "$label")"
+  profile_stop
   # Each relay's CPU while measured, in % of one CPU (utime + stime from /proc).
   python3 -c 'import os,sys; t=float(sys.argv[1]); hz=os.sysconf("SC_CLK_TCK"); w=float(sys.argv[2])-t
-print(" ".join(f"{(int(b)-int(a))/hz/w*100:.0f}" for a,b in zip(sys.argv[3:6], sys.argv[6:9])))' \
+c=[(int(b)-int(a))/hz for a,b in zip(sys.argv[3:6], sys.argv[6:9])]; print(" ".join(f"{x/w*100:.0f}" for x in c), sum(c))' \
     "$t0" "$(date +%s.%N)" "${c0[@]}" $(for p in "${rpids[@]}"; do cpu_ticks "$p"; done) >"$tmp/$label-cpu.txt"
   stop_all
+  [ -n "$(only "$label")" ] && return 0
   echo "$label: relay on node 1 (summary on stop):"; sed -n '/^relay [0-9a-f]* on/,$p' "$tmp/$label-relay1.log"
 }
-relays relay "$wb"
 modes="native relay"
 if [ -n "${BEFORE:-}" ]; then
   before=$(realpath "$BEFORE"); [ -x "$before" ] || { echo "no BEFORE binary at $BEFORE" >&2; exit 2; }
-  relays before "$before"; modes="$modes before"
+  modes="$modes before"
 fi
-if [ -n "${BUSY_POLL:-}" ]; then relays busy "$wb" "${BUSY_NODES:-1}" "$BUSY_POLL"; modes="$modes busy"; fi
+[ -n "${BUSY_POLL:-}" ] && modes="$modes busy"
 
 # The floor: floor.c on each node carrying G and R (what the ping needs), same topology;
 # "floor" with a thread per socket in a blocking recv, "floor1" with one thread and one epoll
 # (wirebench relay's shape), "floor1r" that plus the relay's system calls (RX timestamps and
-# recvmmsg on the group sockets, sendmmsg, a 100 ms epoll timeout).
+# recvmmsg on the group sockets, sendmmsg, a 100 ms epoll timeout), "floor1+PART" floor1
+# with one of those (FLOOR_PARTS).
 floors() { # floors LABEL BINARY [--epoll]
   local label=$1 fb=$2 fpids=() t0 c0=() i j args
   for i in 1 2 3; do
@@ -152,19 +177,39 @@ floors() { # floors LABEL BINARY [--epoll]
   for i in 1 2 3; do wait_for "$tmp/$label$i.log" "floor listening"; done
   serves n2 10.78.12.2 n3 10.78.13.2 "$label"
   t0=$(date +%s.%N); for p in "${fpids[@]}"; do c0+=("$(cpu_ticks "$p")"); done
+  profile_start "$label" "${fpids[0]}"
   measure n1 10.78.11.2 10.78.12.2 10.78.13.2 "$label" ping
+  profile_stop
   python3 -c 'import os,sys; t=float(sys.argv[1]); hz=os.sysconf("SC_CLK_TCK"); w=float(sys.argv[2])-t
-print(" ".join(f"{(int(b)-int(a))/hz/w*100:.0f}" for a,b in zip(sys.argv[3:6], sys.argv[6:9])))' \
+c=[(int(b)-int(a))/hz for a,b in zip(sys.argv[3:6], sys.argv[6:9])]; print(" ".join(f"{x/w*100:.0f}" for x in c), sum(c))' \
     "$t0" "$(date +%s.%N)" "${c0[@]}" $(for p in "${fpids[@]}"; do cpu_ticks "$p"; done) >"$tmp/$label-cpu.txt"
   stop_all
 }
 if command -v gcc >/dev/null; then
   gcc -O2 -pthread -o "$tmp/floor" bench/relay-floor/floor.c
-  floors floor "$tmp/floor"; floors floor1 "$tmp/floor" --epoll; floors floor1r "$tmp/floor" "--epoll --relay-like"
   modes="$modes floor floor1 floor1r"
+  for part in ${FLOOR_PARTS:-}; do modes="$modes floor1+$part"; done
 else
   echo "gcc not installed: the floor row is skipped"
 fi
+
+run_mode() { # run_mode MODE ROUND
+  local l="$1@$2"
+  case $1 in
+    native) native "$l" ;;
+    relay) relays "$l" "$wb" ;;
+    before) relays "$l" "$before" ;;
+    busy) relays "$l" "$wb" "${BUSY_NODES:-1}" "$BUSY_POLL" ;;
+    floor) floors "$l" "$tmp/floor" ;;
+    floor1) floors "$l" "$tmp/floor" --epoll ;;
+    floor1r) floors "$l" "$tmp/floor" "--epoll --relay-like" ;;
+    floor1+*) floors "$l" "$tmp/floor" "--epoll --relay-like=${1#floor1+}" ;;
+  esac
+}
+read -ra order <<<"$modes"
+for round in $(seq "$rounds"); do
+  for k in "${!order[@]}"; do run_mode "${order[(k + round - 1) % ${#order[@]}]}" "$round"; done
+done
 
 have_n2n=0
 if [ "${N2N:-1}" = 0 ]; then
@@ -195,7 +240,7 @@ elif command -v edge >/dev/null && command -v supernode >/dev/null; then
     [[ "$(ip -n "$tag-n$i" addr show n2n0 2>/dev/null)" == *10.79.0.* ]] || up=0
   done
   if [ $up = 1 ]; then
-    serves n2 10.79.0.2 n3 10.79.0.3 n2n
+    serves n2 10.79.0.2 n3 10.79.0.3 n2n@1
     # Every edge registered: two responders answer a short ping (up to 10 s).
     up=0
     for _ in $(seq 10); do
@@ -203,7 +248,7 @@ elif command -v edge >/dev/null && command -v supernode >/dev/null; then
         >/dev/null 2>&1; then up=1; break; fi
       sleep 1
     done
-    [ $up = 1 ] && measure n1 10.79.0.1 10.79.0.2 10.79.0.3 n2n && have_n2n=1
+    [ $up = 1 ] && measure n1 10.79.0.1 10.79.0.2 10.79.0.3 n2n@1 && have_n2n=1
   fi
   stop_all
   [ $have_n2n = 1 ] || { echo "n2n did not carry multicast: edge logs follow"; for f in "$tmp"/edge*.log "$tmp"/supernode.log; do echo "== $f"; tail -n 5 "$f"; done; }
@@ -211,61 +256,72 @@ else
   echo "n2n (edge, supernode) not installed: its column is skipped"
 fi
 
-python3 - "$tmp" "$have_n2n" "$modes" <<'EOF'
-import json, os, sys
-tmp, have_n2n = sys.argv[1], sys.argv[2] == "1"
+python3 - "$tmp" "$have_n2n" "$modes" "$rounds" "$((pings + 1000))" "${STREAMS:-1}" <<'EOF'
+import json, os, statistics, sys
+tmp, have_n2n, rounds = sys.argv[1], sys.argv[2] == "1", int(sys.argv[4])
+round_trips, streams = int(sys.argv[5]), sys.argv[6] != "0"
 floors = [m for m in sys.argv[3].split() if m.startswith("floor")]
 relay_modes = [m for m in sys.argv[3].split()[1:] if m not in floors]
-floor = "floor" in floors
 modes = ["native"] + relay_modes + floors + (["n2n"] if have_n2n else [])
-def ping(m):
-    r = json.load(open(f"{tmp}/{m}-ping.json"))["results"]
-    c = r["combined"]["summary"]
-    at = {p["p"]: p["ns"] for p in c["percentiles"]}
-    lost = sum(x["lost"] for x in r["responders"])
-    return at, lost, len(r["responders"])
+def ping(m, r):
+    res = json.load(open(f"{tmp}/{m}@{r}-ping.json"))["results"]
+    at = {p["p"]: p["ns"] for p in res["combined"]["summary"]["percentiles"]}
+    return at, sum(x["lost"] for x in res["responders"]), len(res["responders"])
 def best(m, size):
-    f = f"{tmp}/{m}-stream-{size}.json"
+    f = f"{tmp}/{m}@1-stream-{size}.json"
     return json.load(open(f))["results"]["search"]["best_per_s"] if os.path.exists(f) else None
 cell = lambda v, w: f"{v:>{w},.0f}" if v is not None else f"{'-':>{w}}"
-rows = {}
-print(f"\n{'':8} {'responders':>10} {'lost':>6} {'p50 µs':>8} {'p99 µs':>8} {'p99.9 µs':>9} {'64 B loss-free/s':>17} {'1400 B loss-free/s':>19}")
+med = statistics.median
+runs = {m: [ping(m, r) for r in range(1, (1 if m == "n2n" else rounds) + 1)] for m in modes}
+p = lambda m, q: med(at[q] for at, _, _ in runs[m])  # a row's median percentile, ns
+added = lambda m, r: runs[m][r][0][50.0] - runs["native"][r][0][50.0]  # added p50 in round r, ns
+cpu = lambda m, r=1: open(f"{tmp}/{m}@{r}-cpu.txt").read().split()
+def per_trip(m):  # CPU of the three nodes' relays per round trip, µs: median of the rounds that only pinged
+    rs = [r for r in range(1, rounds + 1) if r > 1 or not streams or m.startswith("floor")]
+    return f"{med(float(cpu(m, r)[3]) for r in rs) / round_trips * 1e6:.1f} µs" if rs else "-"
+by_round = rounds > 1
+print(f"\n{'':12} {'responders':>10} {'lost':>6} {'p50 µs':>8} {'p99 µs':>8} {'p99.9 µs':>9} {'64 B loss-free/s':>17} {'1400 B loss-free/s':>19}"
+      + ("  p50 by round, µs" if by_round else ""))
 for m in modes:
-    at, lost, n = ping(m)
-    b64, b1400 = best(m, 64), best(m, 1400)
-    rows[m] = (at, b64, b1400)
-    print(f"{m:8} {n:>10} {lost:>6} {at[50.0]/1e3:>8.1f} {at[99.0]/1e3:>8.1f} {at[99.9]/1e3:>9.1f} {cell(b64, 17)} {cell(b1400, 19)}")
-n50 = rows["native"][0][50.0]
-f_add = rows["floor"][0][50.0] - n50 if floor else None
+    lost, n = sum(x[1] for x in runs[m]), runs[m][0][2]
+    line = (f"{m:12} {n:>10} {lost:>6} {p(m, 50.0)/1e3:>8.1f} {p(m, 99.0)/1e3:>8.1f} {p(m, 99.9)/1e3:>9.1f}"
+            f" {cell(best(m, 64), 17)} {cell(best(m, 1400), 19)}")
+    if by_round and m != "n2n":
+        line += "  " + " ".join(f"{at[50.0]/1e3:.1f}" for at, _, _ in runs[m])
+    print(line)
 print()
-print(f"native multicast: p50 {n50/1e3:.1f} µs, p99 {rows['native'][0][99.0]/1e3:.1f} µs")
-for m, what in (("floor", "a thread per socket"), ("floor1", "one thread, one epoll"),
-                ("floor1r", "one epoll, the relay's system calls")):
-    if m not in floors:
-        continue
-    cpu = open(f"{tmp}/{m}-cpu.txt").read().split()
-    print(f"{m} (floor.c, {what}): adds {(rows[m][0][50.0] - n50)/1e3:.1f} µs p50 over native multicast"
-          f" (the relay's goal: at most 30 µs); its CPU while measured (nodes 1 2 3): {' '.join(c + '%' for c in cpu)} of one CPU")
+print(f"native multicast: p50 {p('native', 50.0)/1e3:.1f} µs, p99 {p('native', 99.0)/1e3:.1f} µs"
+      + (f" (medians of {rounds} rounds)" if by_round else ""))
+what = {"floor": "a thread per socket", "floor1": "one thread, one epoll", "floor1r": "one epoll, the relay's system calls"}
+def adds(m):
+    a = [added(m, r) / 1e3 for r in range(rounds)]
+    return f"{med(a):.1f} µs" + (f" (by round {' '.join(f'{x:.1f}' for x in a)})" if by_round else "")
+for m in floors:
+    desc = what.get(m, f"floor1 with --relay-like={m.removeprefix('floor1+')}")
+    print(f"{m} (floor.c, {desc}): adds {adds(m)} p50 over native multicast;"
+          f" its CPU while measured (nodes 1 2 3): {' '.join(c + '%' for c in cpu(m)[:3])} of one CPU,"
+          f" {per_trip(m)} a round trip")
 for m in relay_modes:
-    r50 = rows[m][0][50.0]
-    cpu = open(f"{tmp}/{m}-cpu.txt").read().split()
-    print(f"{m}: adds {(r50 - n50)/1e3:.1f} µs p50 over native multicast (goal: at most 30 µs; ratio {r50/n50:.2f}x);"
-          f" relays' CPU while measured (nodes 1 2 3): {' '.join(c + '%' for c in cpu)} of one CPU")
-    if floor:
-        ratio = (r50 - n50) / f_add if f_add > 0 else float("inf")
-        print(f"  {m} / floor, added p50: {(r50 - n50)/1e3:.1f} / {f_add/1e3:.1f} µs = {ratio:.2f}x")
-    if have_n2n and rows[m][1] is not None and rows["n2n"][1] is not None:
-        for i, size in ((1, 64), (2, 1400)):
-            ratio = rows[m][i] / rows["n2n"][i] if rows["n2n"][i] else float("inf")
-            print(f"  {m} / n2n loss-free rate at {size} B: {ratio:.2f}x (goal: at least 2x)")
-if "before" in rows:
-    b, a = rows["before"], rows["relay"]
-    line = f"relay after / before: added p50 {(a[0][50.0] - n50)/1e3:.1f} / {(b[0][50.0] - n50)/1e3:.1f} µs"
-    if a[1] is not None and b[1] is not None:
-        line += (f", loss-free 64 B {a[1]/b[1] if b[1] else float('inf'):.2f}x,"
-                 f" 1400 B {a[2]/b[2] if b[2] else float('inf'):.2f}x")
+    print(f"{m}: adds {adds(m)} p50 over native multicast;"
+          f" relays' CPU while measured (nodes 1 2 3): {' '.join(c + '%' for c in cpu(m)[:3])} of one CPU,"
+          f" {per_trip(m)} a round trip")
+    for f, goal in (("floor1", " (goal: at most 1.15x)"), ("floor", "")):
+        if f not in floors:
+            continue
+        ratios = [added(m, r) / added(f, r) if added(f, r) > 0 else float("inf") for r in range(rounds)]
+        by = f" by round {' '.join(f'{x:.2f}' for x in ratios)}, median" if by_round else ""
+        print(f"  {m} / {f}, added p50:{by} {med(ratios):.2f}x{goal}")
+    if have_n2n and best(m, 64) is not None and best("n2n", 64) is not None:
+        for size in (64, 1400):
+            b = best("n2n", size)
+            print(f"  {m} / n2n loss-free rate at {size} B: {best(m, size) / b if b else float('inf'):.2f}x (goal: at least 2x)")
+if "before" in runs:
+    line = f"relay after / before: added p50 {adds('relay')} / {adds('before')}"
+    if best("relay", 64) is not None and best("before", 64) is not None:
+        r = lambda size: best("relay", size) / best("before", size) if best("before", size) else float("inf")
+        line += f", loss-free 64 B {r(64):.2f}x, 1400 B {r(1400):.2f}x"
     print(line)
 if have_n2n:
-    print(f"n2n p50 {rows['n2n'][0][50.0]/1e3:.1f} µs")
+    print(f"n2n p50 {p('n2n', 50.0)/1e3:.1f} µs")
 print(f"load average at end: {' '.join(open('/proc/loadavg').read().split()[:3])}")
 EOF

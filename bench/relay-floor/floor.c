@@ -17,7 +17,7 @@
  * own re-emitting socket (the interface address and a port in [BASE, BASE + 100)) is not
  * forwarded again. Ports: node I receives group G from node J on BASE + 10 * G + J.
  *
- *   floor [--epoll [--relay-like]] IFACE_IP MY_INDEX BASE GROUP:PORT[,GROUP:PORT...] J=PEER_IP [J=PEER_IP...]
+ *   floor [--epoll [--relay-like[=PARTS]]] IFACE_IP MY_INDEX BASE GROUP:PORT[,GROUP:PORT...] J=PEER_IP [J=PEER_IP...]
  *
  * Prints "floor listening" once every socket is bound and joined; runs until SIGINT or SIGTERM.
  * gcc -O2 -pthread -o floor floor.c
@@ -46,9 +46,29 @@ static struct { int index; struct in_addr ip; } peers[MAX_PEERS];
 static struct sockaddr_in dest[MAX_GROUPS][MAX_PEERS]; /* where group g goes for peer j */
 static int gsock[MAX_GROUPS], psock[MAX_GROUPS][MAX_PEERS];
 /* --relay-like (with --epoll): what wirebench relay does beyond this, to tell its costs
- * apart: SO_TIMESTAMPING RX stamps on the group sockets, read with recvmmsg and a control
- * buffer; sendmmsg for the sends; a 100 ms epoll timeout (the stop check) instead of none. */
+ * apart; PARTS, a comma list, takes some of them (default all):
+ *   ts       SO_TIMESTAMPING RX stamps on the group sockets, read with a control buffer;
+ *   mmsg     recvmmsg (one slot) on the group sockets instead of recvfrom;
+ *   smmsg    sendmmsg for the sends instead of a sendto per copy;
+ *   timeout  a 100 ms epoll timeout (the stop check) instead of none. */
+enum { LIKE_TS = 1, LIKE_MMSG = 2, LIKE_SMMSG = 4, LIKE_TIMEOUT = 8, LIKE_ALL = 15 };
 static int like;
+
+static int like_parts(const char *arg) {
+  if (!strcmp(arg, "--relay-like")) return LIKE_ALL;
+  if (strncmp(arg, "--relay-like=", 13)) return 0;
+  int parts = 0;
+  char buf[64];
+  snprintf(buf, sizeof buf, "%s", arg + 13);
+  for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+    if (!strcmp(t, "ts")) parts |= LIKE_TS;
+    else if (!strcmp(t, "mmsg")) parts |= LIKE_MMSG;
+    else if (!strcmp(t, "smmsg")) parts |= LIKE_SMMSG;
+    else if (!strcmp(t, "timeout")) parts |= LIKE_TIMEOUT;
+    else { fprintf(stderr, "--relay-like: unknown part %s (ts, mmsg, smmsg, timeout)\n", t); exit(2); }
+  }
+  return parts;
+}
 
 static void die(const char *what) { perror(what); exit(1); }
 
@@ -69,7 +89,7 @@ static void open_sockets(void) {
     struct ip_mreq m = {.imr_multiaddr = groups[g].sin_addr, .imr_interface = iface};
     if (setsockopt(s, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof m)) die("join");
     setsockopt(s, IPPROTO_IP, IP_MULTICAST_ALL, &off, sizeof off);
-    if (like) {
+    if (like & LIKE_TS) {
       int ts = SOF_TIMESTAMPING_SOFTWARE | SOF_TIMESTAMPING_RX_SOFTWARE;
       if (setsockopt(s, SOL_SOCKET, SO_TIMESTAMPING, &ts, sizeof ts)) die("SO_TIMESTAMPING");
     }
@@ -87,9 +107,9 @@ static void open_sockets(void) {
   }
 }
 
-/* Sends buf to each of n addresses: n sendto, or one sendmmsg (--relay-like). */
+/* Sends buf to each of n addresses: n sendto, or one sendmmsg (--relay-like=smmsg). */
 static void send_all(int s, const char *buf, size_t len, struct sockaddr_in *to, int n) {
-  if (!like) {
+  if (!(like & LIKE_SMMSG)) {
     for (int j = 0; j < n; j++) sendto(s, buf, len, 0, (struct sockaddr *)&to[j], sizeof to[j]);
     return;
   }
@@ -110,11 +130,18 @@ static int from_group(int g, int flags) {
   static __thread char buf[65536], ctl[128];
   struct sockaddr_in from;
   ssize_t n;
-  if (like) {
+  if (like & (LIKE_TS | LIKE_MMSG)) {
     struct iovec iov = {.iov_base = buf, .iov_len = sizeof buf};
     struct mmsghdr m = {.msg_hdr = {.msg_name = &from, .msg_namelen = sizeof from, .msg_iov = &iov,
-                                    .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl}};
-    n = recvmmsg(gsock[g], &m, 1, flags | MSG_WAITFORONE, NULL) == 1 ? (ssize_t)m.msg_len : -1;
+                                    .msg_iovlen = 1}};
+    if (like & LIKE_TS) {
+      m.msg_hdr.msg_control = ctl;
+      m.msg_hdr.msg_controllen = sizeof ctl;
+    }
+    if (like & LIKE_MMSG)
+      n = recvmmsg(gsock[g], &m, 1, flags | MSG_WAITFORONE, NULL) == 1 ? (ssize_t)m.msg_len : -1;
+    else
+      n = recvmsg(gsock[g], &m.msg_hdr, flags);
   } else {
     socklen_t fl = sizeof from;
     n = recvfrom(gsock[g], buf, sizeof buf, flags, (struct sockaddr *)&from, &fl);
@@ -160,7 +187,7 @@ static void one_epoll(void) {
   fflush(stdout);
   struct epoll_event ev[64];
   for (;;) {
-    int n = epoll_wait(ep, ev, 64, like ? 100 : -1);
+    int n = epoll_wait(ep, ev, 64, like & LIKE_TIMEOUT ? 100 : -1);
     for (int i = 0; i < n; i++) {
       int g = (int)(ev[i].data.u64 >> 8), j = (int)(ev[i].data.u64 & 0xff);
       if (j == 0xff)
@@ -178,11 +205,11 @@ int main(int argc, char **argv) {
   int epoll = argc > 1 && !strcmp(argv[1], "--epoll");
   argv += epoll;
   argc -= epoll;
-  like = epoll && argc > 1 && !strcmp(argv[1], "--relay-like");
-  argv += like;
-  argc -= like;
+  like = epoll && argc > 1 ? like_parts(argv[1]) : 0;
+  argv += like != 0;
+  argc -= like != 0;
   if (argc < 6) {
-    fprintf(stderr, "usage: floor [--epoll [--relay-like]] IFACE_IP MY_INDEX BASE GROUP:PORT[,...] J=PEER_IP...\n");
+    fprintf(stderr, "usage: floor [--epoll [--relay-like[=PARTS]]] IFACE_IP MY_INDEX BASE GROUP:PORT[,...] J=PEER_IP...\n");
     return 2;
   }
   if (!inet_aton(argv[1], &iface)) return 2;
