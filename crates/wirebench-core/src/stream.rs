@@ -24,6 +24,7 @@ use crate::jitter::Jitter;
 use crate::seq::{Arrival, SeqWindow};
 use delay::{DelayRise, DelayTrend};
 
+pub mod client;
 pub mod delay;
 pub mod table;
 pub mod wake;

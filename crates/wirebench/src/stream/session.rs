@@ -10,15 +10,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail};
 use wirebench_core::auth::Key;
-use wirebench_core::report::{IntervalRow, ReceiverResult, SenderResult};
-use wirebench_core::snmp::Snmp;
+use wirebench_core::report::{ReceiverResult, SenderResult};
 use wirebench_core::stream::StreamCounts;
-use wirebench_core::wire::control::{Control, Direction, Granted, PublisherCounts, StreamRequest};
+use wirebench_core::wire::control::{Control, Direction, Granted, StreamRequest};
 use wirebench_core::wire::handshake;
 
 use crate::control;
 use crate::flow::send::Behind;
 use crate::shutdown::{Input, Shutdown};
+pub(super) use wirebench_core::stream::client::{ServeResult, close_rows, counts_of, intervals, total};
 pub(super) use wirebench_report::words::{bits_words, rate_words, secs_words};
 
 /// What one run needs beyond the config: the size, rate and bounds of this trial.
@@ -91,37 +91,6 @@ impl Live {
 
 /// A message from target `i`'s control connection, and when it arrived.
 pub(super) type Event = (usize, Instant, Control);
-
-/// What a serve answered at the end of a session.
-#[derive(Debug, Clone, Default)]
-pub(super) struct ServeResult {
-    /// Received per publisher (forward).
-    pub received: Vec<StreamCounts>,
-    /// Sent per publisher (reverse).
-    pub sent: Vec<u64>,
-    /// How long serve's sending took, ns (reverse; 0 from an older serve).
-    pub send_ns: u64,
-    /// Datagrams at serve that were not the session's.
-    pub foreign: u64,
-    /// Serve's host's kernel counters over the session.
-    pub kernel: Option<Snmp>,
-    /// Serve's receiving thread's wake-up delay (forward UDP).
-    pub wake: Option<wirebench_core::stream::wake::WakeDelay>,
-    /// When it arrived.
-    pub at: Option<Instant>,
-}
-
-impl ServeResult {
-    /// The fields of a `Result` message that arrived at `at`; `None` for any other message.
-    pub(super) fn of(m: Control, at: Instant) -> Option<Self> {
-        match m {
-            Control::Result { received, sent, send_ns, foreign, kernel, wake } => {
-                Some(Self { received: counts_of(&received), sent, send_ns, foreign, kernel, wake, at: Some(at) })
-            }
-            _ => None,
-        }
-    }
-}
 
 /// Connects to `addr`, asks for the stream, and waits for `Ready`. Returns the connection
 /// and the UDP data port and granted receive buffer. A run that receives reverse UDP data
@@ -316,49 +285,6 @@ pub(super) fn channel() -> (Sender<Event>, Receiver<Event>) {
     mpsc::channel()
 }
 
-/// Sums per-publisher counts.
-pub(super) fn total(p: &[StreamCounts]) -> StreamCounts {
-    let mut t = StreamCounts::default();
-    for c in p {
-        t.add(c);
-    }
-    t
-}
-
-/// Per-publisher counts out of a control message.
-pub(super) fn counts_of(p: &[PublisherCounts]) -> Vec<StreamCounts> {
-    p.iter().map(|c| c.counts).collect()
-}
-
-/// Turns a series of (ns since sending began, lifetime total) snapshots into interval rows.
-pub(super) fn intervals(snaps: &[(u64, StreamCounts)]) -> Vec<IntervalRow> {
-    let mut prev = StreamCounts::default();
-    snaps
-        .iter()
-        .map(|(at, c)| {
-            let row = IntervalRow { at_ns: *at, counts: c.since(&prev), loss_split: None };
-            prev = *c;
-            row
-        })
-        .collect()
-}
-
-/// Closes a receiver's rows with its final counts `total`, taken once the sending had
-/// ended at `end_ns` (on the rows' clock). The part after the last row is a row of its own,
-/// ending at `end_ns`. When the last row already ends at or after `end_ns` (serve's clock
-/// for its reports starts at its `ready`, before the sending, and a report goes when its
-/// control read next times out, so its last one can come after the sending ended), what
-/// was counted after it (datagrams in flight, or newer than the report's snapshot) joins
-/// that row, as it would join the row that ends the sending: a row of its own would end a
-/// nanosecond later, two rows at one time, the second at billions of messages a second.
-pub(super) fn close_rows(snaps: &mut Vec<(u64, StreamCounts)>, end_ns: u64, total: StreamCounts) {
-    match snaps.last_mut() {
-        Some(last) if last.1 == total => {}
-        Some(last) if last.0 >= end_ns => last.1 = total,
-        _ => snaps.push((end_ns.max(1), total)),
-    }
-}
-
 /// Nanoseconds from `t0` to `t` (0 if `t` is earlier).
 pub(super) fn ns_since(t0: Instant, t: Instant) -> u64 {
     u64::try_from(t.saturating_duration_since(t0).as_nanos()).unwrap_or(u64::MAX)
@@ -382,28 +308,6 @@ fn interval_line(out: &mut dyn std::io::Write, at_ns: u64, name: &str, c: &Strea
         some("dup", c.duplicates),
         c.jitter_ns / 1000.0
     );
-}
-
-/// Waits for a `Result` from every target still owed one, up to `wait`. Returns them by
-/// target index; a target that fails instead yields an error.
-pub(super) fn collect_results(
-    rx: &Receiver<Event>,
-    n: usize,
-    wait: Duration,
-    mut on_other: impl FnMut(usize, Instant, Control),
-) -> anyhow::Result<Vec<ServeResult>> {
-    let mut results: Vec<Option<ServeResult>> = vec![None; n];
-    let deadline = Instant::now() + wait;
-    while results.iter().any(Option::is_none) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok((i, _, Control::Error { message })) => return Err(anyhow!("target {i}: {message}")),
-            Ok((i, at, m @ Control::Result { .. })) => results[i] = ServeResult::of(m, at),
-            Ok((i, at, other)) => on_other(i, at, other),
-            Err(_) => return Err(anyhow!("a serve did not send its results within {wait:?}")),
-        }
-    }
-    Ok(results.into_iter().map(Option::unwrap_or_default).collect())
 }
 
 #[cfg(test)]
@@ -444,37 +348,5 @@ mod tests {
         assert!(lines[1].starts_with("[   6.0s]") && lines[1].contains("lost 10/3000 "), "{}", lines[1]);
         assert!(lines[7].starts_with("[  24.0s]") && lines[7].contains("lost 0/3000 "), "{}", lines[7]);
         assert!(lines_of(&Live { lines: false, every: 1, ..Live::default() }, 5).is_empty(), "quiet");
-    }
-
-    #[test]
-    fn the_part_after_the_last_report_is_a_row_to_the_end_of_sending() {
-        let mut snaps = vec![(1_058 * MS, counts(21_081))];
-        close_rows(&mut snaps, 2_000 * MS, counts(40_000));
-        assert_eq!(snaps, [(1_058 * MS, counts(21_081)), (2_000 * MS, counts(40_000))]);
-        // nothing after the last report: no row
-        close_rows(&mut snaps, 2_100 * MS, counts(40_000));
-        assert_eq!(snaps.len(), 2);
-        // no report at all: one row, the whole run
-        let mut snaps = Vec::new();
-        close_rows(&mut snaps, 2_000 * MS, counts(7));
-        assert_eq!(snaps, [(2_000 * MS, counts(7))]);
-    }
-
-    /// Seen with two serves (docs/modes/stream.md): the second serve's last report came at
-    /// 2.025 s, after the sending ended, with 246 messages still to count; they became a row
-    /// ending at 2.025 s + 1 ns, at 246 billion messages a second.
-    #[test]
-    fn what_came_after_a_report_past_the_end_of_sending_joins_that_row() {
-        let mut snaps = vec![(1_058 * MS, counts(21_081)), (2_025 * MS, counts(39_510))];
-        close_rows(&mut snaps, 1_988 * MS, counts(39_756));
-        assert_eq!(snaps, [(1_058 * MS, counts(21_081)), (2_025 * MS, counts(39_756))]);
-        let rows = intervals(&snaps);
-        assert_eq!(rows.iter().map(|r| r.counts.received).sum::<u64>(), 39_756, "the rows add up");
-        let last = rows[1].counts.per_sec(rows[1].at_ns - rows[0].at_ns);
-        assert!((last - 18_675.0 / 0.967).abs() < 1.0, "the last row's rate: {last}");
-        // a report exactly at the end of sending, the same
-        let mut snaps = vec![(2_000 * MS, counts(10))];
-        close_rows(&mut snaps, 2_000 * MS, counts(12));
-        assert_eq!(snaps, [(2_000 * MS, counts(12))]);
     }
 }

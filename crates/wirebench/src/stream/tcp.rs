@@ -247,7 +247,7 @@ pub(super) fn run(
             let s: Vec<Sent> = mine.iter().filter_map(|o| o.1.sent.clone()).collect();
             // The last row ends when the last byte had arrived: serve answers `finish` after
             // it read everything before it on the connection, so no earlier than its result.
-            let answered = results().filter_map(|r| r.at).map(|at| session::ns_since(t0, at)).max().unwrap_or(0);
+            let answered = results().filter_map(|r| r.at_ns).max().unwrap_or(0);
             (s.iter().map(|x| x.messages).sum(), send::span_of(&s), send::end_after(&s, t0_mono).max(answered))
         };
         let mut snaps = rows_of(&mine.iter().map(|o| o.2.as_slice()).collect::<Vec<_>>());
@@ -295,7 +295,7 @@ fn on_event(
             let i = conns[k].target;
             print_rows(shown.cfg, ctx, shown.live, conns, i, &mut printed[i]);
         }
-        m @ Control::Result { .. } => conns[k].result = ServeResult::of(m, at),
+        m @ Control::Result { .. } => conns[k].result = ServeResult::of(m, session::ns_since(shown.t0, at)),
         Control::Error { message } => {
             out.peer_lost = Some(format!("{}: {message}", shown.cfg.targets[conns[k].target]));
             stop.trigger();

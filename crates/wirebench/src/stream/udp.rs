@@ -4,6 +4,7 @@
 use std::net::{Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::mpsc::Receiver;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -11,14 +12,17 @@ use anyhow::Context as _;
 use wirebench_core::counters::{self, Reading};
 use wirebench_core::report::{ReceiverResult, SenderResult, StreamDirection};
 use wirebench_core::schedule::Stop;
+use wirebench_core::snmp::Snmp;
 use wirebench_core::stream::StreamCounts;
+use wirebench_core::stream::client::{ClientSession, Heard};
 use wirebench_core::wire::control::{Control, Direction, StreamProto, StreamRequest};
 use wirebench_net::batch::{UdpBatchReceiver, UdpBatchSender, size_buffers};
 use wirebench_net::clock::{Clock as _, MonoClock};
+use wirebench_net::counters::Receiving;
 use wirebench_net::multicast::{self, SenderOpts};
 
 use super::config::Config;
-use super::session::{self, Live, RunOut, RunSpec, ServeResult};
+use super::session::{self, Event, Live, RunOut, RunSpec};
 use crate::control;
 use crate::ctx::Ctx;
 use crate::flow::STREAM_BUFFER;
@@ -130,44 +134,64 @@ fn wait_heard(locals: &[Local], wait: Duration, stop: &Shutdown) -> bool {
     }
 }
 
-/// Runs one UDP stream against every target in `cfg`. Interval times count from the start
-/// of sending on this client's clock; rates count over the sending time.
-pub(super) fn run(
+/// This host's kernel counters across the run: its receivers' drops (reverse) and its
+/// senders' SndbufErrors (forward), with the interface toward the first target (a group's is
+/// the one `--interface` names: a group may have no route).
+struct Host {
+    ifaces: Vec<String>,
+    before: Receiving,
+}
+
+impl Host {
+    fn new(cfg: &Config) -> anyhow::Result<Self> {
+        let ifaces = match (cfg.group, interface(cfg)?) {
+            (Some(_), Some(ip)) => wirebench_net::iface::receiving(ip.into()),
+            _ => wirebench_net::iface::toward(cfg.group.map_or(cfg.targets[0], SocketAddr::V4)),
+        };
+        let before = Receiving::read(&ifaces);
+        Ok(Self { ifaces, before })
+    }
+
+    /// The counters since the run began.
+    fn since(&self) -> Option<Snmp> {
+        self.before.since(&Receiving::read(&self.ifaces))
+    }
+
+    /// Its drops after the send so far (SndbufErrors, its egress qdiscs').
+    fn sender_drops(&self) -> Option<u64> {
+        counters::sender_drops(&self.since()?)
+    }
+}
+
+/// The sessions started with every target: their control connections, this host's
+/// receivers (reverse), where the data goes (forward) and when each serve was ready.
+struct Started {
+    writers: Vec<TcpStream>,
+    locals: Vec<Local>,
+    dests: Vec<(usize, SocketAddr)>,
+    ready_at: Vec<Instant>,
+    events: Receiver<Event>,
+}
+
+/// Asks every target for the session (a local receiver first for reverse data).
+fn start(
     cfg: &Config,
     spec: &RunSpec,
     session: u64,
-    ctx: &mut Ctx<'_>,
-    live: &Live,
-) -> anyhow::Result<RunOut> {
-    let mut out = RunOut::default();
-    let stop = ctx.shutdown.child();
-    let forward = cfg.direction != Direction::Reverse;
-    let reverse = cfg.direction != Direction::Forward;
+    ctx: &Ctx<'_>,
+    stop: &Shutdown,
+    out: &mut RunOut,
+) -> anyhow::Result<Started> {
+    let (forward, reverse) = (cfg.direction != Direction::Reverse, cfg.direction != Direction::Forward);
     let (tx, events) = session::channel();
-    let mut writers: Vec<TcpStream> = Vec::new();
-    let mut locals: Vec<Local> = Vec::new();
-    let mut dests: Vec<(usize, SocketAddr)> = Vec::new();
-    let mut ready_at: Vec<Instant> = Vec::new();
-    // This host's counters across the run: its receivers' drops (reverse) and its
-    // senders' SndbufErrors (forward), with the interface toward the first target.
-    // A group's interface is the one `--interface` names (a group may have no route).
-    let ifaces = match (cfg.group, interface(cfg)?) {
-        (Some(_), Some(ip)) => wirebench_net::iface::receiving(ip.into()),
-        _ => wirebench_net::iface::toward(cfg.group.map_or(cfg.targets[0], SocketAddr::V4)),
-    };
-    let kernel_before = wirebench_net::counters::Receiving::read(&ifaces);
-    // and its drops after the send (SndbufErrors, its egress qdiscs') at each of serve's intervals
-    let sender_now = || {
-        let k = kernel_before.since(&wirebench_net::counters::Receiving::read(&ifaces))?;
-        counters::sender_drops(&k)
-    };
+    let mut st = Started { writers: Vec::new(), locals: Vec::new(), dests: Vec::new(), ready_at: Vec::new(), events };
     for (i, &target) in cfg.targets.iter().enumerate() {
         let mut knock_from = None;
         if reverse {
             let p = Arc::new(Progress::default());
-            let (sock, job) = receiver(session, cfg.rcvbuf, cfg.parallel, &p, &stop, &mut out.warnings)?;
+            let (sock, job) = receiver(session, cfg.rcvbuf, cfg.parallel, &p, stop, &mut out.warnings)?;
             knock_from = Some(sock);
-            locals.push(Local { progress: p, job, snaps: Vec::new(), reads: Vec::new() });
+            st.locals.push(Local { progress: p, job, snaps: Vec::new(), reads: Vec::new() });
         }
         let req = StreamRequest {
             session,
@@ -185,124 +209,66 @@ pub(super) fn run(
         };
         let (conn, data_port, rcvbuf) =
             session::start(target, &req, knock_from.as_ref(), &mut out.warnings, &ctx.shutdown)?;
-        ready_at.push(Instant::now());
+        st.ready_at.push(Instant::now());
         let asked = cfg.rcvbuf.unwrap_or(STREAM_BUFFER);
         if forward && rcvbuf > 0 && rcvbuf < asked {
             out.warnings.push(format!(
                 "{target}: receive buffer capped at {rcvbuf} bytes (asked {asked}): sysctl -w net.core.rmem_max={asked}"
             ));
         }
-        writers.push(conn.try_clone()?);
+        st.writers.push(conn.try_clone()?);
         session::watch(i, conn, tx.clone())?;
         if forward && cfg.group.is_none() {
-            dests.push((i, SocketAddr::new(target.ip(), data_port)));
+            st.dests.push((i, SocketAddr::new(target.ip(), data_port)));
         }
     }
     if let Some(g) = cfg.group {
-        dests.push((usize::MAX, g.into()));
+        st.dests.push((usize::MAX, g.into()));
     }
+    Ok(st)
+}
+
+/// Runs one UDP stream against every target in `cfg`. Interval times count from the start
+/// of sending on this client's clock; rates count over the sending time.
+pub(super) fn run(
+    cfg: &Config,
+    spec: &RunSpec,
+    session: u64,
+    ctx: &mut Ctx<'_>,
+    live: &Live,
+) -> anyhow::Result<RunOut> {
+    let mut out = RunOut::default();
+    let stop = ctx.shutdown.child();
+    let (forward, reverse) = (cfg.direction != Direction::Reverse, cfg.direction != Direction::Forward);
+    let host = Host::new(cfg)?;
+    let mut st = start(cfg, spec, session, ctx, &stop, &mut out)?;
     if !forward {
         // Reverse only: nothing to send here; serve answers this with its results once it
         // has sent everything.
-        for w in &mut writers {
+        for w in &mut st.writers {
             control::send(w, &Control::Finish { sent: Vec::new() })?;
         }
     }
-    if cfg.polite && forward && reverse && !wait_heard(&locals, spec.duration + HEAR_WAIT, &stop) {
+    if cfg.polite && forward && reverse && !wait_heard(&st.locals, spec.duration + HEAR_WAIT, &stop) {
         out.warnings
             .push(format!("polite: no data from serve within {:?}: this side sent nothing", spec.duration + HEAR_WAIT));
-        dests.clear();
+        st.dests.clear();
     }
     // Sending begins: the origin of every interval time (and the senders' clock then).
     let t0 = Instant::now();
     let t0_mono = MonoClock::default().now_ns();
     let mut jobs: Vec<(usize, Vec<SendJob>)> = Vec::new();
-    for (i, d) in dests {
+    for &(i, d) in &st.dests {
         jobs.push((i, senders(cfg, spec, session, d, &stop, &mut out.warnings)?));
     }
-    // While data flows: serve's interval snapshots (forward) and our own (reverse).
-    let n = cfg.targets.len();
-    let mut snaps: Vec<Vec<(u64, StreamCounts)>> = vec![Vec::new(); n];
-    let mut reads: Vec<Vec<Reading>> = vec![Vec::new(); n];
-    let mut results: Vec<Option<ServeResult>> = vec![None; n];
-    let mut next = cfg.interval;
-    // A serve sends one row per interval; more than the run can have (a hostile serve) are
-    // ignored and said, so memory stays bounded.
-    let cap = rows_cap(spec.duration, cfg.interval);
-    let mut ignored_rows = 0u64;
-    let sending = |jobs: &Vec<(usize, Vec<SendJob>)>| jobs.iter().any(|(_, j)| j.iter().any(|h| !h.is_finished()));
-    let reverse_deadline = spec.duration + Duration::from_secs(5);
-    loop {
-        let done = if forward && !jobs.is_empty() {
-            !sending(&jobs)
-        } else {
-            results.iter().all(Option::is_some) || stop.is_set() || t0.elapsed() > reverse_deadline
-        };
-        if done {
-            break;
-        }
-        if let Ok((i, at, m)) = events.recv_timeout(Duration::from_millis(20)) {
-            match m {
-                Control::Interval { publishers, kernel } if snaps[i].len() < cap => {
-                    reads[i].push(counters::reading(sender_now(), kernel.as_ref()));
-                    snaps[i].push((session::ns_since(t0, at), session::total(&session::counts_of(&publishers))));
-                    live.interval(ctx.out, &cfg.targets[i].to_string(), &snaps[i]);
-                }
-                Control::Interval { .. } => ignored_rows += 1,
-                m @ Control::Result { .. } => {
-                    if forward && !jobs.is_empty() {
-                        // Before our Finish: serve ended the session (it is shutting down).
-                        out.peer_lost = Some(format!("{} ended the session early", cfg.targets[i]));
-                        stop.trigger();
-                    }
-                    results[i] = ServeResult::of(m, at);
-                }
-                Control::Error { message } => {
-                    out.peer_lost = Some(format!("{}: {message}", cfg.targets[i]));
-                    stop.trigger();
-                }
-                _ => {}
-            }
-        }
-        if t0.elapsed() >= next {
-            let here = (!locals.is_empty())
-                .then(|| kernel_before.since(&wirebench_net::counters::Receiving::read(&ifaces)))
-                .flatten();
-            let at = session::ns_since(t0, Instant::now());
-            for (k, l) in locals.iter_mut().enumerate() {
-                l.reads.push(counters::reading(None, here.as_ref()));
-                let c = l.progress.snapshot.lock().map(|s| session::total(&s)).unwrap_or_default();
-                l.snaps.push((at, c));
-                live.interval(ctx.out, &format!("local<-{}", cfg.targets[k]), &l.snaps);
-            }
-            next += cfg.interval;
-        }
-        let got: u64 = snaps.iter().filter_map(|s| s.last()).map(|s| s.1.received).sum::<u64>()
-            + locals.iter().filter_map(|l| l.snaps.last()).map(|s| s.1.received).sum::<u64>();
-        live.done.store(got, Ordering::Relaxed);
-    }
+    let names = cfg.targets.iter().map(ToString::to_string).collect();
+    let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    let mut s = ClientSession::new(names, forward && !jobs.is_empty(), ns(spec.duration), ns(cfg.interval));
+    flow(&mut s, &mut st, &jobs, t0, &host, ctx, live, &stop);
     // Senders done (or stopped): tell each serve what it was sent, collect the results.
-    let mut sent_to: Vec<Vec<Sent>> = vec![Vec::new(); n];
-    let mut all_sent: Vec<Sent> = Vec::new();
-    for (i, js) in jobs {
-        let s: Vec<Sent> = js
-            .into_iter()
-            .map(|h| h.join().map_err(|_| anyhow::anyhow!("a sender panicked"))?.map_err(anyhow::Error::from))
-            .collect::<anyhow::Result<_>>()?;
-        if s.iter().any(|x| x.refused) && out.peer_lost.is_none() {
-            out.peer_lost = Some("a receiver's port closed mid-run (ICMP port unreachable)".into());
-        }
-        if i == usize::MAX {
-            for v in &mut sent_to {
-                v.clone_from(&s);
-            }
-        } else {
-            sent_to[i].clone_from(&s);
-        }
-        all_sent.extend(s);
-    }
+    let (sent_to, all_sent) = join_senders(jobs, cfg.targets.len(), &mut s)?;
     if forward {
-        for (i, w) in writers.iter_mut().enumerate() {
+        for (i, w) in st.writers.iter_mut().enumerate() {
             let counts = if sent_to[i].is_empty() {
                 vec![0; usize::from(cfg.parallel)]
             } else {
@@ -311,125 +277,210 @@ pub(super) fn run(
             let _ = control::send(w, &Control::Finish { sent: counts });
         }
     }
-    if out.peer_lost.is_none() {
-        let owed: Vec<usize> = (0..n).filter(|&i| results[i].is_none()).collect();
-        if !owed.is_empty() {
-            let got = session::collect_results(&events, n, Duration::from_secs(10), |i, at, m| {
-                if let Control::Interval { publishers, kernel } = m {
-                    if snaps[i].len() < cap {
-                        reads[i].push(counters::reading(sender_now(), kernel.as_ref()));
-                        snaps[i].push((session::ns_since(t0, at), session::total(&session::counts_of(&publishers))));
-                    } else {
-                        ignored_rows += 1;
-                    }
-                }
-            });
-            match got {
-                Ok(r) => {
-                    for i in owed {
-                        results[i] = Some(r[i].clone());
-                    }
-                }
-                Err(e) => out.peer_lost = Some(e.to_string()),
+    s.finished();
+    collect(&mut s, &st.events, t0, &host);
+    out.warnings.extend(s.ignored_warning());
+    out.peer_lost = s.peer_lost.take();
+    let drained = drain(&s, st.locals)?;
+    let host_now = host.since();
+    let local = local_rows(cfg, &s, drained, &st.ready_at, t0, host_now.as_ref());
+    if forward {
+        forward_rows(cfg, &mut s, &sent_to, t0_mono, host_now.as_ref(), &mut out);
+        out.skipped_ns = all_sent.iter().map(|x| x.skipped_ns).max().unwrap_or(0);
+        let here = |table: &str, field: &str| {
+            host_now.as_ref().and_then(|k| k.get(table, field)).map(|v| u64::try_from(v).unwrap_or(0))
+        };
+        let mut sender = sender_result(&all_sent);
+        sender.sndbuf_errors = here("Udp", "SndbufErrors");
+        sender.qdisc_drops = here(counters::QDISC, "Dropped");
+        out.generator = Some(super::health::of(&all_sent, spec.rate, &sender));
+        out.sender = Some(sender);
+    }
+    out.receivers.extend(local);
+    Ok(out)
+}
+
+/// While data flows: serve's interval rows (forward) and this host's own (reverse), until
+/// the senders are done (or, with none here, the results are in or late).
+#[expect(clippy::too_many_arguments, reason = "the run's parts, passed on once")]
+fn flow(
+    s: &mut ClientSession,
+    st: &mut Started,
+    jobs: &[(usize, Vec<SendJob>)],
+    t0: Instant,
+    host: &Host,
+    ctx: &mut Ctx<'_>,
+    live: &Live,
+    stop: &Shutdown,
+) {
+    let sending = || jobs.iter().any(|(_, j)| j.iter().any(|h| !h.is_finished()));
+    while !s.flow_done(session::ns_since(t0, Instant::now()), sending(), stop.is_set()) {
+        if let Ok((i, at, m)) = st.events.recv_timeout(Duration::from_millis(20)) {
+            match s.handle(i, session::ns_since(t0, at), m, || host.sender_drops()) {
+                Heard::Row(i) => live.interval(ctx.out, s.name(i), &s.snaps[i]),
+                Heard::Stop => stop.trigger(),
+                Heard::Nothing => {}
             }
         }
+        let now = Instant::now();
+        if s.local_due(session::ns_since(t0, now)) {
+            let here = (!st.locals.is_empty()).then(|| host.since()).flatten();
+            let at = session::ns_since(t0, now);
+            for (k, l) in st.locals.iter_mut().enumerate() {
+                l.reads.push(counters::reading(None, here.as_ref()));
+                let c = l.progress.snapshot.lock().map(|p| session::total(&p)).unwrap_or_default();
+                l.snaps.push((at, c));
+                live.interval(ctx.out, &format!("local<-{}", s.name(k)), &l.snaps);
+            }
+        }
+        let got: u64 = s.snaps.iter().filter_map(|x| x.last()).map(|x| x.1.received).sum::<u64>()
+            + st.locals.iter().filter_map(|l| l.snaps.last()).map(|x| x.1.received).sum::<u64>();
+        live.done.store(got, Ordering::Relaxed);
     }
-    if ignored_rows > 0 {
-        out.warnings.push(format!(
-            "serve sent {ignored_rows} interval rows beyond the {cap} a run of this length can have: ignored"
-        ));
+}
+
+/// Joins the senders: what each target was sent (a group's senders count for every
+/// target), and everything sent. A sender that met a closed port says a receiver went away.
+fn join_senders(
+    jobs: Vec<(usize, Vec<SendJob>)>,
+    n: usize,
+    s: &mut ClientSession,
+) -> anyhow::Result<(Vec<Vec<Sent>>, Vec<Sent>)> {
+    let mut sent_to: Vec<Vec<Sent>> = vec![Vec::new(); n];
+    let mut all_sent: Vec<Sent> = Vec::new();
+    for (i, js) in jobs {
+        let sent: Vec<Sent> = js
+            .into_iter()
+            .map(|h| h.join().map_err(|_| anyhow::anyhow!("a sender panicked"))?.map_err(anyhow::Error::from))
+            .collect::<anyhow::Result<_>>()?;
+        if sent.iter().any(|x| x.refused) && s.peer_lost.is_none() {
+            s.peer_lost = Some("a receiver's port closed mid-run (ICMP port unreachable)".into());
+        }
+        if i == usize::MAX {
+            for v in &mut sent_to {
+                v.clone_from(&sent);
+            }
+        } else {
+            sent_to[i].clone_from(&sent);
+        }
+        all_sent.extend(sent);
     }
-    // Reverse: drain our receivers now that serve said what it sent.
-    let mut local_rows = Vec::new();
-    let mut local_accounts = Vec::new();
-    for l in locals {
-        let expected = results.get(local_accounts.len()).and_then(|r| r.as_ref()).map_or(0, |r| r.sent.iter().sum());
+    Ok((sent_to, all_sent))
+}
+
+/// How long the serves have to send their results after the `Finish`.
+const RESULT_WAIT: Duration = Duration::from_secs(10);
+
+/// Waits up to [`RESULT_WAIT`] for the results still owed (unless a serve was lost),
+/// keeping the interval rows that come before them.
+fn collect(s: &mut ClientSession, events: &Receiver<Event>, t0: Instant, host: &Host) {
+    let deadline = Instant::now() + RESULT_WAIT;
+    while s.peer_lost.is_none() && !s.owed().is_empty() {
+        let Ok((i, at, m)) = events.recv_timeout(deadline.saturating_duration_since(Instant::now())) else {
+            s.peer_lost = Some(format!("a serve did not send its results within {RESULT_WAIT:?}"));
+            return;
+        };
+        s.handle(i, session::ns_since(t0, at), m, || host.sender_drops());
+    }
+}
+
+/// A local receiver drained: its accounts, its interval snapshots and the counters with them.
+type Drained = (Accounts, Vec<(u64, StreamCounts)>, Vec<Reading>);
+
+/// Reverse: drains this host's receivers now that each serve said what it sent.
+fn drain(s: &ClientSession, locals: Vec<Local>) -> anyhow::Result<Vec<Drained>> {
+    let mut drained = Vec::new();
+    for (k, l) in locals.into_iter().enumerate() {
+        let expected = s.results.get(k).and_then(Option::as_ref).map_or(0, |r| r.sent.iter().sum());
         l.progress.expected.store(expected, Ordering::Relaxed);
         l.progress.finish.store(true, Ordering::Relaxed);
         let acc = l.job.join().map_err(|_| anyhow::anyhow!("a receiver panicked"))??;
-        local_accounts.push((acc, l.snaps, l.reads));
+        drained.push((acc, l.snaps, l.reads));
     }
-    let kernel_here = kernel_before.since(&wirebench_net::counters::Receiving::read(&ifaces));
-    let here = |table: &str, field: &str| {
-        kernel_here.as_ref().and_then(|k| k.get(table, field)).map(|v| u64::try_from(v).unwrap_or(0))
-    };
-    let (sndbuf_here, qdisc_here) = (here("Udp", "SndbufErrors"), here(counters::QDISC, "Dropped"));
-    let sender_here = kernel_here.as_ref().and_then(counters::sender_drops);
-    for (k, (acc, mut local_snaps, local_reads)) in local_accounts.into_iter().enumerate() {
-        let r = results.get(k).and_then(Option::as_ref);
+    Ok(drained)
+}
+
+/// Reverse: a row per local receiver, its rows closed at its serve's result.
+fn local_rows(
+    cfg: &Config,
+    s: &ClientSession,
+    drained: Vec<Drained>,
+    ready_at: &[Instant],
+    t0: Instant,
+    host_now: Option<&Snmp>,
+) -> Vec<ReceiverResult> {
+    let mut rows = Vec::new();
+    for (k, (acc, mut snaps, reads)) in drained.into_iter().enumerate() {
+        let r = s.results.get(k).and_then(Option::as_ref);
         let counts = acc.counts();
         let total = session::total(&counts);
         // serve's own sending time; from an older serve, its ready to its result here.
-        let send_ns = r.map_or(0, |r| {
-            if r.send_ns > 0 { r.send_ns } else { r.at.map_or(0, |at| session::ns_since(ready_at[k], at)) }
-        });
-        let end =
-            r.and_then(|r| r.at).map_or_else(|| session::ns_since(t0, Instant::now()), |at| session::ns_since(t0, at));
-        session::close_rows(&mut local_snaps, end, total);
+        let ready = session::ns_since(ready_at[k], t0);
+        let send_ns =
+            r.map_or(0, |r| if r.send_ns > 0 { r.send_ns } else { r.at_ns.map_or(0, |at| at.saturating_add(ready)) });
+        let end = r.and_then(|r| r.at_ns).unwrap_or_else(|| session::ns_since(t0, Instant::now()));
+        session::close_rows(&mut snaps, end, total);
         let mut row = ReceiverResult {
             addr: format!("local<-{}", cfg.targets[k]),
             direction: StreamDirection::Reverse,
             sent: r.map_or(0, |r| r.sent.iter().sum()),
             total,
             publishers: counts,
-            intervals: session::intervals(&local_snaps),
+            intervals: session::intervals(&snaps),
             send_ns,
             recv_ns: 0,
             foreign: acc.foreign,
-            kernel: kernel_here.clone(),
+            kernel: host_now.cloned(),
             loss_split: None,
             wake: Some(acc.wake.summary()),
         };
         // serve sent: its host's drops after the send (from a serve that reports them)
         let serve_drops = r.and_then(|r| r.kernel.as_ref()).and_then(counters::sender_drops);
-        row.attribute(serve_drops, &local_reads);
-        local_rows.push(row);
+        row.attribute(serve_drops, &reads);
+        rows.push(row);
     }
-    if forward {
-        for (i, r) in results.into_iter().enumerate() {
-            let Some(r) = r else { continue };
-            let total = session::total(&r.received);
-            let send_ns = send::span_of(&sent_to[i]);
-            // the end of this target's sending on the rows' clock (its senders started
-            // after t0, the later the more targets before it)
-            session::close_rows(&mut snaps[i], send::end_after(&sent_to[i], t0_mono), total);
-            let mut row = ReceiverResult {
-                addr: cfg.targets[i].to_string(),
-                direction: StreamDirection::Forward,
-                sent: sent_to[i].iter().map(|x| x.messages).sum(),
-                total,
-                publishers: r.received,
-                intervals: session::intervals(&snaps[i]),
-                send_ns,
-                recv_ns: 0,
-                foreign: r.foreign,
-                kernel: r.kernel,
-                loss_split: None,
-                wake: r.wake,
-            };
-            row.attribute(sender_here, &reads[i]);
-            out.receivers.push(row);
-        }
-        out.skipped_ns = all_sent.iter().map(|s| s.skipped_ns).max().unwrap_or(0);
-        let mut sender = sender_result(&all_sent);
-        sender.sndbuf_errors = sndbuf_here;
-        sender.qdisc_drops = qdisc_here;
-        out.generator = Some(super::health::of(&all_sent, spec.rate, &sender));
-        out.sender = Some(sender);
+    rows
+}
+
+/// Forward: a row per serve that sent its result, its rows closed at the end of the
+/// sending to it.
+fn forward_rows(
+    cfg: &Config,
+    s: &mut ClientSession,
+    sent_to: &[Vec<Sent>],
+    t0_mono: u64,
+    host_now: Option<&Snmp>,
+    out: &mut RunOut,
+) {
+    // this host's drops after the send
+    let sender_here = host_now.and_then(counters::sender_drops);
+    for (i, r) in std::mem::take(&mut s.results).into_iter().enumerate() {
+        let Some(r) = r else { continue };
+        let total = session::total(&r.received);
+        // the end of this target's sending on the rows' clock (its senders started after
+        // t0, the later the more targets before it)
+        session::close_rows(&mut s.snaps[i], send::end_after(&sent_to[i], t0_mono), total);
+        let mut row = ReceiverResult {
+            addr: cfg.targets[i].to_string(),
+            direction: StreamDirection::Forward,
+            sent: sent_to[i].iter().map(|x| x.messages).sum(),
+            total,
+            publishers: r.received,
+            intervals: session::intervals(&s.snaps[i]),
+            send_ns: send::span_of(&sent_to[i]),
+            recv_ns: 0,
+            foreign: r.foreign,
+            kernel: r.kernel,
+            loss_split: None,
+            wake: r.wake,
+        };
+        row.attribute(sender_here, &s.reads[i]);
+        out.receivers.push(row);
     }
-    out.receivers.extend(local_rows);
-    Ok(out)
 }
 
 /// How long a polite side waits to hear the other beyond the run's duration.
 const HEAR_WAIT: Duration = Duration::from_secs(5);
-
-/// Interval rows kept per serve at most: the run's own (one per interval) and some slack for
-/// the final partial row and timing, never more than about a million (bounded memory).
-fn rows_cap(duration: Duration, interval: Duration) -> usize {
-    let rows = duration.as_nanos() / interval.as_nanos().max(1);
-    usize::try_from(rows).unwrap_or(usize::MAX).saturating_add(64).min(1 << 20)
-}
 
 /// Sums what every publisher sent; rates over the sending time of them all.
 pub(super) fn sender_result(s: &[Sent]) -> SenderResult {
@@ -474,18 +525,4 @@ pub(super) fn publish_only(cfg: &Config, spec: &RunSpec, session: u64, ctx: &mut
     out.generator = Some(super::health::of(&sent, spec.rate, &sender));
     out.sender = Some(sender);
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn interval_rows_are_capped_near_the_runs_own() {
-        let s = Duration::from_secs;
-        assert_eq!(rows_cap(s(10), s(1)), 74, "10 rows and the slack");
-        assert_eq!(rows_cap(s(86_400), Duration::from_millis(100)), 864_064);
-        assert_eq!(rows_cap(Duration::MAX, Duration::from_millis(100)), 1 << 20, "never more than the ceiling");
-        assert_eq!(rows_cap(s(1), Duration::ZERO), 1 << 20, "no division by zero");
-    }
 }

@@ -117,11 +117,12 @@ fn sizes_and_the_loss_free_search_report_rows() {
     let s = run_stream(&["--find-max-rate", "--trial", "200ms", "--rate", "20k/s", "--size", "256"]);
     let search = s.search.expect("a search");
     // Loopback carries 20k/s of 256 B without loss: the first trial passes and ends it, at
-    // the rate asked or (a busy machine) at all the sender managed.
+    // the rate asked or (a busy machine) at what the sender sent.
     assert_eq!(search.trials.len(), 1, "{search:?}");
     let t = search.trials[0];
+    let at = |r: f64| (search.best_per_s - r).abs() < 1e-6;
     match search.ending.as_str() {
-        "top_passed" => assert!((search.best_per_s - 20_000.0).abs() < 1e-6, "{search:?}"),
+        "top_passed" => assert!(at(20_000.0) || (at(t.sent_per_s) && t.sent_per_s < 20_000.0), "{search:?}"),
         "sender_limited" => assert!((search.best_per_s - t.sent_per_s).abs() < 1e-6, "{search:?}"),
         other => panic!("{other}: {search:?}"),
     }
