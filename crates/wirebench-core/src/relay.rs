@@ -24,6 +24,7 @@ use std::net::SocketAddrV4;
 use crate::impair::bucket::TokenBucket;
 use crate::seq::{Arrival, SeqWindow};
 
+pub mod local;
 pub mod senders;
 pub mod slots;
 

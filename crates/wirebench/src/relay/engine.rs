@@ -29,6 +29,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use anyhow::Context as _;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use socket2::{Domain, Protocol, Socket, Type};
+use wirebench_core::relay::local::{MATE_TTL_NS, PROBE_EVERY_NS};
 use wirebench_core::relay::senders::SenderTable;
 use wirebench_core::relay::slots::PeerSlots;
 use wirebench_core::relay::{EmitGuard, Mates, PeerWindow, ProbeLog, RateCap, is_fresh};
@@ -52,9 +53,6 @@ mod table;
 
 /// Longest wait in the kernel.
 const WAKE: u16 = 100;
-/// Probes into each group this often; segment mates not heard for three of these are gone.
-const PROBE_EVERY_NS: u64 = 2_000_000_000;
-const MATE_TTL_NS: u64 = 3 * PROBE_EVERY_NS + 500_000_000;
 /// Probes during the startup check.
 const CHECK_PROBE_EVERY_NS: u64 = 250_000_000;
 /// Peers out of the list are checked for the expiry this often.

@@ -1,13 +1,14 @@
 //! Forwarding: what a local group says, to the peers. A batch read from a group socket is
-//! judged datagram by datagram (our own probe or echo, another relay's probe, the designated
-//! relay's rate cap and size limit), wrapped in the relay header into one of [`FAN_BATCH`]
+//! judged datagram by datagram in core (`relay::local::judge`: our own probe or echo, another
+//! relay's probe, the designated relay's rate cap and size limit), wrapped in the relay header into one of [`FAN_BATCH`]
 //! preallocated slots, and sent at the batch's end in one `sendmmsg` to every remote peer
 //! (`wirebench_net::fanout`).
 
 use std::net::SocketAddrV4;
 
-use wirebench_core::relay::{digest, is_fresh};
-use wirebench_core::wire::relay::{self as wire, Header, MAX_PAYLOAD, MAX_UDP_LEN, RelayKind};
+use wirebench_core::relay::is_fresh;
+use wirebench_core::relay::local::{Local, LocalView, judge};
+use wirebench_core::wire::relay::{self as wire, Header, MAX_UDP_LEN, RelayKind};
 use wirebench_net::clock::{Clock as _, wall_now_ns};
 use wirebench_net::fanout::{FAN_BATCH, SendWait};
 use wirebench_net::rxbatch::RX_BATCH;
@@ -60,70 +61,60 @@ impl Relay<'_> {
     }
 
     /// Datagram `at` of the batch, heard on group `gi` from `src`, that entered this host's
-    /// stack at `kernel_rx` (wall clock ns; `None` when the kernel gave no timestamp).
+    /// stack at `kernel_rx` (wall clock ns; `None` when the kernel gave no timestamp): judged
+    /// (`relay::local::judge`), then counted, answered or queued for the peers.
     fn local(&mut self, gi: usize, at: usize, src: SocketAddrV4, kernel_rx: Option<u64>) {
         let now = self.clock.now_ns();
-        let data = self.rxb.get(at).data;
-        let n = data.len();
-        let mine = *src.ip() == self.cfg.interface;
-        if src == self.cfg.me {
-            return; // our own probe
-        }
-        if mine && self.own_ports.contains(&src.port()) {
-            self.groups[gi].stats.drops.looped += 1;
-            return;
-        }
-        if let Ok(r) = wire::decode(data) {
-            // A relay's probe: another relay hears this group on our segment. Relay
-            // datagrams are never forwarded.
-            let probe = (r.header.kind == RelayKind::Probe
-                && r.header.group == self.groups[gi].addr
-                && self.table.slot(&src).is_some()
-                && wire::verify(data, &r, self.cfg.key.as_ref()))
-            .then_some(r.header);
-            if let Some(p) = probe {
-                // With a token the time is authentic; a probe not newer than the mate's last
-                // is a replay either way: neither keeps a mate alive nor is answered.
-                if (self.cfg.key.is_some() && !is_fresh(p.wall_ns, wall_now_ns()))
-                    || !self.mate(gi, src, Some(p.origin), p.seq, now)
-                {
-                    self.groups[gi].stats.drops.stale += 1;
-                    return;
-                }
-                // The answer names the prober's run and probe, so it answers nothing else.
-                let h = Header { kind: RelayKind::Seen, wall_ns: wall_now_ns(), sender: src, ..p };
-                if let Some(len) = wire::encode(&mut self.out, &h, &[], self.cfg.key.as_ref()) {
-                    let _ = self.sock.send_to(&self.out[..len], src);
-                }
-            }
-            return;
-        }
-        if let Some(v) = wire::other_version(data) {
-            // Another version's probe: a relay datagram all the same, never forwarded.
-            self.tell_version(src, v);
-            return;
-        }
-        let g = &self.groups[gi];
-        if mine && self.guard.is_echo(digest(g.addr, src.port(), data), now) {
-            self.groups[gi].stats.drops.looped += 1;
-            return;
-        }
-        if !self.relaying {
-            return;
-        }
-        if !self.carries(g, now) {
-            self.groups[gi].stats.drops.passive += 1;
-            return;
-        }
         let g = &mut self.groups[gi];
-        if n > MAX_PAYLOAD {
-            g.stats.drops.too_big += 1;
+        let mut view = LocalView {
+            me: self.cfg.me,
+            interface: self.cfg.interface,
+            group: g.addr,
+            own_ports: &self.own_ports,
+            peers: &self.table,
+            key: self.cfg.key.as_ref(),
+            relaying: self.relaying,
+            force: self.cfg.force,
+            mates: &g.mates,
+            guard: &self.guard,
+            rate: &mut g.rate,
+        };
+        let verdict = judge(&mut view, src, self.rxb.get(at).data, now);
+        let drops = &mut self.groups[gi].stats.drops;
+        match verdict {
+            Local::Own | Local::Relay | Local::Checking => {}
+            Local::Looped => drops.looped += 1,
+            Local::Passive => drops.passive += 1,
+            Local::TooBig => drops.too_big += 1,
+            Local::RateCapped => drops.rate_cap += 1,
+            Local::OtherVersion(v) => self.tell_version(src, v),
+            Local::Probe(p) => self.answer_probe(gi, src, &p, now),
+            Local::Forward => self.queue_forward(gi, at, src, kernel_rx),
+        }
+    }
+
+    /// A peer's probe heard natively on group `gi`: with a token its time must be
+    /// authentic, and a probe not newer than the mate's last is a replay either way: neither
+    /// keeps a mate alive nor is answered. The answer names the prober's run and probe, so
+    /// it answers nothing else.
+    fn answer_probe(&mut self, gi: usize, src: SocketAddrV4, p: &Header, now: u64) {
+        if (self.cfg.key.is_some() && !is_fresh(p.wall_ns, wall_now_ns()))
+            || !self.mate(gi, src, Some(p.origin), p.seq, now)
+        {
+            self.groups[gi].stats.drops.stale += 1;
             return;
         }
-        if !g.rate.allow(now) {
-            g.stats.drops.rate_cap += 1;
-            return;
+        let h = Header { kind: RelayKind::Seen, wall_ns: wall_now_ns(), sender: src, ..*p };
+        if let Some(len) = wire::encode(&mut self.out, &h, &[], self.cfg.key.as_ref()) {
+            let _ = self.sock.send_to(&self.out[..len], src);
         }
+    }
+
+    /// Queues datagram `at` of the batch, from `src` on group `gi`, for the peers: wrapped
+    /// in the relay header in the next slot of the forwarded batch.
+    fn queue_forward(&mut self, gi: usize, at: usize, src: SocketAddrV4, kernel_rx: Option<u64>) {
+        let n = self.rxb.get(at).data.len();
+        let g = &mut self.groups[gi];
         g.stats.local_in.add(n);
         self.senders.add(src, gi, None, n);
         if g.dests.is_empty() {
