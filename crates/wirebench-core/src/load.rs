@@ -6,6 +6,7 @@
 //! [`SplitMix64`](crate::rng::SplitMix64), so every piece is tested on a virtual clock.
 
 pub mod arrivals;
+pub mod client;
 pub mod delivery;
 pub mod mix;
 pub mod msg;

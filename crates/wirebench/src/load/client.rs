@@ -1,5 +1,5 @@
 //! One simulated user: connects at its ramp slot, then sends on its own open-loop schedule
-//! and records every message it receives; at the end it closes with the WebSocket close
+//! (both decided in core, `load::client`) and records every message it receives; at the end it closes with the WebSocket close
 //! handshake and lets the server close TCP first (no TIME_WAIT left on this side). One task
 //! per client on its worker's runtime (`load/workers.rs`), one `Sleep` reset in place (the
 //! worker's timer wheel), tungstenite's engine polled with the task's own waker
@@ -22,10 +22,10 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
 use wirebench_core::latency;
+use wirebench_core::load::client::{ClientSchedule, join_ns, rng_for};
 use wirebench_core::load::delivery::End;
 use wirebench_core::load::msg::Fields;
 use wirebench_core::load::record::ErrorKind;
-use wirebench_core::rng::SplitMix64;
 
 use super::config::Config;
 use super::stats::Stats;
@@ -109,33 +109,28 @@ pub async fn run(id: u64, plan: Arc<Plan>, stats: Arc<Stats>, mut stop: watch::R
     stats.done.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Client `id`'s own random choices (phase or gaps, event types), seeded by the run's seed.
-fn schedule_rng(cfg: &Config, id: u64) -> SplitMix64 {
-    SplitMix64::new(cfg.seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15))
-}
-
 /// A send handed to the upload shaper: due time, hand-over time, the frame.
 type Queued = (u64, u64, Message);
 
-async fn client(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<bool>) {
+/// Client `id` joins at its slot of the ramp and connects; returns its connection and when
+/// it connected, or `None` (failed and counted, or stopped).
+async fn join(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<bool>) -> Option<(Ws, u64)> {
     let cfg = &plan.cfg;
-    let ramp_ns = u64::try_from(cfg.ramp.as_nanos()).unwrap_or(0);
-    let join_ns = u64::try_from(u128::from(ramp_ns) * u128::from(id) / u128::from(cfg.clients)).unwrap_or(0);
+    let join_ns = join_ns(u64::try_from(cfg.ramp.as_nanos()).unwrap_or(0), id, cfg.clients);
     tokio::select! {
         () = tokio::time::sleep_until(plan.at(join_ns)) => {}
-        _ = stop.changed() => return,
+        _ = stop.changed() => return None,
     }
-    let room = id / cfg.room_size;
     let t_connect = plan.now_ns();
     let ws = tokio::select! {
-        r = Box::pin(connect(plan, id, room, stats)) => r,
-        _ = stop.changed() => return,
+        r = Box::pin(connect(plan, id, id / cfg.room_size, stats)) => r,
+        _ = stop.changed() => return None,
     };
-    let Ok(mut ws) = ws else {
+    let Ok(ws) = ws else {
         Stats::bump(&stats.failed);
         // never connected: the schedule it was to begin at its join time is lost
-        super::health::on_client_failed(stats, join_ns + cfg.arrivals.first(&mut schedule_rng(cfg, id)));
-        return;
+        super::health::on_client_failed(stats, join_ns + cfg.arrivals.first(&mut rng_for(cfg.seed, id)));
+        return None;
     };
     // Mark, then stamp: see wirebench_core::load::delivery.
     stats.book.joining(id);
@@ -144,18 +139,94 @@ async fn client(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<
     stats.with(|s| latency::record(&mut s.connect, connected_at - t_connect));
     Stats::bump(&stats.connected);
     Stats::bump(&stats.open);
+    Some((ws, connected_at.max(join_ns)))
+}
 
-    let mut rng = schedule_rng(cfg, id);
-    let mut next = connected_at.max(join_ns) + cfg.arrivals.first(&mut rng);
-    let (mut relay_seq, mut req_seq) = (0u64, 0u64);
-    let mut up = Up::new(cfg.link_up);
-    let mut down = Down::new(cfg.link_down);
-    let mut queue: VecDeque<Queued> = VecDeque::new();
-    let mut buf = String::new();
-    let sleep = tokio::time::sleep_until(plan.at(next.min(plan.quit_ns)));
+/// One connected client's state: its schedule, its link's shapers, the frames the upload
+/// shaper holds, and the buffer each message is rendered into.
+struct Conn {
+    id: u64,
+    room: u64,
+    sched: ClientSchedule,
+    up: Option<Up>,
+    down: Option<Down>,
+    queue: VecDeque<Queued>,
+    buf: String,
+}
+
+impl Conn {
+    /// Renders every send due at `now` (the open loop: however late) and hands it to the
+    /// upload shaper; counts each with how late it went.
+    fn queue_due(&mut self, plan: &Plan, stats: &Stats, now: u64) {
+        let cfg = &plan.cfg;
+        while let Some(d) = self.sched.due(now, &cfg.mix, cfg.arrivals) {
+            let et = &cfg.mix.types()[d.kind];
+            let ts_us = plan.stamp_us(now);
+            let expected = if d.request {
+                stats.book.on_request_send(self.id, d.seq);
+                1
+            } else {
+                stats.book.on_relayed_send(self.id, d.seq, ts_us)
+            };
+            let it_us = plan.stamp_us(d.intended_ns);
+            let f =
+                Fields { kind: &et.name, req: d.request, sender: self.id, room: self.room, seq: d.seq, ts_us, it_us };
+            cfg.template.render(&f, et.size, &mut self.buf);
+            let len = self.buf.len() as u64;
+            let at = self.up.as_mut().map_or(now, |u| u.due(len, now));
+            self.queue.push_back((at, now, Message::text(self.buf.as_str())));
+            stats.with(|s| s.on_send(d.kind, now - d.intended_ns, expected));
+        }
+    }
+}
+
+async fn client(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<bool>) {
+    let Some((mut ws, start_ns)) = join(id, plan, stats, stop).await else { return };
+    let cfg = &plan.cfg;
+    let mut c = Conn {
+        id,
+        room: id / cfg.room_size,
+        sched: ClientSchedule::new(rng_for(cfg.seed, id), cfg.arrivals, start_ns, plan.end_ns),
+        up: Up::new(cfg.link_up),
+        down: Down::new(cfg.link_down),
+        queue: VecDeque::new(),
+        buf: String::new(),
+    };
+    let ended = session(&mut ws, &mut c, plan, stats, stop).await;
+    // dropped before the end of sending: the rest of its schedule is lost with it
+    let dropped = ended.is_some() && plan.now_ns() < plan.end_ns;
+    let next = c.sched.next_ns();
+    super::health::on_client_end(plan, stats, c.sched.rng(), next, dropped);
+    stats.book.left(id, ended.unwrap_or(End::Open));
+    let early = ended.is_some() && plan.now_ns() < plan.quit_ns;
+    if ended.is_none() || matches!(ended, Some(End::ServerClosed(_))) {
+        close(&mut ws, stats).await;
+    }
+    drop(ws);
+    if early {
+        Stats::bump(&stats.disconnects);
+    }
+    stats.open.fetch_sub(1, Ordering::Relaxed);
+    if let Some(u) = &c.up {
+        stats.up_bps_max.fetch_max(u.bps(), Ordering::Relaxed);
+        stats.up_frames.fetch_add(u.frames, Ordering::Relaxed);
+    }
+    if let Some(d) = &c.down {
+        stats.down_bps_max.fetch_max(d.bps(), Ordering::Relaxed);
+    }
+}
+
+/// The connected client's loop: what it receives, and its sends as they fall due, until
+/// the quit time, the stop, or the connection's end (returned: `None` when it lasted).
+async fn session(
+    ws: &mut Ws,
+    c: &mut Conn,
+    plan: &Plan,
+    stats: &Stats,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<End> {
+    let sleep = tokio::time::sleep_until(plan.at(c.sched.wake_ns(plan.quit_ns, None).min(plan.quit_ns)));
     tokio::pin!(sleep);
-    // How the connection ended early (`None`: it lasted to the end or a stop).
-    let mut ended: Option<End> = None;
     // One registration with the stop signal for the whole run, not one per wake-up (all
     // clients share it, and registering takes its lock). Once registered (its first poll,
     // which the biased select makes before any other branch), polling it again would also
@@ -171,84 +242,33 @@ async fn client(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<
         registered = true;
         tokio::select! {
             biased;
-            _ = &mut stopped, if poll_stop => break,
+            _ = &mut stopped, if poll_stop => return None,
             m = ws.next() => match m {
-                Some(Ok(Message::Text(t))) => recv::on_message(id, t.as_bytes(), plan, stats, down.as_mut()),
-                Some(Ok(Message::Binary(b))) => recv::on_message(id, &b, plan, stats, down.as_mut()),
-                Some(Ok(Message::Close(f))) => {
-                    // The server closes: nothing more is sent; `close` finishes the handshake.
-                    ended = Some(End::ServerClosed(f.map_or(1005, |f| u16::from(f.code))));
-                    break;
-                }
+                Some(Ok(Message::Text(t))) => recv::on_message(c.id, t.as_bytes(), plan, stats, c.down.as_mut()),
+                Some(Ok(Message::Binary(b))) => recv::on_message(c.id, &b, plan, stats, c.down.as_mut()),
+                // The server closes: nothing more is sent; `close` finishes the handshake.
+                Some(Ok(Message::Close(f))) => return Some(End::ServerClosed(f.map_or(1005, |f| u16::from(f.code)))),
                 Some(Ok(_)) => {}
                 Some(Err(e)) => {
-                    if ended.is_none() {
-                        stats.with(|s| s.error(ErrorKind::Read));
-                        ended = Some(end_of(&e));
-                    }
-                    break;
+                    stats.with(|s| s.error(ErrorKind::Read));
+                    return Some(end_of(&e));
                 }
-                None => {
-                    ended.get_or_insert(End::Lost);
-                    break;
-                }
+                None => return Some(End::Lost),
             },
             () = &mut sleep => {
                 let now = plan.now_ns();
                 if now >= plan.quit_ns {
-                    break;
+                    return None;
                 }
-                // Open loop: every send that is due goes now, however late.
-                while next <= now && next < plan.end_ns {
-                    let t = cfg.mix.pick(&mut rng);
-                    let et = &cfg.mix.types()[t];
-                    let ts_us = plan.stamp_us(now);
-                    let (seq, expected) = if et.request {
-                        req_seq += 1;
-                        stats.book.on_request_send(id, req_seq - 1);
-                        (req_seq - 1, 1)
-                    } else {
-                        relay_seq += 1;
-                        (relay_seq - 1, stats.book.on_relayed_send(id, relay_seq - 1, ts_us))
-                    };
-                    let f = Fields { kind: &et.name, req: et.request, sender: id, room, seq, ts_us, it_us: plan.stamp_us(next) };
-                    cfg.template.render(&f, et.size, &mut buf);
-                    let len = buf.len() as u64;
-                    let at = up.as_mut().map_or(now, |u| u.due(len, now));
-                    queue.push_back((at, now, Message::text(buf.as_str())));
-                    stats.with(|s| s.on_send(t, now - next, expected));
-                    next += cfg.arrivals.gap(&mut rng);
-                }
-                if let Err(e) = write_due(&mut ws, &mut queue, up.as_mut(), plan, stats).await {
+                c.queue_due(plan, stats, now);
+                if let Err(e) = write_due(ws, &mut c.queue, c.up.as_mut(), plan, stats).await {
                     stats.with(|s| s.error(ErrorKind::Send));
-                    ended = Some(end_of(&e));
-                    break;
+                    return Some(end_of(&e));
                 }
-                let due = if next < plan.end_ns { next } else { plan.quit_ns };
-                let wake = queue.front().map_or(due, |(at, _, _)| due.min(*at));
-                sleep.as_mut().reset(plan.at(wake));
+                let held = c.queue.front().map(|(at, _, _)| *at);
+                sleep.as_mut().reset(plan.at(c.sched.wake_ns(plan.quit_ns, held)));
             }
         }
-    }
-    // dropped before the end of sending: the rest of its schedule is lost with it
-    let dropped = ended.is_some() && plan.now_ns() < plan.end_ns;
-    super::health::on_client_end(plan, stats, &mut rng, next, dropped);
-    stats.book.left(id, ended.unwrap_or(End::Open));
-    let early = ended.is_some() && plan.now_ns() < plan.quit_ns;
-    if ended.is_none() || matches!(ended, Some(End::ServerClosed(_))) {
-        close(&mut ws, stats).await;
-    }
-    drop(ws);
-    if early {
-        Stats::bump(&stats.disconnects);
-    }
-    stats.open.fetch_sub(1, Ordering::Relaxed);
-    if let Some(u) = &up {
-        stats.up_bps_max.fetch_max(u.bps(), Ordering::Relaxed);
-        stats.up_frames.fetch_add(u.frames, Ordering::Relaxed);
-    }
-    if let Some(d) = &down {
-        stats.down_bps_max.fetch_max(d.bps(), Ordering::Relaxed);
     }
 }
 
