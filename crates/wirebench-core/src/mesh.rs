@@ -24,5 +24,6 @@ pub mod native;
 pub mod pacer;
 pub mod peer;
 pub mod plan;
+pub mod schedule;
 pub mod verdict;
 pub mod window;

@@ -4,8 +4,9 @@
 //!
 //! Method: each (peer, transport) is a target with its own sequence numbers, paced by core's
 //! `Pacer` (a random phase and exponential gaps, at the rate the plan gives under the
-//! budget). The loop sleeps until the next send slot (core `Pacer::wake_at`: the sends of
-//! many targets share one wake-up, and the housekeeping tick shares a slot's) or a reply.
+//! budget). The loop sleeps until the next send slot or housekeeping tick (core
+//! `mesh::schedule`: the sends of many targets share one wake-up, and the tick is on their
+//! grid) or a reply.
 //! A probe is the 64-byte full form; `t1` is read from the monotonic clock right before the
 //! probe carrying it is formatted and sent (with a token, the tag's HMAC is inside the round
 //! trip), the reply's arrival right after its own read returns (as `ping` does), and the round trip is `arrival - t1` as this side
@@ -32,9 +33,10 @@ use std::time::Duration;
 
 use wirebench_core::auth::Key;
 use wirebench_core::mesh::api::{NodeRef, Proto};
-use wirebench_core::mesh::pacer::{Pacer, SEND_SLOT_NS};
+use wirebench_core::mesh::pacer::SEND_SLOT_NS;
 use wirebench_core::mesh::peer::Peer;
 use wirebench_core::mesh::plan::PlanConfig;
+use wirebench_core::mesh::schedule::Schedule;
 use wirebench_core::mesh::window::{Tally, Target, Windows};
 use wirebench_core::rng::SplitMix64;
 use wirebench_core::wire::mesh as wire_mesh;
@@ -51,9 +53,6 @@ use crate::shutdown::Shutdown;
 
 /// Every probe: the full form plus room for a tag.
 pub const PROBE_LEN: usize = wire_mesh::MIN_LEN;
-/// Housekeeping (closing windows, connect timeouts, discovery) at least this often; a
-/// finished connect is seen at once (its socket is in the ready set for writability).
-const TICK_NS: u64 = 100_000_000;
 const UDP_TOKEN: u64 = u64::MAX;
 const GROUP_TOKEN: u64 = u64::MAX - 1;
 /// The pacer's id for group sends.
@@ -160,7 +159,9 @@ struct Prober {
     ready: ReadySet,
     clock: MonoClock,
     rng: SplitMix64,
-    pacer: Pacer,
+    /// The sends and the housekeeping (discovery, connect timeouts, windows; a finished
+    /// connect is seen at once: its socket is in the ready set for writability).
+    sched: Schedule,
     windows: Windows,
     wall_offset: i64,
     session: u64,
@@ -232,8 +233,8 @@ pub fn spawn(
     let probe = vec![0u8; PROBE_LEN];
     // The send grid starts at a random point, so agents' grids are not aligned (the slot
     // itself follows the plan's interval, set at each re-plan).
-    let mut pacer = Pacer::new();
-    pacer.set_slot(1, now + rng.next_u64() % SEND_SLOT_NS);
+    let mut sched = Schedule::new();
+    sched.pacer.set_slot(1, now + rng.next_u64() % SEND_SLOT_NS);
     let windows = Windows {
         start_ns: now,
         len_ns: u64::try_from(cfg.window.as_nanos()).unwrap_or(u64::MAX),
@@ -257,7 +258,7 @@ pub fn spawn(
         ready,
         clock,
         rng,
-        pacer,
+        sched,
         windows,
         session,
         next_id: 1,
@@ -285,20 +286,17 @@ pub fn spawn(
 impl Prober {
     fn run(&mut self) {
         let mut tokens = Vec::with_capacity(256);
-        let mut next_tick = 0;
         self.shared.probing.store(true, Ordering::Release);
         while !self.shutdown.is_set() {
             let now = self.clock.now_ns();
-            if now >= next_tick {
+            if self.sched.tick_due(now) {
                 self.tick(now);
-                // On the send grid, so housekeeping shares the wake-up of a send slot.
-                next_tick = self.pacer.on_grid(now + TICK_NS);
             }
-            while let Some(id) = self.pacer.pop_due(now, &mut self.rng) {
+            while let Some(id) = self.sched.pop_due(now, &mut self.rng) {
                 self.send(id);
             }
             let now = self.clock.now_ns();
-            let wake = self.pacer.wake_at().unwrap_or(u64::MAX).min(next_tick);
+            let wake = self.sched.wake_at();
             let timeout = match &mut self.stalls {
                 Some(s) => s.before_wait(wake, now),
                 None => wake.saturating_sub(now).max(1),
@@ -307,8 +305,7 @@ impl Prober {
                 continue;
             }
             if let Some(s) = &mut self.stalls {
-                let slot = if self.pacer.is_empty() { TICK_NS } else { self.pacer.slot_ns() };
-                s.after_wait(now, wake, self.clock.now_ns(), slot, &tokens);
+                s.after_wait(now, wake, self.clock.now_ns(), self.sched.slot_ns(), &tokens);
             }
             for &t in &tokens {
                 match t {

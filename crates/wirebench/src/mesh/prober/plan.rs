@@ -105,7 +105,7 @@ impl Prober {
                 s.peer = peer.clone();
             }
             if key.1 != Proto::Multicast {
-                self.pacer.set(id, path_of(key.0.ip()), interval, now, &mut self.rng);
+                self.sched.pacer.set(id, path_of(key.0.ip()), interval, now, &mut self.rng);
             }
         }
         let mut shortest = interval;
@@ -117,14 +117,14 @@ impl Prober {
             )]
             let gi = (1e9 / g.rate).round() as u64;
             if self.group_by_ip.is_empty() {
-                self.pacer.remove(GROUP_ID);
+                self.sched.pacer.remove(GROUP_ID);
             } else {
-                self.pacer.set(GROUP_ID, GROUP_PATH, gi, now, &mut self.rng);
+                self.sched.pacer.set(GROUP_ID, GROUP_PATH, gi, now, &mut self.rng);
                 shortest = shortest.min(gi);
             }
         }
-        let origin = self.pacer.origin();
-        self.pacer.set_slot(slot_for(shortest), origin);
+        let origin = self.sched.pacer.origin();
+        self.sched.pacer.set_slot(slot_for(shortest), origin);
         let report = PeersReport {
             api_version: API_VERSION,
             agent: self.cfg.me.clone(),
@@ -162,7 +162,7 @@ impl Prober {
     }
 
     fn drop_slot(&mut self, id: u64) {
-        self.pacer.remove(id);
+        self.sched.pacer.remove(id);
         if let Some(s) = self.slots.remove(&id) {
             if s.proto == Proto::Multicast {
                 self.group_by_ip.remove(&s.peer.addr.ip());
