@@ -206,7 +206,8 @@ fn group_socket(g: SocketAddrV4, iface: Ipv4Addr) -> io::Result<UdpSocket> {
 }
 
 /// Runs the check, then (unless `--check`) relays until stopped.
-pub(crate) fn run(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<RelayResults> {
+/// Binds the relay port and joins the groups; the relay, before it knows its peers.
+fn open<'c>(cfg: &'c Config, ctx: &Ctx<'_>, id: u64) -> anyhow::Result<Relay<'c>> {
     let sock = sender_socket(cfg.listen, cfg).with_context(|| format!("cannot bind the relay port {}", cfg.listen))?;
     wirebench_net::batch::size_buffers(&sock, SOCKET_BUFFER);
     let mut groups = Vec::new();
@@ -224,10 +225,7 @@ pub(crate) fn run(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<RelayResult
             fan: FanOut::new(&[]),
         });
     }
-    let mut watch = peers::Watch::start(cfg, &ctx.shutdown)?;
-    let first = watch.first(&ctx.shutdown)?;
-    let id = u64::from_be_bytes(crate::ctx::os_random()?);
-    let mut r = Relay {
+    Ok(Relay {
         cfg,
         id,
         sock,
@@ -258,7 +256,14 @@ pub(crate) fn run(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<RelayResult
         pending_n: 0,
         burst: Burst::default(),
         stop: ctx.shutdown.clone(),
-    };
+    })
+}
+
+pub(crate) fn run(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<RelayResults> {
+    let id = u64::from_be_bytes(crate::ctx::os_random()?);
+    let mut r = open(cfg, ctx, id)?;
+    let mut watch = peers::Watch::start(cfg, &ctx.shutdown)?;
+    let first = watch.first(&ctx.shutdown)?;
     r.set_peers(&first);
     let ep = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
     ep.add(&r.sock, EpollEvent::new(EpollFlags::EPOLLIN, RELAY_TOKEN))?;
