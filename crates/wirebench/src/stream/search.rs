@@ -45,6 +45,25 @@ fn search_floor(trial: Duration) -> f64 {
     (4.0 / trial.as_secs_f64().max(1e-3)).max(1.0)
 }
 
+/// The search's plan, said before its first trial.
+fn say_plan(
+    out: &mut dyn std::io::Write,
+    cfg: &Config,
+    top_rate: Option<f64>,
+    steps: &SearchSteps,
+    budget: usize,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "finding the highest rate with loss <= {:.4}% and no queue building: trials of {}, from {} down to {} by tenths, then halving the bracket to {:.1}% (at most {budget} trials)",
+        cfg.loss_target * 100.0,
+        Span(cfg.trial),
+        top_rate.map_or_else(|| "flat out".to_owned(), rate_words),
+        rate_words(steps.floor),
+        steps.resolution * 100.0,
+    )
+}
+
 pub(super) fn find_max_rate(cfg: &Config, ctx: &mut Ctx<'_>, results: &mut StreamResults) -> anyhow::Result<RunOut> {
     let trial = |rate: Option<f64>, ctx: &mut Ctx<'_>| {
         let spec = RunSpec { size: cfg.size, rate, count: None, duration: cfg.trial, behind: Behind::Resume };
@@ -56,15 +75,7 @@ pub(super) fn find_max_rate(cfg: &Config, ctx: &mut Ctx<'_>, results: &mut Strea
     let top_rate = cfg.rate.per_sec(cfg.size);
     let budget = RateSearch::new(top_rate.unwrap_or(1e8), cfg.loss_target, steps).max_trials();
     if !cfg.quiet {
-        writeln!(
-            ctx.out,
-            "finding the highest rate with loss <= {:.4}% and no queue building: trials of {}, from {} down to {} by tenths, then halving the bracket to {:.1}% (at most {budget} trials)",
-            cfg.loss_target * 100.0,
-            Span(cfg.trial),
-            top_rate.map_or_else(|| "flat out".to_owned(), rate_words),
-            rate_words(steps.floor),
-            steps.resolution * 100.0,
-        )?;
+        say_plan(ctx.out, cfg, top_rate, &steps, budget)?;
     }
     let done = Arc::new(AtomicU64::new(0));
     let label = crate::progress::label("find-max-rate", cfg.group.map_or(cfg.targets[0], SocketAddr::V4));

@@ -15,8 +15,9 @@
 //! payload, where 1 Gbit/s of 1514-byte frames carries at most 956). The sender's line is
 //! its write rate.
 
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -124,26 +125,28 @@ struct Conn {
     result: Option<ServeResult>,
 }
 
-/// Runs one TCP stream against every target.
-pub(super) fn run(
+/// A forward connection up, its writer not yet started: its target, session and socket.
+type Started = (usize, u64, TcpStream);
+
+/// Opens every connection (`--parallel` per target, each its own session); a reverse one's
+/// reader starts at once. What a serve said it will do short of what was asked (a reverse
+/// run's rate cap) goes into `warnings` once per target: each connection has the same grant.
+fn open(
     cfg: &Config,
     spec: &RunSpec,
     session: u64,
-    ctx: &mut Ctx<'_>,
-    live: &Live,
-) -> anyhow::Result<RunOut> {
-    let stop = ctx.shutdown.child();
+    ctx: &Ctx<'_>,
+    stop: &Shutdown,
+    tx: &Sender<Event>,
+    warnings: &mut Vec<String>,
+) -> anyhow::Result<(Vec<Conn>, Vec<Started>)> {
     let reverse_run = cfg.direction == Direction::Reverse;
-    let (tx, events) = session::channel();
     // Reverse: serve writes as soon as it said `ready`, so each connection is read from then
     // on (a reader that started after the other connections' handshakes, themselves queued
     // behind this data, found a backlog and stamped its arrivals late). Forward: the writers
     // start together once every connection is up.
     let mut conns = Vec::new();
     let mut started = Vec::new();
-    // What serve said it will do short of what was asked (a reverse run's rate cap), once
-    // per target: each connection is a session with the same grant.
-    let mut warnings: Vec<String> = Vec::new();
     for (i, &target) in cfg.targets.iter().enumerate() {
         for p in 0..cfg.parallel {
             // Each connection is its own session: serve counts one publisher per connection.
@@ -171,6 +174,22 @@ pub(super) fn run(
             }
         }
     }
+    Ok((conns, started))
+}
+
+/// Runs one TCP stream against every target.
+pub(super) fn run(
+    cfg: &Config,
+    spec: &RunSpec,
+    session: u64,
+    ctx: &mut Ctx<'_>,
+    live: &Live,
+) -> anyhow::Result<RunOut> {
+    let stop = ctx.shutdown.child();
+    let reverse_run = cfg.direction == Direction::Reverse;
+    let (tx, events) = session::channel();
+    let mut warnings: Vec<String> = Vec::new();
+    let (mut conns, started) = open(cfg, spec, session, ctx, &stop, &tx, &mut warnings)?;
     let t0 = Instant::now();
     let t0_mono = MonoClock::default().now_ns();
     for (k, (i, session, conn)) in started.into_iter().enumerate() {
@@ -203,7 +222,7 @@ pub(super) fn run(
     while let Ok(ev) = events.try_recv() {
         on_event(ev, &mut conns, &mut out, &mut printed, &Shown { cfg, live, t0 }, ctx, &stop);
     }
-    let end = Instant::now();
+    let end_ns = session::ns_since(t0, Instant::now());
     let mut outs = Vec::new();
     for c in conns {
         match c.job.join().map_err(|_| anyhow!("a connection thread panicked"))? {
@@ -219,55 +238,63 @@ pub(super) fn run(
         out.sender = Some(s);
     }
     for (i, target) in cfg.targets.iter().enumerate() {
-        let mine: Vec<_> = outs.iter().filter(|o| o.0 == i).collect();
-        if mine.is_empty() {
-            continue;
+        let mine: Vec<&Out> = outs.iter().filter(|o| o.0 == i).collect();
+        if !mine.is_empty() {
+            out.receivers.push(receiver_row(target, &mine, reverse_run, end_ns, t0_mono));
         }
-        let publishers: Vec<StreamCounts> = mine
-            .iter()
-            .map(|(_, o, _, r)| {
-                if reverse_run {
-                    session::total(&o.received)
-                } else {
-                    r.as_ref().map_or_else(StreamCounts::default, |r| session::total(&r.received))
-                }
-            })
-            .collect();
-        let total = session::total(&publishers);
-        // The rates' time base: the bytes the sender wrote reach the receiver after its
-        // last write returns (socket buffers, queues), so they are over their arrival.
-        let recv_ns = StreamCounts::receiving_ns_of(&publishers);
-        let results = || mine.iter().filter_map(|(_, _, _, r)| r.as_ref());
-        let (sent, send_ns, final_at) = if reverse_run {
-            // serve's own sending time; from an older serve, the run's time here.
-            let ns = results().map(|r| r.send_ns).max().unwrap_or(0);
-            let here = session::ns_since(t0, end);
-            (results().map(|r| r.sent.iter().sum::<u64>()).sum(), if ns > 0 { ns } else { here }, here)
-        } else {
-            let s: Vec<Sent> = mine.iter().filter_map(|o| o.1.sent.clone()).collect();
-            // The last row ends when the last byte had arrived: serve answers `finish` after
-            // it read everything before it on the connection, so no earlier than its result.
-            let answered = results().filter_map(|r| r.at_ns).max().unwrap_or(0);
-            (s.iter().map(|x| x.messages).sum(), send::span_of(&s), send::end_after(&s, t0_mono).max(answered))
-        };
-        let mut snaps = rows_of(&mine.iter().map(|o| o.2.as_slice()).collect::<Vec<_>>());
-        session::close_rows(&mut snaps, final_at, total);
-        out.receivers.push(ReceiverResult {
-            addr: if reverse_run { format!("local<-{target}") } else { target.to_string() },
-            direction: if reverse_run { StreamDirection::Reverse } else { StreamDirection::Forward },
-            sent,
-            total,
-            publishers,
-            intervals: session::intervals(&snaps),
-            send_ns,
-            recv_ns,
-            foreign: mine.iter().map(|(_, o, _, r)| o.foreign + r.as_ref().map_or(0, |r| r.foreign)).sum(),
-            kernel: None,
-            loss_split: None,
-            wake: None,
-        });
     }
     Ok(out)
+}
+
+/// What one connection left: its target, what its thread measured, its rows, serve's result.
+type Out = (usize, ConnOut, Vec<(u64, StreamCounts)>, Option<ServeResult>);
+
+/// The row of one target from its connections `mine` (its rows closed at the end of the
+/// receiving, `end_ns` after the start for a reverse run).
+fn receiver_row(target: &SocketAddr, mine: &[&Out], reverse_run: bool, end_ns: u64, t0_mono: u64) -> ReceiverResult {
+    let publishers: Vec<StreamCounts> = mine
+        .iter()
+        .map(|(_, o, _, r)| {
+            if reverse_run {
+                session::total(&o.received)
+            } else {
+                r.as_ref().map_or_else(StreamCounts::default, |r| session::total(&r.received))
+            }
+        })
+        .collect();
+    let total = session::total(&publishers);
+    // The rates' time base: the bytes the sender wrote reach the receiver after its
+    // last write returns (socket buffers, queues), so they are over their arrival.
+    let recv_ns = StreamCounts::receiving_ns_of(&publishers);
+    let results = || mine.iter().filter_map(|(_, _, _, r)| r.as_ref());
+    let (sent, send_ns, final_at) = if reverse_run {
+        // serve's own sending time; from an older serve, the run's time here.
+        let ns = results().map(|r| r.send_ns).max().unwrap_or(0);
+        let here = end_ns;
+        (results().map(|r| r.sent.iter().sum::<u64>()).sum(), if ns > 0 { ns } else { here }, here)
+    } else {
+        let s: Vec<Sent> = mine.iter().filter_map(|o| o.1.sent.clone()).collect();
+        // The last row ends when the last byte had arrived: serve answers `finish` after
+        // it read everything before it on the connection, so no earlier than its result.
+        let answered = results().filter_map(|r| r.at_ns).max().unwrap_or(0);
+        (s.iter().map(|x| x.messages).sum(), send::span_of(&s), send::end_after(&s, t0_mono).max(answered))
+    };
+    let mut snaps = rows_of(&mine.iter().map(|o| o.2.as_slice()).collect::<Vec<_>>());
+    session::close_rows(&mut snaps, final_at, total);
+    ReceiverResult {
+        addr: if reverse_run { format!("local<-{target}") } else { target.to_string() },
+        direction: if reverse_run { StreamDirection::Reverse } else { StreamDirection::Forward },
+        sent,
+        total,
+        publishers,
+        intervals: session::intervals(&snaps),
+        send_ns,
+        recv_ns,
+        foreign: mine.iter().map(|(_, o, _, r)| o.foreign + r.as_ref().map_or(0, |r| r.foreign)).sum(),
+        kernel: None,
+        loss_split: None,
+        wake: None,
+    }
 }
 
 /// What the live lines need.
