@@ -26,12 +26,14 @@ use wirebench_core::counters::{LossSplit, RunSizes, Snapshot};
 use wirebench_core::report::{
     Attribution, ListenTotals, Outcome, ReceiverResult, Report, Results, StreamDirection, StreamResults, Transport,
 };
+use wirebench_core::stream::StreamCounts;
 use wirebench_core::stream::table::{Budget, Table};
 use wirebench_core::stream::wake::WakeRecorder;
 use wirebench_core::units::{Count, Span};
 use wirebench_core::wire::stream;
 use wirebench_net::batch::{Batch, SLOT, SLOTS, UdpBatchReceiver, size_buffers};
 use wirebench_net::clock::{Clock, MonoClock, wall_now_ns};
+use wirebench_report::screen::Detail;
 
 use crate::ctx::Ctx;
 use crate::error::UsageError;
@@ -177,18 +179,12 @@ fn check(a: &Args) -> Result<Budget, UsageError> {
     })
 }
 
-/// `wirebench listen`: receive until Ctrl-C, `--duration` or `--count`. A run at which
-/// nothing arrived says so (the caller exits 1: `wirebench_core::report::receivers_failed`).
-pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
-    let budget = check(a)?;
-    let sock = bind(a)?;
+/// Sizes the socket's receive buffer and times its reads; says where it listens, and a
+/// receive buffer the kernel capped.
+fn say_ready(a: &Args, ctx: &mut Ctx<'_>, sock: &UdpSocket, local: SocketAddr) -> anyhow::Result<()> {
     let asked = a.rcvbuf.map_or(STREAM_BUFFER, |b| usize::try_from(b.0).unwrap_or(STREAM_BUFFER));
-    let (granted, _) = size_buffers(&sock, asked);
+    let (granted, _) = size_buffers(sock, asked);
     sock.set_read_timeout(Some(Duration::from_millis(100)))?;
-    let local = sock.local_addr()?;
-    // Before the line that tells a sender to start: every drop of the run is after it.
-    let ifaces = wirebench_net::iface::receiving(local.ip());
-    let kernel_before = wirebench_net::counters::snapshot(&ifaces);
     if !a.output.quiet {
         writeln!(ctx.out, "wirebench listen: receiving on {local} (Ctrl-C to stop)")?;
     }
@@ -199,103 +195,112 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
             granted.granted, granted.asked
         )?;
     }
-    let mut log = match &a.log {
-        Some(p) => {
-            let mut f = std::io::BufWriter::new(
-                std::fs::File::create(p).with_context(|| format!("cannot write {}", p.display()))?,
-            );
-            print::tsv_header(&mut f)?;
-            Some(f)
+    Ok(())
+}
+
+/// The totals (unless `-q`), and with `-v` the receiver's wake-up delay.
+fn say_totals(a: &Args, ctx: &mut Ctx<'_>, totals: &ListenTotals) -> std::io::Result<()> {
+    if !a.output.quiet {
+        wirebench_report::text::listen::totals(ctx.out, totals, a.max_publishers.as_usize())?;
+    }
+    if let Some(w) = totals.wake.as_ref().filter(|_| a.output.detail().verbose()) {
+        writeln!(ctx.out, "{}", wirebench_report::stream_wake::words("listen", w))?;
+    }
+    Ok(())
+}
+
+/// Says when nothing was heard, then where the loss went.
+fn say_attribution(ctx: &mut Ctx<'_>, report: &Report, detail: Detail) -> std::io::Result<()> {
+    if let Some(line) = wirebench_report::text::stream::listen_nothing_line(report) {
+        writeln!(ctx.out, "{line}")?;
+    }
+    wirebench_report::attribution::text_at(ctx.out, report, detail)
+}
+
+/// A log file for `--log`, with its header written.
+fn open_log(a: &Args) -> anyhow::Result<Option<std::io::BufWriter<std::fs::File>>> {
+    let Some(p) = &a.log else { return Ok(None) };
+    let mut f =
+        std::io::BufWriter::new(std::fs::File::create(p).with_context(|| format!("cannot write {}", p.display()))?);
+    print::tsv_header(&mut f)?;
+    Ok(Some(f))
+}
+
+/// What the listener has taken in: the publishers' table, the datagrams that were not a
+/// stream's, and the stream datagrams counted.
+struct Received {
+    table: Table<Key>,
+    foreign: u64,
+    total: u64,
+}
+
+impl Received {
+    /// An interval's end: a line per publisher heard in it (unless `--report-every`), and
+    /// the publishers idle past `--idle-expiry` retired with their lifetime line.
+    fn on_interval(&mut self, a: &Args, printer: &mut print::Printer<'_>, now: u64) -> std::io::Result<()> {
+        if a.report_every.is_none() {
+            printer.round(self.table.live_mut(), now);
         }
-        None => None,
-    };
-    let meter = crate::stall::Meter::start(&a.hiccup)?;
-    let started = SystemTime::now();
-    let t0 = Instant::now();
-    let clock = MonoClock::default();
-    let start_ns = clock.now_ns();
-    let mut rx = UdpBatchReceiver::new(sock);
-    let mut wake = WakeRecorder::new(crate::flow::recv::stamp_rx(&mut rx));
-    let mut buf = vec![0u8; SLOTS * SLOT];
-    let mut slots = [Batch::EMPTY; SLOTS];
-    let mut table: Table<Key> = Table::new(budget);
-    let mut foreign = 0u64;
-    let interval_ns = u64::try_from(interval(a).as_nanos()).unwrap_or(u64::MAX);
-    let mut next_report = start_ns + interval_ns;
-    let mut total = 0u64;
-    let detail = a.output.detail();
-    let log_to = log.as_mut().map(|f| f as &mut dyn Write);
-    // Lines go out a buffer at a time, flushed after each burst: a round of thousands of
-    // publishers is a few writes, not a write per line (35,000 publishers took 2 s to stop).
-    let mut screen = std::io::BufWriter::with_capacity(64 << 10, &mut *ctx.out);
-    let mut printer = print::Printer { out: &mut screen, log: log_to, start_ns, local, detail, closing: false };
-    loop {
-        let over = ctx.shutdown.is_set()
-            || a.duration.is_some_and(|d| t0.elapsed() >= d.0)
-            || a.count.is_some_and(|n| total >= n.0);
-        if over {
-            break;
-        }
-        let filled = rx.recv_many(&mut buf, &mut slots)?;
-        let now = clock.now_ns();
-        // the application's receive time on the kernel stamps' clock (CLOCK_REALTIME)
-        let read_ns = if filled > 0 { wall_now_ns() } else { 0 };
-        for (k, b) in slots[..filled].iter().enumerate() {
-            wake.record(read_ns, b.rx_ns, b.len.div_ceil(b.seg) as u64);
-            let from = b.from.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
-            for m in buf[k * SLOT..k * SLOT + b.len].chunks(b.seg) {
-                let Ok(h) = stream::parse_datagram(m) else {
-                    foreign += 1;
-                    continue;
-                };
-                let Some(i) = table.on_datagram((from, h.session, h.publisher), h.seq, m.len(), h.sent_ns, now) else {
-                    continue;
-                };
-                total += 1;
-                if let Some(Count(every)) = a.report_every {
-                    let e = &mut table.live_mut()[i];
-                    if e.rx.counts().received.is_multiple_of(every) {
-                        printer.report(e, now, None);
-                        printer.out.flush()?;
-                    }
+        let idle = a.idle_expiry;
+        self.table.expire(now, |e| printer.report(e, now, Some(idle)));
+        printer.out.flush()
+    }
+
+    /// Every publisher's lifetime counts, and the listener's totals.
+    fn finish(self, wake: &WakeRecorder) -> (Vec<(Key, StreamCounts, usize)>, ListenTotals) {
+        let (done, tally) = self.table.into_results();
+        let totals = ListenTotals {
+            publishers_seen: tally.seen,
+            expired: tally.expired,
+            not_kept: tally.not_kept,
+            refused_datagrams: tally.refused,
+            foreign: self.foreign,
+            wake: Some(wake.summary()),
+        };
+        (done, totals)
+    }
+
+    /// The datagrams `msgs` of one read (a GRO run is several) from `from`, read at `now`;
+    /// with `--report-every N` a publisher's line every N of its messages.
+    fn on_datagrams<'m>(
+        &mut self,
+        from: SocketAddr,
+        msgs: impl Iterator<Item = &'m [u8]>,
+        now: u64,
+        report_every: Option<Count>,
+        printer: &mut print::Printer<'_>,
+    ) -> std::io::Result<()> {
+        for m in msgs {
+            let Ok(h) = stream::parse_datagram(m) else {
+                self.foreign += 1;
+                continue;
+            };
+            let Some(i) = self.table.on_datagram((from, h.session, h.publisher), h.seq, m.len(), h.sent_ns, now) else {
+                continue;
+            };
+            self.total += 1;
+            if let Some(Count(every)) = report_every {
+                let e = &mut self.table.live_mut()[i];
+                if e.rx.counts().received.is_multiple_of(every) {
+                    printer.report(e, now, None);
+                    printer.out.flush()?;
                 }
             }
         }
-        if now >= next_report {
-            if a.report_every.is_none() {
-                printer.round(table.live_mut(), now);
-            }
-            let idle = a.idle_expiry;
-            table.expire(now, |e| printer.report(e, now, Some(idle)));
-            printer.out.flush()?;
-            next_report = now + interval_ns;
-        }
+        Ok(())
     }
-    let now = clock.now_ns();
-    let kernel_after = wirebench_net::counters::snapshot(&ifaces);
-    printer.closing = true;
-    printer.round(table.live_mut(), now);
-    printer.out.flush()?;
-    drop(screen);
-    if let Some(f) = log.as_mut() {
-        f.flush()?;
-    }
-    let (done, tally) = table.into_results();
-    let totals = ListenTotals {
-        publishers_seen: tally.seen,
-        expired: tally.expired,
-        not_kept: tally.not_kept,
-        refused_datagrams: tally.refused,
-        foreign,
-        wake: Some(wake.summary()),
-    };
-    let runs = totals.wake.as_ref().and_then(RunSizes::of);
-    if !a.output.quiet {
-        wirebench_report::text::listen::totals(ctx.out, &totals, a.max_publishers.as_usize())?;
-    }
-    if let Some(w) = totals.wake.as_ref().filter(|_| detail.verbose()) {
-        writeln!(ctx.out, "{}", wirebench_report::stream_wake::words("listen", w))?;
-    }
+}
+
+/// The listen report (attribution still to come): a receiver row per publisher.
+fn report_of(
+    a: &Args,
+    ctx: &Ctx<'_>,
+    done: &[(Key, StreamCounts, usize)],
+    totals: ListenTotals,
+    (interval_ns, idle_ns): (u64, u64),
+    started: SystemTime,
+    elapsed_ns: u64,
+) -> Report {
     let receivers = done
         .iter()
         .map(|(key, c, _)| ReceiverResult {
@@ -313,12 +318,12 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
             wake: None,
         })
         .collect();
-    let report = Report {
+    Report {
         schema_version: wirebench_core::report::SCHEMA_VERSION,
-        meta: crate::host::meta(&ctx.argv, started, u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX)),
+        meta: crate::host::meta(&ctx.argv, started, elapsed_ns),
         config: serde_json::json!({
             "listen": a.listen, "join": a.join, "interval_ns": interval_ns,
-            "max_publishers": a.max_publishers.0, "idle_expiry_ns": budget.idle_ns,
+            "max_publishers": a.max_publishers.0, "idle_expiry_ns": idle_ns,
         }),
         outcome: if ctx.shutdown.is_set() { Outcome::Interrupted } else { Outcome::Completed },
         results: Results::Stream(StreamResults {
@@ -336,15 +341,84 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
             generator: None,
         }),
         attribution: None,
-    };
+    }
+}
+
+/// `wirebench listen`: receive until Ctrl-C, `--duration` or `--count`. A run at which
+/// nothing arrived says so (the caller exits 1: `wirebench_core::report::receivers_failed`).
+pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
+    let budget = check(a)?;
+    let sock = bind(a)?;
+    let local = sock.local_addr()?;
+    // Before the line that tells a sender to start: every drop of the run is after it.
+    let ifaces = wirebench_net::iface::receiving(local.ip());
+    let kernel_before = wirebench_net::counters::snapshot(&ifaces);
+    say_ready(a, ctx, &sock, local)?;
+    let mut log = open_log(a)?;
+    let meter = crate::stall::Meter::start(&a.hiccup)?;
+    let started = SystemTime::now();
+    let t0 = Instant::now();
+    let clock = MonoClock::default();
+    let start_ns = clock.now_ns();
+    let mut rx = UdpBatchReceiver::new(sock);
+    let mut wake = WakeRecorder::new(crate::flow::recv::stamp_rx(&mut rx));
+    let mut buf = vec![0u8; SLOTS * SLOT];
+    let mut slots = [Batch::EMPTY; SLOTS];
+    let mut rx_state = Received { table: Table::new(budget), foreign: 0, total: 0 };
+    let interval_ns = u64::try_from(interval(a).as_nanos()).unwrap_or(u64::MAX);
+    let mut next_report = start_ns + interval_ns;
+    let detail = a.output.detail();
+    let log_to = log.as_mut().map(|f| f as &mut dyn Write);
+    // Lines go out a buffer at a time, flushed after each burst: a round of thousands of
+    // publishers is a few writes, not a write per line (35,000 publishers took 2 s to stop).
+    let mut screen = std::io::BufWriter::with_capacity(64 << 10, &mut *ctx.out);
+    let mut printer = print::Printer { out: &mut screen, log: log_to, start_ns, local, detail, closing: false };
+    loop {
+        let over = ctx.shutdown.is_set()
+            || a.duration.is_some_and(|d| t0.elapsed() >= d.0)
+            || a.count.is_some_and(|n| rx_state.total >= n.0);
+        if over {
+            break;
+        }
+        let filled = rx.recv_many(&mut buf, &mut slots)?;
+        let now = clock.now_ns();
+        // the application's receive time on the kernel stamps' clock (CLOCK_REALTIME)
+        let read_ns = if filled > 0 { wall_now_ns() } else { 0 };
+        for (k, b) in slots[..filled].iter().enumerate() {
+            wake.record(read_ns, b.rx_ns, b.len.div_ceil(b.seg) as u64);
+            let from = b.from.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+            rx_state.on_datagrams(
+                from,
+                buf[k * SLOT..k * SLOT + b.len].chunks(b.seg),
+                now,
+                a.report_every,
+                &mut printer,
+            )?;
+        }
+        if now >= next_report {
+            rx_state.on_interval(a, &mut printer, now)?;
+            next_report = now + interval_ns;
+        }
+    }
+    let now = clock.now_ns();
+    let kernel_after = wirebench_net::counters::snapshot(&ifaces);
+    printer.closing = true;
+    printer.round(rx_state.table.live_mut(), now);
+    printer.out.flush()?;
+    drop(screen);
+    if let Some(f) = log.as_mut() {
+        f.flush()?;
+    }
+    let (done, totals) = rx_state.finish(&wake);
+    let runs = totals.wake.as_ref().and_then(RunSizes::of);
+    say_totals(a, ctx, &totals)?;
+    let elapsed_ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let report = report_of(a, ctx, &done, totals, (interval_ns, budget.idle_ns), started, elapsed_ns);
     let missing = done.iter().map(|(_, c, _)| c.expected.saturating_sub(c.received)).sum();
     let mut attribution = crate::stall::attribution(meter).unwrap_or_default();
     kernel_attribution(&mut attribution, &kernel_before, &kernel_after, missing, runs);
     let report = Report { attribution: Some(attribution), ..report };
-    if let Some(line) = wirebench_report::text::stream::listen_nothing_line(&report) {
-        writeln!(ctx.out, "{line}")?;
-    }
-    wirebench_report::attribution::text_at(ctx.out, &report, detail)?;
+    say_attribution(ctx, &report, detail)?;
     if let Some(path) = &a.output.json {
         crate::output::write_json(path, &report)?;
     }
