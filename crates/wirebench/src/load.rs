@@ -213,29 +213,21 @@ pub fn check_fit(cfg: &Config) -> Result<(), UsageError> {
     Ok(())
 }
 
-/// Runs the clients and builds the report (partial on Ctrl-C or a dead server).
-pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow::Result<Report> {
-    check_fit(cfg)?;
-    if let Some(at) = cfg.sharding.start_at {
-        if !cfg.quiet {
-            writeln!(ctx.out, "wirebench load: waiting for --start-at {}", humantime::format_rfc3339_millis(at))?;
-        }
-        shard::wait_until(at, &ctx.shutdown)?;
-    }
-    let started = SystemTime::now();
-    let cpu0 = limits::cpu_ns();
-    let runtime_cpu = Arc::new(health::RuntimeCpu::default());
-    // The clients run on the workers' runtimes; this one only ticks the series.
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().context("cannot start the runtime")?;
+/// The run's times: its start (monotonic and wall clock), the end of sending (ramp and
+/// duration), and when clients leave (half a second later, and the link's delays both ways
+/// twice, for what is still in flight).
+fn plan_of(cfg: &Config, started: SystemTime) -> Plan {
     let t0 = Instant::now();
     let wall0_ns =
         u64::try_from(started.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos())).unwrap_or(0);
     let end_ns = u64::try_from((cfg.ramp + cfg.duration).as_nanos()).unwrap_or(u64::MAX);
     let link_delay = cfg.link_up.map_or(0, |l| l.delay_ns) + cfg.link_down.map_or(0, |l| l.delay_ns);
     let quit_ns = end_ns + 500_000_000 + 2 * link_delay;
-    let plan = Arc::new(Plan { cfg: cfg.clone(), t0, wall0_ns, end_ns, quit_ns });
-    let stats = Arc::new(Stats::new(cfg.mix.types().len(), cfg.clients, cfg.room_size, workers::WORKERS));
-    let (stop_tx, stop_rx) = watch::channel(false);
+    Plan { cfg: cfg.clone(), t0, wall0_ns, end_ns, quit_ns }
+}
+
+/// The run's first lines: what it does, its shard, and an `--insecure` warning.
+fn say_head(cfg: &Config, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     if !cfg.quiet {
         let head = format!(
             "wirebench load: {} clients in {} rooms of {}, {} each ({}), {} {}, {}",
@@ -248,11 +240,11 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
             if cfg.ramp.is_zero() { "with no ramp".to_owned() } else { format!("after a {} ramp", Span(cfg.ramp)) },
             wirebench_core::load::vars::mask_password(&cfg.url)
         );
-        writeln!(ctx.out, "{}", wirebench_report::screen::wrap(&head))?;
+        writeln!(out, "{}", wirebench_report::screen::wrap(&head))?;
         if let Some(s) = cfg.sharding.shard {
             let p = &cfg.sharding.part;
             writeln!(
-                ctx.out,
+                out,
                 "shard {s}: rooms {}..{} ({} clients, ids {}..{})",
                 p.rooms.start,
                 p.rooms.end,
@@ -262,85 +254,34 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
             )?;
         }
     }
-    // A bar on a terminal (plain lines otherwise) from 2 s on, as ping has; the per-second
-    // lines are printed with the bar lifted.
-    let progress = crate::progress::Progress::start(
-        format!("load {}", cfg.url),
-        crate::progress::Total::Time(cfg.ramp + cfg.duration),
-        Arc::new(std::sync::atomic::AtomicU64::new(0)),
-        cfg.quiet,
-    );
-    // -- real apps
     if cfg.connect.trust == Some(crate::tls::Trust::Insecure) {
         writeln!(
-            ctx.out,
+            out,
             "WARNING: --insecure: the server's TLS certificate is NOT checked; anyone on the path can read and change \
              this traffic (test servers only)"
         )?;
     }
-    let mut series = Vec::new();
-    let mut seconds = health::Seconds::default();
-    let frame = Frame {
-        cfg,
-        plan: &plan,
-        stats: &stats,
-        runtime_cpu: &runtime_cpu,
-        started,
-        cpu0,
-        argv: ctx.argv.clone(),
-        room_in_process,
-    };
-    let out = &mut *ctx.out;
-    let shutdown = ctx.shutdown.clone();
-    let workers = workers::start(&plan, &stats, &runtime_cpu, &stop_rx)?;
-    let outcome = rt.block_on(async {
-        let mut tick = tokio::time::interval(Duration::from_millis(100));
-        let mut next_second = 1u64;
-        let outcome = loop {
-            tick.tick().await;
-            let now = plan.now_ns();
-            if shutdown.is_set() {
-                break Outcome::Interrupted;
-            }
-            let (connected, open, disc) =
-                (Stats::get(&stats.connected), Stats::get(&stats.open), Stats::get(&stats.disconnects));
-            if connected > 0 && open == 0 && disc > 0 && now < end_ns {
-                break Outcome::PeerSilent;
-            }
-            if now >= next_second * 1_000_000_000 {
-                let (sent, received, h, slip) = stats.take_second();
-                seconds.on_second(next_second, sent, slip, runtime_cpu.total());
-                let row = LoadSecond {
-                    at_s: next_second,
-                    sent,
-                    received,
-                    delay_p50_ns: value_at_percentile(&h, 50.0),
-                    delay_p99_ns: value_at_percentile(&h, 99.0),
-                    delay_histogram: Some(wirebench_core::report::encode_histogram(&h)),
-                };
-                if cfg.verbose {
-                    let _ = progress.suspend(|| writeln!(out, "{}", wirebench_report::text::load::second(&row, open)));
-                }
-                series.push(row);
-                next_second += 1;
-                // A long run keeps its data if it is killed: the report so far, every 10 s.
-                if let Some(path) = cfg.json.as_ref().filter(|_| next_second.is_multiple_of(FLUSH_EVERY_S)) {
-                    let _ =
-                        crate::output::write_json(path, &frame.report(series.clone(), &seconds, Outcome::Interrupted));
-                }
-            }
-            if Stats::get(&stats.done) == cfg.sharding.part.len() {
-                break Outcome::Completed;
-            }
-        };
-        let _ = stop_tx.send(true);
-        outcome
-    });
-    // Bounded: each worker waits at most a few seconds for its clients' close handshakes.
-    workers.join();
-    drop(progress);
-    // -- real apps
-    request::summary(&cfg.connect, &stats.handshakes, &mut *ctx.out)?;
+    Ok(())
+}
+
+/// Second `at_s` of the run: what was sent and received in it, with its delays.
+fn second_row(stats: &Stats, seconds: &mut health::Seconds, cpu: &health::RuntimeCpu, at_s: u64) -> LoadSecond {
+    let (sent, received, h, slip) = stats.take_second();
+    seconds.on_second(at_s, sent, slip, cpu.total());
+    LoadSecond {
+        at_s,
+        sent,
+        received,
+        delay_p50_ns: value_at_percentile(&h, 50.0),
+        delay_p99_ns: value_at_percentile(&h, 99.0),
+        delay_histogram: Some(wirebench_core::report::encode_histogram(&h)),
+    }
+}
+
+/// A run in which no client connected (and that was not stopped) fails with the reason:
+/// the server refused the handshake, a TLS, subprotocol or handshake cause (said once), or
+/// nothing answering there.
+fn no_connection(cfg: &Config, stats: &Stats, outcome: Outcome) -> anyhow::Result<()> {
     let refused = Stats::get(&stats.refused_status);
     if Stats::get(&stats.connected) == 0 && outcome != Outcome::Interrupted && refused != 0 {
         anyhow::bail!(
@@ -366,6 +307,96 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow
             cfg.addr
         );
     }
+    Ok(())
+}
+
+/// A shard waits for the `--start-at` its coordinator gave (or a stop).
+fn wait_start(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<()> {
+    if let Some(at) = cfg.sharding.start_at {
+        if !cfg.quiet {
+            writeln!(ctx.out, "wirebench load: waiting for --start-at {}", humantime::format_rfc3339_millis(at))?;
+        }
+        shard::wait_until(at, &ctx.shutdown)?;
+    }
+    Ok(())
+}
+
+/// Runs the clients and builds the report (partial on Ctrl-C or a dead server).
+pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>, room_in_process: bool) -> anyhow::Result<Report> {
+    check_fit(cfg)?;
+    wait_start(cfg, ctx)?;
+    let started = SystemTime::now();
+    let cpu0 = limits::cpu_ns();
+    let runtime_cpu = Arc::new(health::RuntimeCpu::default());
+    // The clients run on the workers' runtimes; this one only ticks the series.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().context("cannot start the runtime")?;
+    let plan = Arc::new(plan_of(cfg, started));
+    let end_ns = plan.end_ns;
+    let stats = Arc::new(Stats::new(cfg.mix.types().len(), cfg.clients, cfg.room_size, workers::WORKERS));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    say_head(cfg, &mut *ctx.out)?;
+    // A bar on a terminal (plain lines otherwise) from 2 s on, as ping has; the per-second
+    // lines are printed with the bar lifted.
+    let progress = crate::progress::Progress::start(
+        format!("load {}", cfg.url),
+        crate::progress::Total::Time(cfg.ramp + cfg.duration),
+        Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        cfg.quiet,
+    );
+    let mut series = Vec::new();
+    let mut seconds = health::Seconds::default();
+    let frame = Frame {
+        cfg,
+        plan: &plan,
+        stats: &stats,
+        runtime_cpu: &runtime_cpu,
+        started,
+        cpu0,
+        argv: ctx.argv.clone(),
+        room_in_process,
+    };
+    let out = &mut *ctx.out;
+    let shutdown = ctx.shutdown.clone();
+    let workers = workers::start(&plan, &stats, &runtime_cpu, &stop_rx)?;
+    let outcome = rt.block_on(async {
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        let mut next_second = 1u64;
+        let outcome = loop {
+            tick.tick().await;
+            let now = plan.now_ns();
+            if shutdown.is_set() {
+                break Outcome::Interrupted;
+            }
+            if now < end_ns && stats.all_dropped() {
+                break Outcome::PeerSilent;
+            }
+            if now >= next_second * 1_000_000_000 {
+                let row = second_row(&stats, &mut seconds, &runtime_cpu, next_second);
+                if cfg.verbose {
+                    let open = Stats::get(&stats.open);
+                    let _ = progress.suspend(|| writeln!(out, "{}", wirebench_report::text::load::second(&row, open)));
+                }
+                series.push(row);
+                next_second += 1;
+                // A long run keeps its data if it is killed: the report so far, every 10 s.
+                if let Some(path) = cfg.json.as_ref().filter(|_| next_second.is_multiple_of(FLUSH_EVERY_S)) {
+                    let _ =
+                        crate::output::write_json(path, &frame.report(series.clone(), &seconds, Outcome::Interrupted));
+                }
+            }
+            if Stats::get(&stats.done) == cfg.sharding.part.len() {
+                break Outcome::Completed;
+            }
+        };
+        let _ = stop_tx.send(true);
+        outcome
+    });
+    // Bounded: each worker waits at most a few seconds for its clients' close handshakes.
+    workers.join();
+    drop(progress);
+    // -- real apps
+    request::summary(&cfg.connect, &stats.handshakes, &mut *ctx.out)?;
+    no_connection(cfg, &stats, outcome)?;
     Ok(frame.report(series, &seconds, outcome))
 }
 

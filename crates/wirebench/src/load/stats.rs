@@ -94,6 +94,12 @@ impl Stats {
         a.load(Ordering::Relaxed)
     }
 
+    /// Clients connected, none is open and some were disconnected: the server dropped
+    /// every client.
+    pub fn all_dropped(&self) -> bool {
+        Self::get(&self.connected) > 0 && Self::get(&self.open) == 0 && Self::get(&self.disconnects) > 0
+    }
+
     /// Adds one.
     pub fn bump(a: &AtomicU64) {
         a.fetch_add(1, Ordering::Relaxed);
