@@ -165,13 +165,9 @@ pub struct Measured {
     pub intervals: Vec<Interval>,
 }
 
-/// Runs the measurement on its own thread (so pinning stays on it) and builds the report.
-pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
-    let meter = crate::stall::Meter::start(&cfg.hiccup)?;
-    let started = SystemTime::now();
-    let t0 = Instant::now();
-    let clock = MonoClock::default();
-    let ecfg = EngineConfig {
+/// The engine's settings for `cfg`.
+fn engine_config(cfg: &Config, clock: &MonoClock) -> EngineConfig {
+    EngineConfig {
         size: cfg.size,
         flags: if cfg.reply_group.is_some() { FLAG_REPLY_GROUP } else { 0 },
         session: crate::ctx::session_id(),
@@ -181,12 +177,67 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
         timeout_ns: u64::try_from(cfg.timeout.as_nanos()).unwrap_or(u64::MAX),
         multicast: matches!(cfg.target, Target::Multicast(_)),
         expect_responders: cfg.responders,
-        wall_minus_mono: wall_minus_mono(&clock),
+        wall_minus_mono: wall_minus_mono(clock),
         silence_ns: u64::try_from(cfg.give_up_after.as_nanos()).unwrap_or(u64::MAX),
         intervals: cfg.hlog.is_some(),
         cpu_probe: wirebench_net::pin::current_cpu,
         stamp: cfg.stamp.as_ref().map(config::StampCfg::sender),
-    };
+    }
+}
+
+/// What one probe run measured: the engine's output, a note on kernel timestamps, and a
+/// TCP run's `TCP_INFO`.
+type Probed = (EngineOutput, Option<String>, Option<wirebench_core::report::TcpInfo>);
+
+/// Opens the probe socket for the protocol and target, and drives the engine on it.
+fn probe(
+    cfg: &Config,
+    clock: &MonoClock,
+    ecfg: &EngineConfig,
+    shutdown: &crate::shutdown::Shutdown,
+    shown: &Shown,
+) -> anyhow::Result<Probed> {
+    let wait = if cfg.spin { Wait::Spin } else { Wait::Block };
+    match (cfg.proto, cfg.target) {
+        (Proto::Udp, Target::Unicast(a)) => {
+            let mut io = UdpProbeIo::unicast(a, wait, cfg.timeout)?;
+            let note = timestamps_on(&mut io, cfg);
+            drive(&mut io, clock, ecfg, shutdown, cfg, shown).map(|o| (o, note, None))
+        }
+        (Proto::Udp, Target::Multicast(g)) => {
+            let interface = cfg.interface.as_deref().map(wirebench_net::iface::ipv4_of).transpose()?;
+            let opts = SenderOpts { interface, ttl: cfg.ttl, loopback: cfg.multicast_loop };
+            let mut io = UdpProbeIo::multicast(g, &opts, cfg.reply_group, wait, cfg.timeout)?;
+            let note = timestamps_on(&mut io, cfg);
+            drive(&mut io, clock, ecfg, shutdown, cfg, shown).map(|o| (o, note, None))
+        }
+        (Proto::Tcp, Target::Unicast(a)) => {
+            let mut io = TcpProbeIo::connect(a, wait, cfg.timeout).map_err(|e| {
+                anyhow!("{e}: is `wirebench serve` running there? (start one with `wirebench serve --listen {a}`)")
+            })?;
+            let note = (!cfg.no_timestamps).then(|| "kernel timestamps: TCP probes have none (UDP only)".into());
+            let o = drive(&mut io, clock, ecfg, shutdown, cfg, shown)?;
+            // the kernel's own view of the connection, read before it closes
+            Ok((o, note, io.tcp_stats().map(tcp_info)))
+        }
+        (Proto::Stamp, Target::Unicast(a)) => {
+            let mut io = UdpProbeIo::unicast(a, wait, cfg.timeout)?;
+            // As routers' senders do: the reflector reads the hops taken from it.
+            io.set_ttl(255)?;
+            let note = timestamps_on(&mut io, cfg);
+            drive(&mut io, clock, ecfg, shutdown, cfg, shown).map(|o| (o, note, None))
+        }
+        (Proto::Tcp | Proto::Stamp, Target::Multicast(_)) => unreachable!("refused by Config"),
+    }
+}
+
+/// Runs the measurement on its own thread (so pinning stays on it) and builds the report.
+pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
+    let meter = crate::stall::Meter::start(&cfg.hiccup)?;
+    let started = SystemTime::now();
+    let t0 = Instant::now();
+    let clock = MonoClock::default();
+    let ecfg = engine_config(cfg, &clock);
     let shutdown = ctx.shutdown.clone();
     let ifaces = counted_interfaces(cfg);
     let before = wirebench_net::counters::snapshot(&ifaces);
@@ -204,41 +255,7 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
             if let Some(c) = cfg.cpu {
                 wirebench_net::pin::pin_current_thread(c).with_context(|| format!("cannot pin to cpu {c}"))?;
             }
-            let wait = if cfg.spin { Wait::Spin } else { Wait::Block };
-            match (cfg.proto, cfg.target) {
-                (Proto::Udp, Target::Unicast(a)) => {
-                    let mut io = UdpProbeIo::unicast(a, wait, cfg.timeout)?;
-                    let note = timestamps_on(&mut io, cfg);
-                    drive(&mut io, &clock, &ecfg, &shutdown, cfg, shown).map(|o| (o, note, None))
-                }
-                (Proto::Udp, Target::Multicast(g)) => {
-                    let interface = cfg.interface.as_deref().map(wirebench_net::iface::ipv4_of).transpose()?;
-                    let opts = SenderOpts { interface, ttl: cfg.ttl, loopback: cfg.multicast_loop };
-                    let mut io = UdpProbeIo::multicast(g, &opts, cfg.reply_group, wait, cfg.timeout)?;
-                    let note = timestamps_on(&mut io, cfg);
-                    drive(&mut io, &clock, &ecfg, &shutdown, cfg, shown).map(|o| (o, note, None))
-                }
-                (Proto::Tcp, Target::Unicast(a)) => {
-                    let mut io = TcpProbeIo::connect(a, wait, cfg.timeout).map_err(|e| {
-                        anyhow!(
-                            "{e}: is `wirebench serve` running there? (start one with `wirebench serve --listen {a}`)"
-                        )
-                    })?;
-                    let note =
-                        (!cfg.no_timestamps).then(|| "kernel timestamps: TCP probes have none (UDP only)".into());
-                    let o = drive(&mut io, &clock, &ecfg, &shutdown, cfg, shown)?;
-                    // the kernel's own view of the connection, read before it closes
-                    Ok((o, note, io.tcp_stats().map(tcp_info)))
-                }
-                (Proto::Stamp, Target::Unicast(a)) => {
-                    let mut io = UdpProbeIo::unicast(a, wait, cfg.timeout)?;
-                    // As routers' senders do: the reflector reads the hops taken from it.
-                    io.set_ttl(255)?;
-                    let note = timestamps_on(&mut io, cfg);
-                    drive(&mut io, &clock, &ecfg, &shutdown, cfg, shown).map(|o| (o, note, None))
-                }
-                (Proto::Tcp | Proto::Stamp, Target::Multicast(_)) => unreachable!("refused by Config"),
-            }
+            probe(cfg, &clock, &ecfg, &shutdown, shown)
         })
         .join()
         .map_err(|_| anyhow!("the measuring thread panicked"))?
