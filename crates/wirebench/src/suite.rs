@@ -89,6 +89,46 @@ fn make_out(out: &std::path::Path) -> Result<(), crate::error::UsageError> {
         .map_err(|e| crate::error::UsageError(format!("--out {shown}: cannot create the folder: {e}")))
 }
 
+/// The stream steps against `target`: their rows, and the names of the TCP ones.
+fn run_streams(
+    target: &str,
+    args: &Args,
+    ctx: &mut Ctx<'_>,
+    reports: &mut Vec<Report>,
+) -> anyhow::Result<(Vec<Vec<String>>, Vec<&'static str>)> {
+    let mut stream_rows = Vec::new();
+    let mut tcp_streams = Vec::new();
+    for step in stream_steps(target, args.scale) {
+        if ctx.shutdown.is_set() {
+            break;
+        }
+        let a = parse_args::<crate::stream::Args>("stream", &step.args)?;
+        let mut cfg = crate::stream::Config::from_args(&a)?;
+        cfg.json = Some(args.out.join(format!("{}.json", step.name)));
+        let r = crate::stream::measure(&cfg, ctx)?;
+        crate::stream::save(&cfg, &r)?;
+        stream_rows.push(stream_row(step.name, &r));
+        if matches!(&r.results, Results::Stream(s) if s.proto == wirebench_core::report::Transport::Tcp) {
+            tcp_streams.push(step.name);
+        }
+        reports.push(r);
+    }
+    Ok((stream_rows, tcp_streams))
+}
+
+/// A ping step whose p50 includes its sender's own lateness says so.
+fn say_lateness(ctx: &mut Ctx<'_>, reports: &[Report]) -> std::io::Result<()> {
+    for r in reports {
+        if let Results::Ping(p) = &r.results
+            && let Some(late) =
+                p.responders.first().and_then(|x| wirebench_report::text::ping::sender_lateness_p50(p, x))
+        {
+            writeln!(ctx.out, "{}: its p50 includes the sender's own lateness, p50 {} us", step_name(r), us_u(late))?;
+        }
+    }
+    Ok(())
+}
+
 /// Runs the tour; returns the reports in step order (pings, then streams).
 pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Vec<Report>> {
     if !(args.scale > 0.0 && args.scale <= 100.0) {
@@ -116,37 +156,14 @@ pub fn run(args: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Vec<Report>> {
     }
     let proxy_line =
         if ctx.shutdown.is_set() { None } else { Some(proxy_step(&server, args, ctx, &mut rows, &mut reports)?) };
-    let mut stream_rows = Vec::new();
-    let mut tcp_streams = Vec::new();
-    for step in stream_steps(&target, args.scale) {
-        if ctx.shutdown.is_set() {
-            break;
-        }
-        let a = parse_args::<crate::stream::Args>("stream", &step.args)?;
-        let mut cfg = crate::stream::Config::from_args(&a)?;
-        cfg.json = Some(args.out.join(format!("{}.json", step.name)));
-        let r = crate::stream::measure(&cfg, ctx)?;
-        crate::stream::save(&cfg, &r)?;
-        stream_rows.push(stream_row(step.name, &r));
-        if matches!(&r.results, Results::Stream(s) if s.proto == wirebench_core::report::Transport::Tcp) {
-            tcp_streams.push(step.name);
-        }
-        reports.push(r);
-    }
+    let (stream_rows, tcp_streams) = run_streams(&target, args, ctx, &mut reports)?;
     let counters = server.stop();
     #[cfg(all(feature = "load", feature = "room"))]
     let load_line = if ctx.shutdown.is_set() { None } else { Some(load_step(args, ctx, &mut reports)?) };
     #[cfg(not(all(feature = "load", feature = "room")))]
     let load_line = Some("load-ws-200: skipped (this binary is built without the load and room features)".to_owned());
     print_table(ctx, &rows)?;
-    for r in &reports {
-        if let Results::Ping(p) = &r.results
-            && let Some(late) =
-                p.responders.first().and_then(|x| wirebench_report::text::ping::sender_lateness_p50(p, x))
-        {
-            writeln!(ctx.out, "{}: its p50 includes the sender's own lateness, p50 {} us", step_name(r), us_u(late))?;
-        }
-    }
+    say_lateness(ctx, &reports)?;
     if let Some(line) = proxy_line {
         writeln!(ctx.out, "{line}")?;
     }

@@ -173,6 +173,28 @@ pub fn run<I: ProbeIo, C: Clock>(
     run_shown(io, clock, cfg, stop_flag, &Shown::default())
 }
 
+impl EngineOutput {
+    /// Nothing measured yet.
+    fn empty() -> Self {
+        Self {
+            responders: Vec::new(),
+            sent: 0,
+            warmup_sent: 0,
+            measure_start_seq: 0,
+            slip: Slip::default(),
+            lateness: latency::histogram(),
+            outcome: Outcome::Completed,
+            gave_up: None,
+            ignored: 0,
+            intervals: Vec::new(),
+            cpus_seen: 0,
+            start_ns: 0,
+            end_ns: 0,
+            timestamps: Support::default(),
+        }
+    }
+}
+
 /// [`run`], showing its progress in `shown`.
 pub fn run_shown<I: ProbeIo, C: Clock>(
     io: &mut I,
@@ -188,22 +210,7 @@ pub fn run_shown<I: ProbeIo, C: Clock>(
         stop_flag,
         send_buf: vec![0; cfg.size],
         recv_buf: vec![0; probe::MAX_LEN.max(cfg.size)],
-        out: EngineOutput {
-            responders: Vec::new(),
-            sent: 0,
-            warmup_sent: 0,
-            measure_start_seq: 0,
-            slip: Slip::default(),
-            lateness: latency::histogram(),
-            outcome: Outcome::Completed,
-            gave_up: None,
-            ignored: 0,
-            intervals: Vec::new(),
-            cpus_seen: 0,
-            start_ns: 0,
-            end_ns: 0,
-            timestamps: Support::default(),
-        },
+        out: EngineOutput::empty(),
         schedule: None,
         poisson: None,
         measure_start: u64::MAX,
