@@ -72,6 +72,50 @@ pub(crate) enum Full {
     Strangers,
 }
 
+/// The connections open, in all and per source address (an entry leaves at zero: at most
+/// `max` of them).
+#[derive(Debug, Default)]
+struct Places {
+    open: AtomicU64,
+    by_source: Mutex<HashMap<IpAddr, u64>>,
+}
+
+impl Places {
+    /// Takes a place for a connection from `ip`, or says why there is none: strangers stop
+    /// short of the reserve (a known source may take every place), and each source has
+    /// `per_source` at most.
+    fn take(&self, ip: IpAddr, limits: Limits, known: Option<&Known>) -> Result<(), Full> {
+        let cap = match known {
+            Some(k) if !k.contains(ip) => limits.max.saturating_sub(limits.reserve),
+            _ => limits.max,
+        };
+        if self.open.load(Ordering::Relaxed) >= cap {
+            return Err(if cap < limits.max { Full::Strangers } else { Full::All });
+        }
+        let mut m = self.by_source.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = m.entry(ip).or_insert(0);
+        if *n >= limits.per_source {
+            return Err(Full::Source(ip));
+        }
+        *n += 1;
+        self.open.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Gives back the place of a connection from `ip`.
+    fn leave(&self, ip: IpAddr) {
+        let mut m = self.by_source.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = m.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&ip);
+            }
+        }
+        drop(m);
+        self.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// [`run`], calling `on_error` for each failed accept (before the back-off), and `on_stop`
 /// once the stop signal is seen, before the connections' threads are joined (to wake them).
 #[expect(clippy::too_many_arguments, reason = "the loop's hooks, each a closure")]
@@ -94,18 +138,7 @@ pub(crate) fn run_with<H, R, E, S>(
     if listener.set_nonblocking(true).is_err() {
         return;
     }
-    let open = Arc::new(AtomicU64::new(0));
-    // Connections open per source address (entries leave at zero: at most `max` of them).
-    let by_source: Arc<Mutex<HashMap<IpAddr, u64>>> = Arc::default();
-    let leave = |by_source: &Mutex<HashMap<IpAddr, u64>>, ip: IpAddr| {
-        let mut m = by_source.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(n) = m.get_mut(&ip) {
-            *n -= 1;
-            if *n == 0 {
-                m.remove(&ip);
-            }
-        }
-    };
+    let places = Arc::new(Places::default());
     let mut conns = Vec::new();
     while !shutdown.is_set() {
         match listener.accept() {
@@ -113,38 +146,20 @@ pub(crate) fn run_with<H, R, E, S>(
                 // Accepted sockets do not inherit O_NONBLOCK on Linux; make sure.
                 let _ = stream.set_nonblocking(false);
                 let ip = peer.ip();
-                // Strangers stop short of the reserve; a known source may take every place.
-                let cap = match known {
-                    Some(k) if !k.contains(ip) => limits.max.saturating_sub(limits.reserve),
-                    _ => limits.max,
-                };
-                if open.load(Ordering::Relaxed) >= cap {
-                    refused(stream, if cap < limits.max { Full::Strangers } else { Full::All });
+                if let Err(full) = places.take(ip, limits, known) {
+                    refused(stream, full);
                     continue;
                 }
-                {
-                    let mut m = by_source.lock().unwrap_or_else(PoisonError::into_inner);
-                    let n = m.entry(ip).or_insert(0);
-                    if *n >= limits.per_source {
-                        drop(m);
-                        refused(stream, Full::Source(ip));
-                        continue;
-                    }
-                    *n += 1;
-                }
-                open.fetch_add(1, Ordering::Relaxed);
-                let (work, done, mine) = (handle(stream), open.clone(), by_source.clone());
+                let (work, mine) = (handle(stream), places.clone());
                 let spawned = std::thread::Builder::new().name(name.into()).spawn(move || {
                     work();
-                    leave(&mine, ip);
-                    done.fetch_sub(1, Ordering::Relaxed);
+                    mine.leave(ip);
                 });
                 if let Ok(h) = spawned {
                     conns.push(h);
                 } else {
                     // No thread for it (the work and its stream were dropped): count it free.
-                    leave(&by_source, ip);
-                    open.fetch_sub(1, Ordering::Relaxed);
+                    places.leave(ip);
                     on_error();
                 }
                 conns.retain(|h| !h.is_finished());
