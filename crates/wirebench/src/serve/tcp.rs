@@ -137,6 +137,16 @@ struct Conn {
     shared: Arc<Shared>,
 }
 
+/// What the frames read so far ask for.
+enum Frames {
+    /// Answered; more to read.
+    More,
+    /// The connection closes.
+    Close,
+    /// A stream session's first bytes: the connection is handed over with them.
+    Session(Vec<u8>),
+}
+
 impl Conn {
     fn run(mut self) {
         let cfg = &self.shared.cfg;
@@ -181,33 +191,15 @@ impl Conn {
                 Ok(n) => {
                     let t2 = wall_now_ns();
                     end += n;
-                    // Answer every whole frame in the buffer.
-                    loop {
-                        if end - start < 8 {
-                            break;
-                        }
-                        let mut h = [0u8; 8];
-                        h.copy_from_slice(&buf[start..start + 8]);
-                        if first && h[3] == Kind::Control as u8 {
+                    match self.answer_whole(&mut buf, (&mut start, end), &mut first, t2, &mut last_frame) {
+                        Frames::More => {}
+                        Frames::Close => return,
+                        Frames::Session(prefix) => {
                             // A stream session, not probes: hand the connection over.
                             let _ = self.stream.set_nonblocking(false);
-                            let prefix = buf[start..end].to_vec();
                             drop(buf);
                             return super::session::handle(self.stream, &prefix, &self.shared);
                         }
-                        first = false;
-                        let len = match probe::frame_len(&h) {
-                            Ok(l) => l,
-                            Err(e) => return self.shared.counters.rejected(e),
-                        };
-                        if end - start < len {
-                            break;
-                        }
-                        if !self.answer(&mut buf[start..start + len], t2) {
-                            return;
-                        }
-                        last_frame = Instant::now();
-                        start += len;
                     }
                     if start == end {
                         (start, end) = (0, 0);
@@ -231,6 +223,44 @@ impl Conn {
                 }
                 Err(_) => return,
             }
+        }
+    }
+
+    /// Answers every whole frame in `buf[start..end]` (read at `t2`), moving `start` past
+    /// them; a first frame that is a control message is a stream session's.
+    fn answer_whole(
+        &mut self,
+        buf: &mut [u8],
+        (start, end): (&mut usize, usize),
+        first: &mut bool,
+        t2: u64,
+        last_frame: &mut Instant,
+    ) -> Frames {
+        loop {
+            if end - *start < 8 {
+                return Frames::More;
+            }
+            let mut h = [0u8; 8];
+            h.copy_from_slice(&buf[*start..*start + 8]);
+            if *first && h[3] == Kind::Control as u8 {
+                return Frames::Session(buf[*start..end].to_vec());
+            }
+            *first = false;
+            let len = match probe::frame_len(&h) {
+                Ok(l) => l,
+                Err(e) => {
+                    self.shared.counters.rejected(e);
+                    return Frames::Close;
+                }
+            };
+            if end - *start < len {
+                return Frames::More;
+            }
+            if !self.answer(&mut buf[*start..*start + len], t2) {
+                return Frames::Close;
+            }
+            *last_frame = Instant::now();
+            *start += len;
         }
     }
 
