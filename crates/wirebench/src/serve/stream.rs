@@ -94,33 +94,67 @@ fn knock(conn: &mut TcpStream, shared: &Shared, stop: &SessionStop) -> io::Resul
     Err(io::Error::new(io::ErrorKind::TimedOut, why))
 }
 
+/// Forward data's receiver: a socket (the group's, or a port of its own on the control
+/// connection's address) read on a thread; returns the thread, the port and the receive
+/// buffer granted.
+fn receive(
+    conn: &TcpStream,
+    req: &StreamRequest,
+    shared: &Shared,
+    progress: &Arc<Progress>,
+    abort: &crate::shutdown::Shutdown,
+) -> io::Result<(JoinHandle<io::Result<Accounts>>, u16, usize)> {
+    let sock = match req.group {
+        Some(g) => multicast::group_receiver(g, shared.cfg.interface).map_err(io::Error::other)?,
+        None => UdpSocket::bind(SocketAddr::new(conn.local_addr()?.ip(), 0))?,
+    };
+    let rcvbuf = size_buffers(&sock, req.rcvbuf.unwrap_or(STREAM_BUFFER)).0.granted;
+    sock.set_read_timeout(Some(Duration::from_millis(50)))?;
+    let data_port = sock.local_addr()?.port();
+    let (p, ab) = (progress.clone(), abort.clone());
+    let (session, pubs) = (req.session, req.publishers);
+    // GRO on before `ready`: datagrams queued before it would be split one by one.
+    let mut rx = UdpBatchReceiver::new(sock);
+    let stamped = recv::stamp_rx(&mut rx);
+    let job = std::thread::spawn(move || {
+        let mut acc = Accounts::new(session, pubs);
+        acc.wake = WakeRecorder::new(stamped);
+        recv::udp(&mut rx, &mut acc, &p, ab.flag())?;
+        Ok(acc)
+    });
+    Ok((job, data_port, rcvbuf))
+}
+
+/// Reverse data's senders, a thread per publisher, to `dest` (where the client knocked from).
+fn send_to(
+    conn: &TcpStream,
+    a: &Admitted,
+    dest: SocketAddr,
+    abort: &crate::shutdown::Shutdown,
+) -> io::Result<Vec<JoinHandle<io::Result<send::Sent>>>> {
+    let mut senders = Vec::new();
+    for publisher in 0..a.req.publishers {
+        let sock = UdpSocket::bind(SocketAddr::new(conn.local_addr()?.ip(), 0))?;
+        size_buffers(&sock, STREAM_BUFFER);
+        sock.connect(dest)?;
+        let spec = reverse_spec(a, publisher);
+        let ab = abort.clone();
+        senders
+            .push(std::thread::spawn(move || send::run(&mut UdpBatchSender::new(sock, spec.size), &spec, ab.flag())));
+    }
+    Ok(senders)
+}
+
 fn udp_session(conn: &mut TcpStream, a: &Admitted, shared: &Shared, stop: &SessionStop) -> io::Result<()> {
     let req: &StreamRequest = &a.req;
     let abort = stop.handle();
     let progress = Arc::new(Progress::default());
-    let mut receiver: Option<JoinHandle<io::Result<Accounts>>> = None;
-    let mut data_port = 0;
-    let mut rcvbuf = 0;
-    if req.direction != Direction::Reverse {
-        let sock = match req.group {
-            Some(g) => multicast::group_receiver(g, shared.cfg.interface).map_err(io::Error::other)?,
-            None => UdpSocket::bind(SocketAddr::new(conn.local_addr()?.ip(), 0))?,
-        };
-        rcvbuf = size_buffers(&sock, req.rcvbuf.unwrap_or(STREAM_BUFFER)).0.granted;
-        sock.set_read_timeout(Some(Duration::from_millis(50)))?;
-        data_port = sock.local_addr()?.port();
-        let (p, ab) = (progress.clone(), abort.clone());
-        let (session, pubs) = (req.session, req.publishers);
-        // GRO on before `ready`: datagrams queued before it would be split one by one.
-        let mut rx = UdpBatchReceiver::new(sock);
-        let stamped = recv::stamp_rx(&mut rx);
-        receiver = Some(std::thread::spawn(move || {
-            let mut acc = Accounts::new(session, pubs);
-            acc.wake = WakeRecorder::new(stamped);
-            recv::udp(&mut rx, &mut acc, &p, ab.flag())?;
-            Ok(acc)
-        }));
-    }
+    let (receiver, data_port, rcvbuf) = if req.direction == Direction::Reverse {
+        (None, 0, 0)
+    } else {
+        let (job, port, rcvbuf) = receive(conn, req, shared, &progress, &abort)?;
+        (Some(job), port, rcvbuf)
+    };
     // This host's counters across the session (both ways: the receiver's drops forward,
     // the sender's SndbufErrors reverse), with the interfaces that carry it.
     let ifaces = wirebench_net::iface::receiving(conn.local_addr()?.ip());
@@ -137,16 +171,7 @@ fn udp_session(conn: &mut TcpStream, a: &Admitted, shared: &Shared, stop: &Sessi
                 return Err(e);
             }
         };
-        for publisher in 0..req.publishers {
-            let sock = UdpSocket::bind(SocketAddr::new(conn.local_addr()?.ip(), 0))?;
-            size_buffers(&sock, STREAM_BUFFER);
-            sock.connect(dest)?;
-            let spec = reverse_spec(a, publisher);
-            let ab = abort.clone();
-            senders.push(std::thread::spawn(move || {
-                send::run(&mut UdpBatchSender::new(sock, spec.size), &spec, ab.flag())
-            }));
-        }
+        senders = send_to(conn, a, dest, &abort)?;
     }
     send_bounded(conn, &Control::Ready { data_port, rcvbuf, granted: granted(a) }, abort.flag(), STALL)?;
     let mut next_interval = Instant::now() + Duration::from_secs(1);
