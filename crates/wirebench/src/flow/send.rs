@@ -226,20 +226,57 @@ pub fn run(out: &mut dyn Out, spec: &SendSpec, stop: &AtomicBool) -> io::Result<
     run_paced(out, spec, stop, Behind::CatchUp)
 }
 
-/// [`run`], with what a paced sender does after a stall.
-pub fn run_paced(out: &mut dyn Out, spec: &SendSpec, stop: &AtomicBool, behind: Behind) -> io::Result<Sent> {
-    if spec.rate.is_none() && out.receiver_may_be_local() {
+/// The sending thread's priority and timer slack: a flat-out sender to a receiver that may
+/// share this host yields to it; a paced one asks for 1 ns timer slack (the default lets
+/// the kernel wake it up to 50 us late) and a priority no lower than a paced sender's.
+fn prepare_thread(spec: &SendSpec, receiver_may_be_local: bool) {
+    if spec.rate.is_none() && receiver_may_be_local {
         let now = wirebench_net::priority::current_nice();
         let _ = wirebench_net::priority::set_nice(now.max(LOCAL_FLAT_OUT_NICE));
     }
-    let clock = MonoClock::default();
     if spec.rate.is_some() {
-        // A sleeping thread's default slack lets the kernel wake it up to 50 us late.
         let _ = timer::set_timer_slack(1);
         if wirebench_net::priority::current_nice() > PACED_NICE {
             let _ = wirebench_net::priority::set_nice(PACED_NICE);
         }
     }
+}
+
+/// How late a batch may be before a resuming sender moves its schedule past the rest: a
+/// batch's span, at least [`RESUME_BURST_NS`]; never for one that catches up.
+fn resume_after(behind: Behind, schedule: Option<Schedule>, batch: usize) -> u64 {
+    match behind {
+        Behind::CatchUp => u64::MAX,
+        Behind::Resume => {
+            schedule.map_or(u64::MAX, |s| (s.intended(batch as u64) - s.intended(0)).max(RESUME_BURST_NS))
+        }
+    }
+}
+
+/// Sends one batch: how many went, or `None` when the receiver is gone (its port closed or
+/// the connection reset). A refusal that belongs to an earlier datagram sends nothing and,
+/// with `ignore_refused`, is not a gone receiver.
+#[inline]
+fn send_batch(out: &mut dyn Out, bytes: &[u8], ignore_refused: bool) -> io::Result<Option<usize>> {
+    match out.send(bytes) {
+        Ok(n) => Ok(Some(n)),
+        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused && ignore_refused => Ok(Some(0)),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// [`run`], with what a paced sender does after a stall.
+pub fn run_paced(out: &mut dyn Out, spec: &SendSpec, stop: &AtomicBool, behind: Behind) -> io::Result<Sent> {
+    prepare_thread(spec, out.receiver_may_be_local());
+    let clock = MonoClock::default();
     let mono_off = mono_offset(&clock);
     let mut waiter = SpinMargin::new(SLEEP_MAX_NS);
     let batch = batch_for(spec.rate, out.max_batch());
@@ -251,12 +288,7 @@ pub fn run_paced(out: &mut dyn Out, spec: &SendSpec, stop: &AtomicBool, behind: 
     let schedule = spec.rate.and_then(MsgRate::new).map(|r| Schedule::new(start, r));
     // Resume: how late a batch may be before the schedule moves past the rest, and how far
     // it has moved
-    let resume_after = match behind {
-        Behind::CatchUp => u64::MAX,
-        Behind::Resume => {
-            schedule.map_or(u64::MAX, |s| (s.intended(batch as u64) - s.intended(0)).max(RESUME_BURST_NS))
-        }
-    };
+    let resume_after = resume_after(behind, schedule, batch);
     let mut moved_ns = 0u64;
     let mut slip = Slip::default();
     // One row per second of the run, reserved now: recording allocates nothing.
@@ -299,20 +331,9 @@ pub fn run_paced(out: &mut dyn Out, spec: &SendSpec, stop: &AtomicBool, behind: 
         for (i, m) in buf[..b * spec.size].chunks_exact_mut(spec.size).enumerate() {
             stream::stamp(m, seq + i as u64, t);
         }
-        let n = match out.send(&buf[..b * spec.size]) {
-            Ok(n) => n,
-            // The error belongs to an earlier datagram; this call sent nothing.
-            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused && spec.ignore_refused => 0,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
-                ) =>
-            {
-                sent.refused = true;
-                break;
-            }
-            Err(e) => return Err(e),
+        let Some(n) = send_batch(out, &buf[..b * spec.size], spec.ignore_refused)? else {
+            sent.refused = true;
+            break;
         };
         if seq == 0 {
             sent.first_ns = t;
