@@ -41,6 +41,67 @@ pub fn local_ips() -> Vec<IpAddr> {
     v
 }
 
+/// The agent's serve: its probe port, with the agent's token (streams to an agent need the
+/// same as its probes and API) and a quarter of its connections kept for the peers
+/// discovery finds (`known`).
+fn serve_config(cfg: &AgentConfig, key: Option<&Key>, known: &crate::accept::Known) -> embed::Config {
+    embed::Config {
+        listen: cfg.listen,
+        join: cfg.multicast.into_iter().collect(),
+        interface: cfg.interface,
+        token: cfg.token.clone(),
+        salt: cfg.salt.clone(),
+        probe_key: key.cloned(),
+        known_sources: Some(known.clone()),
+        stamp: cfg.stamp.clone(),
+        ..embed::Config::loopback()
+    }
+}
+
+/// The address this agent advertises (port 0 in the config: serve's port; none given: the
+/// address serve listens on, unless unspecified) and the node its peers know it as (that
+/// address, or its first IPv4 address that is not loopback).
+fn whoami(cfg: &AgentConfig, listen: SocketAddr, local: &[IpAddr]) -> (Option<SocketAddr>, NodeRef) {
+    let advertise = cfg
+        .advertise
+        .map(|a| if a.port() == 0 { SocketAddr::new(a.ip(), listen.port()) } else { a })
+        .or_else(|| (!listen.ip().is_unspecified()).then_some(listen));
+    let me_addr = advertise.unwrap_or_else(|| {
+        let ip = local.iter().find(|ip| ip.is_ipv4() && !ip.is_loopback()).copied().unwrap_or(listen.ip());
+        SocketAddr::new(ip, listen.port())
+    });
+    (advertise, NodeRef { name: Some(cfg.name.clone()), zone: cfg.zone.clone(), ..NodeRef::at(me_addr.to_string()) })
+}
+
+/// The prober's settings: this node, how it knows itself, the plan, and its group.
+fn prober_config(
+    cfg: &AgentConfig,
+    me: NodeRef,
+    self_match: SelfMatch,
+    listen: SocketAddr,
+    key: Option<Key>,
+) -> ProberConfig {
+    ProberConfig {
+        me,
+        bind: SocketAddr::new(listen.ip(), 0),
+        self_match,
+        plan: cfg.plan,
+        protos: cfg.protos.clone(),
+        window: cfg.window,
+        timeout: cfg.timeout,
+        group: cfg.multicast.map(|group| Group {
+            group,
+            interface: cfg.interface,
+            ttl: cfg.ttl,
+            rate: cfg.multicast_rate,
+        }),
+        key,
+        seed: crate::ctx::session_id(),
+        stalls: cfg.stall_meter == StallMeter::Prober,
+        stamp_key: cfg.stamp_peer_key.clone(),
+    }
+}
+
 /// A running agent.
 #[derive(Debug)]
 pub struct Agent {
@@ -63,32 +124,11 @@ impl Agent {
         let key = cfg.token.as_deref().map(|t| Key::derive(t.as_bytes(), cfg.salt.as_bytes()));
         // The peers discovery finds: serve keeps a quarter of its connections for them.
         let known = crate::accept::Known::default();
-        let serve_cfg = embed::Config {
-            listen: cfg.listen,
-            join: cfg.multicast.into_iter().collect(),
-            interface: cfg.interface,
-            // Streams to an agent need the same token as its probes and API.
-            token: cfg.token.clone(),
-            salt: cfg.salt.clone(),
-            probe_key: key.clone(),
-            known_sources: Some(known.clone()),
-            stamp: cfg.stamp.clone(),
-            ..embed::Config::loopback()
-        };
-        let server = Server::start(&serve_cfg, shutdown.clone())?;
+        let server = Server::start(&serve_config(cfg, key.as_ref(), &known), shutdown.clone())?;
         let listen = server.local_addr();
         let probe_socket = prober::bind_shared(SocketAddr::new(listen.ip(), 0))?;
         let local = local_ips();
-        // Port 0 in the config: the port serve was given.
-        let advertise = cfg
-            .advertise
-            .map(|a| if a.port() == 0 { SocketAddr::new(a.ip(), listen.port()) } else { a })
-            .or_else(|| (!listen.ip().is_unspecified()).then_some(listen));
-        let me_addr = advertise.unwrap_or_else(|| {
-            let ip = local.iter().find(|ip| ip.is_ipv4() && !ip.is_loopback()).copied().unwrap_or(listen.ip());
-            SocketAddr::new(ip, listen.port())
-        });
-        let me = NodeRef { name: Some(cfg.name.clone()), zone: cfg.zone.clone(), ..NodeRef::at(me_addr.to_string()) };
+        let (advertise, me) = whoami(cfg, listen, &local);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("mesh-io")
@@ -111,25 +151,7 @@ impl Agent {
             .block_on(tokio::net::TcpListener::bind(cfg.http))
             .with_context(|| format!("cannot bind http {}", cfg.http))?;
         let http_addr = listener.local_addr()?;
-        let pcfg = ProberConfig {
-            me,
-            self_match: SelfMatch::new(advertise, listen, local),
-            plan: cfg.plan,
-            protos: cfg.protos.clone(),
-            window: cfg.window,
-            timeout: cfg.timeout,
-            group: cfg.multicast.map(|group| Group {
-                group,
-                interface: cfg.interface,
-                ttl: cfg.ttl,
-                rate: cfg.multicast_rate,
-            }),
-            key,
-            bind: SocketAddr::new(listen.ip(), 0),
-            seed: crate::ctx::session_id(),
-            stalls: cfg.stall_meter == StallMeter::Prober,
-            stamp_key: cfg.stamp_peer_key.clone(),
-        };
+        let pcfg = prober_config(cfg, me, SelfMatch::new(advertise, listen, local), listen, key);
         let prober = prober::spawn(pcfg, probe_socket, shared.clone(), board, shutdown.clone())?;
         let hiccup = match cfg.stall_meter {
             StallMeter::Thread(interval) => Some(spawn_meter(interval, window_ns, shared.clone(), shutdown.clone())?),
