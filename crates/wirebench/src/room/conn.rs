@@ -165,6 +165,102 @@ enum End {
     Closed,
 }
 
+/// What the member sent (or the read's end): a request queued for its reply, a message
+/// relayed to the room, or the connection's end (after a close frame with its code for a
+/// message too big, text that is not UTF-8 or a protocol error).
+async fn on_read(
+    ws: &mut Ws,
+    m: Option<Result<Message, WsError>>,
+    member: &Member,
+    room: &Arc<Room>,
+    shared: &Shared,
+    closing: &mut bool,
+) -> Option<End> {
+    let (t, cfg, rooms) = (&shared.tally, &shared.cfg, &shared.rooms);
+    match m {
+        Some(Ok(m @ (Message::Text(_) | Message::Binary(_)))) => {
+            Tally::bump(&t.received);
+            let request = match &m {
+                Message::Text(s) => wirebench_core::load::msg::is_request(s.as_bytes()),
+                Message::Binary(b) => wirebench_core::load::msg::is_request(b),
+                _ => false,
+            };
+            if request {
+                if rooms.queue(member, m, &cfg.limits) {
+                    Tally::bump(&t.replies);
+                }
+            } else {
+                rooms.relay(room, member.id, &m, &cfg.limits);
+            }
+            None
+        }
+        Some(Ok(Message::Close(_))) => {
+            *closing = true;
+            None
+        }
+        Some(Ok(_)) => None,
+        Some(Err(WsError::Capacity(CapacityError::MessageTooLong { .. }))) => {
+            Tally::bump(&t.too_big);
+            close(ws, CloseCode::Size, "message over the size limit").await;
+            Some(End::Closed)
+        }
+        Some(Err(WsError::Utf8(_))) => {
+            Tally::bump(&t.protocol_errors);
+            close(ws, CloseCode::Invalid, "text is not UTF-8").await;
+            Some(End::Closed)
+        }
+        Some(Err(WsError::Protocol(_) | WsError::Capacity(_))) if !*closing => {
+            Tally::bump(&t.protocol_errors);
+            close(ws, CloseCode::Protocol, "protocol error").await;
+            Some(End::Closed)
+        }
+        Some(Err(_)) | None => Some(if *closing { End::Clean } else { End::Abnormal }),
+    }
+}
+
+/// The idle timer: a member silent for the idle timeout is closed; silent for half of it,
+/// pinged once (a ping that cannot go ends the connection).
+async fn on_idle(ws: &mut Ws, heard: Instant, pinged: &mut bool, shared: &Shared) -> Option<End> {
+    let idle_timeout = shared.cfg.idle_timeout;
+    if heard.elapsed() >= idle_timeout {
+        Tally::bump(&shared.tally.idle_closed);
+        close(ws, CloseCode::Away, "idle").await;
+        return Some(End::Closed);
+    }
+    if !*pinged && heard.elapsed() >= idle_timeout / 2 {
+        *pinged = true;
+        let ping = tokio::time::timeout(CLOSE_WAIT, ws.send(Message::Ping(Bytes::new())));
+        if !matches!(ping.await, Ok(Ok(()))) {
+            return Some(End::Abnormal);
+        }
+    }
+    None
+}
+
+/// Writes `first` and what else is queued (up to [`MAX_BATCH`]) with one flush (one write
+/// syscall under load); returns how many went. A message leaves the member's budget once
+/// tungstenite has taken it (its write buffer holds at most one message the socket would not
+/// take): a member that keeps up is never charged for a batch that keeps growing.
+async fn write_queued(
+    ws: &mut Ws,
+    first: Message,
+    rx: &mut mpsc::UnboundedReceiver<Message>,
+    member: &Member,
+    shared: &Shared,
+) -> Result<u64, WsError> {
+    let mut n = 0u64;
+    let mut next = Some(first);
+    while let Some(m) = next.take() {
+        let len = m.len() as u64;
+        ws.feed(m).await?;
+        shared.rooms.written(member, len);
+        n += 1;
+        next = if n < MAX_BATCH { rx.try_recv().ok() } else { None };
+    }
+    ws.flush().await?;
+    Ok(n)
+}
+
 async fn member_loop(
     mut ws: Ws,
     member: &Member,
@@ -173,7 +269,7 @@ async fn member_loop(
     shared: &Shared,
     mut stop: watch::Receiver<bool>,
 ) {
-    let (t, cfg, rooms) = (&shared.tally, &shared.cfg, &shared.rooms);
+    let (t, cfg) = (&shared.tally, &shared.cfg);
     let stopped = stop.changed();
     tokio::pin!(stopped);
     let mut heard = Instant::now();
@@ -196,60 +292,13 @@ async fn member_loop(
             m = ws.next() => {
                 heard = Instant::now();
                 pinged = false;
-                match m {
-                    Some(Ok(m @ (Message::Text(_) | Message::Binary(_)))) => {
-                        Tally::bump(&t.received);
-                        let request = match &m {
-                            Message::Text(s) => wirebench_core::load::msg::is_request(s.as_bytes()),
-                            Message::Binary(b) => wirebench_core::load::msg::is_request(b),
-                            _ => false,
-                        };
-                        if request {
-                            if rooms.queue(member, m, &cfg.limits) {
-                                Tally::bump(&t.replies);
-                            }
-                        } else {
-                            rooms.relay(room, member.id, &m, &cfg.limits);
-                        }
-                    }
-                    Some(Ok(Message::Close(_))) => closing = true,
-                    Some(Ok(_)) => {}
-                    Some(Err(WsError::Capacity(CapacityError::MessageTooLong { .. }))) => {
-                        Tally::bump(&t.too_big);
-                        close(&mut ws, CloseCode::Size, "message over the size limit").await;
-                        break End::Closed;
-                    }
-                    Some(Err(WsError::Utf8(_))) => {
-                        Tally::bump(&t.protocol_errors);
-                        close(&mut ws, CloseCode::Invalid, "text is not UTF-8").await;
-                        break End::Closed;
-                    }
-                    Some(Err(WsError::Protocol(_) | WsError::Capacity(_))) if !closing => {
-                        Tally::bump(&t.protocol_errors);
-                        close(&mut ws, CloseCode::Protocol, "protocol error").await;
-                        break End::Closed;
-                    }
-                    Some(Err(_)) | None => break if closing { End::Clean } else { End::Abnormal },
+                if let Some(end) = on_read(&mut ws, m, member, room, shared, &mut closing).await {
+                    break end;
                 }
             }
             r = rx.recv() => {
                 let Some(first) = r else { break End::Abnormal };
-                let mut n = 0u64;
-                // Everything already queued goes out with one flush (one write syscall under
-                // load). A message leaves the budget once tungstenite has taken it (its write
-                // buffer holds at most one message the socket would not take): a member that
-                // keeps up is never charged for a batch that keeps growing.
-                let write = async {
-                    let mut next = Some(first);
-                    while let Some(m) = next.take() {
-                        let len = m.len() as u64;
-                        ws.feed(m).await?;
-                        rooms.written(member, len);
-                        n += 1;
-                        next = if n < MAX_BATCH { rx.try_recv().ok() } else { None };
-                    }
-                    ws.flush().await
-                };
+                let write = write_queued(&mut ws, first, &mut rx, member, shared);
                 let written = tokio::select! {
                     r = tokio::time::timeout(cfg.write_timeout, write) => r,
                     _ = &mut stopped => break End::Closed,
@@ -260,7 +309,7 @@ async fn member_loop(
                     }
                 };
                 match written {
-                    Ok(Ok(())) => {
+                    Ok(Ok(n)) => {
                         t.sent.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
                     }
                     Ok(Err(_)) => break if closing { End::Clean } else { End::Abnormal },
@@ -272,17 +321,8 @@ async fn member_loop(
                 }
             }
             _ = idle.tick() => {
-                if heard.elapsed() >= cfg.idle_timeout {
-                    Tally::bump(&t.idle_closed);
-                    close(&mut ws, CloseCode::Away, "idle").await;
-                    break End::Closed;
-                }
-                if !pinged && heard.elapsed() >= cfg.idle_timeout / 2 {
-                    pinged = true;
-                    let ping = tokio::time::timeout(CLOSE_WAIT, ws.send(Message::Ping(Bytes::new())));
-                    if !matches!(ping.await, Ok(Ok(()))) {
-                        break End::Abnormal;
-                    }
+                if let Some(end) = on_idle(&mut ws, heard, &mut pinged, shared).await {
+                    break end;
                 }
             }
         }
