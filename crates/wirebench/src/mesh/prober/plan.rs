@@ -8,13 +8,16 @@ use std::sync::atomic::Ordering;
 use wirebench_core::mesh::api::{API_VERSION, PeerReport, PeersReport, Proto};
 use wirebench_core::mesh::pacer::slot_for;
 use wirebench_core::mesh::peer::Peer;
-use wirebench_core::mesh::plan::{Candidate, select};
+use wirebench_core::mesh::plan::{Candidate, Level, select};
 use wirebench_core::mesh::window::Target;
 
 use super::stamp_peer::StampProbe;
 use super::tcp::Conn;
 use super::windows::node_ref;
 use super::{GROUP_ID, Prober, Slot};
+
+/// The targets a plan wants: a peer and a protocol, to the peer.
+type Wanted<'p> = HashMap<(SocketAddr, Proto), &'p Peer>;
 
 /// The pacer's path of the group sends (past every IPv4 peer's, [`path_of`]).
 const GROUP_PATH: u64 = u64::MAX;
@@ -45,22 +48,7 @@ impl Prober {
         let cands: Vec<Candidate<'_>> =
             peers.iter().zip(&keys).map(|(p, k)| Candidate { key: k, zone: p.zone.as_deref() }).collect();
         let plan = select(&self.cfg.me.addr, self.cfg.me.zone.as_deref(), &cands, &self.cfg.plan);
-        let mut wanted: HashMap<(SocketAddr, Proto), &Peer> = HashMap::new();
-        let mut level = vec![None; peers.len()];
-        for &(i, l) in &plan.chosen {
-            level[i] = Some(l.name().to_owned());
-            // A STAMP reflector answers STAMP over UDP and nothing else.
-            if peers[i].stamp {
-                wanted.insert((peers[i].addr, Proto::Udp), peers[i]);
-                continue;
-            }
-            for &proto in &self.cfg.protos {
-                wanted.insert((peers[i].addr, proto), peers[i]);
-            }
-            if self.cfg.group.is_some() {
-                wanted.insert((peers[i].addr, Proto::Multicast), peers[i]);
-            }
-        }
+        let (wanted, level) = self.wanted(&peers, &plan.chosen);
         // Gone, or turned from an agent into a reflector or back (its target is made anew).
         let kept = |k: &(SocketAddr, Proto), id: &u64| {
             wanted.get(k).is_some_and(|p| self.slots.get(id).is_some_and(|s| s.peer.stamp == p.stamp))
@@ -81,25 +69,9 @@ impl Prober {
         )]
         let interval = interval.min(1e15) as u64;
         for (key, peer) in wanted {
-            let id = if let Some(&id) = self.by_key.get(&key) {
-                id
-            } else {
-                let id = self.next_id;
-                self.next_id += 1;
-                let conn = (key.1 == Proto::Tcp).then_some(Conn::Down { retry_at: 0 });
-                let udp = if key.1 == Proto::Udp { self.open_udp(id, key.0) } else { None };
-                let probe = super::udp_probe(self.cfg.key.as_ref(), self.session.wrapping_add(id));
-                #[expect(clippy::cast_possible_truncation, reason = "a random 16-bit session id")]
-                let stamp = peer.stamp.then(|| StampProbe::new(&self.stamp_template, self.rng.next_u64() as u16));
-                self.slots.insert(
-                    id,
-                    Slot { peer: peer.clone(), proto: key.1, target: Target::new(), conn, udp, probe, stamp },
-                );
-                self.by_key.insert(key, id);
-                if key.1 == Proto::Multicast {
-                    self.group_by_ip.insert(key.0.ip(), id);
-                }
-                id
+            let id = match self.by_key.get(&key) {
+                Some(&id) => id,
+                None => self.add_target(key, peer),
             };
             if let Some(s) = self.slots.get_mut(&id) {
                 s.peer = peer.clone();
@@ -138,6 +110,47 @@ impl Prober {
                 .collect(),
         };
         self.shared.set_peers(report);
+    }
+
+    /// The targets the plan's `chosen` peers make (each protocol probed, and the group),
+    /// and each peer's level in the plan (`None`: not probed).
+    fn wanted<'p>(&self, peers: &[&'p Peer], chosen: &[(usize, Level)]) -> (Wanted<'p>, Vec<Option<String>>) {
+        let mut wanted = HashMap::new();
+        let mut level = vec![None; peers.len()];
+        for &(i, l) in chosen {
+            level[i] = Some(l.name().to_owned());
+            // A STAMP reflector answers STAMP over UDP and nothing else.
+            if peers[i].stamp {
+                wanted.insert((peers[i].addr, Proto::Udp), peers[i]);
+                continue;
+            }
+            for &proto in &self.cfg.protos {
+                wanted.insert((peers[i].addr, proto), peers[i]);
+            }
+            if self.cfg.group.is_some() {
+                wanted.insert((peers[i].addr, Proto::Multicast), peers[i]);
+            }
+        }
+        (wanted, level)
+    }
+
+    /// A new target for `key` (a peer and a protocol): its slot, its socket or connection,
+    /// and its probe; returns its id.
+    fn add_target(&mut self, key: (SocketAddr, Proto), peer: &Peer) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let conn = (key.1 == Proto::Tcp).then_some(Conn::Down { retry_at: 0 });
+        let udp = if key.1 == Proto::Udp { self.open_udp(id, key.0) } else { None };
+        let probe = super::udp_probe(self.cfg.key.as_ref(), self.session.wrapping_add(id));
+        #[expect(clippy::cast_possible_truncation, reason = "a random 16-bit session id")]
+        let stamp = peer.stamp.then(|| StampProbe::new(&self.stamp_template, self.rng.next_u64() as u16));
+        self.slots
+            .insert(id, Slot { peer: peer.clone(), proto: key.1, target: Target::new(), conn, udp, probe, stamp });
+        self.by_key.insert(key, id);
+        if key.1 == Proto::Multicast {
+            self.group_by_ip.insert(key.0.ip(), id);
+        }
+        id
     }
 
     /// A UDP target's own socket: bound to the shared socket's address and port (both with
