@@ -115,3 +115,70 @@ fn paths_are_read_through_groups_and_chains() {
     let want = [(1, "a::b"), (1, "a::c::D"), (1, "e"), (1, "f::self"), (2, "g::h"), (4, "i::J")];
     assert_eq!(got, want.map(|(n, p)| (n, p.to_owned())));
 }
+
+/// Functions over [`MAX_FN_LINES`] that are not run loops, with why they stay whole: a
+/// flag parser checks one flag after another, an encoder writes one metric family after
+/// another, and the PromQL join reads as the query it answers.
+const LONG_ALLOWED: &[(&str, &str)] = &[("", "from_args"), ("mesh/metrics.rs", "encode"), ("mesh/promql.rs", "join")];
+
+/// The longest function body the binary's run code may have.
+const MAX_FN_LINES: usize = 80;
+
+/// Every function of `text` (outside its `#[cfg(test)]` module) longer than
+/// [`MAX_FN_LINES`], as (name, first line, lines). A body ends at the first `}` at the
+/// indentation of its `fn` (the tree is rustfmt'ed).
+fn long_functions(text: &str) -> Vec<(String, usize, usize)> {
+    let lines: Vec<&str> = text.lines().take_while(|l| l.trim() != "#[cfg(test)]").collect();
+    let mut long = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let body = l.trim_start();
+        let indent = l.len() - body.len();
+        let after_vis = body
+            .strip_prefix("pub ")
+            .or_else(|| body.split_once(") ").filter(|_| body.starts_with("pub(")).map(|(_, r)| r))
+            .unwrap_or(body);
+        let Some(sig) = after_vis.strip_prefix("async ").unwrap_or(after_vis).strip_prefix("fn ") else { continue };
+        let name: String = sig.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        let close = " ".repeat(indent) + "}";
+        let Some(end) =
+            lines[i + 1..].iter().position(|x| x.starts_with(&close) && x.len() - x.trim_start().len() == indent)
+        else {
+            continue;
+        };
+        if end + 2 > MAX_FN_LINES {
+            long.push((name, i + 1, end + 2));
+        }
+    }
+    long
+}
+
+/// No run function of the binary is longer than 80 lines: a loop that long mixes what should
+/// be named (and what core should decide).
+#[test]
+fn no_function_of_the_binary_is_over_80_lines() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    files.sort();
+    let mut bad = Vec::new();
+    for f in files {
+        let rel = f.strip_prefix(src()).unwrap().to_string_lossy().into_owned();
+        for (name, line, n) in long_functions(&std::fs::read_to_string(&f).unwrap()) {
+            let allowed = LONG_ALLOWED.iter().any(|&(file, fname)| (file.is_empty() || file == rel) && fname == name);
+            if !allowed {
+                bad.push(format!("src/{rel}:{line} {name}: {n} lines"));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "functions over {MAX_FN_LINES} lines:\n{}", bad.join("\n"));
+}
+
+#[test]
+fn a_long_function_is_found_and_a_test_module_is_not_read() {
+    let body = "    let x = 1;\n".repeat(80);
+    let text = format!(
+        "pub(crate) fn short() {{\n}}\n\nasync fn long() {{\n{body}}}\n\n#[cfg(test)]\nfn in_tests() {{\n{body}}}\n"
+    );
+    assert_eq!(long_functions(&text), [("long".to_owned(), 4, 82)]);
+    let method = format!("impl X {{\n    pub fn m(&self) {{\n    {body}    }}\n}}\n");
+    assert_eq!(long_functions(&method), [("m".to_owned(), 2, 82)]);
+}
