@@ -67,6 +67,18 @@ mod tests {
         assert_eq!(b.depart(1_000, 0, 4_000_000), Some(4_000_000));
     }
 
+    /// The queue limit and the backlog count from a packet's arrival, whenever it arrives.
+    #[test]
+    fn the_queue_limit_and_backlog_count_from_arrival() {
+        // 8 Mbit/s = 1 byte/us, burst 3000 bytes, 1000-byte packets all at t = 1 s.
+        let mut b = TokenBucket::new(8_000_000, 3_000);
+        let t = 1_000_000_000;
+        let d: Vec<Option<u64>> = (0..5).map(|_| b.depart(1_000, t, 1_500_000)).collect();
+        assert_eq!(d, [Some(t), Some(t), Some(t), Some(t + 1_000_000), None]);
+        // the backlog drains from then on
+        assert_eq!((b.backlog_ns(t), b.backlog_ns(t + 400_000)), (1_000_000, 600_000));
+    }
+
     #[test]
     fn long_run_rate_is_exact() {
         let mut b = TokenBucket::new(60_760_000, 7_595);

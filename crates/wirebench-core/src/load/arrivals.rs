@@ -64,6 +64,7 @@ mod tests {
         let early = phases.iter().filter(|&&p| p < 250_000_000).count();
         assert!((400..600).contains(&early), "{early}");
         assert_eq!(a.gap(&mut rng), 500_000_000);
+        assert_eq!((a.name(), Arrivals::Poisson { mean_ns: 1 }.name()), ("fixed", "poisson"));
     }
 
     #[test]
@@ -71,10 +72,13 @@ mod tests {
         let a = Arrivals::Poisson { mean_ns: 1_000_000 };
         let mut rng = SplitMix64::new(3);
         let n = 200_000u64;
-        let sum: u64 = (0..n).map(|_| a.gap(&mut rng)).sum();
+        let gaps: Vec<u64> = (0..n).map(|_| a.gap(&mut rng)).collect();
         #[expect(clippy::cast_precision_loss)]
-        let mean = sum as f64 / n as f64;
+        let mean = gaps.iter().sum::<u64>() as f64 / n as f64;
         // sd of the mean is 1e6 / sqrt(2e5) = 2,236 ns
         assert!((mean - 1e6).abs() < 12_000.0, "{mean}");
+        // and exponential: 1 - 1/e = 63.2 % of gaps are shorter than the mean (sd 0.11 %)
+        let short = gaps.iter().filter(|&&g| g < 1_000_000).count();
+        assert!((124_000..128_800).contains(&short), "{short} of {n}");
     }
 }

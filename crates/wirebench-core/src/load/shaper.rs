@@ -132,6 +132,8 @@ mod tests {
         let mut s = Shaper::new("0/5ms".parse().unwrap());
         assert_eq!(s.arrive(10_000, 7), 5_000_007);
         assert_eq!(s.arrive(10_000, 7), 5_000_007, "no rate: no queueing");
+        // the receive side adds it by itself to the time a frame left
+        assert_eq!((s.delay_ns(), s.leave(10_000, 7)), (5_000_000, 7));
     }
 
     /// Upload shaping on a virtual clock: seeded random frames; over every window

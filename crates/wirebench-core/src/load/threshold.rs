@@ -94,5 +94,8 @@ mod tests {
             assert!(bad.parse::<Threshold>().is_err(), "{bad}");
         }
         assert!(t.passes(999_999_999) && !t.passes(1_000_000_000));
+        // the report shows the criterion as given, trimmed
+        assert_eq!(t.to_string(), "cursor:p99.9 < 1s");
+        assert_eq!(" avg<5ms ".parse::<Threshold>().unwrap().to_string(), "avg<5ms");
     }
 }

@@ -108,6 +108,7 @@ mod tests {
     #[test]
     fn a_full_table_evicts_the_least_recently_heard() {
         let mut t = SenderTable::new(3);
+        assert!(t.is_empty());
         for n in 0..3 {
             assert_eq!(t.admit(s(n), u64::from(n) * MS), Admit::New { evict: None });
         }
@@ -116,7 +117,7 @@ mod tests {
         assert_eq!(t.admit(s(9), 11 * MS), Admit::New { evict: Some(s(1)) });
         assert_eq!(t.admit(s(10), 12 * MS), Admit::New { evict: Some(s(2)) });
         assert_eq!(t.admit(s(11), 13 * MS), Admit::New { evict: Some(s(0)) });
-        assert_eq!(t.len(), 3);
+        assert_eq!((t.len(), t.is_empty()), (3, false));
         assert!(!t.contains(&s(0)) && t.contains(&s(9)) && t.contains(&s(11)));
         // An evicted sender that comes back is new again.
         assert_eq!(t.admit(s(0), 14 * MS), Admit::New { evict: Some(s(9)) });

@@ -163,6 +163,16 @@ mod tests {
         assert_eq!(unhex("zz"), None);
     }
 
+    /// The hex lengths the control messages check are those of a nonce's and a secret's
+    /// hex text, and only hex digits are hex.
+    #[test]
+    fn hex_lengths_and_digits() {
+        assert_eq!(hex(&[0xab; NONCE_LEN]).len(), NONCE_HEX);
+        assert_eq!(hex(&[0xab; SECRET_LEN]).len(), SECRET_HEX);
+        assert!(is_hex("0123456789abcdefABCDEF") && is_hex(""));
+        assert!(!is_hex("0g") && !is_hex("-1") && !is_hex("0x1f"));
+    }
+
     #[test]
     fn tags_bind_token_both_nonces_and_the_side() {
         let k = Key::new(b"s3cret");
@@ -204,6 +214,16 @@ mod tests {
         assert_eq!(parse_knock(&stream), Err(DecodeError::Kind(3)));
         assert!(same_secret(&s, &s));
         assert!(!same_secret(&s, &[8u8; SECRET_LEN]));
+    }
+
+    /// Four bytes are enough to read the header: a four-byte datagram is told apart as
+    /// foreign, another version, or a knock of the wrong length; only fewer is truncated.
+    #[test]
+    fn knock_header_is_read_from_four_bytes() {
+        let k = knock(&[7u8; SECRET_LEN]);
+        assert_eq!(parse_knock(&k[..4]), Err(DecodeError::Length { declared: KNOCK_LEN, got: 4 }));
+        assert_eq!(parse_knock(&[0x12, 0x34, VERSION, 4]), Err(DecodeError::Foreign(0x1234)));
+        assert_eq!(parse_knock(&k[..3]), Err(DecodeError::Truncated { need: KNOCK_LEN, got: 3 }));
     }
 
     proptest! {

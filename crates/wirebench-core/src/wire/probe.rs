@@ -278,6 +278,23 @@ mod tests {
         assert_eq!(Probe::parse(&big).map(|p| p.len()), Ok(MAX_LEN));
     }
 
+    /// Only a full-form reply carries t2, so only it is marked as holding the kernel's RX
+    /// time, beside the flags it already has.
+    #[test]
+    fn kernel_rx_marks_only_a_full_reply() {
+        let mut full = probe(FULL_LEN, 1, 2, 3);
+        assert!(make_reply(&mut full, 100, || 200));
+        mark_kernel_rx(&mut full);
+        assert_eq!(Probe::parse(&full).unwrap().flags(), FLAG_TIMESTAMPS | FLAG_KERNEL_RX);
+        let mut compact = probe(MIN_LEN, 1, 2, 3);
+        assert!(make_reply(&mut compact, 100, || 200));
+        mark_kernel_rx(&mut compact);
+        assert_eq!(Probe::parse(&compact).unwrap().flags(), 0, "a compact reply has no t2");
+        let mut unanswered = probe(FULL_LEN, 1, 2, 3);
+        mark_kernel_rx(&mut unanswered);
+        assert_eq!(Probe::parse(&unanswered).unwrap().flags(), 0, "a probe is not a reply");
+    }
+
     #[test]
     fn a_reply_is_never_answered() {
         let mut b = probe(MIN_LEN, 1, 2, 3);
