@@ -129,9 +129,23 @@ profile_start() { # profile_start LABEL PID: perf record of PID into PERF_DIR (f
   profiler=$!
 }
 profile_stop() { [ -z "$profiler" ] || { kill -INT "$profiler"; wait "$profiler" || true; profiler=; }; }
+# measured LABEL ONLY PID1 PID2 PID3: measure through node 1 (ONLY "ping": no stream
+# searches), writing the three nodes' CPU while measured: % of one CPU each (utime + stime
+# from /proc), then their sum in seconds.
+measured() {
+  local label=$1 only=$2 t0 c0=() p
+  shift 2
+  t0=$(date +%s.%N); for p in "$@"; do c0+=("$(cpu_ticks "$p")"); done
+  profile_start "$label" "$1"
+  measure n1 10.78.11.2 10.78.12.2 10.78.13.2 "$label" "$only"
+  profile_stop
+  python3 -c 'import os,sys; t=float(sys.argv[1]); hz=os.sysconf("SC_CLK_TCK"); w=float(sys.argv[2])-t
+c=[(int(b)-int(a))/hz for a,b in zip(sys.argv[3:6], sys.argv[6:9])]; print(" ".join(f"{x/w*100:.0f}" for x in c), sum(c))' \
+    "$t0" "$(date +%s.%N)" "${c0[@]}" $(for p in "$@"; do cpu_ticks "$p"; done) >"$tmp/$label-cpu.txt"
+}
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 relays() { # relays LABEL BINARY [BUSY_NODES BUSY_POLL]: the relays, then measure through them
-  local label=$1 rb=$2 busy_nodes=${3:-} busy=${4:-} rpids=() t0 c0=() i extra
+  local label=$1 rb=$2 busy_nodes=${3:-} busy=${4:-} rpids=() i extra
   for i in 1 2 3; do
     extra=()
     [[ " $busy_nodes " == *" $i "* ]] && extra=(--busy-poll "$busy")
@@ -141,14 +155,7 @@ relays() { # relays LABEL BINARY [BUSY_NODES BUSY_POLL]: the relays, then measur
   done
   for i in 1 2 3; do wait_for "$tmp/$label-relay$i.log" "relay listening"; done
   serves n2 10.78.12.2 n3 10.78.13.2 "$label"
-  t0=$(date +%s.%N); for p in "${rpids[@]}"; do c0+=("$(cpu_ticks "$p")"); done
-  profile_start "$label" "${rpids[0]}"
-  measure n1 10.78.11.2 10.78.12.2 10.78.13.2 "$label" "$(only "$label")"
-  profile_stop
-  # Each relay's CPU while measured, in % of one CPU (utime + stime from /proc).
-  python3 -c 'import os,sys; t=float(sys.argv[1]); hz=os.sysconf("SC_CLK_TCK"); w=float(sys.argv[2])-t
-c=[(int(b)-int(a))/hz for a,b in zip(sys.argv[3:6], sys.argv[6:9])]; print(" ".join(f"{x/w*100:.0f}" for x in c), sum(c))' \
-    "$t0" "$(date +%s.%N)" "${c0[@]}" $(for p in "${rpids[@]}"; do cpu_ticks "$p"; done) >"$tmp/$label-cpu.txt"
+  measured "$label" "$(only "$label")" "${rpids[@]}"
   stop_all
   [ -n "$(only "$label")" ] && return 0
   echo "$label: relay on node 1 (summary on stop):"; sed -n '/^relay [0-9a-f]* on/,$p' "$tmp/$label-relay1.log"
@@ -166,7 +173,7 @@ fi
 # recvmmsg on the group sockets, sendmmsg, a 100 ms epoll timeout), "floor1+PART" floor1
 # with one of those (FLOOR_PARTS).
 floors() { # floors LABEL BINARY [--epoll]
-  local label=$1 fb=$2 fpids=() t0 c0=() i j args
+  local label=$1 fb=$2 fpids=() i j args
   for i in 1 2 3; do
     args=(${3:-})
     args+=("10.78.1$i.2" "$i" 7900 "$G,$R")
@@ -176,13 +183,7 @@ floors() { # floors LABEL BINARY [--epoll]
   done
   for i in 1 2 3; do wait_for "$tmp/$label$i.log" "floor listening"; done
   serves n2 10.78.12.2 n3 10.78.13.2 "$label"
-  t0=$(date +%s.%N); for p in "${fpids[@]}"; do c0+=("$(cpu_ticks "$p")"); done
-  profile_start "$label" "${fpids[0]}"
-  measure n1 10.78.11.2 10.78.12.2 10.78.13.2 "$label" ping
-  profile_stop
-  python3 -c 'import os,sys; t=float(sys.argv[1]); hz=os.sysconf("SC_CLK_TCK"); w=float(sys.argv[2])-t
-c=[(int(b)-int(a))/hz for a,b in zip(sys.argv[3:6], sys.argv[6:9])]; print(" ".join(f"{x/w*100:.0f}" for x in c), sum(c))' \
-    "$t0" "$(date +%s.%N)" "${c0[@]}" $(for p in "${fpids[@]}"; do cpu_ticks "$p"; done) >"$tmp/$label-cpu.txt"
+  measured "$label" ping "${fpids[@]}"
   stop_all
 }
 if command -v gcc >/dev/null; then

@@ -70,6 +70,12 @@ pub struct LocalView<'a> {
     pub rate: &'a mut RateCap,
 }
 
+/// Whether the relay at `me` carries a group at `now_ns`: with `force` always; otherwise
+/// when it has the lowest address among its live segment mates (`Mates::designated`).
+pub fn carries(mates: &Mates, me: SocketAddrV4, force: bool, now_ns: u64) -> bool {
+    force || mates.designated(me, now_ns, MATE_TTL_NS)
+}
+
 /// Judges `data`, heard from `src` at `now_ns` (monotonic).
 pub fn judge(v: &mut LocalView<'_>, src: SocketAddrV4, data: &[u8], now_ns: u64) -> Local {
     if src == v.me {
@@ -95,7 +101,7 @@ pub fn judge(v: &mut LocalView<'_>, src: SocketAddrV4, data: &[u8], now_ns: u64)
     if !v.relaying {
         return Local::Checking;
     }
-    if !v.force && !v.mates.designated(v.me, now_ns, MATE_TTL_NS) {
+    if !carries(v.mates, v.me, v.force, now_ns) {
         return Local::Passive;
     }
     if data.len() > MAX_PAYLOAD {

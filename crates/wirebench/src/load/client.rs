@@ -129,7 +129,8 @@ async fn join(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<bo
     let Ok(ws) = ws else {
         Stats::bump(&stats.failed);
         // never connected: the schedule it was to begin at its join time is lost
-        super::health::on_client_failed(stats, join_ns + cfg.arrivals.first(&mut rng_for(cfg.seed, id)));
+        let first = ClientSchedule::new(rng_for(cfg.seed, id), cfg.arrivals, join_ns, plan.end_ns).next_ns();
+        super::health::on_client_failed(stats, first);
         return None;
     };
     // Mark, then stamp: see wirebench_core::load::delivery.

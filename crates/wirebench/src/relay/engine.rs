@@ -405,7 +405,7 @@ impl Relay<'_> {
     }
 
     fn carries(&self, g: &Group, now: u64) -> bool {
-        self.cfg.force || g.mates.designated(self.cfg.me, now, MATE_TTL_NS)
+        wirebench_core::relay::local::carries(&g.mates, self.cfg.me, self.cfg.force, now)
     }
 
     /// Sends a probe into every group from the relay port: relays on this segment hear it.
