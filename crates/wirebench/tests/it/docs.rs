@@ -324,3 +324,23 @@ fn relative_links_in_the_docs_resolve() {
     }
     assert!(broken.is_empty(), "{broken:#?}");
 }
+
+/// The pages stay readable in one sitting: the architecture a map, each mode's page a manual
+/// and the benchmarks one page of current results (history lives in git).
+#[test]
+fn pages_stay_within_their_length_budgets() {
+    let mut over = Vec::new();
+    for (path, text) in pages() {
+        let budget = match path.as_str() {
+            "ARCHITECTURE.md" => 150,
+            "docs/benchmarks.md" => 400,
+            p if p.starts_with("docs/modes/") => 250,
+            _ => continue,
+        };
+        let lines = text.lines().count();
+        if lines >= budget {
+            over.push(format!("{path}: {lines} lines, budget under {budget}"));
+        }
+    }
+    assert!(over.is_empty(), "pages over their budget:\n{}", over.join("\n"));
+}
