@@ -14,6 +14,9 @@
 #                                                      #   shipped and --no-hiccup ("/ before")
 #   PERF=1 bench/load-floor.sh                         # + system calls and context switches per
 #                                                      #   event (perf stat) for every generator
+#   ROUNDS=3 SIZES="1000 2000" bench/load-floor.sh     # every point three times, the generators'
+#                                                      #   order rotated each round: medians, and
+#                                                      #   wb / floor per round
 #
 # Generators per point: floor, wb (wirebench load as shipped, with its stall meter),
 # wb-nohiccup (--no-hiccup: the stall meter's 1,000 wake-ups/s left out, like for like with
@@ -24,6 +27,7 @@ cd "$(dirname "$0")/.."
 DUR=${DUR:-10}
 SIZES=${SIZES:-"1000 2000 10000"}
 BEFORE=${BEFORE:-}
+ROUNDS=${ROUNDS:-1}
 PORT=${PORT:-18185}
 OUT=${OUT:-target/bench-load-floor}
 mkdir -p "$OUT"
@@ -49,7 +53,8 @@ start_server() {
 stop_server() {
     kill -INT "$SERVER" 2>/dev/null || true
     wait "$SERVER" 2>/dev/null || true
-    tail -1 "$OUT/server.log" > "$OUT/$1.server"
+    # The room's stop line, folded at 100 columns, joined back into one.
+    awk '/^room: received/ { s = "" } { s = s " " $0 } END { print s }' "$OUT/server.log" > "$OUT/$1.server"
     SERVER=""
 }
 trap '[ -n "$SERVER" ] && kill -INT $SERVER 2>/dev/null; true' EXIT
@@ -57,7 +62,7 @@ trap '[ -n "$SERVER" ] && kill -INT $SERVER 2>/dev/null; true' EXIT
 # perf stat around /usr/bin/time around the generator (perf's own CPU is not in the figure).
 EVENTS=raw_syscalls:sys_enter,context-switches,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_recvfrom,syscalls:sys_enter_sendto
 run() {
-    local gen=$1 n=$2 name="$1-$2"; shift 2
+    local gen=$1 n=$2 name="$1-$2-r$round"; shift 2
     local wrap=()
     [ -n "${PERF:-}" ] && wrap=(perf stat -x, -o "$OUT/$name.perf" -e "$EVENTS" --)
     start_server
@@ -69,29 +74,39 @@ run() {
 wb() { # wirebench load as bench/load.sh runs it: GEN BINARY [extra flags]
     local gen=$1 bin=$2; shift 2
     run "$gen" "$n" "$bin" load "ws://127.0.0.1:$PORT/rooms/$gen-$n" --clients "$n" --rate 2/s \
-        --duration "${DUR}s" --ramp "${ramp}s" --room-size 5 --size '*=128' -q --json "$OUT/$gen-$n.json" "$@"
+        --duration "${DUR}s" --ramp "${ramp}s" --room-size 5 --size '*=128' -q \
+        --json "$OUT/$gen-$n-r$round.json" "$@"
 }
-for n in $SIZES; do
-    ramp=$(( n / 2000 > 2 ? n / 2000 : 2 )) # bench/load.sh's ramp: 2,000 handshakes/s
-    run floor "$n" "$OUT/floor" 127.0.0.1 "$PORT" "/rooms/floor-$n" "$n" 2 "$DUR" "$ramp" 5 128
-    wb wb "$WB"
-    wb wb-nohiccup "$WB" --no-hiccup
-    if [ -n "$BEFORE" ]; then
-        wb before "$BEFORE"
-        wb before-nohiccup "$BEFORE" --no-hiccup
-    fi
+gens=(floor wb wb-nohiccup)
+[ -n "$BEFORE" ] && gens+=(before before-nohiccup)
+point() { # GEN: one generator at the current size
+    case $1 in
+        floor) run floor "$n" "$OUT/floor" 127.0.0.1 "$PORT" "/rooms/floor-$n" "$n" 2 "$DUR" "$ramp" 5 128 ;;
+        wb) wb wb "$WB" ;;
+        wb-nohiccup) wb wb-nohiccup "$WB" --no-hiccup ;;
+        before) wb before "$BEFORE" ;;
+        before-nohiccup) wb before-nohiccup "$BEFORE" --no-hiccup ;;
+    esac
+}
+for round in $(seq "$ROUNDS"); do
+    for n in $SIZES; do
+        ramp=$(( n / 2000 > 2 ? n / 2000 : 2 )) # bench/load.sh's ramp: 2,000 handshakes/s
+        k=$(( (round - 1) % ${#gens[@]} ))    # rotate: each generator goes first in turn
+        for g in "${gens[@]:k}" "${gens[@]:0:k}"; do point "$g"; done
+    done
 done
 trap - EXIT
 
-python3 - "$OUT" "$DUR" "$SIZES" <<'PY'
-import json, os, re, sys
-out, dur, sizes = sys.argv[1], int(sys.argv[2]), [int(s) for s in sys.argv[3].split()]
+python3 - "$OUT" "$DUR" "$SIZES" "$ROUNDS" <<'PY'
+import json, os, re, statistics, sys
+out, dur, sizes, rounds = sys.argv[1], int(sys.argv[2]), [int(s) for s in sys.argv[3].split()], int(sys.argv[4])
 def read(p):
     return open(p).read() if os.path.exists(p) else ""
-rows, cpu = [], {}
+rows, cpu, per_round = [], {}, {}
 for n in sizes:
+  for rnd in range(1, rounds + 1):
     for gen in ["floor", "wb", "wb-nohiccup", "before", "before-nohiccup"]:
-        name = f"{gen}-{n}"
+        name = f"{gen}-{n}-r{rnd}"
         if not os.path.exists(f"{out}/{name}.time"):
             continue
         t = read(f"{out}/{name}.time").split()
@@ -99,24 +114,23 @@ for n in sizes:
         if gen == "floor":
             m = re.search(r"floor-result (.*)", read(f"{out}/{name}.log"))
             if not m:
-                rows.append([gen, n, "no result"]); continue
+                rows.append([gen, n, f"no result (round {rnd})"]); continue
             r = dict(kv.split("=") for kv in m.group(1).split())
             sent, recv = int(r["sent"]), int(r["received"])
             p50, p99 = float(r["p50_ms"]), float(r["p99_ms"])
         else:
             if not os.path.exists(f"{out}/{name}.json"):
-                rows.append([gen, n, "no result"]); continue
+                rows.append([gen, n, f"no result (round {rnd})"]); continue
             r = json.load(open(f"{out}/{name}.json"))["results"]
             sent, recv = r["sent"], r["received"]
             v = {p["p"]: p["ns"] for p in r["overall"]["delay"]["summary"]["percentiles"]}
             p50, p99 = v.get(50.0, 0) / 1e6, v.get(99.0, 0) / 1e6
         us = secs * 1e6 / max(sent + recv, 1)
-        cpu[(gen, n)] = us
         srv = read(f"{out}/{name}.server")
         m = re.search(r"received (\d+) sent (\d+)", srv)
         room = f"{m.group(1)} / {m.group(2)}" if m else "-"
-        check = "yes" if m and int(m.group(1)) == sent and int(m.group(2)) == recv else "NO"
-        m = re.search(r"([0-9.]+) us per message event", srv)
+        agree = bool(m) and int(m.group(1)) == sent and int(m.group(2)) == recv
+        m = re.search(r"([0-9.]+) us per message\s+event", srv)
         perf = ""
         if os.path.exists(f"{out}/{name}.perf"):
             c = {}
@@ -130,22 +144,37 @@ for n in sizes:
                     f"{g('syscalls:sys_enter_recvfrom'):.2f} / {g('syscalls:sys_enter_sendto'):.2f} / "
                     f"{g('context-switches'):.2f}")
         ramp = max(n // 2000, 2)  # as above; client i sends from ramp * i / n to ramp + DUR
-        rows.append([gen, n, f"{us:.2f}", "", "", f"{sent} / {round(2 * n * (dur + ramp / 2))}", f"{sent} / {recv}", room, check,
-                     f"{p50:.3f}", f"{p99:.3f}", f"{rss_kb / n:.1f}", m.group(1) if m else "-", perf,
-                     read(f"{out}/{name}.load").split()[0]])
+        per_round.setdefault((gen, n), []).append(dict(
+            rnd=rnd, us=us, sends=f"{sent} / {round(2 * n * (dur + ramp / 2))}", gen_counts=f"{sent} / {recv}",
+            room=room, agree=agree, p50=p50, p99=p99, rss=rss_kb / n, room_us=float(m.group(1)) if m else None,
+            perf=perf, load=float(read(f"{out}/{name}.load").split()[0])))
+med = statistics.median
+for (gen, n), runs in per_round.items():
+    cpu[(gen, n)] = {r["rnd"]: r["us"] for r in runs}
 against = {"wb": "before", "wb-nohiccup": "before-nohiccup"}
-for r in rows:
-    f = cpu.get(("floor", r[1]))
-    if len(r) > 3 and f:
-        r[3] = f"{float(r[2]) / f:.2f}"
-    b = cpu.get((against.get(r[0]), r[1]))
-    if len(r) > 4 and b:
-        r[4] = f"{float(r[2]) / b:.2f}"
-print(f"load-floor: {dur} s per point, rooms of 5, 2 msg/s per client, 128 B, the collab-ide mix")
-print("| generator | clients | CPU µs/event | / floor | / before | sends (made / intended) | generator sent / received "
-      "| room received / sent | counts agree | delay p50 ms | delay p99 ms | RSS KB/client | room CPU µs/event "
-      "| syscalls / epoll_wait / recvfrom / sendto / context switches per event | load avg (1 min) |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+def ratio(gen, n, base):
+    """Per round: gen / base in the same round, and their median."""
+    a, b = cpu.get((gen, n), {}), cpu.get((base, n), {})
+    by = [a[k] / b[k] for k in sorted(a) if k in b and b[k] > 0]
+    return (f"{med(by):.2f}" if by else ""), " ".join(f"{x:.2f}" for x in by)
+for (gen, n), runs in per_round.items():
+    last = runs[-1]
+    f_med, f_by = ratio(gen, n, "floor")
+    b_med, _ = ratio(gen, n, against.get(gen, ""))
+    room_us = [r["room_us"] for r in runs if r["room_us"] is not None]
+    rows.append([gen, n, f"{med(r['us'] for r in runs):.2f}", f_med if gen != "floor" else "1.00",
+                 f_by if gen != "floor" else "", b_med, last["sends"], last["gen_counts"], last["room"],
+                 "yes" if all(r["agree"] for r in runs) else "NO", f"{med(r['p50'] for r in runs):.3f}",
+                 f"{med(r['p99'] for r in runs):.3f}", f"{med(r['rss'] for r in runs):.1f}",
+                 f"{med(room_us):.2f}" if room_us else "-", last["perf"],
+                 " ".join(f"{r['load']:.2f}" for r in runs)])
+print(f"load-floor: {dur} s per point, rooms of 5, 2 msg/s per client, 128 B, the collab-ide mix, "
+      f"{rounds} round(s): medians; counts of the last round; counts agree only if every round's do")
+print("| generator | clients | CPU µs/event | / floor | / floor by round | / before | sends (made / intended) "
+      "| generator sent / received | room received / sent | counts agree | delay p50 ms | delay p99 ms "
+      "| RSS KB/client | room CPU µs/event "
+      "| syscalls / epoll_wait / recvfrom / sendto / context switches per event | load avg (1 min) by round |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     print("| " + " | ".join(str(x) for x in r) + " |")
 PY

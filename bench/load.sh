@@ -115,7 +115,8 @@ start_server() {
 stop_server() {
     kill -INT "$SERVER" 2>/dev/null || true
     wait "$SERVER" 2>/dev/null || true
-    tail -1 "$OUT/server.log" > "$OUT/$1.server"
+    # The room's stop line, folded at 100 columns, joined back into one (the Go room's is one).
+    awk '/^room: received/ { s = "" } { s = s " " $0 } END { print s }' "$OUT/server.log" > "$OUT/$1.server"
     SERVER=""
 }
 trap '[ -n "$SERVER" ] && kill -INT $SERVER 2>/dev/null; true' EXIT
@@ -163,7 +164,7 @@ def load(name):
     return open(p).read().split()[0] if os.path.exists(p) else ""
 def server_us(name):
     p = f"{out}/{name}.server"
-    m = re.search(r"([0-9.]+) us per message event", open(p).read()) if os.path.exists(p) else None
+    m = re.search(r"([0-9.]+) us per message\s+event", open(p).read()) if os.path.exists(p) else None
     return m.group(1) if m else "-"
 rows, notes, cpu = [], [], {}
 for srv in servers:
