@@ -85,6 +85,12 @@ impl fmt::Display for Span {
     }
 }
 
+/// A duration in whole nanoseconds, saturating at `u64::MAX` (some 584 years), the unit
+/// every time in core is counted in.
+pub fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// `1500000` ns -> `"1.5ms"`: the shortest unit that keeps the number readable.
 pub fn humanize_ns(ns: u128) -> String {
     #[expect(clippy::cast_precision_loss, reason = "display only")]
@@ -247,6 +253,13 @@ impl fmt::Display for BitRate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nanos_counts_whole_nanoseconds_and_saturates() {
+        assert_eq!(nanos(Duration::from_micros(1_500)), 1_500_000);
+        assert_eq!(nanos(Duration::from_secs(u64::MAX / 1_000_000_000)), u64::MAX / 1_000_000_000 * 1_000_000_000);
+        assert_eq!(nanos(Duration::MAX), u64::MAX, "past u64::MAX ns it saturates");
+    }
 
     #[test]
     fn spans() {

@@ -3,6 +3,7 @@
 
 use std::sync::OnceLock;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use wirebench_core::units::nanos;
 
 /// A source of monotonic nanoseconds. Engines read time only through this, so tests can
 /// run them on a virtual clock.
@@ -31,14 +32,14 @@ impl Default for MonoClock {
 impl Clock for MonoClock {
     #[inline]
     fn now_ns(&self) -> u64 {
-        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        nanos(self.origin.elapsed())
     }
 }
 
 /// Wall clock, ns since the Unix epoch.
 #[inline]
 pub fn wall_now_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, nanos)
 }
 
 /// Wall clock minus `clock`, sampled once: adding it to a monotonic time gives that

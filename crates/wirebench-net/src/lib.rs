@@ -59,5 +59,5 @@ pub use error::NetError;
 /// Waits up to `timeout` for `fd` to become readable (`ppoll`, nanosecond resolution).
 /// True if it is.
 pub fn wait_readable(fd: &impl std::os::fd::AsFd, timeout: std::time::Duration) -> std::io::Result<bool> {
-    wait::readable(fd, u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX))
+    wait::readable(fd, wirebench_core::units::nanos(timeout))
 }

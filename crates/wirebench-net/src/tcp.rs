@@ -4,6 +4,7 @@
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
+use wirebench_core::units::nanos;
 
 use wirebench_core::wire::Kind;
 use wirebench_core::wire::control::{self, Control};
@@ -56,7 +57,7 @@ impl TcpProbeIo {
             stream,
             peer,
             wait,
-            timeout_ns: u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX),
+            timeout_ns: nanos(timeout),
             clock: MonoClock::default(),
             lead: wait::Lead::default(),
             buf: vec![0; 2 * probe::MAX_LEN].into_boxed_slice(),

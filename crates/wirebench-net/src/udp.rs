@@ -6,6 +6,7 @@ mod stamped;
 use std::io::{self, ErrorKind};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::time::Duration;
+use wirebench_core::units::nanos;
 
 use crate::clock::{Clock, MonoClock};
 use crate::io::{ProbeIo, Received, Stamp, Support};
@@ -83,7 +84,7 @@ impl UdpProbeIo {
             Wait::Spin => opt("O_NONBLOCK", sock.set_nonblocking(true))?,
             Wait::Block => opt("SO_RCVTIMEO", sock.set_read_timeout(Some(timeout.max(Duration::from_micros(1)))))?,
         }
-        let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        let timeout_ns = nanos(timeout);
         Ok(Self {
             sock,
             dest,

@@ -16,6 +16,7 @@ use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
 use std::time::Duration;
+use wirebench_core::units::nanos;
 
 use serde::Serialize;
 use wirebench_report::screen::Detail;
@@ -199,7 +200,7 @@ fn measure_stalls(d: Duration, stop: &std::sync::atomic::AtomicBool) -> Option<S
         return None;
     }
     let t0 = wirebench_net::timer::mono_now_ns();
-    let until = t0.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    let until = t0.saturating_add(nanos(d));
     let h = crate::stall::record_until(INTERVAL_NS, stop, until).finish();
     // The one percentile definition (HdrHistogram Java's), as `wirebench hiccup` reports.
     let at = |q: f64| wirebench_core::latency::value_at_percentile(&h.histogram, q * 100.0);

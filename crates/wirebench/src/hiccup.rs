@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::time::SystemTime;
+use wirebench_core::units::nanos;
 
 use wirebench_core::latency::DEFAULT_PERCENTILES;
 use wirebench_core::report::{Attribution, Outcome, Report, Results};
@@ -38,7 +39,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     }
     let started = SystemTime::now();
     let t0 = mono_now_ns();
-    let until = t0.saturating_add(u64::try_from(a.duration.0.as_nanos()).unwrap_or(u64::MAX));
+    let until = t0.saturating_add(nanos(a.duration.0));
     let out = &mut *ctx.out;
     // From 2 s on: a bar on a terminal, a plain line every 5 s otherwise (as ping's).
     let progress = crate::progress::Progress::start(

@@ -19,6 +19,7 @@ use std::io::Write;
 use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
+use wirebench_core::units::nanos;
 
 use anyhow::Context as _;
 use socket2::{Domain, Protocol, Socket, Type};
@@ -175,7 +176,7 @@ fn check(a: &Args) -> Result<Budget, UsageError> {
     Ok(Budget {
         max_live: a.max_publishers.as_usize(),
         max_finished: a.max_publishers.as_usize(),
-        idle_ns: u64::try_from(a.idle_expiry.0.as_nanos()).unwrap_or(u64::MAX),
+        idle_ns: nanos(a.idle_expiry.0),
     })
 }
 
@@ -365,7 +366,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let mut buf = vec![0u8; SLOTS * SLOT];
     let mut slots = [Batch::EMPTY; SLOTS];
     let mut rx_state = Received { table: Table::new(budget), foreign: 0, total: 0 };
-    let interval_ns = u64::try_from(interval(a).as_nanos()).unwrap_or(u64::MAX);
+    let interval_ns = nanos(interval(a));
     let mut next_report = start_ns + interval_ns;
     let detail = a.output.detail();
     let log_to = log.as_mut().map(|f| f as &mut dyn Write);
@@ -412,7 +413,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let (done, totals) = rx_state.finish(&wake);
     let runs = totals.wake.as_ref().and_then(RunSizes::of);
     say_totals(a, ctx, &totals)?;
-    let elapsed_ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let elapsed_ns = nanos(t0.elapsed());
     let report = report_of(a, ctx, &done, totals, (interval_ns, budget.idle_ns), started, elapsed_ns);
     let missing = done.iter().map(|(_, c, _)| c.expected.saturating_sub(c.received)).sum();
     let mut attribution = crate::stall::attribution(meter).unwrap_or_default();

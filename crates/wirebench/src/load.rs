@@ -37,6 +37,7 @@ pub mod workers;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
+use wirebench_core::units::nanos;
 
 use anyhow::Context as _;
 pub use config::Config;
@@ -220,7 +221,7 @@ fn plan_of(cfg: &Config, started: SystemTime) -> Plan {
     let t0 = Instant::now();
     let wall0_ns =
         u64::try_from(started.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos())).unwrap_or(0);
-    let end_ns = u64::try_from((cfg.ramp + cfg.duration).as_nanos()).unwrap_or(u64::MAX);
+    let end_ns = nanos(cfg.ramp + cfg.duration);
     let link_delay = cfg.link_up.map_or(0, |l| l.delay_ns) + cfg.link_down.map_or(0, |l| l.delay_ns);
     let quit_ns = end_ns + 500_000_000 + 2 * link_delay;
     Plan { cfg: cfg.clone(), t0, wall0_ns, end_ns, quit_ns }
@@ -439,9 +440,9 @@ impl Frame<'_> {
         let mut results = results::results(self.cfg, self.plan, self.stats, series, cpu, elapsed, self.room_in_process);
         let rec = self.stats.merged(self.cfg.mix.types().len());
         let partial = (rec.second_sent, (rec.second_slip_sum, rec.second_slip_max));
-        let wall_ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        let wall_ns = nanos(elapsed);
         // the measured window: to the end of sending, or the stop
-        let (end_ns, ramp_ns) = (self.plan.end_ns, u64::try_from(self.cfg.ramp.as_nanos()).unwrap_or(u64::MAX));
+        let (end_ns, ramp_ns) = (self.plan.end_ns, nanos(self.cfg.ramp));
         let account = self.stats.generator.schedule(
             self.cfg.arrivals,
             results.sent,
@@ -452,13 +453,7 @@ impl Frame<'_> {
         results.generator = Some(seconds.health(&results, partial, account, runtime_cpu, wall_ns, secs));
         Report {
             schema_version: wirebench_core::report::SCHEMA_VERSION,
-            meta: crate::host::meta_to(
-                &self.argv,
-                self.started,
-                u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX),
-                Some(self.cfg.addr),
-                None,
-            ),
+            meta: crate::host::meta_to(&self.argv, self.started, nanos(elapsed), Some(self.cfg.addr), None),
             config: self.cfg.to_json(),
             outcome,
             results: Results::Load(results),

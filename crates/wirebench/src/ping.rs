@@ -20,6 +20,7 @@ use std::net::SocketAddrV4;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
+use wirebench_core::units::nanos;
 
 use anyhow::{Context as _, anyhow};
 pub use config::{Config, Target};
@@ -174,11 +175,11 @@ fn engine_config(cfg: &Config, clock: &MonoClock) -> EngineConfig {
         pacing: cfg.pacing,
         warmup: cfg.warmup,
         stop: cfg.stop,
-        timeout_ns: u64::try_from(cfg.timeout.as_nanos()).unwrap_or(u64::MAX),
+        timeout_ns: nanos(cfg.timeout),
         multicast: matches!(cfg.target, Target::Multicast(_)),
         expect_responders: cfg.responders,
         wall_minus_mono: wall_minus_mono(clock),
-        silence_ns: u64::try_from(cfg.give_up_after.as_nanos()).unwrap_or(u64::MAX),
+        silence_ns: nanos(cfg.give_up_after),
         intervals: cfg.hlog.is_some(),
         cpu_probe: wirebench_net::pin::current_cpu,
         stamp: cfg.stamp.as_ref().map(config::StampCfg::sender),
@@ -275,7 +276,7 @@ pub fn measure(cfg: &Config, ctx: &Ctx<'_>) -> anyhow::Result<Measured> {
         // whether the interface toward the target could give hardware stamps, and does
         attribution.notes.extend(ifaces.first().map(|i| wirebench_net::hwstamp::note(i)));
     }
-    let duration_ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let duration_ns = nanos(t0.elapsed());
     let mut report = Report {
         schema_version: wirebench_core::report::SCHEMA_VERSION,
         meta: crate::host::meta_to(&ctx.argv, started, duration_ns, Some(cfg.target.addr()), cfg.interface.as_deref()),

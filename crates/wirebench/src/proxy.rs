@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
+use wirebench_core::units::nanos;
 
 use anyhow::Context as _;
 pub use args::Args;
@@ -130,7 +131,7 @@ impl Proxy {
 
     /// Time since the start, ns.
     fn elapsed_ns(&self) -> u64 {
-        u64::try_from(self.t0.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        nanos(self.t0.elapsed())
     }
 
     /// Stops forwarding and returns the results (the last partial interval included when

@@ -30,6 +30,7 @@ mod stats;
 use std::net::SocketAddrV4;
 use std::path::PathBuf;
 use std::time::SystemTime;
+use wirebench_core::units::nanos;
 
 use wirebench_core::report::{Outcome, Report, Results};
 use wirebench_core::units::{MsgRate, Span};
@@ -111,7 +112,7 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
     let results = engine::run(&cfg, ctx)?;
     let report = Report {
         schema_version: wirebench_core::report::SCHEMA_VERSION,
-        meta: crate::host::meta(&ctx.argv, started, u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX)),
+        meta: crate::host::meta(&ctx.argv, started, nanos(t0.elapsed())),
         config: serde_json::json!({
             "groups": cfg.groups.iter().map(ToString::to_string).collect::<Vec<_>>(),
             "listen": cfg.listen.to_string(),
@@ -121,8 +122,8 @@ pub fn run(a: &Args, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
             "ttl": cfg.ttl,
             "check": cfg.check,
             "force": cfg.force,
-            "busy_poll_ns": u64::try_from(cfg.busy_poll.as_nanos()).unwrap_or(u64::MAX),
-            "peer_expiry_ns": u64::try_from(cfg.peer_expiry.as_nanos()).unwrap_or(u64::MAX),
+            "busy_poll_ns": nanos(cfg.busy_poll),
+            "peer_expiry_ns": nanos(cfg.peer_expiry),
         }),
         outcome: if ctx.shutdown.is_set() { Outcome::Interrupted } else { Outcome::Completed },
         results: Results::Relay(results),

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use wirebench_core::units::nanos;
 
 use anyhow::Context as _;
 use wirebench_core::hiccup::{HiccupRecorder, Hiccups, MAX_INTERVAL_NS, MIN_INTERVAL_NS};
@@ -50,7 +51,7 @@ impl HiccupArgs {
 
 /// An interval in ns, checked against the meter's range; `flag` names it in the error.
 pub(crate) fn checked_interval(flag: &str, span: Span) -> Result<u64, UsageError> {
-    let ns = u64::try_from(span.0.as_nanos()).unwrap_or(u64::MAX);
+    let ns = nanos(span.0);
     if !(MIN_INTERVAL_NS..=MAX_INTERVAL_NS).contains(&ns) {
         return Err(UsageError(format!("{flag} {span} is outside 10us..=1s")));
     }

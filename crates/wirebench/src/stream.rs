@@ -43,6 +43,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Instant, SystemTime};
+use wirebench_core::units::nanos;
 
 pub use config::Config;
 use wirebench_core::report::{Outcome, Report, Results, StreamDirection, StreamResults, Transport};
@@ -216,7 +217,7 @@ pub fn measure(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<Report> {
         meta: crate::host::meta_to(
             &ctx.argv,
             started,
-            u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX),
+            nanos(t0.elapsed()),
             cfg.group.map(SocketAddr::V4).or_else(|| cfg.targets.first().copied()),
             cfg.interface.as_deref(),
         ),

@@ -125,7 +125,7 @@ pub fn span_ns(what: &str, s: &str) -> Result<u64, SpecError> {
         return Err(bad(what, s, "cannot be negative"));
     }
     let d: Span = s.parse().map_err(|e| SpecError(format!("{what}: {e}")))?;
-    Ok(u64::try_from(d.0.as_nanos()).unwrap_or(u64::MAX))
+    Ok(crate::units::nanos(d.0))
 }
 
 /// How packets are lost.

@@ -29,7 +29,7 @@ impl FromStr for Link {
         let r = r.trim();
         let rate = if r == "0" || r.is_empty() { None } else { Some(r.parse::<BitRate>()?) };
         let delay_ns = match d {
-            Some(d) => u64::try_from(d.parse::<Span>()?.0.as_nanos()).unwrap_or(u64::MAX),
+            Some(d) => crate::units::nanos(d.parse::<Span>()?.0),
             None => 0,
         };
         Ok(Self { rate, delay_ns })

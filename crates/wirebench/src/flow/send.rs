@@ -3,6 +3,7 @@
 use std::io::{self, Write};
 use std::net::{TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
+use wirebench_core::units::nanos;
 
 use serde::Serialize;
 use wirebench_core::generator::{SlipSecond, SlipSeries};
@@ -311,10 +312,7 @@ pub fn run_paced(out: &mut dyn Out, spec: &SendSpec, stop: &AtomicBool, behind: 
         if let Some(s) = schedule {
             let due = s.intended(seq).saturating_add(moved_ns);
             // Never wait past the run's deadline for a send that would come after it.
-            let end = spec
-                .stop
-                .deadline
-                .map_or(u64::MAX, |d| start.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)));
+            let end = spec.stop.deadline.map_or(u64::MAX, |d| start.saturating_add(nanos(d)));
             sent.sleeps += wait_until(&clock, mono_off, due.min(end), stop, &mut waiter);
             if stop.load(Ordering::Relaxed) || spec.stop.reached(seq, clock.now_ns() - start) {
                 break;

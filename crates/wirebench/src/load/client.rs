@@ -15,6 +15,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+use wirebench_core::units::nanos;
 
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -50,7 +51,7 @@ pub struct Plan {
 impl Plan {
     /// Now, ns after `t0`.
     pub fn now_ns(&self) -> u64 {
-        u64::try_from(self.t0.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        nanos(self.t0.elapsed())
     }
 
     /// The instant `ns` after `t0`.

@@ -4,6 +4,7 @@
 use std::net::{SocketAddr, ToSocketAddrs as _};
 use std::path::PathBuf;
 use std::time::Duration;
+use wirebench_core::units::nanos;
 
 use serde::Deserialize;
 use wirebench_core::load::{Arrivals, EventType, Link, Mix, Threshold};
@@ -402,8 +403,8 @@ impl Config {
             "url": self.url,
             "clients": self.clients,
             "rate_per_client": self.rate.per_sec(),
-            "duration_ns": u64::try_from(self.duration.as_nanos()).unwrap_or(u64::MAX),
-            "ramp_ns": u64::try_from(self.ramp.as_nanos()).unwrap_or(u64::MAX),
+            "duration_ns": nanos(self.duration),
+            "ramp_ns": nanos(self.ramp),
             "room_size": self.room_size,
             "arrivals": self.arrivals.name(),
             "mix": self.mix.types().iter().map(|t| serde_json::json!({

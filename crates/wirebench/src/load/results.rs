@@ -2,6 +2,7 @@
 //! `wirebench_core::load::results::build`.
 
 use std::time::Duration;
+use wirebench_core::units::nanos;
 
 use wirebench_core::load::results::{Shape, build};
 use wirebench_core::report::{LoadResults, LoadSecond};
@@ -32,7 +33,7 @@ pub(super) fn results(
         link_up: cfg.link_up,
         link_down: cfg.link_down,
         end_ns: plan.end_ns,
-        ramp_ns: u64::try_from(cfg.ramp.as_nanos()).unwrap_or(u64::MAX),
+        ramp_ns: nanos(cfg.ramp),
     };
     let rec = stats.merged(cfg.mix.types().len());
     let (deliveries, replies) = stats.book.tally();
@@ -42,7 +43,7 @@ pub(super) fn results(
         (&deliveries, &replies),
         stats.counts(),
         series,
-        u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX),
+        nanos(elapsed),
         cpu,
         crate::limits::max_rss_bytes(),
         room_in_process,

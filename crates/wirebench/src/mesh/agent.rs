@@ -13,6 +13,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
+use wirebench_core::units::nanos;
 
 use anyhow::Context as _;
 use wirebench_core::auth::Key;
@@ -138,7 +139,7 @@ impl Agent {
         let opts = Options { default_port: listen.port(), refresh: cfg.refresh, kube: cfg.kube.clone() };
         let board = discovery::spawn(cfg.sources.clone(), &opts, &shutdown, runtime.handle(), log);
         board.feed(known);
-        let window_ns = u64::try_from(cfg.window.as_nanos()).unwrap_or(u64::MAX);
+        let window_ns = nanos(cfg.window);
         let shared = Arc::new(Shared::new(
             me.clone(),
             window_ns,

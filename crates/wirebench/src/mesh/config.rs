@@ -4,6 +4,7 @@
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
 use std::time::Duration;
+use wirebench_core::units::nanos;
 
 use wirebench_core::mesh::api::Proto;
 use wirebench_core::mesh::peer::check_label;
@@ -389,7 +390,7 @@ impl StatusConfig {
             token: crate::auth::read(a.token.as_ref(), a.token_file.as_ref())?,
             thresholds: Thresholds {
                 max_loss: a.max_loss / 100.0,
-                max_p99_ns: u64::try_from(a.max_p99.0.as_nanos()).unwrap_or(u64::MAX),
+                max_p99_ns: nanos(a.max_p99.0),
                 min_probes: a.min_probes.0,
             },
             json: a.json.clone(),

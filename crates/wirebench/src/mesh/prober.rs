@@ -30,6 +30,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::Duration;
+use wirebench_core::units::nanos;
 
 use wirebench_core::auth::Key;
 use wirebench_core::mesh::api::{NodeRef, Proto};
@@ -235,11 +236,7 @@ pub fn spawn(
     // itself follows the plan's interval, set at each re-plan).
     let mut sched = Schedule::new();
     sched.pacer.set_slot(1, now + rng.next_u64() % SEND_SLOT_NS);
-    let windows = Windows {
-        start_ns: now,
-        len_ns: u64::try_from(cfg.window.as_nanos()).unwrap_or(u64::MAX),
-        timeout_ns: u64::try_from(cfg.timeout.as_nanos()).unwrap_or(u64::MAX),
-    };
+    let windows = Windows { start_ns: now, len_ns: nanos(cfg.window), timeout_ns: nanos(cfg.timeout) };
     // The error estimate STAMP test packets carry, as `ping stamp://` sends it.
     let stamp_template = wire_stamp::Sender {
         key: cfg.stamp_key.clone(),

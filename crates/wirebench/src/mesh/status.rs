@@ -16,6 +16,7 @@
 use std::cell::Cell;
 use std::io::IsTerminal as _;
 use std::time::SystemTime;
+use wirebench_core::units::nanos;
 
 use futures_util::{Stream, StreamExt as _};
 use hyper::Uri;
@@ -159,7 +160,7 @@ pub fn run(args: &StatusArgs, ctx: &mut Ctx<'_>) -> anyhow::Result<u8> {
     let code = exit_code(&results);
     let report = Report {
         schema_version: SCHEMA_VERSION,
-        meta: crate::host::meta(&ctx.argv, started, u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX)),
+        meta: crate::host::meta(&ctx.argv, started, nanos(t0.elapsed())),
         config: serde_json::json!({
             "agents": cfg.agents.iter().map(ToString::to_string).collect::<Vec<_>>(),
             "prometheus": cfg.prometheus.as_ref().map(ToString::to_string),

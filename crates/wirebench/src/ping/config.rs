@@ -4,6 +4,7 @@
 use std::net::{SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
 use std::time::Duration;
+use wirebench_core::units::nanos;
 
 use serde::Serialize;
 use wirebench_core::latency::DEFAULT_PERCENTILES;
@@ -351,7 +352,7 @@ impl Config {
             let bound = |s: &Stop| {
                 serde_json::json!({
                     "count": s.max_count,
-                    "duration_ns": s.deadline.map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+                    "duration_ns": s.deadline.map(nanos),
                 })
             };
             m.insert("stop".into(), bound(&self.stop));

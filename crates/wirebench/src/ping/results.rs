@@ -7,6 +7,7 @@ use wirebench_core::report::{
     Attribution, KernelResult, LatencyView, Measure, Pacing, PingResults, ProbeForm, RateResult, ResponderResult,
     ThreadInfo, encode_histogram,
 };
+use wirebench_core::units::nanos;
 use wirebench_core::wire::probe::Form;
 
 use super::config::Config;
@@ -83,7 +84,7 @@ pub fn build(cfg: &Config, out: &EngineOutput) -> PingResults {
         probe_form: if full { ProbeForm::Full } else { ProbeForm::Compact },
         sent: out.sent,
         warmup_sent: out.warmup_sent,
-        timeout_ns: u64::try_from(cfg.timeout.as_nanos()).unwrap_or(u64::MAX),
+        timeout_ns: nanos(cfg.timeout),
         rate,
         thread: ThreadInfo {
             spin: cfg.spin,

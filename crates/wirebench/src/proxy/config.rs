@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
+use wirebench_core::units::nanos;
 
 use serde::Serialize;
 use wirebench_core::impair::spec::{DEFAULT_QUEUE_LIMIT_NS, Delay};
@@ -81,9 +82,7 @@ fn side(name: &str, s: &Side, proto: Proto) -> Result<Spec, UsageError> {
         duplicate: s.duplicate.map_or(0.0, Percent::prob),
         rate_bps: s.rate.map(BitRate::bps),
         burst_bytes: s.rate.map_or(0, |r| Spec::default_burst(r.bps())),
-        queue_limit_ns: s
-            .queue_limit
-            .map_or(DEFAULT_QUEUE_LIMIT_NS, |q| u64::try_from(q.0.as_nanos()).unwrap_or(u64::MAX)),
+        queue_limit_ns: s.queue_limit.map_or(DEFAULT_QUEUE_LIMIT_NS, |q| nanos(q.0)),
     };
     if spec.queue_limit_ns == 0 {
         return Err(UsageError(format!("{name}: --queue-limit must be above 0")));

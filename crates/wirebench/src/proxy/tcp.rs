@@ -19,6 +19,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown as Half, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
+use wirebench_core::units::nanos;
 
 use std::sync::atomic::Ordering;
 
@@ -189,7 +190,7 @@ impl Pump {
             last_at: 0,
             read_cap,
             queue_limit_ns,
-            interval_ns: u64::try_from(cfg.interval.as_nanos()).unwrap_or(u64::MAX),
+            interval_ns: nanos(cfg.interval),
             up,
             clock: MonoClock::default(),
             tx,
@@ -285,7 +286,7 @@ impl Pump {
                     if wait_ns <= SPIN_NS {
                         std::hint::spin_loop();
                     } else {
-                        let t = (wait_ns - SPIN_NS).min(u64::try_from(POLL.as_nanos()).unwrap_or(u64::MAX));
+                        let t = (wait_ns - SPIN_NS).min(nanos(POLL));
                         let _ = wirebench_net::wait_readable(&self.src, Duration::from_nanos(t));
                     }
                 }

@@ -17,6 +17,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
+use wirebench_core::units::nanos;
 
 use wirebench_core::impair::{DropReason, Impairment, Release, ReleaseOrder, Tally, Verdict};
 use wirebench_core::rng::SplitMix64;
@@ -132,9 +133,9 @@ impl Engine {
     /// Runs until the shutdown signal.
     pub(super) fn run(mut self) {
         let mut buf = vec![0u8; 65_536];
-        let interval_ns = u64::try_from(self.cfg.interval.as_nanos()).unwrap_or(u64::MAX);
-        let idle_ns = u64::try_from(self.cfg.idle_timeout.as_nanos()).unwrap_or(u64::MAX);
-        let poll_ns = u64::try_from(POLL.as_nanos()).unwrap_or(u64::MAX);
+        let interval_ns = nanos(self.cfg.interval);
+        let idle_ns = nanos(self.cfg.idle_timeout);
+        let poll_ns = nanos(POLL);
         let start = self.clock.now_ns();
         let (mut next_flush, mut next_expiry, mut last_traffic) = (start + interval_ns, start + 1_000_000_000, start);
         while !self.shutdown.is_set() {

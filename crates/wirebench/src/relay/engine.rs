@@ -25,6 +25,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use wirebench_core::units::nanos;
 
 use anyhow::Context as _;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
@@ -230,7 +231,7 @@ fn open<'c>(cfg: &'c Config, ctx: &Ctx<'_>, id: u64) -> anyhow::Result<Relay<'c>
         id,
         sock,
         groups,
-        table: PeerSlots::new(peers::MAX_PEERS, u64::try_from(cfg.peer_expiry.as_nanos()).unwrap_or(u64::MAX)),
+        table: PeerSlots::new(peers::MAX_PEERS, nanos(cfg.peer_expiry)),
         peers: Vec::new(),
         retired: Retired::default(),
         totals: RelayPeerTotals::default(),
@@ -278,7 +279,7 @@ pub(crate) fn run(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<RelayResult
         cfg.check_wait
     )?;
     ctx.out.flush()?;
-    let check_end = r.clock.now_ns() + u64::try_from(cfg.check_wait.as_nanos()).unwrap_or(u64::MAX);
+    let check_end = r.clock.now_ns() + nanos(cfg.check_wait);
     r.run_until(&ep, &mut watch, ctx, check_end, CHECK_PROBE_EVERY_NS)?;
     r.print_check(ctx.out)?;
     if cfg.check || ctx.shutdown.is_set() {
@@ -308,9 +309,7 @@ pub(crate) fn run(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<RelayResult
         if cfg.key.is_some() { ", MAC on" } else { "" }
     )?;
     ctx.out.flush()?;
-    let end = cfg
-        .duration
-        .map_or(u64::MAX, |d| r.clock.now_ns().saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)));
+    let end = cfg.duration.map_or(u64::MAX, |d| r.clock.now_ns().saturating_add(nanos(d)));
     r.run_until(&ep, &mut watch, ctx, end, PROBE_EVERY_NS)?;
     Ok(r.results())
 }
@@ -328,7 +327,7 @@ impl Relay<'_> {
         let mut next_probe = 0;
         let mut next_rebuild = 0;
         let mut next_expire = 0;
-        let busy_ns = u64::try_from(self.cfg.busy_poll.as_nanos()).unwrap_or(u64::MAX);
+        let busy_ns = nanos(self.cfg.busy_poll);
         let mut last_work = 0;
         loop {
             let now = self.clock.now_ns();

@@ -15,6 +15,7 @@ use std::net::UdpSocket;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Instant;
+use wirebench_core::units::nanos;
 
 use wirebench_core::reflect::{Admission, Admit, SeqBook};
 use wirebench_core::wire::stamp::{self, Reject, TsFormat};
@@ -87,7 +88,7 @@ impl Reflector {
             spinner.on_traffic();
             let Some(from) = r.from else { continue };
             let t2 = r.at.sw_ns.filter(|_| kernel_rx).unwrap_or_else(wall_now_ns);
-            let now = u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            let now = nanos(origin.elapsed());
             if now.saturating_sub(refreshed) > SYNC_REFRESH_NS {
                 refl.error = own_error(TsFormat::Ntp);
                 refreshed = now;

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use wirebench_core::units::nanos;
 
 use wirebench_core::schedule::Stop;
 use wirebench_core::stream::wake::WakeRecorder;
@@ -53,10 +54,7 @@ pub(super) fn run(mut conn: TcpStream, a: &Admitted, shared: &Shared) -> io::Res
 }
 
 fn granted(a: &Admitted) -> Granted {
-    Granted {
-        rate_per_s: a.grant.per_publisher,
-        duration_ns: u64::try_from(a.grant.duration.as_nanos()).unwrap_or(u64::MAX),
-    }
+    Granted { rate_per_s: a.grant.per_publisher, duration_ns: nanos(a.grant.duration) }
 }
 
 /// The send spec for serve's own (reverse) sending, as granted.

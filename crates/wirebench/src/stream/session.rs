@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::{Duration, Instant};
+use wirebench_core::units::nanos;
 
 use anyhow::{Context as _, anyhow, bail};
 use wirebench_core::auth::Key;
@@ -287,7 +288,7 @@ pub(super) fn channel() -> (Sender<Event>, Receiver<Event>) {
 
 /// Nanoseconds from `t0` to `t` (0 if `t` is earlier).
 pub(super) fn ns_since(t0: Instant, t: Instant) -> u64 {
-    u64::try_from(t.saturating_duration_since(t0).as_nanos()).unwrap_or(u64::MAX)
+    nanos(t.saturating_duration_since(t0))
 }
 
 /// One progress line for receiver `name`'s interval `c` of length `span_ns`.

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use wirebench_core::units::nanos;
 
 use anyhow::{anyhow, bail};
 use wirebench_core::report::{ReceiverResult, StreamDirection};
@@ -59,7 +60,7 @@ fn request(cfg: &Config, spec: &RunSpec, session: u64) -> StreamRequest {
         direction: cfg.direction,
         publishers: 1,
         rate_per_s: spec.rate,
-        duration_ns: u64::try_from(spec.duration.as_nanos()).unwrap_or(u64::MAX),
+        duration_ns: nanos(spec.duration),
         count: spec.count,
         client_port: None,
         group: None,

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use wirebench_core::units::nanos;
 
 use anyhow::Context as _;
 use wirebench_core::counters::{self, Reading};
@@ -201,7 +202,7 @@ fn start(
             direction: cfg.direction,
             publishers: cfg.parallel,
             rate_per_s: spec.rate,
-            duration_ns: u64::try_from(spec.duration.as_nanos()).unwrap_or(u64::MAX),
+            duration_ns: nanos(spec.duration),
             count: spec.count,
             client_port: None,
             group: cfg.group,
@@ -262,8 +263,7 @@ pub(super) fn run(
         jobs.push((i, senders(cfg, spec, session, d, &stop, &mut out.warnings)?));
     }
     let names = cfg.targets.iter().map(ToString::to_string).collect();
-    let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-    let mut s = ClientSession::new(names, forward && !jobs.is_empty(), ns(spec.duration), ns(cfg.interval));
+    let mut s = ClientSession::new(names, forward && !jobs.is_empty(), nanos(spec.duration), nanos(cfg.interval));
     flow(&mut s, &mut st, &jobs, t0, &host, ctx, live, &stop);
     // Senders done (or stopped): tell each serve what it was sent, collect the results.
     let (sent_to, all_sent) = join_senders(jobs, cfg.targets.len(), &mut s)?;

@@ -37,7 +37,7 @@ pub(super) fn started_ns(i: &Input<'_>) -> Result<u64, MergeError> {
     let at = &i.report.meta.started_at;
     let t = humantime::parse_rfc3339_weak(at)
         .map_err(|e| err(format!("{}: meta.started_at '{at}' is not an RFC 3339 time ({e})", i.name)))?;
-    Ok(t.duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)))
+    Ok(t.duration_since(UNIX_EPOCH).map_or(0, crate::units::nanos))
 }
 
 /// Seconds with millisecond precision, for the messages.
