@@ -306,7 +306,7 @@ for m in relay_modes:
     print(f"{m}: adds {adds(m)} p50 over native multicast;"
           f" relays' CPU while measured (nodes 1 2 3): {' '.join(c + '%' for c in cpu(m)[:3])} of one CPU,"
           f" {per_trip(m)} a round trip")
-    for f, goal in (("floor1", " (goal: at most 1.15x)"), ("floor", "")):
+    for f, goal in (("floor1", " (goal: at most 1.15x)"), ("floor1r", " (the same system calls)"), ("floor", "")):
         if f not in floors:
             continue
         ratios = [added(m, r) / added(f, r) if added(f, r) > 0 else float("inf") for r in range(rounds)]

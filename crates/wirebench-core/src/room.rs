@@ -74,6 +74,17 @@ fn has_token(v: &[u8], token: &str) -> bool {
     v.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
 }
 
+/// The length of the HTTP response head at the start of `buf` (status line, headers and the
+/// blank line), or `None` while it is incomplete or not a response. A WebSocket client reads
+/// the server's first frames from the bytes after it. Up to 124 headers, as tungstenite.
+pub fn response_head_len(buf: &[u8]) -> Option<usize> {
+    let mut headers = [httparse::EMPTY_HEADER; 124];
+    match httparse::Response::new(&mut headers).parse(buf) {
+        Ok(httparse::Status::Complete(n)) => Some(n),
+        _ => None,
+    }
+}
+
 /// Classifies the bytes read so far from a new connection.
 pub fn classify(buf: &[u8]) -> Head<'_> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];

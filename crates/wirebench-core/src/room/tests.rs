@@ -106,3 +106,15 @@ proptest! {
         prop_assert_eq!(classify(&GOOD[..cut]), Head::Partial);
     }
 }
+
+#[test]
+fn a_response_head_ends_at_its_blank_line() {
+    let head = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n";
+    let mut b = head.to_vec();
+    assert_eq!(response_head_len(&b), Some(head.len()));
+    b.extend_from_slice(b"\x81\x02hi");
+    assert_eq!(response_head_len(&b), Some(head.len()), "a frame after the head is not part of it");
+    assert_eq!(response_head_len(&head[..head.len() - 1]), None, "not yet whole");
+    assert_eq!(response_head_len(GOOD), None, "a request is not a response");
+}

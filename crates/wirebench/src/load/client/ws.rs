@@ -23,7 +23,7 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::handshake::client::Response;
 use tokio_tungstenite::tungstenite::handshake::{HandshakeError, MidHandshake};
-use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{self, ClientHandshake, Error, Message, WebSocket};
 
 use crate::tls::Stream;
@@ -34,11 +34,13 @@ use crate::tls::Stream;
 struct Io {
     stream: Stream,
     waker: Waker,
+    /// During the handshake: every byte read (the response head, and any frame behind it).
+    seen: Option<Vec<u8>>,
 }
 
 impl Io {
     fn new(stream: Stream) -> Self {
-        Self { stream, waker: Waker::noop().clone() }
+        Self { stream, waker: Waker::noop().clone(), seen: Some(Vec::new()) }
     }
 
     /// Polls from now on wake `cx`'s task (the same task: a comparison, no clone).
@@ -61,7 +63,11 @@ impl Read for Io {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let mut cx = Context::from_waker(&self.waker);
         let mut buf = ReadBuf::new(buf);
-        blocking(Pin::new(&mut self.stream).poll_read(&mut cx, &mut buf)).map(|()| buf.filled().len())
+        blocking(Pin::new(&mut self.stream).poll_read(&mut cx, &mut buf))?;
+        if let Some(seen) = &mut self.seen {
+            seen.extend_from_slice(buf.filled());
+        }
+        Ok(buf.filled().len())
     }
 }
 
@@ -119,7 +125,7 @@ pub(super) async fn handshake(
             }
         };
         match r {
-            Ok((ws, resp)) => Poll::Ready(Ok((Ws { engine: ws, blocked: false, ended: false }, resp))),
+            Ok((ws, resp)) => Poll::Ready(Ok((Ws { engine: small(ws, config), blocked: false, ended: false }, resp))),
             Err(HandshakeError::Interrupted(m)) => {
                 mid = Some(m);
                 Poll::Pending
@@ -128,6 +134,18 @@ pub(super) async fn handshake(
         }
     })
     .await
+}
+
+/// The engine again, with a read buffer of the configured size: tungstenite keeps its
+/// handshake's 4 KiB buffer for the connection's life, 3 KiB a client more than the
+/// configured 1 KiB. Rebuilt the way tungstenite builds it, from the bytes read after the
+/// response head (a frame the server sent behind its 101 stays first in line); a head that
+/// cannot be found again keeps the engine as it is.
+fn small(mut ws: WebSocket<Io>, config: WebSocketConfig) -> WebSocket<Io> {
+    let seen = ws.get_mut().seen.take().unwrap_or_default();
+    let Some(head) = wirebench_core::room::response_head_len(&seen) else { return ws };
+    let tail = seen[head..].to_vec();
+    WebSocket::from_partially_read(ws.into_inner(), tail, Role::Client, Some(config))
 }
 
 impl Ws {
@@ -273,6 +291,49 @@ mod tests {
                 got,
                 [Message::Pong(Bytes::from_static(b"p1")), Message::text("up"), Message::Close(Some(normal()))]
             );
+        };
+        tokio::time::timeout(BOUND, run).await.expect("bounded");
+    }
+
+    /// The engine is rebuilt after the handshake (a smaller read buffer): a frame the server
+    /// wrote in the same segment as its 101 must still come first.
+    #[tokio::test]
+    async fn a_frame_behind_the_101_is_read_first() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let run = async {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let srv = tokio::spawn(async move {
+                let (mut sock, _) = listener.accept().await.unwrap();
+                let mut req = Vec::new();
+                while !req.ends_with(b"\r\n\r\n") {
+                    let mut b = [0u8; 1];
+                    assert_eq!(sock.read(&mut b).await.unwrap(), 1, "the request ended early");
+                    req.push(b[0]);
+                }
+                let req = String::from_utf8(req).unwrap();
+                let key = req
+                    .lines()
+                    .find_map(|l| {
+                        l.strip_prefix("Sec-WebSocket-Key: ").or_else(|| l.strip_prefix("sec-websocket-key: "))
+                    })
+                    .unwrap();
+                let accept = tungstenite::handshake::derive_accept_key(key.trim().as_bytes());
+                let mut out = format!(
+                    "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+                     Sec-WebSocket-Accept: {accept}\r\n\r\n"
+                )
+                .into_bytes();
+                out.extend_from_slice(b"\x81\x05first\x81\x06second");
+                sock.write_all(&out).await.unwrap(); // one write: one segment on loopback
+                let mut rest = Vec::new();
+                let _ = sock.read_to_end(&mut rest).await;
+            });
+            let mut ws = client(addr).await;
+            assert_eq!(ws.next().await.unwrap().unwrap(), Message::text("first"));
+            assert_eq!(ws.next().await.unwrap().unwrap(), Message::text("second"));
+            drop(ws);
+            srv.await.unwrap();
         };
         tokio::time::timeout(BOUND, run).await.expect("bounded");
     }
