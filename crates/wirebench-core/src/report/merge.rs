@@ -199,13 +199,18 @@ fn decode(name: &str, what: &str, text: &str) -> Result<Histogram<u64>, MergeErr
     decode_histogram(text).map_err(|e| err(format!("{name}: {what}: {e}")))
 }
 
-/// Histograms added in order, the first's configuration kept.
+/// Histograms added in order, the first's configuration kept and its counts grown to hold
+/// every part's largest value (a part's range is where its recorder had grown to; each is
+/// bounded by the decoder).
 fn add_all<'a>(what: &str, parts: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Histogram<u64>, MergeError> {
     let mut total: Option<Histogram<u64>> = None;
     for (name, text) in parts {
-        let h = decode(name, what, text)?;
+        let mut h = decode(name, what, text)?;
         match &mut total {
-            None => total = Some(h),
+            None => {
+                h.auto(true);
+                total = Some(h);
+            }
             Some(t) => t.add(&h).map_err(|e| err(format!("{name}: {what}: does not add ({e:?})")))?,
         }
     }

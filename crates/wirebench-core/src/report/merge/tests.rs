@@ -561,3 +561,17 @@ fn config_arrays_of_different_lengths_are_different_scenarios() {
         assert!(e.starts_with("a and b are not parts of one scenario: config.targets differs"), "{e}");
     }
 }
+
+/// Load histograms grow with what they hold, so two shards' delays cover different ranges;
+/// the sum holds both, whichever comes first.
+#[test]
+fn histograms_of_different_ranges_add_in_either_order() {
+    let (mut short, mut long) = (crate::load::record::histogram(), crate::load::record::histogram());
+    crate::latency::record(&mut short, 2_000);
+    crate::latency::record(&mut long, 40_000_000_000);
+    let (s, l) = (encode_histogram(&short), encode_histogram(&long));
+    for parts in [[("a", s.as_str()), ("b", l.as_str())], [("b", l.as_str()), ("a", s.as_str())]] {
+        let sum = add_all("delay", parts).unwrap();
+        assert_eq!((sum.len(), sum.min(), sum.max()), (2, short.min(), long.max()));
+    }
+}
