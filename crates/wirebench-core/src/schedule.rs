@@ -322,6 +322,34 @@ mod tests {
     }
 
     #[test]
+    fn a_single_send_has_no_rate() {
+        // No gap to divide by: no rate, not 0 / 0.
+        let mut slip = Slip::default();
+        slip.on_send(5, 5);
+        assert_eq!((slip.scheduled_per_sec(), slip.achieved_per_sec()), (None, None));
+    }
+
+    #[test]
+    fn either_bound_alone_ends_a_run() {
+        assert!(!Stop { max_count: Some(1), deadline: None }.is_unbounded());
+        assert!(!Stop { max_count: None, deadline: Some(Duration::from_secs(1)) }.is_unbounded());
+    }
+
+    #[test]
+    fn a_schedule_keeps_its_rate() {
+        assert!((Schedule::new(7, rate(250.0)).per_sec() - 250.0).abs() < f64::EPSILON);
+    }
+
+    #[test]
+    fn a_zero_draw_with_an_infinite_mean_gap_adds_nothing() {
+        // SplitMix64's mix takes state 0 to output 0: a seed one increment below 0 makes the
+        // first gap's draw U = 0, so e = -ln(1) = -0.0, and -0.0 * inf would be NaN.
+        let seed = 0u64.wrapping_sub(0x9E37_79B9_7F4A_7C15);
+        assert_eq!(SplitMix64::new(seed).next_u64(), 0, "so the draw is 0.0");
+        assert_eq!(poisson(5_000, 5e-324, seed, 3), [5_000, 5_000, u64::MAX]);
+    }
+
+    #[test]
     fn slip_and_achieved_rate() {
         let mut slip = Slip::default();
         let s = Schedule::new(0, rate(1000.0));

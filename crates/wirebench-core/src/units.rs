@@ -325,6 +325,55 @@ mod tests {
         assert_eq!("100MB/s".parse::<BitRate>().unwrap().to_string(), "800mbit");
         assert!((r("60.76mbit").map(|b| BitRate::from_bps(b).unwrap().bytes_per_sec()) == Ok(7_595_000.0)));
     }
+
+    #[test]
+    fn rate_and_delay_split_at_the_last_slash_unless_it_is_per_second() {
+        assert_eq!(split_rate_delay("100mbit/10ms"), ("100mbit", Some("10ms")));
+        assert_eq!(split_rate_delay("100Mbit/s/10ms"), ("100Mbit/s", Some("10ms")));
+        assert_eq!(split_rate_delay("100Mbit/s"), ("100Mbit/s", None));
+        assert_eq!(split_rate_delay("100mbit"), ("100mbit", None));
+    }
+
+    #[test]
+    fn nanoseconds_are_a_unit() {
+        assert_eq!("12ns".parse::<Span>(), Ok(Span(Duration::from_nanos(12))));
+    }
+
+    #[test]
+    fn spans_up_to_1e18_ns_and_no_longer() {
+        // 1e9 s is 1e18 ns, exact in f64.
+        assert_eq!("1000000000s".parse::<Span>(), Ok(Span(Duration::from_secs(1_000_000_000))));
+        assert!("1000000001s".parse::<Span>().is_err());
+    }
+
+    #[test]
+    fn humanize_takes_minutes_only_when_whole() {
+        assert_eq!(humanize_ns(0), "0ns");
+        assert_eq!(humanize_ns(1_500_000), "1.5ms");
+        assert_eq!(humanize_ns(90_000_000_000), "90s");
+        assert_eq!(humanize_ns(120_000_000_000), "2m");
+    }
+
+    #[test]
+    fn msg_rate_display_takes_the_largest_unit_that_keeps_the_number_whole() {
+        let shown = |r: f64| MsgRate::new(r).unwrap().to_string();
+        assert_eq!(shown(2e6), "2M/s");
+        assert_eq!(shown(1.5e6), "1500k/s");
+        assert_eq!(shown(2000.0), "2k/s");
+        assert_eq!(shown(2500.0), "2500/s");
+        assert_eq!(shown(1.5), "1.5/s");
+        for r in [1.5e6, 2500.0, 1.5] {
+            assert_eq!(shown(r).parse::<MsgRate>().map(MsgRate::per_sec), Ok(r));
+        }
+    }
+
+    #[test]
+    fn from_bps_takes_8_bit_to_1_tbit() {
+        assert_eq!(BitRate::from_bps(7), None);
+        assert_eq!(BitRate::from_bps(8).map(BitRate::bps), Some(8));
+        assert_eq!(BitRate::from_bps(1_000_000_000_000).map(BitRate::bps), Some(1_000_000_000_000));
+        assert_eq!(BitRate::from_bps(1_000_000_000_001), None);
+    }
 }
 
 /// How fast a stream sends: `max` (flat out), bits (`800mbit`, `1.5gbit`, `64kbit`), bytes
@@ -409,6 +458,21 @@ mod stream_rate_tests {
         assert_eq!(StreamRate::Bits(800e6).per_sec(1000), Some(100_000.0));
         assert_eq!(StreamRate::Max.per_sec(1000), None);
         assert_eq!(StreamRate::Bits(800e6).to_string(), "800mbit");
+    }
+
+    #[test]
+    fn stream_message_rates_keep_msg_rate_bounds() {
+        assert!("0/s".parse::<StreamRate>().is_err());
+        assert!("2G/s".parse::<StreamRate>().is_err());
+        assert_eq!("1G/s".parse::<StreamRate>(), Ok(StreamRate::Msgs(1e9)));
+    }
+
+    #[test]
+    fn stream_bit_rates_show_in_gbit_mbit_or_kbit() {
+        for (b, s) in [(1.5e9, "1.5gbit"), (800e6, "800mbit"), (64e3, "64kbit")] {
+            assert_eq!(StreamRate::Bits(b).to_string(), s);
+            assert_eq!(s.parse::<StreamRate>(), Ok(StreamRate::Bits(b)));
+        }
     }
 }
 

@@ -175,6 +175,44 @@ mod tests {
         assert_eq!(DelayTrend::new().rise(), None);
     }
 
+    /// `on` says when the rise may have moved: a span begun or a span's lowest transit
+    /// lowered, not a datagram that changes neither.
+    #[test]
+    fn on_reports_a_new_span_or_a_lower_minimum_only() {
+        let mut d = DelayTrend::new();
+        assert!(d.on(0, 500), "the first span begins");
+        assert!(!d.on(10, 510), "the same transit in the same span");
+        assert!(!d.on(20, 600), "a higher one");
+        assert!(d.on(30, 400), "a lower one");
+        assert!(d.on(1 << 20, (1 << 20) + 900), "a new span");
+    }
+
+    /// Halving merges each pair of neighbouring spans into one holding the lower of their
+    /// minima (here the odd span's: the transits fall).
+    #[test]
+    fn halving_keeps_the_lower_of_each_pair() {
+        let mut d = DelayTrend::new();
+        for i in 0..SPANS as u64 {
+            d.on(i << 20, (i << 20) + 200 - i);
+        }
+        assert_eq!((d.used, d.shift), (SPANS, 20));
+        d.on((SPANS as u64) << 20, ((SPANS as u64) << 20) + 50);
+        let halved: Vec<i64> = (0..8).map(|j| 199 - 2 * j).collect();
+        assert_eq!(d.mins[..SPANS / 2], halved[..]);
+        assert_eq!((d.mins[SPANS / 2], d.used, d.shift), (50, SPANS / 2 + 1, 21));
+    }
+
+    /// A transit past i64 (clocks far apart the other way) is clamped below the empty mark,
+    /// so its spans still count.
+    #[test]
+    fn a_transit_past_i64_still_counts() {
+        let mut d = DelayTrend::new();
+        for i in 0..4u64 {
+            d.on(i << 20, u64::MAX);
+        }
+        assert_eq!(d.rise().map(|r| r.rise_ns), Some(0), "each clamped to the same value");
+    }
+
     #[test]
     fn clocks_far_apart_and_reordered_sends_stay_in_range() {
         let mut d = DelayTrend::new();
