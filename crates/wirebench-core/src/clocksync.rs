@@ -195,11 +195,12 @@ mod tests {
 
     #[test]
     fn a_step_back_within_four_round_trips_is_recorded_not_refused() {
-        // δmin 20 us; then the responder clock steps back 50 us: a forward reading of
-        // -40 us (-2 δmin), inside the 4 δmin shift the samples are recorded with
+        // δmin 20 us; then the responder clock steps back 50 us (on a slower exchange, so
+        // the first stays the best): a forward reading of -40 us (-2 δmin), inside the
+        // 4 δmin shift the samples are recorded with
         let mut f = OffsetFilter::default();
         exchange(&mut f, 0, 10_000, 10_000, 0, 0);
-        exchange(&mut f, 1_000_000, 10_000, 10_000, -50_000, 0);
+        exchange(&mut f, 1_000_000, 10_000, 12_000, -50_000, 0);
         let r = f.result().unwrap();
         assert_eq!((r.samples, r.rejected), (2, 0));
         assert!(r.forward.min_ns == 0 && r.forward.clamped_at_zero, "{r:?}");
