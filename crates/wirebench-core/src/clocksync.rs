@@ -194,6 +194,19 @@ mod tests {
     }
 
     #[test]
+    fn a_step_back_within_four_round_trips_is_recorded_not_refused() {
+        // δmin 20 us; then the responder clock steps back 50 us (on a slower exchange, so
+        // the first stays the best): a forward reading of -40 us (-2 δmin), inside the
+        // 4 δmin shift the samples are recorded with
+        let mut f = OffsetFilter::default();
+        exchange(&mut f, 0, 10_000, 10_000, 0, 0);
+        exchange(&mut f, 1_000_000, 10_000, 12_000, -50_000, 0);
+        let r = f.result().unwrap();
+        assert_eq!((r.samples, r.rejected), (2, 0));
+        assert!(r.forward.min_ns == 0 && r.forward.clamped_at_zero, "{r:?}");
+    }
+
+    #[test]
     fn a_slow_first_exchange_does_not_cost_the_precision() {
         // A warm-up exchange that took 8 ms (a cold start), then fast ones: the recording
         // shift comes from the best exchange, not the first (which made it 32 ms: about
@@ -216,5 +229,19 @@ mod tests {
         assert!(!f.on_sample(0, 100, 50, 200, true), "t3 before t2");
         assert!(!f.on_sample(0, 10_000, 20_000, 5_000, true), "negative network delay");
         assert!(f.result().is_none());
+        exchange(&mut f, 1_000_000, 20_000, 20_000, 0, 1_000);
+        let r = f.result().unwrap();
+        assert_eq!((r.samples, r.rejected), (1, 2), "only the refused ones count as rejected");
+    }
+
+    #[test]
+    fn no_network_delay_is_an_exchange_like_any_other() {
+        // t4 - t1 = t3 - t2 (clocks too coarse to see the wire): bound 0, one-way 0
+        let mut f = OffsetFilter::default();
+        assert!(f.on_sample(0, 500, 700, 200, true));
+        let r = f.result().unwrap();
+        assert_eq!((r.offset_ns, r.bound_ns, r.rejected), (500, 0, 0));
+        assert_eq!((r.forward.min_ns, r.reverse.min_ns), (0, 0));
+        assert!(!r.forward.clamped_at_zero && !r.reverse.clamped_at_zero, "0 is not negative");
     }
 }

@@ -38,6 +38,27 @@ impl SplitMix64 {
 mod tests {
     use super::*;
 
+    /// The published SplitMix64 sequence for seed 0 (Vigna's `splitmix64.c`): the
+    /// generator is that algorithm, bit for bit, not just something uniform.
+    #[test]
+    fn the_reference_sequence() {
+        let mut g = SplitMix64::new(0);
+        assert_eq!(g.next_u64(), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(g.next_u64(), 0x6E78_9E6A_A1B9_65F4);
+        assert_eq!(g.next_u64(), 0x06C4_5D18_8009_454F);
+    }
+
+    #[test]
+    fn a_chance_is_a_draw_strictly_below_p() {
+        let x = SplitMix64::new(7).next_f64();
+        assert!(!SplitMix64::new(7).chance(x), "a draw equal to p is not below it");
+        assert!(SplitMix64::new(7).chance(x.next_up()));
+        // a zero chance draws nothing: the stream after it is unchanged
+        let mut g = SplitMix64::new(7);
+        assert!(!g.chance(0.0));
+        assert_eq!(g.next_f64().to_bits(), x.to_bits());
+    }
+
     #[test]
     fn seeded_and_roughly_uniform() {
         let mut a = SplitMix64::new(42);

@@ -189,6 +189,41 @@ mod tests {
     }
 
     #[test]
+    fn every_stamp_given_is_counted() {
+        let (t1, t4, k) = obs();
+        let mut s = KernelStats::default();
+        s.on_reply(t1, t4, None, &k);
+        s.on_reply(t1, t4, None, &k);
+        assert_eq!((s.replies, s.tx, s.rx), (2, 2, 2));
+    }
+
+    #[test]
+    fn a_dwell_without_the_responders_kernel_time_stays_in() {
+        // t2 read by the responder's application: its dwell does not cover its wake-up
+        let (t1, t4, k) = obs();
+        let mut s = KernelStats::default();
+        s.on_reply(t1, t4, Some(20_000), &k);
+        assert_eq!(s.scope, Some(StackScope::ThisHost));
+        assert_eq!(one(&s.stack), s.stack.highest_equivalent(57_000));
+    }
+
+    #[test]
+    fn stamps_in_the_wrong_order_give_no_stack_time() {
+        // a hardware RX before its TX: the software pair is used instead
+        let (t1, t4, mut k) = obs();
+        k.hw = Some((5_050_000, 5_000_000));
+        let mut s = KernelStats::default();
+        s.on_reply(t1, t4, None, &k);
+        assert_eq!((s.hardware, one(&s.stack)), (0, s.stack.highest_equivalent(57_000)));
+        // a software RX before the TX (each on the right side of the application's reads)
+        let (t1, t4, mut k) = obs();
+        k.rx_ns = k.tx_ns.map(|tx| tx - 1);
+        let mut s = KernelStats::default();
+        assert_eq!(s.on_reply(t1, t4, None, &k), (k.tx_ns, k.rx_ns));
+        assert_eq!((s.stack.len(), s.hosts.len(), s.scope), (0, 0, None));
+    }
+
+    #[test]
     fn impossible_orders_are_counted_and_not_used() {
         let (t1, t4, mut k) = obs();
         k.rx_ns = Some(k.t4_wall_ns + 1);
