@@ -154,6 +154,17 @@ mod tests {
         assert!(!k.verify(&[b"session", &8u64.to_be_bytes()], &k.short_tag(parts)));
     }
 
+    /// Differences in two bytes that would cancel if combined by XOR still refuse the tag.
+    #[test]
+    fn a_tag_wrong_in_two_bytes_by_the_same_bit_is_refused() {
+        let k = Key::new(b"secret");
+        let parts: &[&[u8]] = &[b"session"];
+        let mut bad = k.short_tag(parts);
+        bad[0] ^= 1;
+        bad[1] ^= 1;
+        assert!(!k.verify(parts, &bad));
+    }
+
     /// RFC 7914 section 11 (PBKDF2-HMAC-SHA256, "passwd", "salt", 1 round), first 32
     /// bytes; our salt is prefixed, so the vector is checked on the primitive.
     #[test]
@@ -179,6 +190,19 @@ mod tests {
         assert!(token_bits("9f2c4e1ab07d3865c1e9a4f20b7d6e38") >= MIN_TOKEN_BITS);
         assert!(token_bits("Jq3vX9k2Lr8pT0wZ5mN7bY4cH1dF6gS2aE8uV0iO3xk=") >= MIN_TOKEN_BITS);
         assert!(token_bits("") < 1.0);
+    }
+
+    /// Each class adds its size to the alphabet (26 lower, 26 upper, 10 digits, 33 other);
+    /// a token of few distinct characters gets one bit more than log2 of their count.
+    #[test]
+    fn token_bits_per_character_class_and_distinct_count() {
+        let close = |t: &str, want: f64| assert!((token_bits(t) - want).abs() < 1e-9, "{t}: {}", token_bits(t));
+        close("abcdefghijklmnopqrstuvwxyz", 26.0 * 26f64.log2());
+        close("ABCDEFGHIJKLMNOPQRSTUVWXYZ", 26.0 * 26f64.log2());
+        close("0123456789", 10.0 * 10f64.log2());
+        close("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~ ", 33.0 * 33f64.log2());
+        close("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", 62.0 * 62f64.log2());
+        close(&"ab".repeat(20), 40.0 * 2.0);
     }
 
     #[test]
