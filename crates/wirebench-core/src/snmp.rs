@@ -174,6 +174,11 @@ UdpLite: 0 0 0 0 0 0 0 0 0
         assert_eq!(e("nonsense\n"), "line 1: no 'Table:' prefix");
     }
 
+    #[test]
+    fn a_values_line_without_prefix_is_refused_at_its_own_line() {
+        assert_eq!(Snmp::parse("\nUdp: A\n1\n").unwrap_err().to_string(), "line 3: no prefix");
+    }
+
     proptest::proptest! {
         #[test]
         fn never_panics(text in "[A-Za-z: 0-9\\-\\n]{0,300}") {
