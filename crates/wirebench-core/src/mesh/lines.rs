@@ -137,6 +137,31 @@ mod tests {
         assert_eq!(l.pending(), 0);
     }
 
+    #[test]
+    fn the_cap_counts_only_the_line_after_those_handed_out() {
+        let mut l = Lines::new(10);
+        l.push(b"ab\n0123456789\n012345");
+        assert_eq!(l.next_line(), Ok(Some(&b"ab"[..])));
+        assert_eq!(l.next_line(), Ok(Some(&b"0123456789"[..])), "a whole line at the cap");
+        assert_eq!(l.next_line(), Ok(None), "6 bytes in progress");
+        l.push(b"6789x");
+        assert_eq!(l.next_line(), Err(LineTooLong { max: 10 }), "11 bytes in progress");
+        let mut l = Lines::new(10);
+        l.push(b"ab\n0123456789x\n");
+        assert_eq!(l.next_line(), Ok(Some(&b"ab"[..])));
+        assert_eq!(l.next_line(), Err(LineTooLong { max: 10 }), "a whole line past the cap");
+    }
+
+    #[test]
+    fn a_chunk_drops_the_lines_handed_out() {
+        let mut l = Lines::new(100);
+        l.push(b"abc\nde");
+        assert_eq!(l.next_line(), Ok(Some(&b"abc"[..])));
+        l.push(b"f");
+        assert_eq!((l.buf.len(), l.pending()), (3, 3));
+        assert_eq!(l.next_line(), Ok(None));
+    }
+
     proptest! {
         /// However the stream is cut, the lines are those of `split('\n')`, and every byte is
         /// looked at exactly once.
