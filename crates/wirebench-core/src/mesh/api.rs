@@ -147,3 +147,26 @@ pub struct PeersReport {
     /// Every peer discovered (the agent itself left out).
     pub peers: Vec<PeerReport>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proto_names_parse_back() {
+        assert_eq!(Proto::ALL.map(Proto::name), ["udp", "tcp", "multicast"]);
+        for p in Proto::ALL {
+            assert_eq!(Proto::parse(p.name()), Some(p));
+        }
+        assert_eq!(Proto::parse("UDP"), None);
+    }
+
+    #[test]
+    fn stamp_is_written_only_when_set_and_absent_reads_false() {
+        let plain = NodeRef::at("10.0.0.1:7000");
+        assert_eq!(serde_json::to_string(&plain).unwrap(), r#"{"addr":"10.0.0.1:7000","name":null,"zone":null}"#);
+        let stamp = NodeRef { stamp: true, ..plain.clone() };
+        assert_eq!(serde_json::to_value(&stamp).unwrap()["stamp"], true);
+        assert_eq!(serde_json::from_str::<NodeRef>(r#"{"addr":"10.0.0.1:7000"}"#).unwrap(), plain);
+    }
+}
