@@ -1,6 +1,6 @@
 //! Where clients record: one mutex-guarded [`Recording`] per load worker thread (each
 //! worker says which is its own with [`Stats::enter_shard`]), merged only when the report is
-//! built, and the delivery [`Book`] of atomics. A histogram costs 16 to 190 KB by the range
+//! built, and the delivery [`Book`] of atomics. A histogram costs 16 to 196 KB by the range
 //! it holds, so one per client would not fit 10,000 clients; with one shard per worker the
 //! lock, taken once per message event (one uncontended atomic exchange each way), is only
 //! ever contended by the once-a-second series collection.
