@@ -1,21 +1,20 @@
 //! One simulated user: connects at its ramp slot, then sends on its own open-loop schedule
-//! (both decided in core, `load::client`) and records every message it receives; at the end it closes with the WebSocket close
-//! handshake and lets the server close TCP first (no TIME_WAIT left on this side). One task
-//! per client on its worker's runtime (`load/workers.rs`), one `Sleep` reset in place (the
-//! worker's timer wheel), tungstenite's engine polled with the task's own waker
-//! (`client/ws.rs`), a 1 KiB read chunk (`crate::limits::READ_CHUNK`) and a send buffer reused
-//! across sends. The connect phase (TCP, TLS and WebSocket handshakes, several KB of state)
-//! lives in its own allocation while it runs, so the task that stays for the whole run holds
-//! only the send and receive loop's state.
+//! (both decided in core, `load::client`) and records every message it receives; at the end
+//! it closes with the WebSocket close handshake and lets the server close TCP first (no
+//! TIME_WAIT left on this side). The connect phase (TCP, TLS and WebSocket handshakes, several
+//! KB of state) is a task on the worker's connector runtime ([`join`]); the open connection is
+//! a [`Session`] the worker's event loop drives (`load/workers.rs`): the socket's readiness
+//! and the session's one due time, both answered at once, never waiting.
 
 mod recv;
 mod ws;
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use wirebench_core::units::nanos;
+
+use std::task::Poll;
 
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -31,7 +30,7 @@ use wirebench_core::load::record::ErrorKind;
 use super::config::Config;
 use super::stats::Stats;
 use recv::{Down, Up, end_of};
-use ws::Ws;
+pub(super) use ws::Ws;
 
 /// What every client shares.
 #[derive(Debug)]
@@ -66,7 +65,7 @@ impl Plan {
 }
 
 /// How long the close handshake may take before the socket is reset instead.
-const CLOSE_WAIT: Duration = Duration::from_secs(2);
+const CLOSE_WAIT_NS: u64 = 2_000_000_000;
 
 /// TCP, then TLS for wss://, then the WebSocket handshake with this client's request
 /// (per-client values expanded here, once). A failure is counted with its cause.
@@ -104,18 +103,12 @@ async fn connect(plan: &Plan, id: u64, room: u64, stats: &Stats) -> Result<Ws, (
     }
 }
 
-/// Runs client `id` to the end of the plan (or a stop).
-pub async fn run(id: u64, plan: Arc<Plan>, stats: Arc<Stats>, mut stop: watch::Receiver<bool>) {
-    client(id, &plan, &stats, &mut stop).await;
-    stats.done.fetch_add(1, Ordering::Relaxed);
-}
-
 /// A send handed to the upload shaper: due time, hand-over time, the frame.
 type Queued = (u64, u64, Message);
 
 /// Client `id` joins at its slot of the ramp and connects; returns its connection and when
 /// it connected, or `None` (failed and counted, or stopped).
-async fn join(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<bool>) -> Option<(Ws, u64)> {
+pub(super) async fn join(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<bool>) -> Option<(Ws, u64)> {
     let cfg = &plan.cfg;
     let join_ns = join_ns(u64::try_from(cfg.ramp.as_nanos()).unwrap_or(0), id, cfg.clients);
     tokio::select! {
@@ -146,6 +139,7 @@ async fn join(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<bo
 
 /// One connected client's state: its schedule, its link's shapers, the frames the upload
 /// shaper holds, and the buffer each message is rendered into.
+#[derive(Debug)]
 struct Conn {
     id: u64,
     room: u64,
@@ -182,137 +176,203 @@ impl Conn {
     }
 }
 
-async fn client(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<bool>) {
-    let Some((mut ws, start_ns)) = join(id, plan, stats, stop).await else { return };
-    let cfg = &plan.cfg;
-    let mut c = Conn {
-        id,
-        room: id / cfg.room_size,
-        sched: ClientSchedule::new(rng_for(cfg.seed, id), cfg.arrivals, start_ns, plan.end_ns),
-        up: Up::new(cfg.link_up),
-        down: Down::new(cfg.link_down),
-        queue: VecDeque::new(),
-        buf: String::new(),
-    };
-    let ended = session(&mut ws, &mut c, plan, stats, stop).await;
-    // dropped before the end of sending: the rest of its schedule is lost with it
-    let dropped = ended.is_some() && plan.now_ns() < plan.end_ns;
-    let next = c.sched.next_ns();
-    super::health::on_client_end(plan, stats, c.sched.rng(), next, dropped);
-    stats.book.left(id, ended.unwrap_or(End::Open));
-    let early = ended.is_some() && plan.now_ns() < plan.quit_ns;
-    if ended.is_none() || matches!(ended, Some(End::ServerClosed(_))) {
-        close(&mut ws, stats).await;
-    }
-    drop(ws);
-    if early {
-        Stats::bump(&stats.disconnects);
-    }
-    stats.open.fetch_sub(1, Ordering::Relaxed);
-    if let Some(u) = &c.up {
-        stats.up_bps_max.fetch_max(u.bps(), Ordering::Relaxed);
-        stats.up_frames.fetch_add(u.frames, Ordering::Relaxed);
-    }
-    if let Some(d) = &c.down {
-        stats.down_bps_max.fetch_max(d.bps(), Ordering::Relaxed);
-    }
+/// What the event loop does with a session after a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Step {
+    /// Call [`Session::timer`] at this time (ns after `t0`), and [`Session::ready`] on the
+    /// socket's next readiness.
+    Wait(u64),
+    /// The client is finished and counted: drop the session (its socket closes).
+    Done,
 }
 
-/// The connected client's loop: what it receives, and its sends as they fall due, until
-/// the quit time, the stop, or the connection's end (returned: `None` when it lasted).
-async fn session(
-    ws: &mut Ws,
-    c: &mut Conn,
-    plan: &Plan,
-    stats: &Stats,
-    stop: &mut watch::Receiver<bool>,
-) -> Option<End> {
-    let sleep = tokio::time::sleep_until(plan.at(c.sched.wake_ns(plan.quit_ns, None).min(plan.quit_ns)));
-    tokio::pin!(sleep);
-    // One registration with the stop signal for the whole run, not one per wake-up (all
-    // clients share it, and registering takes its lock). Once registered (its first poll,
-    // which the biased select makes before any other branch), polling it again would also
-    // take that lock, so after the first wake-up it is polled only when the signal's version
-    // moved (an atomic load); its registration wakes this task when that happens. Outside
-    // tokio's cooperative budget, so that first poll always registers.
-    let fired = stop.clone();
-    let stopped = tokio::task::unconstrained(stop.changed());
-    tokio::pin!(stopped);
-    let mut registered = false;
-    loop {
-        let poll_stop = !registered || fired.has_changed().unwrap_or(true);
-        registered = true;
-        tokio::select! {
-            biased;
-            _ = &mut stopped, if poll_stop => return None,
-            m = ws.next() => match m {
-                Some(Ok(Message::Text(t))) => recv::on_message(c.id, t.as_bytes(), plan, stats, c.down.as_mut()),
-                Some(Ok(Message::Binary(b))) => recv::on_message(c.id, &b, plan, stats, c.down.as_mut()),
-                // The server closes: nothing more is sent; `close` finishes the handshake.
-                Some(Ok(Message::Close(f))) => return Some(End::ServerClosed(f.map_or(1005, |f| u16::from(f.code)))),
-                Some(Ok(_)) => {}
-                Some(Err(e)) => {
+/// The close handshake under way: its bound, and whether the connection ended early.
+#[derive(Debug, Clone, Copy)]
+struct Closing {
+    until_ns: u64,
+    early: bool,
+}
+
+/// A connected client, driven by its socket's readiness and its due time.
+#[derive(Debug)]
+pub(super) struct Session {
+    c: Conn,
+    ws: Ws,
+    closing: Option<Closing>,
+}
+
+impl Session {
+    /// Client `id`, connected at `start_ns` (its schedule begins there), and when it first
+    /// wants its timer.
+    pub(super) fn new(id: u64, ws: Ws, start_ns: u64, plan: &Plan) -> (Self, u64) {
+        let cfg = &plan.cfg;
+        let c = Conn {
+            id,
+            room: id / cfg.room_size,
+            sched: ClientSchedule::new(rng_for(cfg.seed, id), cfg.arrivals, start_ns, plan.end_ns),
+            up: Up::new(cfg.link_up),
+            down: Down::new(cfg.link_down),
+            queue: VecDeque::new(),
+            buf: String::new(),
+        };
+        let first = c.sched.wake_ns(plan.quit_ns, None).min(plan.quit_ns);
+        (Self { c, ws, closing: None }, first)
+    }
+
+    /// The TCP socket, to register with the event loop.
+    pub(super) fn tcp(&mut self) -> &mut mio::net::TcpStream {
+        self.ws.tcp()
+    }
+
+    /// The next due time: the close handshake's bound, or the next send or held frame (a
+    /// frame held by a full socket waits for writability instead), at most the quit time.
+    fn wake(&self, plan: &Plan) -> Step {
+        if let Some(cl) = self.closing {
+            return Step::Wait(cl.until_ns);
+        }
+        let held = if self.ws.blocked { None } else { self.c.queue.front().map(|(at, _, _)| *at) };
+        Step::Wait(self.c.sched.wake_ns(plan.quit_ns, held))
+    }
+
+    /// The socket is readable or writable (`closed`: the peer closed its side, or an error):
+    /// frames a full socket held go out, then every message that arrived is read.
+    pub(super) fn ready(&mut self, closed: bool, plan: &Plan, stats: &Stats) -> Step {
+        self.ws.readable(closed);
+        if self.closing.is_some() {
+            return self.drain_close(plan, stats);
+        }
+        if self.ws.blocked
+            && let Err(e) = self.ws.flush().and_then(|()| self.write_due(plan, stats))
+        {
+            stats.with(|s| s.error(ErrorKind::Send));
+            return self.end(plan, stats, Some(end_of(&e)));
+        }
+        loop {
+            let ended = match self.ws.next() {
+                Poll::Pending => return self.wake(plan),
+                Poll::Ready(Some(Ok(Message::Text(t)))) => {
+                    recv::on_message(self.c.id, t.as_bytes(), plan, stats, self.c.down.as_mut());
+                    continue;
+                }
+                Poll::Ready(Some(Ok(Message::Binary(b)))) => {
+                    recv::on_message(self.c.id, &b, plan, stats, self.c.down.as_mut());
+                    continue;
+                }
+                // The server closes: nothing more is sent; the close handshake finishes it.
+                Poll::Ready(Some(Ok(Message::Close(f)))) => End::ServerClosed(f.map_or(1005, |f| u16::from(f.code))),
+                Poll::Ready(Some(Ok(_))) => continue,
+                Poll::Ready(Some(Err(e))) => {
                     stats.with(|s| s.error(ErrorKind::Read));
-                    return Some(end_of(&e));
+                    end_of(&e)
                 }
-                None => return Some(End::Lost),
-            },
-            () = &mut sleep => {
-                let now = plan.now_ns();
-                if now >= plan.quit_ns {
-                    return None;
-                }
-                c.queue_due(plan, stats, now);
-                if let Err(e) = write_due(ws, &mut c.queue, c.up.as_mut(), plan, stats).await {
-                    stats.with(|s| s.error(ErrorKind::Send));
-                    return Some(end_of(&e));
-                }
-                let held = c.queue.front().map(|(at, _, _)| *at);
-                sleep.as_mut().reset(plan.at(c.sched.wake_ns(plan.quit_ns, held)));
+                Poll::Ready(None) => End::Lost,
+            };
+            return self.end(plan, stats, Some(ended));
+        }
+    }
+
+    /// The due time came: the quit time ends the session; otherwise every send due now is
+    /// rendered and handed to the upload shaper, and the frames whose shaped time has come
+    /// are written. During the close handshake: its bound passed, the socket is reset.
+    pub(super) fn timer(&mut self, plan: &Plan, stats: &Stats) -> Step {
+        let now = plan.now_ns();
+        if let Some(cl) = self.closing {
+            if now < cl.until_ns {
+                return Step::Wait(cl.until_ns);
+            }
+            stats.with(|s| s.error(ErrorKind::CloseTimeout));
+            let _ = socket2::SockRef::from(&*self.ws.tcp()).set_linger(Some(Duration::ZERO));
+            return self.finish(stats);
+        }
+        if now >= plan.quit_ns {
+            return self.end(plan, stats, None);
+        }
+        self.c.queue_due(plan, stats, now);
+        if let Err(e) = self.write_due(plan, stats) {
+            stats.with(|s| s.error(ErrorKind::Send));
+            return self.end(plan, stats, Some(end_of(&e)));
+        }
+        self.wake(plan)
+    }
+
+    /// The stop signal: the session ends as at its quit time.
+    pub(super) fn stop(&mut self, plan: &Plan, stats: &Stats) -> Step {
+        if self.closing.is_some() { self.wake(plan) } else { self.end(plan, stats, None) }
+    }
+
+    /// Writes every queued frame whose shaped time has come (until the socket is full), then
+    /// flushes once.
+    fn write_due(&mut self, plan: &Plan, stats: &Stats) -> Result<(), tungstenite::Error> {
+        let now = plan.now_ns();
+        let mut wrote = false;
+        while !self.ws.blocked && self.c.queue.front().is_some_and(|(at, _, _)| *at <= now) {
+            let (_, handed, m) = self.c.queue.pop_front().expect("checked");
+            let len = m.len() as u64;
+            self.ws.feed(m)?;
+            wrote = true;
+            if let Some(u) = self.c.up.as_mut() {
+                // Achieved: when the frame was written, not when the shaper said.
+                let written = plan.now_ns();
+                u.wrote(len, written);
+                stats.with(|s| latency::record(&mut s.up_hold, written - handed));
+            }
+        }
+        if wrote && !self.ws.blocked {
+            self.ws.flush()?;
+        }
+        Ok(())
+    }
+
+    /// The session ended (`None`: it lasted to the quit time or the stop). Counts how, then
+    /// closes: the close handshake when this side ends or the server sent a close frame.
+    fn end(&mut self, plan: &Plan, stats: &Stats, ended: Option<End>) -> Step {
+        let now = plan.now_ns();
+        // dropped before the end of sending: the rest of its schedule is lost with it
+        let dropped = ended.is_some() && now < plan.end_ns;
+        let next = self.c.sched.next_ns();
+        super::health::on_client_end(plan, stats, self.c.sched.rng(), next, dropped);
+        stats.book.left(self.c.id, ended.unwrap_or(End::Open));
+        let early = ended.is_some() && now < plan.quit_ns;
+        self.closing = Some(Closing { until_ns: now + CLOSE_WAIT_NS, early });
+        if ended.is_none() || matches!(ended, Some(End::ServerClosed(_))) {
+            // Send a close frame (unless the server sent one, which tungstenite has
+            // answered), then read until the server closes TCP, so the server side closes
+            // first and this side keeps no TIME_WAIT.
+            let normal = CloseFrame { code: CloseCode::Normal, reason: "".into() };
+            let _ = self.ws.close(Some(normal));
+            return self.drain_close(plan, stats);
+        }
+        self.finish(stats)
+    }
+
+    /// Reads until the server closes (or the connection fails).
+    fn drain_close(&mut self, plan: &Plan, stats: &Stats) -> Step {
+        if self.ws.blocked && self.ws.flush().is_err() {
+            return self.finish(stats);
+        }
+        loop {
+            match self.ws.next() {
+                Poll::Pending => return self.wake(plan),
+                Poll::Ready(Some(Ok(_))) => {}
+                Poll::Ready(_) => return self.finish(stats),
             }
         }
     }
-}
 
-/// Writes every queued frame whose shaped time has come, then flushes once.
-async fn write_due(
-    ws: &mut Ws,
-    queue: &mut VecDeque<Queued>,
-    mut up: Option<&mut Up>,
-    plan: &Plan,
-    stats: &Stats,
-) -> Result<(), tungstenite::Error> {
-    let now = plan.now_ns();
-    let mut wrote = false;
-    while queue.front().is_some_and(|(at, _, _)| *at <= now) {
-        let (_, handed, m) = queue.pop_front().expect("checked");
-        let len = m.len() as u64;
-        ws.feed(m).await?;
-        wrote = true;
-        if let Some(u) = up.as_deref_mut() {
-            // Achieved: when the frame was written, not when the shaper said.
-            let written = plan.now_ns();
-            u.wrote(len, written);
-            stats.with(|s| latency::record(&mut s.up_hold, written - handed));
+    /// The client's last counts; the session is to be dropped.
+    fn finish(&mut self, stats: &Stats) -> Step {
+        if self.closing.is_some_and(|cl| cl.early) {
+            Stats::bump(&stats.disconnects);
         }
-    }
-    if wrote {
-        ws.flush().await?;
-    }
-    Ok(())
-}
-
-/// The close handshake, bounded: send a close frame (unless the server sent one, which
-/// tungstenite has answered), then read until the server closes TCP, so the server side
-/// closes first and this side keeps no TIME_WAIT. If that takes too long: a reset.
-async fn close(ws: &mut Ws, stats: &Stats) {
-    let handshake = async {
-        let normal = CloseFrame { code: CloseCode::Normal, reason: "".into() };
-        let _ = ws.close(Some(normal)).await;
-        while let Some(Ok(_)) = ws.next().await {}
-    };
-    if tokio::time::timeout(CLOSE_WAIT, handshake).await.is_err() {
-        stats.with(|s| s.error(ErrorKind::CloseTimeout));
-        let _ = socket2::SockRef::from(ws.tcp()).set_linger(Some(Duration::ZERO));
+        stats.open.fetch_sub(1, Ordering::Relaxed);
+        if let Some(u) = &self.c.up {
+            stats.up_bps_max.fetch_max(u.bps(), Ordering::Relaxed);
+            stats.up_frames.fetch_add(u.frames, Ordering::Relaxed);
+        }
+        if let Some(d) = &self.c.down {
+            stats.down_bps_max.fetch_max(d.bps(), Ordering::Relaxed);
+        }
+        stats.done.fetch_add(1, Ordering::Relaxed);
+        Step::Done
     }
 }

@@ -1,17 +1,12 @@
 //! A client's WebSocket: tungstenite's protocol engine (`tungstenite::WebSocket`: the
 //! handshake, framing, masking, fragments, control frames, ping/pong replies, the close
-//! handshake, size caps) driven from the client's own task over its connection (ws:// or
-//! wss://, `crate::tls::Stream`).
+//! handshake, size caps) over the client's connection (ws:// or wss://).
 //!
-//! What this replaces is tokio-tungstenite's `WebSocketStream`, which puts a pair of waker
-//! proxies between the socket and the task: every poll registers the task's waker in two
-//! `AtomicWaker`s per direction, and every readiness event wakes a proxy that wakes the task
-//! twice (its read and its write slot). Here the engine's `Read`/`Write` poll the tokio
-//! stream with the polling task's own waker (`Io::set`, a pointer comparison when it is the
-//! same task, as it always is), so a readiness event wakes the task once, directly. The
-//! calls and their results are tokio-tungstenite's: `next` is its `Stream::poll_next`,
-//! `feed`/`flush` its `Sink` (a blocked write is kept and retried by the next `feed` or
-//! `flush`), `close` its `close`.
+//! The handshake runs on the connector's tokio runtime (TCP, TLS and the upgrade, as
+//! `tokio_tungstenite::client_async_with_config`); the open connection then leaves tokio:
+//! its socket becomes a non-blocking `mio` socket (TLS: the same rustls session over it) and
+//! the engine is driven by the worker's event loop (`load/engine.rs`) through the calls
+//! below, which never block: `Poll::Pending` means "wait for the socket's next readiness".
 
 use std::future::poll_fn;
 use std::io::{self, Read, Write};
@@ -19,7 +14,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
+use tokio_rustls::rustls::{ClientConnection, StreamOwned};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::handshake::client::Response;
 use tokio_tungstenite::tungstenite::handshake::{HandshakeError, MidHandshake};
@@ -28,21 +23,17 @@ use tokio_tungstenite::tungstenite::{self, ClientHandshake, Error, Message, WebS
 
 use crate::tls::Stream;
 
-/// The connection as the engine's blocking-style `Read + Write`: a poll that would wait
-/// is `WouldBlock`, with the waker of the last [`Io::set`] registered for the wake-up.
+/// The connection during the handshake, as the engine's blocking-style `Read + Write`: a
+/// poll that would wait is `WouldBlock`, with the waker of the last [`Io::set`] registered.
 #[derive(Debug)]
 struct Io {
     stream: Stream,
     waker: Waker,
-    /// During the handshake: every byte read (the response head, and any frame behind it).
-    seen: Option<Vec<u8>>,
+    /// Every byte read (the response head, and any frame behind it).
+    seen: Vec<u8>,
 }
 
 impl Io {
-    fn new(stream: Stream) -> Self {
-        Self { stream, waker: Waker::noop().clone(), seen: Some(Vec::new()) }
-    }
-
     /// Polls from now on wake `cx`'s task (the same task: a comparison, no clone).
     fn set(&mut self, cx: &Context<'_>) {
         if !self.waker.will_wake(cx.waker()) {
@@ -64,9 +55,7 @@ impl Read for Io {
         let mut cx = Context::from_waker(&self.waker);
         let mut buf = ReadBuf::new(buf);
         blocking(Pin::new(&mut self.stream).poll_read(&mut cx, &mut buf))?;
-        if let Some(seen) = &mut self.seen {
-            seen.extend_from_slice(buf.filled());
-        }
+        self.seen.extend_from_slice(buf.filled());
         Ok(buf.filled().len())
     }
 }
@@ -83,7 +72,107 @@ impl Write for Io {
     }
 }
 
-/// `WouldBlock` as `Pending` (the waker is registered: the engine's I/O returned it).
+/// The TCP socket off the runtime, with its read readiness tracked as tokio tracks it: a
+/// read that returns less than it asked for has emptied the socket, so the next read waits
+/// for the next readable event instead of a system call that would say `WouldBlock`. (New
+/// data after that read raises a new edge, so nothing is missed.)
+#[derive(Debug)]
+pub(in crate::load) struct Tcp {
+    sock: mio::net::TcpStream,
+    readable: bool,
+    /// The peer closed its side (or the socket failed): reads always go to the socket, whose
+    /// end or error no later event would announce.
+    closed: bool,
+}
+
+impl Read for Tcp {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if !self.readable {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let r = self.sock.read(buf);
+        match &r {
+            // 0: the end, which stays readable (every later read says 0 again)
+            Ok(n) if *n > 0 && *n < buf.len() => self.readable = self.closed,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = self.closed,
+            _ => {}
+        }
+        r
+    }
+}
+
+impl Write for Tcp {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.sock.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.sock.flush()
+    }
+}
+
+/// The open connection, off the runtime: a non-blocking socket, TLS or not.
+#[derive(Debug)]
+pub(super) enum Sock {
+    /// ws://
+    Plain(Tcp),
+    /// wss://: the handshake's rustls session over the same socket.
+    Tls(Box<StreamOwned<ClientConnection, Tcp>>),
+}
+
+impl Sock {
+    /// Takes the stream off the runtime (its registration is dropped; the socket stays
+    /// non-blocking). Must run inside the runtime that registered it.
+    fn from_stream(stream: Stream) -> io::Result<Self> {
+        let tcp = |tcp: tokio::net::TcpStream| {
+            tcp.into_std().map(|s| Tcp { sock: mio::net::TcpStream::from_std(s), readable: true, closed: false })
+        };
+        match stream {
+            Stream::Plain(s) => Ok(Self::Plain(tcp(s)?)),
+            Stream::Tls(tls) => match *tls {
+                tokio_rustls::TlsStream::Client(c) => {
+                    let (s, conn) = c.into_inner();
+                    Ok(Self::Tls(Box::new(StreamOwned::new(conn, tcp(s)?))))
+                }
+                tokio_rustls::TlsStream::Server(_) => Err(io::Error::other("a server stream in the load client")),
+            },
+        }
+    }
+
+    fn tcp(&mut self) -> &mut Tcp {
+        match self {
+            Self::Plain(s) => s,
+            Self::Tls(t) => &mut t.sock,
+        }
+    }
+}
+
+impl Read for Sock {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Self::Plain(s) => s.read(buf),
+            Self::Tls(t) => t.read(buf),
+        }
+    }
+}
+
+impl Write for Sock {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Self::Plain(s) => s.write(buf),
+            Self::Tls(t) => t.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Self::Plain(s) => s.flush(),
+            Self::Tls(t) => t.flush(),
+        }
+    }
+}
+
+/// `WouldBlock` as `Pending`.
 fn cvt<T>(r: Result<T, Error>) -> Poll<Result<T, Error>> {
     match r {
         Err(Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => Poll::Pending,
@@ -91,18 +180,19 @@ fn cvt<T>(r: Result<T, Error>) -> Poll<Result<T, Error>> {
     }
 }
 
-/// An open WebSocket.
+/// An open WebSocket, driven by readiness: every call returns at once.
 #[derive(Debug)]
-pub(super) struct Ws {
-    engine: WebSocket<Io>,
-    /// A write would block: the frame is in the engine's buffer, flushed before the next.
-    blocked: bool,
+pub(in crate::load) struct Ws {
+    engine: WebSocket<Sock>,
+    /// A write would block: frames wait in the engine's buffer for the socket to be writable.
+    pub(super) blocked: bool,
     /// The stream ended (closed, or an error was returned): `next` says `None` from now on.
     ended: bool,
 }
 
 /// The WebSocket handshake over `stream` (after TCP and TLS), as
-/// `tokio_tungstenite::client_async_with_config`.
+/// `tokio_tungstenite::client_async_with_config`; the open connection comes back off the
+/// runtime.
 pub(super) async fn handshake(
     request: impl IntoClientRequest,
     stream: Stream,
@@ -111,11 +201,11 @@ pub(super) async fn handshake(
     let request = request.into_client_request()?;
     let mut start = Some((request, stream));
     let mut mid: Option<MidHandshake<ClientHandshake<Io>>> = None;
-    poll_fn(|cx| {
+    let (ws, resp) = poll_fn(|cx| {
         let r = match mid.take() {
             None => {
                 let (request, stream) = start.take().expect("polled after the end");
-                let mut io = Io::new(stream);
+                let mut io = Io { stream, waker: Waker::noop().clone(), seen: Vec::new() };
                 io.set(cx);
                 tungstenite::client::client_with_config(request, io, Some(config))
             }
@@ -125,7 +215,7 @@ pub(super) async fn handshake(
             }
         };
         match r {
-            Ok((ws, resp)) => Poll::Ready(Ok((Ws { engine: small(ws, config), blocked: false, ended: false }, resp))),
+            Ok(done) => Poll::Ready(Ok(done)),
             Err(HandshakeError::Interrupted(m)) => {
                 mid = Some(m);
                 Poll::Pending
@@ -133,32 +223,32 @@ pub(super) async fn handshake(
             Err(HandshakeError::Failure(e)) => Poll::Ready(Err(e)),
         }
     })
-    .await
+    .await?;
+    Ok((detach(ws, config)?, resp))
 }
 
-/// The engine again, with a read buffer of the configured size: tungstenite keeps its
-/// handshake's 4 KiB buffer for the connection's life, 3 KiB a client more than the
-/// configured 1 KiB. Rebuilt the way tungstenite builds it, from the bytes read after the
-/// response head (a frame the server sent behind its 101 stays first in line); a head that
-/// cannot be found again keeps the engine as it is.
-fn small(mut ws: WebSocket<Io>, config: WebSocketConfig) -> WebSocket<Io> {
-    let seen = ws.get_mut().seen.take().unwrap_or_default();
-    let Some(head) = wirebench_core::room::response_head_len(&seen) else { return ws };
-    let tail = seen[head..].to_vec();
-    WebSocket::from_partially_read(ws.into_inner(), tail, Role::Client, Some(config))
+/// The engine again, over the socket off the runtime, with a read buffer of the configured
+/// size (tungstenite keeps its handshake's 4 KiB buffer for the connection's life, 3 KiB a
+/// client more than the configured 1 KiB). Rebuilt the way tungstenite builds it, from the
+/// bytes read after the response head, so a frame the server sent behind its 101 stays first
+/// in line.
+fn detach(ws: WebSocket<Io>, config: WebSocketConfig) -> Result<Ws, Error> {
+    let io = ws.into_inner();
+    let head = wirebench_core::room::response_head_len(&io.seen)
+        .ok_or_else(|| Error::Io(io::Error::other("the response head was not found again")))?;
+    let tail = io.seen[head..].to_vec();
+    let sock = Sock::from_stream(io.stream)?;
+    let engine = WebSocket::from_partially_read(sock, tail, Role::Client, Some(config));
+    Ok(Ws { engine, blocked: false, ended: false })
 }
 
 impl Ws {
-    /// The next message; `None` once the connection is closed or after an error.
-    pub(super) async fn next(&mut self) -> Option<Result<Message, Error>> {
-        poll_fn(|cx| self.poll_next(cx)).await
-    }
-
-    fn poll_next(&mut self, cx: &Context<'_>) -> Poll<Option<Result<Message, Error>>> {
+    /// The next message; `Pending` until the socket is readable again; `None` once the
+    /// connection is closed or after an error.
+    pub(super) fn next(&mut self) -> Poll<Option<Result<Message, Error>>> {
         if self.ended {
             return Poll::Ready(None);
         }
-        self.engine.get_mut().set(cx);
         match std::task::ready!(cvt(self.engine.read())) {
             Ok(m) => Poll::Ready(Some(Ok(m))),
             Err(e) => {
@@ -172,66 +262,71 @@ impl Ws {
         }
     }
 
-    /// Hands a message to the socket (one write); a write that would block keeps it for
-    /// the next `feed` or `flush`.
-    pub(super) async fn feed(&mut self, m: Message) -> Result<(), Error> {
-        if self.blocked {
-            self.flush().await?;
-        }
-        let mut m = Some(m);
-        poll_fn(|cx| {
-            self.engine.get_mut().set(cx);
-            Poll::Ready(match self.engine.write(m.take().expect("polled once")) {
-                Err(Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.blocked = true;
-                    Ok(())
-                }
-                r => r,
-            })
-        })
-        .await
-    }
-
-    /// Writes whatever is buffered (blocked frames, pong and close replies).
-    pub(super) async fn flush(&mut self) -> Result<(), Error> {
-        let r = poll_fn(|cx| {
-            self.engine.get_mut().set(cx);
-            cvt(self.engine.flush())
-        })
-        .await;
-        self.blocked = false;
-        match r {
-            Err(Error::ConnectionClosed) => Ok(()),
+    /// Hands a message to the socket (one write); a write that would block keeps it in the
+    /// engine's buffer and sets `blocked` until a `flush` gets it out.
+    pub(super) fn feed(&mut self, m: Message) -> Result<(), Error> {
+        match self.engine.write(m) {
+            Err(Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.blocked = true;
+                Ok(())
+            }
             r => r,
         }
     }
 
-    /// Sends a close frame and flushes it (the server's reply is read by `next`).
-    pub(super) async fn close(&mut self, frame: Option<CloseFrame>) -> Result<(), Error> {
-        self.feed(Message::Close(frame)).await?;
-        self.flush().await
+    /// Writes whatever is buffered (blocked frames, pong and close replies); what the socket
+    /// does not take now stays buffered, `blocked` set.
+    pub(super) fn flush(&mut self) -> Result<(), Error> {
+        match cvt(self.engine.flush()) {
+            Poll::Pending => {
+                self.blocked = true;
+                Ok(())
+            }
+            Poll::Ready(r) => {
+                self.blocked = false;
+                match r {
+                    Err(Error::ConnectionClosed) => Ok(()),
+                    r => r,
+                }
+            }
+        }
+    }
+
+    /// Sends a close frame (the server's reply is read by `next`).
+    pub(super) fn close(&mut self, frame: Option<CloseFrame>) -> Result<(), Error> {
+        self.feed(Message::Close(frame))?;
+        self.flush()
     }
 
     /// The TCP socket underneath.
-    pub(super) fn tcp(&self) -> &TcpStream {
-        self.engine.get_ref().stream.tcp()
+    pub(super) fn tcp(&mut self) -> &mut mio::net::TcpStream {
+        &mut self.engine.get_mut().tcp().sock
+    }
+
+    /// The socket had a readiness event (`closed`: the peer's end or an error came with
+    /// it): reads try the socket again.
+    pub(super) fn readable(&mut self, closed: bool) {
+        let tcp = self.engine.get_mut().tcp();
+        tcp.readable = true;
+        tcp.closed |= closed;
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
     use futures_util::{SinkExt as _, StreamExt as _};
-    use tokio::net::TcpListener;
+    use tokio::net::{TcpListener, TcpStream};
     use tokio::sync::oneshot;
+    use tokio::task::block_in_place;
     use tokio_tungstenite::tungstenite::Bytes;
     use tokio_tungstenite::tungstenite::protocol::frame::Frame;
     use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
 
     use super::*;
 
-    const BOUND: Duration = Duration::from_secs(20);
+    const BOUND: Duration = Duration::from_secs(10);
 
     /// A loopback WebSocket server running `serve` on its one connection.
     async fn server<F, Fut, T>(serve: F) -> (std::net::SocketAddr, tokio::task::JoinHandle<T>)
@@ -257,11 +352,58 @@ mod tests {
         ws
     }
 
+    /// The event loop's part, for one connection: its readiness, waited for (bounded).
+    struct Driver {
+        poll: mio::Poll,
+        events: mio::Events,
+    }
+
+    impl Driver {
+        fn new(ws: &mut Ws) -> Self {
+            let poll = mio::Poll::new().unwrap();
+            let interest = mio::Interest::READABLE | mio::Interest::WRITABLE;
+            poll.registry().register(ws.tcp(), mio::Token(0), interest).unwrap();
+            Self { poll, events: mio::Events::with_capacity(8) }
+        }
+
+        /// `f` until it is ready, the socket's next readiness awaited after each `Pending`.
+        fn until<T>(&mut self, ws: &mut Ws, mut f: impl FnMut(&mut Ws) -> Poll<T>) -> T {
+            let deadline = Instant::now() + BOUND;
+            loop {
+                if let Poll::Ready(t) = f(ws) {
+                    return t;
+                }
+                self.wait(ws, deadline);
+            }
+        }
+
+        /// One wait for readiness, told to the connection as the event loop tells it.
+        fn wait(&mut self, ws: &mut Ws, deadline: Instant) {
+            let left = deadline.checked_duration_since(Instant::now()).expect("bounded");
+            self.poll.poll(&mut self.events, Some(left)).unwrap();
+            if !self.events.is_empty() {
+                ws.readable(self.events.iter().any(|e| e.is_read_closed() || e.is_error()));
+            }
+        }
+
+        fn next(&mut self, ws: &mut Ws) -> Option<Result<Message, Error>> {
+            self.until(ws, Ws::next)
+        }
+
+        /// Flushes until the socket took everything.
+        fn flush(&mut self, ws: &mut Ws) {
+            self.until(ws, |ws| {
+                ws.flush().unwrap();
+                if ws.blocked { Poll::Pending } else { Poll::Ready(()) }
+            });
+        }
+    }
+
     fn normal() -> CloseFrame {
         CloseFrame { code: CloseCode::Normal, reason: "".into() }
     }
 
-    #[tokio::test]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn pings_fragments_and_the_close_handshake_go_through_the_engine() {
         let run = async {
             let (addr, srv) = server(|mut ws| async move {
@@ -277,15 +419,19 @@ mod tests {
             })
             .await;
             let mut ws = client(addr).await;
-            assert_eq!(ws.next().await.unwrap().unwrap(), Message::Ping(Bytes::from_static(b"p1")));
-            assert_eq!(ws.next().await.unwrap().unwrap(), Message::text("hello"), "fragments are one message");
-            assert_eq!(ws.next().await.unwrap().unwrap(), Message::binary(vec![1, 2, 3]));
-            ws.feed(Message::text("up")).await.unwrap();
-            ws.flush().await.unwrap();
-            ws.close(Some(normal())).await.unwrap();
-            assert_eq!(ws.next().await.unwrap().unwrap(), Message::Close(Some(normal())), "the server's reply");
-            assert!(ws.next().await.is_none(), "then the server closes TCP");
-            assert!(ws.next().await.is_none(), "and the stream stays ended");
+            block_in_place(|| {
+                let mut d = Driver::new(&mut ws);
+                assert_eq!(d.next(&mut ws).unwrap().unwrap(), Message::Ping(Bytes::from_static(b"p1")));
+                assert_eq!(d.next(&mut ws).unwrap().unwrap(), Message::text("hello"), "fragments are one message");
+                assert_eq!(d.next(&mut ws).unwrap().unwrap(), Message::binary(vec![1, 2, 3]));
+                ws.feed(Message::text("up")).unwrap();
+                d.flush(&mut ws);
+                ws.close(Some(normal())).unwrap();
+                d.flush(&mut ws);
+                assert_eq!(d.next(&mut ws).unwrap().unwrap(), Message::Close(Some(normal())), "the server's reply");
+                assert!(d.next(&mut ws).is_none(), "then the server closes TCP");
+                assert!(d.next(&mut ws).is_none(), "and the stream stays ended");
+            });
             let got = srv.await.unwrap();
             assert_eq!(
                 got,
@@ -295,14 +441,17 @@ mod tests {
         tokio::time::timeout(BOUND, run).await.expect("bounded");
     }
 
-    /// The engine is rebuilt after the handshake (a smaller read buffer): a frame the server
-    /// wrote in the same segment as its 101 must still come first.
-    #[tokio::test]
+    /// The engine is rebuilt after the handshake (off the runtime, a smaller read buffer): a
+    /// frame the server wrote in the same segment as its 101 must still come first, and the
+    /// server's close with its end of TCP in one segment must still be seen.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_frame_behind_the_101_is_read_first() {
         use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
         let run = async {
             let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
+            let (go, wait) = oneshot::channel::<()>();
+            let (closed, was_closed) = std::sync::mpsc::channel::<()>();
             let srv = tokio::spawn(async move {
                 let (mut sock, _) = listener.accept().await.unwrap();
                 let mut req = Vec::new();
@@ -326,19 +475,37 @@ mod tests {
                 .into_bytes();
                 out.extend_from_slice(b"\x81\x05first\x81\x06second");
                 sock.write_all(&out).await.unwrap(); // one write: one segment on loopback
-                let mut rest = Vec::new();
-                let _ = sock.read_to_end(&mut rest).await;
+                let _ = wait.await;
+                // the client's close (masked: 2 + 4 + 2 bytes), then the reply (1000) and the
+                // end of TCP right behind it
+                let mut close = [0u8; 8];
+                sock.read_exact(&mut close).await.unwrap();
+                assert_eq!(close[0], 0x88, "a close frame");
+                sock.write_all(b"\x88\x02\x03\xe8").await.unwrap();
+                drop(sock);
+                closed.send(()).unwrap();
             });
             let mut ws = client(addr).await;
-            assert_eq!(ws.next().await.unwrap().unwrap(), Message::text("first"));
-            assert_eq!(ws.next().await.unwrap().unwrap(), Message::text("second"));
-            drop(ws);
+            block_in_place(|| {
+                let mut d = Driver::new(&mut ws);
+                assert_eq!(d.next(&mut ws).unwrap().unwrap(), Message::text("first"));
+                assert_eq!(d.next(&mut ws).unwrap().unwrap(), Message::text("second"));
+                go.send(()).unwrap();
+                ws.close(Some(normal())).unwrap();
+                d.flush(&mut ws);
+                // The reply and the end arrive before the client looks: one readiness event
+                // says both, and the end must still be read after the reply.
+                was_closed.recv_timeout(BOUND).unwrap();
+                d.wait(&mut ws, Instant::now() + BOUND);
+                assert_eq!(d.next(&mut ws).unwrap().unwrap(), Message::Close(Some(normal())));
+                assert!(d.next(&mut ws).is_none(), "then the end, not a wait");
+            });
             srv.await.unwrap();
         };
         tokio::time::timeout(BOUND, run).await.expect("bounded");
     }
 
-    #[tokio::test]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_write_that_would_block_is_kept_and_flushed_when_the_server_reads() {
         let run = async {
             let (go, wait) = oneshot::channel::<()>();
@@ -354,25 +521,26 @@ mod tests {
             })
             .await;
             let mut ws = client(addr).await;
-            // The server does not read yet: fill the socket until a write would block (loopback
-            // buffers hold a few MB; bounded).
-            let mut sent = 0u8;
-            while !ws.blocked {
-                assert!(sent < 200, "the socket never filled");
-                ws.feed(Message::binary(vec![sent; 256 * 1024])).await.unwrap();
-                sent += 1;
-            }
-            {
-                let flush = ws.flush();
-                tokio::pin!(flush);
-                let first = poll_fn(|cx| Poll::Ready(flush.as_mut().poll(cx).is_pending())).await;
-                assert!(first, "nothing can be written while the server waits");
+            let sent = block_in_place(|| {
+                let mut d = Driver::new(&mut ws);
+                // The server does not read yet: fill the socket until a write would block
+                // (loopback buffers hold a few MB; bounded).
+                let mut sent = 0u8;
+                while !ws.blocked {
+                    assert!(sent < 200, "the socket never filled");
+                    ws.feed(Message::binary(vec![sent; 256 * 1024])).unwrap();
+                    sent += 1;
+                }
+                ws.flush().unwrap();
+                assert!(ws.blocked, "nothing more can be written while the server waits");
                 go.send(()).unwrap();
-                flush.await.unwrap();
-            }
-            assert!(!ws.blocked);
-            ws.close(Some(normal())).await.unwrap();
-            while ws.next().await.is_some() {}
+                d.flush(&mut ws);
+                assert!(!ws.blocked);
+                ws.close(Some(normal())).unwrap();
+                d.flush(&mut ws);
+                while d.next(&mut ws).is_some() {}
+                sent
+            });
             let got = srv.await.unwrap();
             let want: Vec<(usize, u8)> = (0..sent).map(|i| (256 * 1024, i)).collect();
             assert_eq!(got, want, "every frame once, whole and in order");
