@@ -201,6 +201,20 @@ mod tests {
         assert_eq!(peers_of(&s, &PortSel::Number(5), 1)[0].addr.port(), 5);
     }
 
+    /// A slice's only port is the probe port whatever its name, and a label of the longest
+    /// length accepted is kept (one more byte and it is dropped).
+    #[test]
+    fn an_only_port_and_the_longest_label() {
+        let long = "n".repeat(MAX_LABEL);
+        let json = format!(
+            r#"{{"addressType": "IPv6", "ports": [{{"name": "http", "port": 9}}],
+                 "endpoints": [{{"addresses": ["::1"], "nodeName": "{long}", "zone": "{long}x"}}]}}"#
+        );
+        let s: EndpointSlice = serde_json::from_str(&json).unwrap();
+        let p = peers_of(&s, &PortSel::Auto, 7878);
+        assert_eq!(p, vec![Peer { addr: "[::1]:9".parse().unwrap(), name: Some(long), zone: None, stamp: false }]);
+    }
+
     #[test]
     fn fqdn_slices_and_empty_ones_name_nobody() {
         let s: EndpointSlice =

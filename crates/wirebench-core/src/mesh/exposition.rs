@@ -145,6 +145,23 @@ mod tests {
         assert_eq!(negotiate(Some("application/openmetrics-text;q=0.3, */*;q=0.4")), Format::Text);
     }
 
+    /// A text version this side does not write is not acceptable, so it does not outweigh
+    /// a served format; the one it writes does.
+    #[test]
+    fn only_text_0_0_4_outweighs_a_lower_served_format() {
+        let om = "application/openmetrics-text;q=0.5";
+        assert_eq!(negotiate(Some(&format!("text/plain;version=0.0.5, {om}"))), Format::OpenMetrics);
+        assert_eq!(negotiate(Some(&format!("text/plain;version=0.0.4, {om}"))), Format::Text);
+    }
+
+    /// Each answer's `Content-Type` is a media range that asks for that same format.
+    #[test]
+    fn each_content_type_names_its_own_format() {
+        for f in [Format::Text, Format::OpenMetrics, Format::Protobuf] {
+            assert_eq!(format_of(f.content_type()), Some((f, 1.0)), "{f:?}");
+        }
+    }
+
     #[test]
     fn nothing_acceptable_falls_back_to_text() {
         for accept in [

@@ -236,6 +236,15 @@ mod tests {
         assert_eq!(classic[0].1, below_1ms);
     }
 
+    /// A classic bucket includes its bound (`le`): 1,000 ns is exact in the histogram and
+    /// exactly 1e-6 s, so it counts below that bound and 1,001 ns above it.
+    #[test]
+    fn a_value_on_a_classic_bound_counts_in_that_bucket() {
+        let h = hist(&[1_000, 1_001]);
+        assert_eq!(h.highest_equivalent(1_000), 1_000);
+        assert_eq!(classic_seconds(&h, &[1e-6]), [(1e-6, 1), (f64::INFINITY, 1)]);
+    }
+
     #[test]
     fn a_quantile_from_the_buckets_is_in_the_bucket_of_hdrhistograms() {
         // Prometheus's rule (histogram_quantile on native buckets): the first bucket whose

@@ -291,6 +291,43 @@ mod tests {
         }
     }
 
+    /// The longest label and host name accepted are; one byte more is refused, as is junk
+    /// after an IPv6 address's `]` (nothing after it is the default port).
+    #[test]
+    fn the_longest_label_and_host_pass_and_one_more_byte_does_not() {
+        let label = "n".repeat(MAX_LABEL);
+        assert_eq!(check_label("name", &label), Ok(label.clone()));
+        assert!(check_label("name", &format!("{label}n")).is_err());
+        let host = format!("{}.example", "h".repeat(245));
+        assert_eq!(parse_entry(&host, 1).unwrap().host.len(), 253);
+        assert!(parse_entry(&format!("h{host}"), 1).is_err());
+        assert!(parse_entry("[::1]x", 1).unwrap_err().contains("junk after ']'"));
+        assert_eq!(parse_entry("[::1]", 7).unwrap().port, 7, "brackets without a port");
+    }
+
+    #[test]
+    fn a_peer_is_labelled_by_its_name_else_its_address() {
+        let a: SocketAddr = "10.0.0.1:7".parse().unwrap();
+        assert_eq!(Peer::at(a).label(), "10.0.0.1:7");
+        assert_eq!(Peer { name: Some("n1".into()), ..Peer::at(a) }.label(), "n1");
+    }
+
+    /// Two sources both calling an address a reflector keep it one.
+    #[test]
+    fn a_reflector_named_by_two_sources_stays_a_reflector() {
+        let r = Peer { stamp: true, ..Peer::at("10.0.0.9:862".parse().unwrap()) };
+        assert!(merge(&[vec![r.clone()], vec![r]])[0].stamp);
+    }
+
+    #[test]
+    fn a_diff_with_only_additions_is_not_empty_and_shows_its_counts() {
+        let p = vec![Peer::at("10.0.0.1:1".parse().unwrap()), Peer::at("10.0.0.2:1".parse().unwrap())];
+        let d = Diff::between(&[], &p);
+        assert!(!d.is_empty());
+        assert_eq!(d.to_string(), "+2 -0");
+        assert_eq!(Diff::between(&p, &p[1..]).to_string(), "+0 -1");
+    }
+
     #[test]
     fn refuses_lists_past_the_cap() {
         let text = "10.0.0.1\n".repeat(MAX_PEERS + 1);

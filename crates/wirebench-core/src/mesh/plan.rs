@@ -270,6 +270,49 @@ mod tests {
         assert!(empty.chosen.is_empty() && empty.total == 0.0);
     }
 
+    /// Agents of different builds must pick the same peers: the hash is pinned to values
+    /// worked out apart from this code (FNV-1a over each part then 0xff, SplitMix64's
+    /// finaliser; a Python rendering of those steps).
+    #[test]
+    fn the_rendezvous_hash_is_pinned() {
+        assert_eq!(stable_hash(&[]), 0xf52a_15e9_a9b5_e89b);
+        assert_eq!(stable_hash(&[b"a", b"b"]), 0xb912_458b_53ec_5105);
+        assert_eq!(stable_hash(&[b"10.0.0.1:7878", b"10.0.0.2:7878"]), 0xbed3_0a70_c7cc_3a03);
+    }
+
+    /// `full_mesh_max` counts the agent: that many nodes are a full mesh, one more is not.
+    #[test]
+    fn the_full_mesh_ends_at_full_mesh_max_nodes() {
+        let cfg = PlanConfig { full_mesh_max: 10, ..PlanConfig::default() };
+        let (keys, _) = fleet(11, 11);
+        let (_, p) = plan_for(0, &keys[..10], None, &cfg);
+        assert_eq!((p.chosen.len(), p.chosen[0].1), (9, Level::Full));
+        let (_, p) = plan_for(0, &keys, None, &cfg);
+        assert_eq!((p.chosen.len(), p.chosen[0].1), (9, Level::Sampled));
+    }
+
+    /// The docs' arithmetic agrees with what agents choose at the edges: a fleet of exactly
+    /// `full_mesh_max`, a zone larger than it, zones smaller than `inter_zone`.
+    #[test]
+    fn the_cost_counts_the_peers_select_chooses_at_the_edges() {
+        let cfg = PlanConfig::default();
+        for (nodes, zone) in [(200, 100), (1_000, 500), (300, 2)] {
+            let (keys, zones) = fleet(nodes, zone);
+            let (_, p) = plan_for(0, &keys, Some(&zones), &cfg);
+            assert_eq!(
+                p.chosen.len() as u64,
+                cost(nodes as u64, zone as u64, &cfg).peers,
+                "{nodes} in zones of {zone}"
+            );
+        }
+    }
+
+    #[test]
+    fn levels_have_their_documented_names() {
+        let names = [Level::Full, Level::Zone, Level::InterZone, Level::Sampled].map(Level::name);
+        assert_eq!(names, ["full", "zone", "inter_zone", "sampled"]);
+    }
+
     /// The table in docs/modes/mesh.md, computed by hand: defaults (2/s per peer per
     /// transport, budget 100/s, UDP + TCP, full mesh to 200 nodes, 3 peers per other zone),
     /// zones of 100 nodes.

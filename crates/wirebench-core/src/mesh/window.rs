@@ -351,6 +351,42 @@ mod tests {
         assert_eq!((k, b.sent, b.received, b.lost), (1, 1, 0, 1));
     }
 
+    /// A TCP probe waiting for its connection takes a number without a send yet: the next
+    /// one must not get the same.
+    #[test]
+    fn take_seq_counts_up_without_a_send_between() {
+        let mut t = Target::new();
+        assert_eq!([t.take_seq(), t.take_seq(), t.take_seq()], [0, 1, 2]);
+    }
+
+    /// Group probes are numbered by the group, not by `take_seq`: a second reply to the
+    /// latest one sent is a duplicate, not a reply to a probe never sent.
+    #[test]
+    fn a_second_reply_to_the_latest_group_probe_is_a_duplicate() {
+        let mut t = Target::new();
+        t.on_send(5, 0, &W);
+        assert_eq!(t.on_reply(5, 0, MS, &W), ReplyOutcome::Recorded(MS));
+        assert_eq!(t.on_reply(5, 0, 2 * MS, &W), ReplyOutcome::Duplicate);
+    }
+
+    #[test]
+    fn a_reply_at_exactly_the_timeout_is_recorded() {
+        let mut t = Target::new();
+        t.on_send(0, 0, &W);
+        assert_eq!(t.on_reply(0, 0, W.timeout_ns, &W), ReplyOutcome::Recorded(W.timeout_ns));
+    }
+
+    /// A reply stamped before the first send (a kernel timestamp) opens an earlier window
+    /// after a later one: the earlier is still taken first.
+    #[test]
+    fn a_window_opened_after_a_later_one_is_taken_first() {
+        let mut t = Target::new();
+        t.on_send(0, 1_500 * MS, &W);
+        assert_eq!(t.on_reply(9, 0, 500 * MS, &W), ReplyOutcome::Unmatched);
+        let (k, tally) = t.take_closed(1_200 * MS, &W).unwrap();
+        assert_eq!((k, tally.sent, tally.unmatched), (0, 0, 1));
+    }
+
     #[test]
     fn too_many_in_flight_evicts_the_oldest_as_lost() {
         let mut t = Target::new();
