@@ -171,6 +171,25 @@ mod tests {
         assert_eq!(m.pick_at(0.999_999), 1);
     }
 
+    #[test]
+    fn a_draw_past_the_last_share_picks_the_last_type() {
+        let m = Mix::parse("a=1,b=1,c=2", &[]).unwrap();
+        assert_eq!(m.pick_at(1.0), 2);
+        assert_eq!(m.pick_at(f64::NAN), 2);
+    }
+
+    #[test]
+    fn type_mut_changes_only_the_type_named() {
+        let mut m = Mix::parse("a=1,b=1", &[]).unwrap();
+        let b = m.type_mut("b").unwrap();
+        b.size = 9;
+        b.request = true;
+        assert_eq!(m.types()[1].name, "b");
+        assert_eq!((m.types()[1].size, m.types()[1].request), (9, true));
+        assert_eq!((m.types()[0].size, m.types()[0].request), (DEFAULT_SIZE, false));
+        assert!(m.type_mut("c").is_none());
+    }
+
     /// Over 1,000,000 seeded draws every type's count is within 5 standard deviations of
     /// its binomial mean (a false alarm about once in 3.5 million per type).
     #[test]

@@ -295,4 +295,71 @@ mod tests {
         // the run's totals are untouched by the seconds taken
         assert_eq!((a.slip_sum, a.slip_max, a.types[0].sent), (870, 700, 4));
     }
+
+    #[test]
+    fn arrivals_count_against_their_type_and_only_deliveries_make_the_seconds_delays() {
+        let mut a = Recording::new(2);
+        a.on_send(1, 0, 3);
+        a.on_send(1, 0, 3);
+        a.on_delivery(1, 5_000, Some(7_000), Arrival::Expected);
+        a.on_delivery(1, 6_000, None, Arrival::Unexpected);
+        a.on_reply(0, 9_000, Arrival::Expected);
+        let r = &a.types[1];
+        assert_eq!((r.sent, r.expected, r.arrived, r.unexpected), (2, 6, 1, 1));
+        assert_eq!((r.delay.len(), r.delay_intended.len(), r.reply.len()), (2, 1, 0));
+        let q = &a.types[0];
+        assert_eq!((q.arrived, q.unexpected, q.delay.len(), q.reply.len()), (1, 0, 0, 1));
+        let mut into = histogram();
+        assert_eq!(a.take_second(&mut into), (2, 3), "two sends; two deliveries and a reply");
+        assert_eq!(into.len(), 2, "the reply is not a delivery delay");
+        assert!(a.second.is_empty());
+        assert_eq!(a.take_second(&mut into), (0, 0));
+    }
+
+    #[test]
+    fn adding_a_workers_recording_sums_every_count_and_merges_every_histogram() {
+        let mut a = Recording::new(1);
+        a.on_send(0, 10, 2);
+        a.on_delivery(0, 1_000, Some(1_500), Arrival::Expected);
+        a.error(ErrorKind::Refused);
+        let mut b = Recording::new(1);
+        b.on_send(0, 30, 3);
+        b.on_send(0, 5, 3);
+        b.on_delivery(0, 2_000, Some(2_500), Arrival::Unexpected);
+        b.on_delivery(0, 2_000, None, Arrival::Expected);
+        b.on_reply(0, 4_000, Arrival::Expected);
+        for h in [&mut b.connect, &mut b.up_hold, &mut b.down_hold] {
+            latency::record(h, 3_000);
+        }
+        b.error(ErrorKind::Refused);
+        b.error(ErrorKind::Refused);
+        b.error(ErrorKind::Send);
+        a.add(&b);
+        let r = &a.types[0];
+        assert_eq!((r.sent, r.expected, r.arrived, r.unexpected), (3, 8, 3, 1));
+        assert_eq!((r.delay.len(), r.delay_intended.len(), r.reply.len()), (3, 2, 1));
+        assert_eq!((a.second.len(), a.second_sent, a.second_received), (3, 3, 4));
+        assert_eq!((a.connect.len(), a.up_hold.len(), a.down_hold.len()), (1, 1, 1));
+        assert_eq!((a.slip_sum, a.slip_max), (45, 30));
+        let count = |k: ErrorKind| a.errors[ErrorKind::ALL.iter().position(|&x| x == k).unwrap()];
+        assert_eq!((count(ErrorKind::Refused), count(ErrorKind::Send), count(ErrorKind::Read)), (3, 1, 0));
+    }
+
+    #[test]
+    fn error_kinds_have_their_report_names() {
+        let names: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "send_failed",
+                "malformed_message",
+                "unknown_type",
+                "negative_delay",
+                "connect_failed",
+                "handshake_refused",
+                "read_failed",
+                "close_handshake_timeout"
+            ]
+        );
+    }
 }

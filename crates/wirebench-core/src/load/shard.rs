@@ -215,6 +215,17 @@ mod tests {
     }
 
     #[test]
+    fn the_last_shard_is_in_range_and_part_refuses_what_parse_refuses() {
+        assert_eq!("4/4".parse::<ShardSpec>().unwrap(), ShardSpec::Fixed(sh(4, 4)));
+        assert_eq!("1/1".parse::<ShardSpec>().unwrap(), ShardSpec::Fixed(sh(1, 1)));
+        assert_eq!(part(sh(1, 0), 10, 5), Err(ShardError::NoShards));
+        assert_eq!(part(sh(0, 2), 10, 5), Err(ShardError::OutOfRange(0, 2)));
+        assert_eq!(part(sh(3, 2), 10, 5), Err(ShardError::OutOfRange(3, 2)));
+        assert_eq!(part(sh(2, 2), 10, 5), Ok(Part { rooms: 1..2, clients: 5..10 }));
+        assert!(Part { rooms: 2..2, clients: 10..10 }.is_empty());
+    }
+
+    #[test]
     fn auto_takes_the_zero_based_index() {
         let auto: ShardSpec = "auto/3".parse().unwrap();
         assert_eq!(auto.resolve(Some("0")).unwrap(), sh(1, 3));

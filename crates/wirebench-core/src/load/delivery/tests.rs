@@ -52,6 +52,43 @@ fn end_codes_round_trip() {
     }
 }
 
+#[test]
+fn a_message_that_arrives_twice_is_a_duplicate_not_two_arrivals() {
+    let b = Book::new(2, 2);
+    for c in 0..2 {
+        b.joining(c);
+        b.joined(c, 10);
+    }
+    assert_eq!(b.on_relayed_send(0, 0, 11), 1);
+    for _ in 0..2 {
+        assert_eq!(b.on_arrival(1, Some(0), Some(0), 11, false), Verdict::Expected);
+    }
+    let (d, _) = b.tally();
+    assert_eq!((d.expected, d.arrived, d.missing, d.duplicates), (1, 1, 0, 1));
+}
+
+#[test]
+fn close_codes_are_named_with_their_rfc_6455_meanings() {
+    let named = [
+        (1000, "normal"),
+        (1001, "going away"),
+        (1002, "protocol error"),
+        (1003, "unsupported data"),
+        (1007, "invalid payload"),
+        (1008, "policy violation"),
+        (1009, "message too big"),
+        (1011, "server error"),
+        (1013, "try again later: overloaded"),
+    ];
+    for (code, meaning) in named {
+        assert_eq!(End::ServerClosed(code).name(), format!("server close {code} ({meaning})"));
+    }
+    assert_eq!(End::ServerClosed(4000).name(), "server close 4000", "an application's own code");
+    assert_eq!(End::Lost.name(), "connection lost (no close frame)");
+    assert_eq!(End::Failed.name(), "read or write failed");
+    assert_eq!(End::Open.name(), "open");
+}
+
 /// A message the server model holds: its index in the oracle's list, seq, send stamp.
 type InFlight = (usize, u64, u64);
 

@@ -128,3 +128,64 @@ proptest! {
         prop_assert_eq!(series_sent, l.sent, "the partial last second holds every send");
     }
 }
+
+#[test]
+fn type_rows_show_their_share_in_percent() {
+    let l = built(&Recording::new(3), &[], &Account::default(), &Account::default());
+    let m = mix();
+    for (i, t) in l.types.iter().enumerate() {
+        assert!((t.share_pct - m.share(i) * 100.0).abs() < 1e-9, "{}: {}", t.name, t.share_pct);
+    }
+    assert!((l.types[0].share_pct - 60.0).abs() < 1e-9, "cursor is 3 of 5");
+}
+
+#[test]
+fn the_partial_last_second_follows_the_series_only_when_something_happened() {
+    let m = mix();
+    let second =
+        |at_s| LoadSecond { at_s, sent: 1, received: 0, delay_p50_ns: 0, delay_p99_ns: 0, delay_histogram: None };
+    let run = |rec: &Recording| {
+        let (d, r) = (Account::default(), Account::default());
+        build(&shape(&m, &[]), rec, (&d, &r), Counts::default(), vec![second(3)], 12_000_000_000, (1, 2), 3, false)
+    };
+    let mut rec = Recording::new(3);
+    assert_eq!(run(&rec).series.len(), 1, "nothing sent or received in it: no row");
+    rec.on_send(0, 0, 4);
+    let l = run(&rec);
+    let last = l.series.last().unwrap();
+    assert_eq!((l.series.len(), last.at_s, last.sent, last.received), (2, 4, 1, 0));
+}
+
+#[test]
+fn the_requested_rate_and_the_mean_slip_are_worked_out_from_the_run() {
+    let mut rec = Recording::new(3);
+    rec.on_send(0, 100, 4);
+    rec.on_send(1, 300, 1);
+    let l = built(&rec, &[], &Account::default(), &Account::default());
+    // 10 clients at 2 events/s each; slips 100 and 300 ns over 2 sends
+    assert!((l.requested_send_per_s - 20.0).abs() < 1e-9, "{}", l.requested_send_per_s);
+    assert_eq!((l.slip_mean_ns, l.slip_max_ns), (200, 300));
+}
+
+#[test]
+fn the_overall_row_is_a_request_row_when_the_mix_has_requests_or_replies_came() {
+    let run = |m: &Mix, rec: &Recording| {
+        let (d, r) = (Account::default(), Account::default());
+        build(&shape(m, &[]), rec, (&d, &r), Counts::default(), Vec::new(), 12_000_000_000, (1, 2), 3, false)
+    };
+    assert!(run(&mix(), &Recording::new(3)).overall.request, "save is a request type");
+    let relayed = Mix::parse("a=1,b=1", &[]).unwrap();
+    let mut rec = Recording::new(2);
+    assert!(!run(&relayed, &rec).overall.request);
+    rec.on_reply(0, 50_000, Arrival::Unexpected);
+    assert!(run(&relayed, &rec).overall.request, "an echo came back");
+}
+
+#[test]
+fn errors_list_only_the_kinds_that_happened() {
+    let mut rec = Recording::new(3);
+    rec.error(ErrorKind::Refused);
+    rec.error(ErrorKind::Refused);
+    let l = built(&rec, &[], &Account::default(), &Account::default());
+    assert_eq!(l.errors, BTreeMap::from([(ErrorKind::Refused.name().to_owned(), 2)]));
+}
