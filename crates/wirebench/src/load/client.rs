@@ -176,6 +176,17 @@ impl Conn {
     }
 }
 
+/// What a readiness event says about reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Readable {
+    /// Writable only: reads still have nothing to take.
+    No,
+    /// Data may be waiting.
+    Yes,
+    /// The peer closed its side, or the socket failed: reads go to the socket from now on.
+    Closed,
+}
+
 /// What the event loop does with a session after a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Step {
@@ -234,10 +245,12 @@ impl Session {
         Step::Wait(self.c.sched.wake_ns(plan.quit_ns, held))
     }
 
-    /// The socket is readable or writable (`closed`: the peer closed its side, or an error):
-    /// frames a full socket held go out, then every message that arrived is read.
-    pub(super) fn ready(&mut self, closed: bool, plan: &Plan, stats: &Stats) -> Step {
-        self.ws.readable(closed);
+    /// The socket is ready (`read` says what for): frames a full socket held go out, then
+    /// every message that arrived is read.
+    pub(super) fn ready(&mut self, read: Readable, plan: &Plan, stats: &Stats) -> Step {
+        if read != Readable::No {
+            self.ws.readable(read == Readable::Closed);
+        }
         if self.closing.is_some() {
             return self.drain_close(plan, stats);
         }

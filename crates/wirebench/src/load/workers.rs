@@ -25,7 +25,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use tokio::sync::watch;
 use wirebench_core::units::nanos;
 
-use super::client::{self, Plan, Session, Step};
+use super::client::{self, Plan, Readable, Session, Step};
 use super::health::RuntimeCpu;
 use super::stats::Stats;
 
@@ -204,10 +204,10 @@ impl Table {
         }
     }
 
-    /// Session `i`'s socket is ready (`closed`: with the peer's end or an error).
-    fn ready(&mut self, i: usize, closed: bool, plan: &Plan, stats: &Stats) {
+    /// Session `i`'s socket is ready.
+    fn ready(&mut self, i: usize, read: Readable, plan: &Plan, stats: &Stats) {
         if let Some(e) = self.slots.get_mut(i).and_then(Option::as_mut) {
-            let step = e.s.ready(closed, plan, stats);
+            let step = e.s.ready(read, plan, stats);
             self.apply(i, step);
         }
     }
@@ -219,7 +219,7 @@ impl Table {
         let i = self.add(s, wake);
         let e = self.slots[i].as_mut().expect("just added");
         let step = if poll.registry().register(e.s.tcp(), Token(i), Interest::READABLE | Interest::WRITABLE).is_ok() {
-            e.s.ready(false, plan, stats)
+            e.s.ready(Readable::Yes, plan, stats)
         } else {
             // Cannot be watched (out of kernel memory): closed, bounded by its timer.
             e.s.stop(plan, stats)
@@ -289,7 +289,14 @@ fn run(mut poll: Poll, rx: &mpsc::Receiver<Joined>, stop: &watch::Receiver<bool>
             break;
         }
         for ev in &events {
-            t.ready(ev.token().0, ev.is_read_closed() || ev.is_error(), plan, stats);
+            let read = if ev.is_read_closed() || ev.is_error() {
+                Readable::Closed
+            } else if ev.is_readable() {
+                Readable::Yes
+            } else {
+                Readable::No
+            };
+            t.ready(ev.token().0, read, plan, stats);
         }
         loop {
             match rx.try_recv() {
