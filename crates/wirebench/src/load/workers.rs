@@ -10,7 +10,7 @@
 //! Connecting (the ramp's sleeps, TCP, TLS and the WebSocket handshake) runs as tasks on a
 //! second thread per worker, its connector, with its own single-threaded tokio runtime; each
 //! open connection is handed over (a channel and the poll's waker) and leaves tokio. The
-//! connector also carries the stop signal to its worker.
+//! connector also wakes its worker when the stop signal comes.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -172,7 +172,6 @@ struct Table {
     slots: Vec<Option<Entry>>,
     free: Vec<usize>,
     heap: BinaryHeap<Reverse<(u64, usize)>>,
-    live: usize,
 }
 
 impl Table {
@@ -183,7 +182,6 @@ impl Table {
         }
         self.slots[i] = Some(Entry { s, wake });
         self.heap.push(Reverse((wake, i)));
-        self.live += 1;
         i
     }
 
@@ -199,7 +197,6 @@ impl Table {
             Step::Done => {
                 self.slots[i] = None;
                 self.free.push(i);
-                self.live -= 1;
             }
         }
     }
@@ -252,6 +249,11 @@ impl Table {
                 self.apply(i, step);
             }
         }
+    }
+
+    /// Sessions in the table.
+    fn live(&self) -> usize {
+        self.slots.len() - self.free.len()
     }
 
     /// The earliest due time asked for (possibly one no longer asked for: a spare wake-up).
@@ -314,7 +316,7 @@ fn run(mut poll: Poll, rx: &mpsc::Receiver<Joined>, stop: &watch::Receiver<bool>
         }
         t.fire_due(plan, stats);
         if let Some(by) = stop_by
-            && ((handed_all && t.live == 0) || plan.now_ns() >= by)
+            && ((handed_all && t.live() == 0) || plan.now_ns() >= by)
         {
             break;
         }

@@ -5,7 +5,7 @@
 //! The handshake runs on the connector's tokio runtime (TCP, TLS and the upgrade, as
 //! `tokio_tungstenite::client_async_with_config`); the open connection then leaves tokio:
 //! its socket becomes a non-blocking `mio` socket (TLS: the same rustls session over it) and
-//! the engine is driven by the worker's event loop (`load/engine.rs`) through the calls
+//! the engine is driven by the worker's event loop (`load/workers.rs`) through the calls
 //! below, which never block: `Poll::Pending` means "wait for the socket's next readiness".
 
 use std::future::poll_fn;
