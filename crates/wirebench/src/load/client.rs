@@ -1,10 +1,9 @@
 //! One simulated user: connects at its ramp slot, then sends on its own open-loop schedule
 //! (both decided in core, `load::client`) and records every message it receives; at the end
 //! it closes with the WebSocket close handshake and lets the server close TCP first (no
-//! TIME_WAIT left on this side). The connect phase (TCP, TLS and WebSocket handshakes, several
-//! KB of state) is a task on the worker's connector runtime ([`join`]); the open connection is
-//! a [`Session`] the worker's event loop drives (`load/workers.rs`): the socket's readiness
-//! and the session's one due time, both answered at once, never waiting.
+//! TIME_WAIT left on this side). A client is a [`Joining`] until its connection is open, then a
+//! [`Session`]; the worker's event loop (`load/workers.rs`) drives both: the socket's
+//! readiness and the client's one due time, each answered at once, never waiting.
 
 mod recv;
 mod ws;
@@ -16,8 +15,6 @@ use wirebench_core::units::nanos;
 
 use std::task::Poll;
 
-use tokio::net::TcpStream;
-use tokio::sync::watch;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
@@ -29,8 +26,9 @@ use wirebench_core::load::record::ErrorKind;
 
 use super::config::Config;
 use super::stats::Stats;
+use crate::tls;
 use recv::{Down, Up, end_of};
-pub(super) use ws::Ws;
+use ws::{Dial, Dialed, Ws};
 
 /// What every client shares.
 #[derive(Debug)]
@@ -53,11 +51,6 @@ impl Plan {
         nanos(self.t0.elapsed())
     }
 
-    /// The instant `ns` after `t0`.
-    pub fn at(&self, ns: u64) -> tokio::time::Instant {
-        tokio::time::Instant::from_std(self.t0 + Duration::from_nanos(ns))
-    }
-
     /// The messages' time stamp of `ns` after `t0`: wall-clock µs.
     pub const fn stamp_us(&self, ns: u64) -> u64 {
         (self.wall0_ns + ns) / 1_000
@@ -67,74 +60,142 @@ impl Plan {
 /// How long the close handshake may take before the socket is reset instead.
 const CLOSE_WAIT_NS: u64 = 2_000_000_000;
 
-/// TCP, then TLS for wss://, then the WebSocket handshake with this client's request
-/// (per-client values expanded here, once). A failure is counted with its cause.
-async fn connect(plan: &Plan, id: u64, room: u64, stats: &Stats) -> Result<Ws, ()> {
-    let conn = &plan.cfg.connect;
-    let failed = |cause: String| {
-        stats.handshakes.failed(cause);
-        stats.with(|s| s.error(ErrorKind::Connect));
-    };
-    let sock = TcpStream::connect(plan.cfg.addr).await.map_err(|_| ())?;
-    let _ = sock.set_nodelay(true);
-    let stream = conn.secure(sock).await.map_err(&failed)?;
-    let request = conn.request(id, room).map_err(&failed)?;
-    match ws::handshake(request, stream, crate::limits::ws_config()).await {
-        Ok((ws, resp)) => {
-            if !conn.subprotocols.is_empty() {
-                let chosen = resp.headers().get(tungstenite::http::header::SEC_WEBSOCKET_PROTOCOL);
-                stats.handshakes.chose(chosen.and_then(|v| v.to_str().ok()));
-            }
-            Ok(ws)
-        }
-        Err(tungstenite::Error::Http(resp)) => {
-            stats.refused_status.store(u64::from(resp.status().as_u16()), Ordering::Relaxed);
-            stats.with(|s| s.error(ErrorKind::Refused));
-            Err(())
-        }
-        Err(tungstenite::Error::Protocol(tungstenite::error::ProtocolError::SecWebSocketSubProtocolError(e))) => {
-            failed(format!("subprotocol: {e} (offered: {})", conn.subprotocols.join(", ")));
-            Err(())
-        }
-        Err(e) => {
-            failed(format!("WebSocket handshake: {e}"));
-            Err(())
-        }
-    }
-}
-
 /// A send handed to the upload shaper: due time, hand-over time, the frame.
 type Queued = (u64, u64, Message);
 
-/// Client `id` joins at its slot of the ramp and connects; returns its connection and when
-/// it connected, or `None` (failed and counted, or stopped).
-pub(super) async fn join(id: u64, plan: &Plan, stats: &Stats, stop: &mut watch::Receiver<bool>) -> Option<(Ws, u64)> {
-    let cfg = &plan.cfg;
-    let join_ns = join_ns(u64::try_from(cfg.ramp.as_nanos()).unwrap_or(0), id, cfg.clients);
-    tokio::select! {
-        () = tokio::time::sleep_until(plan.at(join_ns)) => {}
-        _ = stop.changed() => return None,
+/// A client before its connection is open: waiting for its slot of the ramp, then
+/// connecting (TCP, TLS for wss://, the WebSocket handshake with this client's request, its
+/// per-client values expanded once). Driven by the worker's event loop like a [`Session`].
+#[derive(Debug)]
+pub(super) struct Joining {
+    id: u64,
+    join_ns: u64,
+    /// When it began to connect.
+    t_connect: u64,
+    dial: Option<Dial>,
+}
+
+/// What the event loop does with a joining client after a call (a return value: the
+/// session in it is moved once per client).
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Joined {
+    /// Call [`Joining::timer`] at this time (`None`: the socket's readiness only).
+    Wait(Option<u64>),
+    /// Started connecting: watch this socket, then wait for its readiness.
+    Watch,
+    /// Connected: the session, and when it first wants its timer.
+    Open(Session, u64),
+    /// Never connected (failed and counted, or stopped): drop it.
+    Done,
+}
+
+impl Joining {
+    /// Client `id`, and its slot of the ramp (ns after `t0`).
+    pub(super) fn new(id: u64, plan: &Plan) -> (Self, u64) {
+        let cfg = &plan.cfg;
+        let join_ns = join_ns(u64::try_from(cfg.ramp.as_nanos()).unwrap_or(0), id, cfg.clients);
+        (Self { id, join_ns, t_connect: 0, dial: None }, join_ns)
     }
-    let t_connect = plan.now_ns();
-    let ws = tokio::select! {
-        r = Box::pin(connect(plan, id, id / cfg.room_size, stats)) => r,
-        _ = stop.changed() => return None,
-    };
-    let Ok(ws) = ws else {
+
+    /// The socket being connected, to register with the event loop.
+    pub(super) fn tcp(&mut self) -> Option<&mut mio::net::TcpStream> {
+        self.dial.as_mut().and_then(Dial::tcp)
+    }
+
+    /// The slot came: the connection starts (TCP's connect, non-blocking).
+    pub(super) fn timer(&mut self, plan: &Plan, stats: &Stats) -> Joined {
+        if self.dial.is_some() {
+            return Joined::Wait(None);
+        }
+        let cfg = &plan.cfg;
+        if plan.now_ns() < self.join_ns {
+            return Joined::Wait(Some(self.join_ns));
+        }
+        self.t_connect = plan.now_ns();
+        let request = match cfg.connect.request(self.id, self.id / cfg.room_size) {
+            Ok(r) => r,
+            Err(cause) => return self.failed_because(cause, plan, stats),
+        };
+        let tls = match cfg.connect.tls_session() {
+            None => None,
+            Some(Ok(c)) => Some(c),
+            Some(Err(cause)) => return self.failed_because(cause, plan, stats),
+        };
+        match Dial::start(cfg.addr, tls, request, crate::limits::ws_config()) {
+            Ok(d) => {
+                self.dial = Some(d);
+                Joined::Watch
+            }
+            Err(_) => self.failed(plan, stats),
+        }
+    }
+
+    /// The socket is ready: the connection goes as far as it can.
+    pub(super) fn ready(&mut self, read: Readable, plan: &Plan, stats: &Stats) -> Joined {
+        let Some(dial) = self.dial.as_mut() else { return Joined::Wait(Some(self.join_ns)) };
+        let conn = &plan.cfg.connect;
+        match dial.ready(read != Readable::No, read == Readable::Closed) {
+            Dialed::Pending => Joined::Wait(None),
+            Dialed::Open(ws, resp) => {
+                if !conn.subprotocols.is_empty() {
+                    let chosen = resp.headers().get(tungstenite::http::header::SEC_WEBSOCKET_PROTOCOL);
+                    stats.handshakes.chose(chosen.and_then(|v| v.to_str().ok()));
+                }
+                // Mark, then stamp: see wirebench_core::load::delivery.
+                stats.book.joining(self.id);
+                let connected_at = plan.now_ns();
+                stats.book.joined(self.id, plan.stamp_us(connected_at));
+                stats.with(|s| latency::record(&mut s.connect, connected_at - self.t_connect));
+                Stats::bump(&stats.connected);
+                Stats::bump(&stats.open);
+                let (s, wake) = Session::new(self.id, ws, connected_at.max(self.join_ns), plan);
+                Joined::Open(s, wake)
+            }
+            Dialed::NoTcp => self.failed(plan, stats),
+            Dialed::NoTls(e) => self.failed_because(tls::cause(&e, &conn.host), plan, stats),
+            Dialed::Failed(tungstenite::Error::Http(resp)) => {
+                stats.refused_status.store(u64::from(resp.status().as_u16()), Ordering::Relaxed);
+                stats.with(|s| s.error(ErrorKind::Refused));
+                self.failed(plan, stats)
+            }
+            Dialed::Failed(tungstenite::Error::Protocol(
+                tungstenite::error::ProtocolError::SecWebSocketSubProtocolError(e),
+            )) => {
+                let cause = format!("subprotocol: {e} (offered: {})", conn.subprotocols.join(", "));
+                self.failed_because(cause, plan, stats)
+            }
+            Dialed::Failed(e) => self.failed_because(format!("WebSocket handshake: {e}"), plan, stats),
+        }
+    }
+
+    /// The stop signal: the client never joins.
+    pub(super) fn stop(stats: &Stats) -> Joined {
+        stats.done.fetch_add(1, Ordering::Relaxed);
+        Joined::Done
+    }
+
+    /// Its socket cannot be watched (the kernel is out of memory): never connected.
+    pub(super) fn unwatched(&mut self, plan: &Plan, stats: &Stats) -> Joined {
+        self.failed(plan, stats)
+    }
+
+    /// A handshake failed, for `cause`.
+    fn failed_because(&mut self, cause: String, plan: &Plan, stats: &Stats) -> Joined {
+        stats.handshakes.failed(cause);
+        stats.with(|s| s.error(ErrorKind::Connect));
+        self.failed(plan, stats)
+    }
+
+    /// Never connected: the schedule it was to begin at its join time is lost.
+    fn failed(&mut self, plan: &Plan, stats: &Stats) -> Joined {
+        self.dial = None;
+        let cfg = &plan.cfg;
         Stats::bump(&stats.failed);
-        // never connected: the schedule it was to begin at its join time is lost
-        let first = ClientSchedule::new(rng_for(cfg.seed, id), cfg.arrivals, join_ns, plan.end_ns).next_ns();
+        let first = ClientSchedule::new(rng_for(cfg.seed, self.id), cfg.arrivals, self.join_ns, plan.end_ns).next_ns();
         super::health::on_client_failed(stats, first);
-        return None;
-    };
-    // Mark, then stamp: see wirebench_core::load::delivery.
-    stats.book.joining(id);
-    let connected_at = plan.now_ns();
-    stats.book.joined(id, plan.stamp_us(connected_at));
-    stats.with(|s| latency::record(&mut s.connect, connected_at - t_connect));
-    Stats::bump(&stats.connected);
-    Stats::bump(&stats.open);
-    Some((ws, connected_at.max(join_ns)))
+        Self::stop(stats)
+    }
 }
 
 /// One connected client's state: its schedule, its link's shapers, the frames the upload
@@ -228,11 +289,6 @@ impl Session {
         };
         let first = c.sched.wake_ns(plan.quit_ns, None).min(plan.quit_ns);
         (Self { c, ws, closing: None }, first)
-    }
-
-    /// The TCP socket, to register with the event loop.
-    pub(super) fn tcp(&mut self) -> &mut mio::net::TcpStream {
-        self.ws.tcp()
     }
 
     /// The next due time: the close handshake's bound, or the next send or held frame (a

@@ -78,8 +78,7 @@ pub fn on_client_failed(stats: &super::stats::Stats, next: u64) {
 /// Worker threads of the load runtime: the denominator of the CPU share.
 pub const WORKERS: u64 = super::workers::WORKERS as u64;
 
-/// The run and wait time of the load's threads (its workers, their connectors, and any
-/// blocking-pool thread), exact. A connector is busy only while clients connect.
+/// The run and wait time of the load's worker threads, exact.
 #[derive(Debug, Default)]
 pub struct RuntimeCpu {
     inner: Mutex<Threads>,

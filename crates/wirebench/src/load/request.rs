@@ -14,10 +14,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tokio::net::TcpStream;
-use tokio_rustls::TlsConnector;
-use tokio_rustls::rustls::ClientConfig;
 use tokio_rustls::rustls::pki_types::ServerName;
+use tokio_rustls::rustls::{ClientConfig, ClientConnection};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 use tokio_tungstenite::tungstenite::handshake::client::Request;
 use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue, header};
@@ -25,7 +23,7 @@ use wirebench_core::load::vars::{Pattern, Table, mask_password};
 
 use super::Args;
 use crate::error::UsageError;
-use crate::tls::{self, Stream, Trust};
+use crate::tls::{self, Trust};
 
 /// Largest `--tokens` file read.
 pub const MAX_TOKENS_BYTES: u64 = 64 << 20;
@@ -308,13 +306,10 @@ impl Connect {
         Ok(req)
     }
 
-    /// TLS over `sock` for wss:// (a one-line cause when it fails), or `sock` as it is.
-    pub async fn secure(&self, sock: TcpStream) -> Result<Stream, String> {
-        let Some((cfg, name)) = &self.tls else { return Ok(Stream::Plain(sock)) };
-        match TlsConnector::from(cfg.clone()).connect(name.clone(), sock).await {
-            Ok(s) => Ok(Stream::Tls(Box::new(tokio_rustls::TlsStream::Client(s)))),
-            Err(e) => Err(tls::cause(&e, &self.host)),
-        }
+    /// A new TLS session for one connection (`None`: ws://).
+    pub fn tls_session(&self) -> Option<Result<ClientConnection, String>> {
+        let (cfg, name) = self.tls.as_ref()?;
+        Some(ClientConnection::new(Arc::clone(cfg), name.clone()).map_err(|e| format!("TLS: {e}")))
     }
 
     /// The configuration as the report records it: header names (never values, which may be

@@ -1,79 +1,26 @@
 //! A client's WebSocket: tungstenite's protocol engine (`tungstenite::WebSocket`: the
 //! handshake, framing, masking, fragments, control frames, ping/pong replies, the close
-//! handshake, size caps) over the client's connection (ws:// or wss://).
+//! handshake, size caps) over the client's connection (ws:// or wss://: rustls over the same
+//! socket), on a non-blocking `mio` socket driven by the worker's event loop
+//! (`load/workers.rs`). Every call returns at once: `Poll::Pending` (or [`Dialed::Pending`])
+//! means "wait for the socket's next readiness".
 //!
-//! The handshake runs on the connector's tokio runtime (TCP, TLS and the upgrade, as
-//! `tokio_tungstenite::client_async_with_config`); the open connection then leaves tokio:
-//! its socket becomes a non-blocking `mio` socket (TLS: the same rustls session over it) and
-//! the engine is driven by the worker's event loop (`load/workers.rs`) through the calls
-//! below, which never block: `Poll::Pending` means "wait for the socket's next readiness".
+//! Opening ([`Dial`]): TCP's connect, TLS's handshake for wss:// (rustls, as far as each
+//! readiness allows), then the WebSocket handshake (tungstenite's, resumed where a read or
+//! write would have blocked).
 
-use std::future::poll_fn;
 use std::io::{self, Read, Write};
-use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
+use std::net::SocketAddr;
+use std::task::Poll;
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_rustls::rustls::{ClientConnection, StreamOwned};
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::handshake::client::Response;
+use tokio_tungstenite::tungstenite::handshake::client::{Request, Response};
 use tokio_tungstenite::tungstenite::handshake::{HandshakeError, MidHandshake};
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{self, ClientHandshake, Error, Message, WebSocket};
 
-use crate::tls::Stream;
-
-/// The connection during the handshake, as the engine's blocking-style `Read + Write`: a
-/// poll that would wait is `WouldBlock`, with the waker of the last [`Io::set`] registered.
-#[derive(Debug)]
-struct Io {
-    stream: Stream,
-    waker: Waker,
-    /// Every byte read (the response head, and any frame behind it).
-    seen: Vec<u8>,
-}
-
-impl Io {
-    /// Polls from now on wake `cx`'s task (the same task: a comparison, no clone).
-    fn set(&mut self, cx: &Context<'_>) {
-        if !self.waker.will_wake(cx.waker()) {
-            self.waker.clone_from(cx.waker());
-        }
-    }
-}
-
-/// `Pending` as `WouldBlock`.
-fn blocking<T>(p: Poll<io::Result<T>>) -> io::Result<T> {
-    match p {
-        Poll::Ready(r) => r,
-        Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
-    }
-}
-
-impl Read for Io {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let mut cx = Context::from_waker(&self.waker);
-        let mut buf = ReadBuf::new(buf);
-        blocking(Pin::new(&mut self.stream).poll_read(&mut cx, &mut buf))?;
-        self.seen.extend_from_slice(buf.filled());
-        Ok(buf.filled().len())
-    }
-}
-
-impl Write for Io {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let mut cx = Context::from_waker(&self.waker);
-        blocking(Pin::new(&mut self.stream).poll_write(&mut cx, buf))
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        let mut cx = Context::from_waker(&self.waker);
-        blocking(Pin::new(&mut self.stream).poll_flush(&mut cx))
-    }
-}
-
-/// The TCP socket off the runtime, with its read readiness tracked as tokio tracks it: a
-/// read that returns less than it asked for has emptied the socket, so the next read waits
+/// The TCP socket, with its read readiness tracked as tokio tracks it: a read that returns
+/// less than it asked for has emptied the socket, so the next read waits
 /// for the next readable event instead of a system call that would say `WouldBlock`. (New
 /// data after that read raises a new edge, so nothing is missed.)
 #[derive(Debug)]
@@ -111,38 +58,27 @@ impl Write for Tcp {
     }
 }
 
-/// The open connection, off the runtime: a non-blocking socket, TLS or not.
+/// The connection: a non-blocking socket, TLS or not.
 #[derive(Debug)]
 pub(super) enum Sock {
     /// ws://
     Plain(Tcp),
-    /// wss://: the handshake's rustls session over the same socket.
+    /// wss://: a rustls session over the socket.
     Tls(Box<StreamOwned<ClientConnection, Tcp>>),
 }
 
 impl Sock {
-    /// Takes the stream off the runtime (its registration is dropped; the socket stays
-    /// non-blocking). Must run inside the runtime that registered it.
-    fn from_stream(stream: Stream) -> io::Result<Self> {
-        let tcp = |tcp: tokio::net::TcpStream| {
-            tcp.into_std().map(|s| Tcp { sock: mio::net::TcpStream::from_std(s), readable: true, closed: false })
-        };
-        match stream {
-            Stream::Plain(s) => Ok(Self::Plain(tcp(s)?)),
-            Stream::Tls(tls) => match *tls {
-                tokio_rustls::TlsStream::Client(c) => {
-                    let (s, conn) = c.into_inner();
-                    Ok(Self::Tls(Box::new(StreamOwned::new(conn, tcp(s)?))))
-                }
-                tokio_rustls::TlsStream::Server(_) => Err(io::Error::other("a server stream in the load client")),
-            },
-        }
-    }
-
     fn tcp(&mut self) -> &mut Tcp {
         match self {
             Self::Plain(s) => s,
             Self::Tls(t) => &mut t.sock,
+        }
+    }
+
+    fn tcp_ref(&self) -> &Tcp {
+        match self {
+            Self::Plain(s) => s,
+            Self::Tls(t) => &t.sock,
         }
     }
 }
@@ -190,55 +126,171 @@ pub(in crate::load) struct Ws {
     ended: bool,
 }
 
-/// The WebSocket handshake over `stream` (after TCP and TLS), as
-/// `tokio_tungstenite::client_async_with_config`; the open connection comes back off the
-/// runtime.
-pub(super) async fn handshake(
-    request: impl IntoClientRequest,
-    stream: Stream,
-    config: WebSocketConfig,
-) -> Result<(Ws, Response), Error> {
-    let request = request.into_client_request()?;
-    let mut start = Some((request, stream));
-    let mut mid: Option<MidHandshake<ClientHandshake<Io>>> = None;
-    let (ws, resp) = poll_fn(|cx| {
-        let r = match mid.take() {
-            None => {
-                let (request, stream) = start.take().expect("polled after the end");
-                let mut io = Io { stream, waker: Waker::noop().clone(), seen: Vec::new() };
-                io.set(cx);
-                tungstenite::client::client_with_config(request, io, Some(config))
-            }
-            Some(mut m) => {
-                m.get_mut().get_mut().set(cx);
-                m.handshake()
-            }
-        };
-        match r {
-            Ok(done) => Poll::Ready(Ok(done)),
-            Err(HandshakeError::Interrupted(m)) => {
-                mid = Some(m);
-                Poll::Pending
-            }
-            Err(HandshakeError::Failure(e)) => Poll::Ready(Err(e)),
-        }
-    })
-    .await?;
-    Ok((detach(ws, config)?, resp))
+/// The connection during the handshake: every byte read through it is kept (the response
+/// head, and any frame behind it).
+#[derive(Debug)]
+pub(in crate::load) struct Rec {
+    sock: Sock,
+    seen: Vec<u8>,
 }
 
-/// The engine again, over the socket off the runtime, with a read buffer of the configured
-/// size (tungstenite keeps its handshake's 4 KiB buffer for the connection's life, 3 KiB a
-/// client more than the configured 1 KiB). Rebuilt the way tungstenite builds it, from the
-/// bytes read after the response head, so a frame the server sent behind its 101 stays first
-/// in line.
-fn detach(ws: WebSocket<Io>, config: WebSocketConfig) -> Result<Ws, Error> {
-    let io = ws.into_inner();
-    let head = wirebench_core::room::response_head_len(&io.seen)
+impl Read for Rec {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.sock.read(buf)?;
+        self.seen.extend_from_slice(&buf[..n]);
+        Ok(n)
+    }
+}
+
+impl Write for Rec {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.sock.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.sock.flush()
+    }
+}
+
+/// A connection being opened.
+#[derive(Debug)]
+pub(in crate::load) enum Dial {
+    /// TCP's connect is under way.
+    Tcp(Rec, Box<Request>, WebSocketConfig),
+    /// wss://: TLS's handshake is under way.
+    Tls(Rec, Box<Request>, WebSocketConfig),
+    /// The WebSocket handshake is under way.
+    Shake(MidHandshake<ClientHandshake<Rec>>, WebSocketConfig),
+    /// Finished (opened or failed).
+    Spent,
+}
+
+/// Where an opening stands (a return value, moved once per connection).
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+pub(in crate::load) enum Dialed {
+    /// Waiting for the socket's next readiness.
+    Pending,
+    /// Open, with the server's 101.
+    Open(Ws, Box<Response>),
+    /// TCP could not connect.
+    NoTcp,
+    /// TLS's handshake failed (rustls' error inside, where it has one).
+    NoTls(io::Error),
+    /// The WebSocket handshake failed.
+    Failed(Error),
+}
+
+impl Dial {
+    /// Starts TCP's connect to `addr` (non-blocking); `tls`: the session to run over it.
+    pub(in crate::load) fn start(
+        addr: SocketAddr,
+        tls: Option<ClientConnection>,
+        request: Request,
+        config: WebSocketConfig,
+    ) -> io::Result<Self> {
+        let sock = mio::net::TcpStream::connect(addr)?;
+        let _ = sock.set_nodelay(true);
+        let tcp = Tcp { sock, readable: true, closed: false };
+        let sock = match tls {
+            None => Sock::Plain(tcp),
+            Some(c) => Sock::Tls(Box::new(StreamOwned::new(c, tcp))),
+        };
+        Ok(Self::Tcp(Rec { sock, seen: Vec::new() }, Box::new(request), config))
+    }
+
+    fn rec(&mut self) -> Option<&mut Rec> {
+        match self {
+            Self::Tcp(rec, ..) | Self::Tls(rec, ..) => Some(rec),
+            Self::Shake(m, _) => Some(m.get_mut().get_mut()),
+            Self::Spent => None,
+        }
+    }
+
+    /// The TCP socket, to register with the event loop.
+    pub(in crate::load) fn tcp(&mut self) -> Option<&mut mio::net::TcpStream> {
+        self.rec().map(|r| &mut r.sock.tcp().sock)
+    }
+
+    /// The socket had a readiness event (`read`: not writable only; `closed`: the peer's
+    /// end or an error came with it): the opening goes as far as it can.
+    pub(in crate::load) fn ready(&mut self, read: bool, closed: bool) -> Dialed {
+        if let Some(rec) = self.rec().filter(|_| read) {
+            let tcp = rec.sock.tcp();
+            tcp.readable = true;
+            tcp.closed |= closed;
+        }
+        match std::mem::replace(self, Self::Spent) {
+            Self::Tcp(rec, request, config) => {
+                // Connected once the socket has a peer; before that, an error says why not.
+                let sock = &rec.sock.tcp_ref().sock;
+                if !matches!(sock.take_error(), Ok(None)) {
+                    return Dialed::NoTcp;
+                }
+                match sock.peer_addr() {
+                    Ok(_) => self.tls(rec, request, config),
+                    Err(e) if e.kind() == io::ErrorKind::NotConnected => {
+                        *self = Self::Tcp(rec, request, config);
+                        Dialed::Pending
+                    }
+                    Err(_) => Dialed::NoTcp,
+                }
+            }
+            Self::Tls(rec, request, config) => self.tls(rec, request, config),
+            Self::Shake(m, config) => self.shake(m.handshake(), config),
+            Self::Spent => Dialed::Pending,
+        }
+    }
+
+    /// TLS's handshake as far as the socket allows (at once for ws://), then the WebSocket's.
+    fn tls(&mut self, mut rec: Rec, request: Box<Request>, config: WebSocketConfig) -> Dialed {
+        if let Sock::Tls(t) = &mut rec.sock {
+            while t.conn.is_handshaking() {
+                match t.conn.complete_io(&mut t.sock) {
+                    // progress: go on until done or the socket would block
+                    Ok((r, w)) if r + w > 0 => {}
+                    Err(e) if e.kind() != io::ErrorKind::WouldBlock => return Dialed::NoTls(e),
+                    _ => {
+                        *self = Self::Tls(rec, request, config);
+                        return Dialed::Pending;
+                    }
+                }
+            }
+        }
+        self.shake(tungstenite::client::client_with_config(*request, rec, Some(config)), config)
+    }
+
+    /// A step of the WebSocket handshake: done (the engine rebuilt), interrupted (kept for
+    /// the next readiness), or failed.
+    fn shake(
+        &mut self,
+        r: Result<(WebSocket<Rec>, Response), HandshakeError<ClientHandshake<Rec>>>,
+        config: WebSocketConfig,
+    ) -> Dialed {
+        match r {
+            Ok((ws, resp)) => match detach(ws, config) {
+                Ok(ws) => Dialed::Open(ws, Box::new(resp)),
+                Err(e) => Dialed::Failed(e),
+            },
+            Err(HandshakeError::Interrupted(m)) => {
+                *self = Self::Shake(m, config);
+                Dialed::Pending
+            }
+            Err(HandshakeError::Failure(e)) => Dialed::Failed(e),
+        }
+    }
+}
+
+/// The engine again, with a read buffer of the configured size (tungstenite keeps its
+/// handshake's 4 KiB buffer for the connection's life, 3 KiB a client more than the
+/// configured 1 KiB). Rebuilt the way tungstenite builds it, from the bytes read after the
+/// response head, so a frame the server sent behind its 101 stays first in line.
+fn detach(ws: WebSocket<Rec>, config: WebSocketConfig) -> Result<Ws, Error> {
+    let rec = ws.into_inner();
+    let head = wirebench_core::room::response_head_len(&rec.seen)
         .ok_or_else(|| Error::Io(io::Error::other("the response head was not found again")))?;
-    let tail = io.seen[head..].to_vec();
-    let sock = Sock::from_stream(io.stream)?;
-    let engine = WebSocket::from_partially_read(sock, tail, Role::Client, Some(config));
+    let tail = rec.seen[head..].to_vec();
+    let engine = WebSocket::from_partially_read(rec.sock, tail, Role::Client, Some(config));
     Ok(Ws { engine, blocked: false, ended: false })
 }
 
@@ -344,14 +396,6 @@ mod tests {
         (addr, task)
     }
 
-    async fn client(addr: std::net::SocketAddr) -> Ws {
-        let sock = TcpStream::connect(addr).await.unwrap();
-        let (ws, resp) =
-            handshake(format!("ws://{addr}/rooms/t"), Stream::Plain(sock), crate::limits::ws_config()).await.unwrap();
-        assert_eq!(resp.status(), 101);
-        ws
-    }
-
     /// The event loop's part, for one connection: its readiness, waited for (bounded).
     struct Driver {
         poll: mio::Poll,
@@ -359,11 +403,31 @@ mod tests {
     }
 
     impl Driver {
-        fn new(ws: &mut Ws) -> Self {
+        /// Opens a connection to `addr` as the event loop does (bounded), watched by a new
+        /// driver.
+        fn dial(addr: std::net::SocketAddr) -> (Ws, Self) {
+            use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+            let request = format!("ws://{addr}/rooms/t").into_client_request().unwrap();
+            let mut dial = Dial::start(addr, None, request, crate::limits::ws_config()).unwrap();
             let poll = mio::Poll::new().unwrap();
             let interest = mio::Interest::READABLE | mio::Interest::WRITABLE;
-            poll.registry().register(ws.tcp(), mio::Token(0), interest).unwrap();
-            Self { poll, events: mio::Events::with_capacity(8) }
+            poll.registry().register(dial.tcp().unwrap(), mio::Token(0), interest).unwrap();
+            let mut d = Self { poll, events: mio::Events::with_capacity(8) };
+            let deadline = Instant::now() + BOUND;
+            loop {
+                let left = deadline.checked_duration_since(Instant::now()).expect("bounded");
+                d.poll.poll(&mut d.events, Some(left)).unwrap();
+                let closed = d.events.iter().any(|e| e.is_read_closed() || e.is_error());
+                let read = closed || d.events.iter().any(mio::event::Event::is_readable);
+                match dial.ready(read, closed) {
+                    Dialed::Pending => {}
+                    Dialed::Open(ws, resp) => {
+                        assert_eq!(resp.status(), 101);
+                        return (ws, d);
+                    }
+                    other => panic!("the handshake failed: {other:?}"),
+                }
+            }
         }
 
         /// `f` until it is ready, the socket's next readiness awaited after each `Pending`.
@@ -418,9 +482,8 @@ mod tests {
                 got
             })
             .await;
-            let mut ws = client(addr).await;
             block_in_place(|| {
-                let mut d = Driver::new(&mut ws);
+                let (mut ws, mut d) = Driver::dial(addr);
                 assert_eq!(d.next(&mut ws).unwrap().unwrap(), Message::Ping(Bytes::from_static(b"p1")));
                 assert_eq!(d.next(&mut ws).unwrap().unwrap(), Message::text("hello"), "fragments are one message");
                 assert_eq!(d.next(&mut ws).unwrap().unwrap(), Message::binary(vec![1, 2, 3]));
@@ -485,9 +548,8 @@ mod tests {
                 drop(sock);
                 closed.send(()).unwrap();
             });
-            let mut ws = client(addr).await;
             block_in_place(|| {
-                let mut d = Driver::new(&mut ws);
+                let (mut ws, mut d) = Driver::dial(addr);
                 assert_eq!(d.next(&mut ws).unwrap().unwrap(), Message::text("first"));
                 assert_eq!(d.next(&mut ws).unwrap().unwrap(), Message::text("second"));
                 go.send(()).unwrap();
@@ -520,9 +582,8 @@ mod tests {
                 got
             })
             .await;
-            let mut ws = client(addr).await;
             let sent = block_in_place(|| {
-                let mut d = Driver::new(&mut ws);
+                let (mut ws, mut d) = Driver::dial(addr);
                 // The server does not read yet: fill the socket until a write would block
                 // (loopback buffers hold a few MB; bounded).
                 let mut sent = 0u8;
