@@ -17,6 +17,8 @@
 #   ROUNDS=3 SIZES="1000 2000" bench/load-floor.sh     # every point three times, the generators'
 #                                                      #   order rotated each round: medians, and
 #                                                      #   wb / floor per round
+# With two sizes or more, a second table: peak RSS per client added from one size to the
+# next, where the fixed part of each program (code, libraries) cancels out.
 #
 # Generators per point: floor, wb (wirebench load as shipped, with its stall meter),
 # wb-nohiccup (--no-hiccup: the stall meter's 1,000 wake-ups/s left out, like for like with
@@ -177,4 +179,19 @@ print("| generator | clients | CPU µs/event | / floor | / floor by round | / be
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     print("| " + " | ".join(str(x) for x in r) + " |")
+# Peak RSS counts the program's fixed part (its code and libraries, resident as mapped file
+# pages) in every client's share; between two sizes it cancels out: what one more client costs.
+total = {k: med(r["rss"] * k[1] for r in runs) for k, runs in per_round.items()}
+steps = [(a, b) for a, b in zip(sorted(sizes), sorted(sizes)[1:])]
+if steps:
+    print()
+    print("| generator | clients | RSS KB per added client | / floor |")
+    print("|---|---|---|---|")
+    for gen in ["floor", "wb", "wb-nohiccup", "before", "before-nohiccup"]:
+        for a, b in steps:
+            if (gen, a) not in total or (gen, b) not in total:
+                continue
+            kb = (total[(gen, b)] - total[(gen, a)]) / (b - a)
+            fl = (total.get(("floor", b), 0) - total.get(("floor", a), 0)) / (b - a)
+            print(f"| {gen} | {a} -> {b} | {kb:.2f} | {kb / fl:.2f} |" if fl > 0 else f"| {gen} | {a} -> {b} | {kb:.2f} | - |")
 PY

@@ -406,8 +406,13 @@ mod tests {
         /// Opens a connection to `addr` as the event loop does (bounded), watched by a new
         /// driver.
         fn dial(addr: std::net::SocketAddr) -> (Ws, Self) {
+            Self::dial_to(addr, &format!("ws://{addr}/rooms/t"))
+        }
+
+        /// As [`Self::dial`], to `url` (its host is `addr`).
+        fn dial_to(addr: std::net::SocketAddr, url: &str) -> (Ws, Self) {
             use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
-            let request = format!("ws://{addr}/rooms/t").into_client_request().unwrap();
+            let request = url.into_client_request().unwrap();
             let mut dial = Dial::start(addr, None, request, crate::limits::ws_config()).unwrap();
             let poll = mio::Poll::new().unwrap();
             let interest = mio::Interest::READABLE | mio::Interest::WRITABLE;
@@ -607,5 +612,44 @@ mod tests {
             assert_eq!(got, want, "every frame once, whole and in order");
         };
         tokio::time::timeout(BOUND, run).await.expect("bounded");
+    }
+
+    /// The Autobahn test suite's fuzzing server (`wstest -m fuzzingserver`, started by
+    /// `bench/autobahn.sh`, which reads its verdicts) against this client: every case's text
+    /// and binary messages echoed back through the engine and the readiness driving the load
+    /// client uses. Needs the server, so not run with the others.
+    #[test]
+    #[ignore = "needs the Autobahn fuzzing server: bench/autobahn.sh"]
+    fn autobahn_fuzzing_server_echo() {
+        let base = std::env::var("AUTOBAHN_URL").unwrap_or_else(|_| "ws://127.0.0.1:9001".into());
+        let addr: std::net::SocketAddr = base.trim_start_matches("ws://").parse().expect("AUTOBAHN_URL ws://IP:PORT");
+        let agent = "wirebench-load";
+        let (mut ws, mut d) = Driver::dial_to(addr, &format!("{base}/getCaseCount"));
+        let count: u32 = match d.next(&mut ws) {
+            Some(Ok(Message::Text(t))) => t.as_str().parse().expect("a case count"),
+            other => panic!("no case count: {other:?}"),
+        };
+        while d.next(&mut ws).is_some() {}
+        for case in 1..=count {
+            let (mut ws, mut d) = Driver::dial_to(addr, &format!("{base}/runCase?case={case}&agent={agent}"));
+            loop {
+                match d.next(&mut ws) {
+                    Some(Ok(m @ (Message::Text(_) | Message::Binary(_)))) => {
+                        if ws.feed(m).is_err() {
+                            break;
+                        }
+                        // (a failed flush ends the case at the next read)
+                        d.until(&mut ws, |ws| {
+                            if ws.flush().is_ok() && ws.blocked { Poll::Pending } else { Poll::Ready(()) }
+                        });
+                    }
+                    // pings are answered and closes replied to by the engine
+                    Some(Ok(_)) => {}
+                    Some(Err(_)) | None => break,
+                }
+            }
+        }
+        let (mut ws, mut d) = Driver::dial_to(addr, &format!("{base}/updateReports?agent={agent}"));
+        while d.next(&mut ws).is_some() {}
     }
 }
