@@ -270,7 +270,8 @@ fn run(mut poll: Poll, ids: &[u64], stop: &watch::Receiver<bool>, plan: &Plan, s
             };
             t.ready(ev.token().0, read, poll.registry(), plan, stats);
         }
-        if stop_by.is_none() && *stop.borrow() {
+        // (a sender gone counts as the signal)
+        if stop_by.is_none() && (*stop.borrow() || stop.has_changed().is_err()) {
             stop_by = Some(plan.now_ns() + nanos(STOP_WAIT));
             t.stop_all(plan, stats);
         }
@@ -296,6 +297,42 @@ impl Workers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Clients whose connections are refused are counted as failed, and the worker ends when
+    /// the stop signal's sender is gone (as at the end of a run whose main side has quit).
+    #[test]
+    fn refused_clients_fail_and_a_dropped_stop_ends_the_worker() {
+        // A port that refuses: bound, never listened on.
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = sock.local_addr().unwrap().port();
+        let url = format!("ws://127.0.0.1:{port}/r");
+        let args = crate::flags::parse_mode::<super::super::Args>(
+            "load",
+            &[&url, "--clients", "4", "--ramp", "0s", "--duration", "1s", "--room-size", "2"],
+        )
+        .unwrap();
+        let cfg = super::super::config::Config::from_args(&args).unwrap();
+        let plan = Arc::new(super::super::plan_of(&cfg, std::time::SystemTime::now()));
+        let stats = Arc::new(Stats::new(cfg.mix.types().len(), cfg.clients, cfg.room_size, WORKERS));
+        let (tx, rx) = watch::channel(false);
+        let w = start(&plan, &stats, &Arc::new(RuntimeCpu::default()), &rx).unwrap();
+        // every client has failed (a condition waited for, bounded), then the sender goes
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while stats.done.load(std::sync::atomic::Ordering::Relaxed) < 4 {
+            assert!(std::time::Instant::now() < deadline, "the clients never finished");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(tx);
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            w.join();
+            done_tx.send(()).unwrap();
+        });
+        done_rx.recv_timeout(Duration::from_secs(10)).expect("the worker ended");
+        assert_eq!(stats.failed.load(std::sync::atomic::Ordering::Relaxed), 4);
+        assert_eq!(stats.done.load(std::sync::atomic::Ordering::Relaxed), 4);
+        assert_eq!(stats.connected.load(std::sync::atomic::Ordering::Relaxed), 0);
+    }
 
     #[test]
     fn whole_rooms_go_to_one_worker_and_rooms_alternate() {
