@@ -328,7 +328,10 @@ mod tests {
             (GeneratorLimited, vec!["a", "c"])
         );
         assert_eq!(merge_verdicts(&[("a", FlatOut), ("b", FlatOut)]), (FlatOut, vec![]));
+        // kept and flat out weigh the same: kept wins in either order
         assert_eq!(merge_verdicts(&[("a", FlatOut), ("b", Kept)]), (Kept, vec![]));
+        assert_eq!(merge_verdicts(&[("a", Kept), ("b", FlatOut)]), (Kept, vec![]));
+        assert_eq!(merge_verdicts(&[("a", Kept), ("b", FlatOut), ("c", FlatOut)]), (Kept, vec![]));
         // a shard that lost clients missed the scenario's rate: named, and worse than kept
         assert_eq!(merge_verdicts(&[("a", Kept), ("b", ClientsLost)]), (ClientsLost, vec!["b"]));
         assert_eq!(merge_verdicts(&[("a", ClientsLost), ("b", SendPathLimited)]), (SendPathLimited, vec!["a", "b"]));

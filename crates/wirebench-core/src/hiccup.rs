@@ -316,6 +316,27 @@ mod tests {
     }
 
     #[test]
+    fn wakeups_count_the_real_wakeups_not_the_corrected_values() {
+        let mut r = HiccupRecorder::new(MS, 0);
+        assert_eq!(r.wakeups(), 0);
+        let mut due = r.first_due();
+        // one punctual wake-up, one 5.5 ms late (4 corrected values), one punctual
+        for late in [0, 5 * MS + MS / 2, 0] {
+            due = r.on_wake(due, due + late);
+        }
+        assert_eq!(r.wakeups(), 3);
+        assert_eq!(r.histogram().len(), 3 + 4);
+        assert_eq!(r.finish().wakeups, 3);
+    }
+
+    #[test]
+    fn a_meter_finished_before_its_first_wakeup_has_no_seconds() {
+        let h = HiccupRecorder::new(MS, 0).finish();
+        assert!(h.seconds.is_empty(), "{:?}", h.seconds);
+        assert_eq!((h.wakeups, h.corrected, h.histogram.len()), (0, 0, 0));
+    }
+
+    #[test]
     fn intervals_are_clamped_to_the_documented_range() {
         assert_eq!(HiccupRecorder::new(1, 0).interval_ns(), MIN_INTERVAL_NS);
         assert_eq!(HiccupRecorder::new(u64::MAX, 0).interval_ns(), MAX_INTERVAL_NS);

@@ -136,6 +136,8 @@ mod tests {
         assert_eq!(verdict(&s(45, 0, 75, 1, 1), 2.0, 0.1), (60.0, GeneratorVerdict::ClientsLost));
         // dropped right before the end, with nothing of its schedule left: still not kept
         assert_eq!(verdict(&s(80, 0, 0, 1, 0), 2.0, 0.1), (40.0, GeneratorVerdict::ClientsLost));
+        // only a client that never connected (its 40 lost): not kept either
+        assert_eq!(verdict(&s(80, 0, 40, 0, 1), 2.0, 0.1), (60.0, GeneratorVerdict::ClientsLost));
         // the clients that stayed missed too: the generator (busy) or its send path is why
         assert_eq!(verdict(&s(50, 30, 40, 1, 0), 2.0, 0.95).1, GeneratorVerdict::GeneratorLimited);
         assert_eq!(verdict(&s(50, 30, 40, 0, 1), 2.0, 0.2).1, GeneratorVerdict::SendPathLimited);

@@ -174,6 +174,65 @@ mod tests {
         assert_eq!(b.active_ns(), 1_000 * 10_000_000);
     }
 
+    /// One thread's events at the same ns: the first recorded is the period's first event.
+    #[test]
+    fn the_first_of_events_at_one_instant_is_the_first_recorded() {
+        let mut b = Busy::default();
+        b.on_event(S, 100);
+        b.on_event(S, 300);
+        b.on_event(S + 1_000, 500);
+        assert_eq!((b.active_ns(), b.uncovered_bytes()), (1_000, 100));
+    }
+
+    /// Periods of two threads exactly `IDLE_GAP_NS` apart are one period, as on one thread.
+    #[test]
+    fn periods_merged_exactly_the_gap_apart_join() {
+        let (mut a, mut b) = (Busy::default(), Busy::default());
+        a.on_event(S, 100);
+        a.on_event(S + 10, 100);
+        b.on_event(S + 10 + IDLE_GAP_NS, 100);
+        a.merge(&b);
+        assert_eq!((a.active_ns(), a.uncovered_bytes()), (10 + IDLE_GAP_NS, 100));
+        // and the other way round
+        let (mut c, mut d) = (Busy::default(), Busy::default());
+        c.on_event(S + 10 + IDLE_GAP_NS, 100);
+        d.on_event(S, 100);
+        d.on_event(S + 10, 100);
+        c.merge(&d);
+        assert_eq!((c.active_ns(), c.uncovered_bytes()), (10 + IDLE_GAP_NS, 100));
+    }
+
+    /// MAX_PERIODS periods are kept apart; the one after folds the oldest.
+    #[test]
+    fn the_fold_starts_past_max_periods() {
+        let mut b = Busy::default();
+        for i in 0..MAX_PERIODS as u64 {
+            burst(&mut b, i * S, 1_000_000, 11);
+        }
+        assert_eq!((b.periods.len(), b.folded_until), (MAX_PERIODS, None));
+        burst(&mut b, MAX_PERIODS as u64 * S, 1_000_000, 11);
+        assert_eq!((b.periods.len(), b.folded_until), (MAX_PERIODS, Some(10_000_000)));
+    }
+
+    /// Folded totals travel with a merge: a thread's folded time and first bytes still
+    /// count once merged into another thread's (or an empty) tally.
+    #[test]
+    fn a_merge_keeps_folded_totals() {
+        let folded = |from: u64| {
+            let mut b = Busy::default();
+            for i in 0..100 {
+                burst(&mut b, from + i * S, 1_000_000, 11); // 10 ms busy each second
+            }
+            b
+        };
+        let mut all = Busy::default();
+        all.merge(&folded(0));
+        assert_eq!((all.active_ns(), all.uncovered_bytes()), (100 * 10_000_000, 100_000));
+        let mut two = folded(0);
+        two.merge(&folded(1_000 * S));
+        assert_eq!((two.active_ns(), two.uncovered_bytes()), (200 * 10_000_000, 200_000));
+    }
+
     proptest! {
         /// Whatever the order and split, the busy time equals a direct computation over
         /// the sorted events (fewer periods than the fold limit).

@@ -223,6 +223,127 @@ mod tests {
         assert!((a.percent_of_in(1) - 100.0 / 3.0).abs() < 1e-9);
     }
 
+    fn release(arrival_ns: u64, left_ns: u64, now_ns: u64) -> Release {
+        Release { len: 100, arrival_ns, left_ns, now_ns, copies: 1 }
+    }
+
+    /// Anything that happened makes a tally non-empty, a send failure included (a packet
+    /// still waiting when the proxy stopped arrived in an earlier interval).
+    #[test]
+    fn a_tally_is_empty_only_when_nothing_happened() {
+        assert!(Tally::default().is_empty());
+        let mut a = Tally::default();
+        a.on_arrival(100, 0);
+        assert!(!a.is_empty(), "an arrival");
+        let mut r = Tally::default();
+        r.on_release(&release(0, 0, 10), false);
+        assert!(!r.is_empty(), "a release");
+        let mut s = Tally::default();
+        s.on_drop(DropReason::Send);
+        assert!(!s.is_empty(), "a send failure");
+    }
+
+    #[test]
+    fn send_failures_and_reorders_are_counted_and_merged() {
+        let mut a = Tally::default();
+        a.on_drop(DropReason::Send);
+        a.on_release(&release(0, 0, 10), true);
+        a.on_release(&release(0, 0, 10), false);
+        assert_eq!((a.send_drops, a.dropped(), a.reordered), (1, 1, 1));
+        let mut b = Tally::default();
+        b.on_drop(DropReason::Send);
+        b.on_drop(DropReason::Send);
+        b.on_release(&release(0, 0, 10), true);
+        a.merge(&b);
+        assert_eq!((a.send_drops, a.dropped(), a.reordered, a.packets_out), (3, 3, 2, 3));
+    }
+
+    /// Merging adds every counter: two tallies with different, non-zero counts in each.
+    #[test]
+    fn merge_adds_every_counter() {
+        let mut a = Tally::default();
+        let mut b = Tally::default();
+        for (t, n) in [(&mut a, 1u32), (&mut b, 2)] {
+            for _ in 0..n {
+                t.on_arrival(100, 0);
+                for why in [DropReason::Loss, DropReason::Queue, DropReason::Full, DropReason::Send] {
+                    t.on_drop(why);
+                }
+                t.on_release(&Release { copies: 1 + n, ..release(0, 0, 10) }, n == 2);
+            }
+        }
+        a.merge(&b);
+        // a: 1 of each, one release of 2 copies; b: 2 of each, two releases of 3 copies
+        assert_eq!((a.packets_in, a.bytes_in, a.packets_out), (3, 300, 3));
+        assert_eq!((a.lost, a.queue_drops, a.full_drops, a.send_drops, a.dropped()), (3, 3, 3, 3, 12));
+        assert_eq!((a.bytes_out, a.duplicates, a.reordered), (200 + 600, 1 + 4, 2));
+    }
+
+    #[test]
+    fn copies_beyond_the_first_are_duplicates() {
+        let mut t = Tally::default();
+        t.on_release(&Release { copies: 1, ..release(0, 0, 10) }, false);
+        assert_eq!((t.duplicates, t.bytes_out), (0, 100));
+        t.on_release(&Release { copies: 3, ..release(0, 0, 10) }, false);
+        assert_eq!((t.packets_out, t.duplicates, t.bytes_out), (2, 2, 400));
+    }
+
+    /// Rates are over the busy time, leaving out each period's first event (busy.rs):
+    /// 1000 B events 50 ms apart are one period of 50 ms carrying 1000 B past its first,
+    /// 160 kbit/s either way.
+    #[test]
+    fn rates_are_bytes_over_the_busy_time() {
+        const MS: u64 = 1_000_000;
+        let mut t = Tally::default();
+        assert!(t.in_bps().abs() < f64::EPSILON && t.out_bps().abs() < f64::EPSILON);
+        t.on_arrival(1_000, 0);
+        t.on_arrival(1_000, 50 * MS);
+        // 500 B sent twice each time
+        for now in [10 * MS, 60 * MS] {
+            t.on_release(&Release { len: 500, arrival_ns: now - 10 * MS, left_ns: now, now_ns: now, copies: 2 }, false);
+        }
+        assert!((t.in_bps() - 160_000.0).abs() < 1e-6, "{}", t.in_bps());
+        assert!((t.out_bps() - 160_000.0).abs() < 1e-6, "{}", t.out_bps());
+    }
+
+    #[test]
+    fn a_share_of_no_arrivals_is_zero() {
+        let t = Tally::default();
+        assert!(t.percent_of_in(0).abs() < f64::EPSILON);
+        assert!(t.percent_of_in(3).abs() < f64::EPSILON);
+        let mut four = Tally::default();
+        for at in 0..4 {
+            four.on_arrival(100, at);
+        }
+        assert!((four.percent_of_in(2) - 50.0).abs() < 1e-9, "2 of 4 arrivals");
+    }
+
+    /// A queue exit outside [arrival, release] (clocks read on different threads) is held
+    /// inside it: neither part is negative and the parts add up to the whole delay.
+    #[test]
+    fn the_queue_exit_is_held_between_arrival_and_release() {
+        let parts = |r: Release| {
+            let mut t = Tally::default();
+            t.on_release(&r, false);
+            (t.delay.max(), t.queue.max(), t.delay_part.max())
+        };
+        // exit before arrival: no queue, all delay
+        assert_eq!(parts(release(100, 50, 300)), (200, 1, 200));
+        // exit after release: all queue, no delay
+        assert_eq!(parts(release(100, 500, 300)), (200, 200, 1));
+        // inside: split
+        assert_eq!(parts(release(100, 150, 300)), (200, 50, 150));
+        // release before arrival: 1 ns, nothing split
+        assert_eq!(parts(release(100, 150, 50)), (1, 1, 1));
+    }
+
+    #[test]
+    fn a_packet_overtaken_by_several_is_one_reorder_in_any_order() {
+        let mut o = ReleaseOrder::default();
+        let flags: Vec<bool> = [2, 1, 0, 3].iter().map(|&s| o.on_release(s)).collect();
+        assert_eq!(flags, [false, true, true, false]);
+    }
+
     #[test]
     fn one_held_back_packet_is_one_reorder() {
         let mut o = ReleaseOrder::default();

@@ -217,6 +217,76 @@ mod tests {
         assert!(matches!(decode_histogram(&v2(&min, 9)), Err(HistoError::Decode(_))));
     }
 
+    /// `raw` behind the compressed cookie, DEFLATE-compressed, base64.
+    fn compressed(raw: &[u8]) -> String {
+        use std::io::Write as _;
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        z.write_all(raw).unwrap();
+        let body = z.finish().unwrap();
+        let mut b = V2_COMPRESSED_COOKIE.to_be_bytes().to_vec();
+        b.extend_from_slice(&u32::try_from(body.len()).unwrap().to_be_bytes());
+        b.extend_from_slice(&body);
+        STANDARD.encode(b)
+    }
+
+    /// A small bomb (8 MiB of zeros behind a V2 header) is refused for its size, having
+    /// inflated at most one byte past the bound.
+    #[test]
+    fn a_compressed_bomb_is_refused_for_its_size() {
+        let mut raw = STANDARD.decode(v2(&[], 0)).unwrap();
+        raw.resize(2 * MAX_BYTES, 0);
+        let e = decode_histogram(&compressed(&raw)).unwrap_err().to_string();
+        assert!(e.contains("more than 4 MiB"), "{e}");
+        // the same framing around a real histogram decodes
+        let raw = STANDARD.decode(v2(&[2], 1)).unwrap();
+        assert_eq!(decode_histogram(&compressed(&raw)).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn text_past_the_bound_is_refused_before_base64() {
+        let e = decode_histogram(&"A".repeat(MAX_BYTES + 1)).unwrap_err();
+        assert!(matches!(&e, HistoError::Decode(why) if why.contains("longer than 4 MiB")), "{e}");
+    }
+
+    #[test]
+    fn a_header_cut_short_is_an_error_not_a_panic() {
+        for n in [8, 16, 24, 39] {
+            let b = &STANDARD.decode(v2(&[], 0)).unwrap()[..n];
+            let e = decode_histogram(&STANDARD.encode(b)).unwrap_err().to_string();
+            assert!(e.contains("not an HdrHistogram V2"), "{n} bytes: {e}");
+        }
+    }
+
+    /// A whole header and no counts is an empty histogram (nothing is cut off).
+    #[test]
+    fn a_header_with_an_empty_payload_is_an_empty_histogram() {
+        assert_eq!(decode_histogram(&v2(&[], 0)).unwrap().len(), 0);
+    }
+
+    /// The bounds are inclusive: the widest range and the narrowest HdrHistogram takes.
+    #[test]
+    fn the_range_bounds_are_accepted() {
+        let one = [2u8];
+        assert!(decode_histogram(&v2_with(&one, 1, 3, 1, MAX_HIGHEST)).is_ok(), "highest 2^48");
+        assert!(decode_histogram(&v2_with(&one, 1, 3, 100, 200)).is_ok(), "highest = 2 * lowest");
+        assert!(decode_histogram(&v2_with(&one, 1, 3, 1, MAX_HIGHEST + 1)).is_err());
+        assert!(decode_histogram(&v2_with(&one, 1, 3, 100, 199)).is_err());
+    }
+
+    /// The scan reads each count by its own length: an `i64::MIN` after a one-byte count
+    /// is still found, and a nine-byte count whose last byte is 0xff but whose other
+    /// bytes carry no value bits is not taken for it.
+    #[test]
+    fn counts_are_scanned_one_encoding_at_a_time() {
+        let mut after = vec![2u8];
+        after.extend_from_slice(&[0xff; 9]);
+        let e = decode_histogram(&v2(&after, 10)).unwrap_err().to_string();
+        assert!(e.contains("count out of range"), "{e}");
+        let mut high = vec![0x80u8; 8];
+        high.push(0xff);
+        assert!(check_v2(&STANDARD.decode(v2(&high, 9)).unwrap()).is_ok());
+    }
+
     /// Rendering cost grows with the counts array: 5 digits over 1..2^63 took seconds per
     /// histogram. Refused before the deserializer allocates it.
     #[test]

@@ -217,6 +217,46 @@ mod tests {
         assert_eq!(done.iter().map(|d| d.0).collect::<Vec<_>>(), [1, 2, 3, 4], "expired first, then live");
     }
 
+    /// The budget's silence is inclusive: a publisher silent for exactly `idle_ns` goes,
+    /// one silent 1 ns less stays.
+    #[test]
+    fn a_publisher_silent_for_exactly_idle_ns_expires() {
+        let mut t = Table::new(B);
+        t.on_datagram(1u32, 0, 100, 0, 500);
+        t.expire(500 + B.idle_ns - 1, |_| {});
+        assert_eq!(t.live().len(), 1);
+        t.expire(500 + B.idle_ns, |_| {});
+        assert_eq!((t.live().len(), t.tally().expired), (0, 1));
+    }
+
+    /// Report marks set through `live_mut` are the entries `live` shows.
+    #[test]
+    fn live_mut_reaches_the_live_entries() {
+        let mut t = Table::new(B);
+        t.on_datagram(1u32, 0, 100, 0, 10);
+        t.on_datagram(2, 0, 100, 0, 10);
+        for e in t.live_mut() {
+            e.at_last_report = *e.rx.counts();
+            e.last_report_ns = 20;
+        }
+        assert_eq!(t.live_mut().len(), 2);
+        for e in t.live() {
+            assert_eq!((e.at_last_report.received, e.last_report_ns), (1, 20));
+        }
+    }
+
+    #[test]
+    fn window_bytes_add_up_the_live_windows() {
+        let mut t = Table::new(B);
+        t.on_datagram(1u32, 0, 100, 0, 0);
+        t.on_datagram(2, 0, 100, 0, 0);
+        let each: Vec<usize> = t.live().iter().map(|e| e.rx.window_bytes()).collect();
+        assert!(each.iter().all(|&b| b > 0), "a publisher's window holds bytes: {each:?}");
+        assert_eq!(t.window_bytes(), each.iter().sum::<usize>());
+        t.expire(B.idle_ns, |_| {});
+        assert_eq!(t.window_bytes(), 0, "expired publishers hold none");
+    }
+
     /// 40,000 spoofed keys (the attack that grew `listen` to 1 GiB): the table holds its
     /// budget and says how many it refused.
     #[test]

@@ -252,6 +252,20 @@ fn the_shortcut_takes_only_the_default_layout() {
     assert_eq!(scan(br#"{"type":"cursor","req":false,"sender":7,"room":1,"seq":3,"ts":012,"it":11,"pad":""}"#), None);
 }
 
+/// Zeros (a room or sequence 0, common in every run) and plain strings with spaces are
+/// the default layout too: the shortcut takes them, with the walk's result.
+#[test]
+fn the_shortcut_takes_zeros_and_spaces() {
+    for m in [
+        &br#"{"type":"cursor","req":true,"sender":0,"room":0,"seq":0,"ts":0,"it":0,"pad":""}"#[..],
+        br#"{"type":"cursor move","req":false,"sender":7,"room":1,"seq":3,"ts":12,"it":11,"pad":"x x"}"#,
+    ] {
+        let got = fast::scan(m);
+        assert!(got.is_some(), "{}", String::from_utf8_lossy(m));
+        assert_eq!(got, walk(m));
+    }
+}
+
 proptest! {
     /// Every message the default template renders takes the shortcut, with the walk's result.
     #[test]

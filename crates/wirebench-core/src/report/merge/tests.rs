@@ -575,3 +575,71 @@ fn histograms_of_different_ranges_add_in_either_order() {
         assert_eq!((sum.len(), sum.min(), sum.max()), (2, short.min(), long.max()));
     }
 }
+
+/// Two ping generators: the optional views a part carries are added like the latency,
+/// and a combined view is made once there are several responders (or a part had one).
+#[test]
+fn ping_merges_optional_views_and_combines_several_responders() {
+    let gen1 = seed("report-ping-full.json");
+    let mut gen2 = gen1.clone();
+    gen2.meta.started_at = "2026-11-22T00:00:00.5Z".into();
+    let ping = |r: &Report| match &r.results {
+        Results::Ping(p) => p.clone(),
+        _ => panic!("ping"),
+    };
+    let merged =
+        |b: &Report| ping(&merge(&[Input { name: "a", report: &gen1 }, Input { name: "b", report: b }]).unwrap());
+    let one = ping(&gen1);
+    let one_r = &one.responders[0];
+    let count = |v: &Option<crate::report::LatencyView>| v.as_ref().map(|v| v.summary.count);
+    assert!(one_r.uncorrected.is_some() && one.combined.is_none(), "the seed has an uncorrected view, no combined");
+
+    // one responder in both: its views added, no combined view
+    let same = merged(&gen2);
+    assert_eq!(same.responders.len(), 1);
+    assert_eq!(count(&same.responders[0].uncorrected), count(&one_r.uncorrected).map(|c| 2 * c));
+    assert_eq!(same.combined, None);
+
+    // another responder in the second: two rows, combined over both
+    let mut other = gen2.clone();
+    let Results::Ping(p) = &mut other.results else { panic!("ping") };
+    p.responders[0].addr = "127.0.0.1:7001".into();
+    let two = merged(&other);
+    assert_eq!(two.responders.len(), 2);
+    assert_eq!(count(&two.combined), Some(2 * one_r.latency.summary.count));
+
+    // one responder, but a part that had a combined view: kept
+    let mut with_combined = gen2.clone();
+    let Results::Ping(p) = &mut with_combined.results else { panic!("ping") };
+    p.combined = Some(p.responders[0].latency.clone());
+    assert_eq!(count(&merged(&with_combined).combined), Some(2 * one_r.latency.summary.count));
+}
+
+/// The bounds are inclusive: windows that touch ran together, starts exactly 1 s apart are
+/// lined up; and of parts tied at a start or an end, messages name the first given.
+#[test]
+fn run_windows_at_their_bounds_and_ties() {
+    let at = |rs: &mut [Report], starts: [&str; 3]| {
+        for (r, s) in rs.iter_mut().zip(starts) {
+            r.meta.started_at = format!("2026-11-22T00:00:{s}Z");
+        }
+    };
+    let go = |rs: &[Report]| merge_with(&named(rs, &["a", "b", "c"]), Options::default()).map_err(|e| e.to_string());
+    let mut rs = three(10);
+    // c starts the instant a and b end
+    at(&mut rs, ["00", "00", "10"]);
+    let m = go(&rs).unwrap();
+    assert!(m.warnings[0].starts_with("warning: c started 10.000 s after a "), "{:?}", m.warnings);
+    // b exactly 1 s after a and c
+    at(&mut rs, ["00", "01", "00"]);
+    assert!(go(&rs).unwrap().warnings.is_empty());
+    // a and b end together, 2.5 s before c starts: a is named
+    at(&mut rs, ["00", "00", "12.5"]);
+    assert!(go(&rs).is_err_and(|e| e.starts_with("a ended 2.500 s before c started")));
+    // b and c start together, 2.5 s after a ends: b is named
+    at(&mut rs, ["00", "12.5", "12.5"]);
+    assert!(go(&rs).is_err_and(|e| e.starts_with("a ended 2.500 s before b started")));
+    // a and b start together, c 1.5 s later: the warning names a
+    at(&mut rs, ["00", "00", "01.5"]);
+    assert!(go(&rs).unwrap().warnings[0].starts_with("warning: c started 1.500 s after a "));
+}

@@ -197,3 +197,127 @@ fn a_challenge_carries_no_proof_and_a_bounded_salt() {
     assert!(decode(welcome.as_bytes()).is_ok());
     assert!(decode(br#"{"type":"welcome","proof":"abc"}"#).is_err());
 }
+
+/// The base request of `start_json`, changed by `f`, sent through JSON and decoded.
+fn start_with(f: impl FnOnce(&mut StreamRequest)) -> Result<Control, ControlError> {
+    let Ok(Control::Start(mut r)) = decode(start_json("").as_bytes()) else { panic!("the base request decodes") };
+    f(&mut r);
+    decode(serde_json::to_string(&Control::Start(r)).unwrap().as_bytes())
+}
+
+#[test]
+fn a_body_of_exactly_the_limit_is_accepted() {
+    assert_eq!(body_len(&header(MAX_FIRST_BODY), MAX_FIRST_BODY), Ok(MAX_FIRST_BODY));
+    assert_eq!(body_len(&header(MAX_BODY), MAX_BODY), Ok(MAX_BODY));
+    assert!(matches!(body_len(&header(MAX_FIRST_BODY + 1), MAX_FIRST_BODY), Err(DecodeError::Length { .. })));
+}
+
+/// A refusal's reason is cut so that even four-byte characters stay within MAX_MESSAGE
+/// bytes: the old client's decoder takes the frame whatever the reason's length.
+#[test]
+fn a_legacy_refusal_of_a_long_reason_still_decodes() {
+    for reason in ["x".repeat(4 * MAX_MESSAGE), "\u{1d11e}".repeat(MAX_MESSAGE)] {
+        let f = legacy_refusal(1, &reason);
+        let Ok(Control::Error { message }) = decode(&f[HEADER_LEN..]) else {
+            panic!("refusal of {} bytes", reason.len())
+        };
+        assert!(message.len() <= MAX_MESSAGE && reason.starts_with(&message));
+    }
+}
+
+#[test]
+fn sizes_at_each_transports_bounds() {
+    use super::super::stream::{HEADER_LEN as MIN, MAX_UDP_LEN};
+    assert!(start_with(|r| r.size = MIN).is_ok(), "the stream header alone is a message");
+    assert!(start_with(|r| r.size = MIN - 1).is_err());
+    assert!(start_with(|r| r.size = MAX_UDP_LEN).is_ok(), "the largest UDP payload");
+    assert!(start_with(|r| r.size = MAX_UDP_LEN + 1).is_err());
+    let tcp = |size| {
+        start_with(|r| {
+            r.proto = StreamProto::Tcp;
+            r.size = size;
+        })
+    };
+    assert!(tcp(MIN).is_ok() && tcp(MIN - 1).is_err());
+    assert!(tcp(usize::from(u16::MAX)).is_ok() && tcp(usize::from(u16::MAX) + 1).is_err());
+}
+
+/// Only TCP refuses both directions at once; UDP runs them, TCP runs either one.
+#[test]
+fn tcp_takes_one_direction_udp_takes_both() {
+    let run = |proto, direction| {
+        start_with(|r| {
+            r.proto = proto;
+            r.direction = direction;
+        })
+    };
+    assert!(matches!(run(StreamProto::Tcp, Direction::Both), Err(ControlError::Value(_))));
+    for d in [Direction::Forward, Direction::Reverse, Direction::Both] {
+        assert!(run(StreamProto::Udp, d).is_ok(), "UDP {d:?}");
+    }
+    assert!(run(StreamProto::Tcp, Direction::Forward).is_ok());
+    assert!(run(StreamProto::Tcp, Direction::Reverse).is_ok());
+}
+
+#[test]
+fn receive_buffers_are_one_byte_to_sixteen_mib() {
+    assert_eq!(MAX_RCVBUF, 16 * 1024 * 1024, "serve's own default, which a client may ask for");
+    for ok in [1, 4096, MAX_RCVBUF] {
+        assert!(start_with(|r| r.rcvbuf = Some(ok)).is_ok(), "rcvbuf {ok}");
+    }
+    for bad in [0, MAX_RCVBUF + 1] {
+        assert!(matches!(start_with(|r| r.rcvbuf = Some(bad)), Err(ControlError::Value(_))), "rcvbuf {bad}");
+    }
+    assert!(start_with(|r| r.rcvbuf = None).is_ok());
+}
+
+#[test]
+fn a_granted_rate_is_positive_and_finite() {
+    let ready = |rate_per_s| Control::Ready {
+        data_port: 5000,
+        rcvbuf: 1 << 20,
+        granted: Granted { rate_per_s, duration_ns: 1_000_000_000 },
+    };
+    for ok in [None, Some(1000.0), Some(MIN_RATE_PER_S)] {
+        let m = ready(ok);
+        assert_eq!(decode(serde_json::to_string(&m).unwrap().as_bytes()), Ok(m), "granted {ok:?}");
+    }
+    for bad in [0.0, -0.0, -1.0] {
+        let j = serde_json::to_string(&ready(Some(bad))).unwrap();
+        assert!(matches!(decode(j.as_bytes()), Err(ControlError::Value(_))), "granted {bad}");
+    }
+    // JSON has no infinity or NaN; a message built in memory is checked the same way
+    for bad in [f64::INFINITY, f64::NEG_INFINITY, f64::NAN] {
+        assert!(ready(Some(bad)).check().is_err(), "granted {bad}");
+    }
+}
+
+/// Each bound is inclusive: a value at the bound is accepted, one past it refused.
+#[test]
+fn values_at_their_bounds_are_accepted() {
+    let iv = |jitter_ns| {
+        let counts = StreamCounts { jitter_ns, ..Default::default() };
+        let m = Control::Interval { publishers: vec![PublisherCounts { publisher: 0, counts }], kernel: None };
+        decode(serde_json::to_string(&m).unwrap().as_bytes())
+    };
+    assert!(iv(0.0).is_ok(), "no jitter is a jitter");
+    let kernel = |k: Snmp| {
+        let m = Control::Interval { publishers: vec![], kernel: Some(k) };
+        decode(serde_json::to_string(&m).unwrap().as_bytes())
+    };
+    let one = || [("F".to_owned(), 1)].into_iter().collect::<std::collections::BTreeMap<_, _>>();
+    let tables = (0..MAX_KERNEL_TABLES).map(|i| (format!("T{i}"), one())).collect();
+    assert!(kernel(Snmp(tables)).is_ok(), "MAX_KERNEL_TABLES tables");
+    let long = "n".repeat(MAX_KERNEL_FIELDS);
+    assert!(kernel(Snmp([(long.clone(), one())].into())).is_ok(), "a table name of MAX_KERNEL_FIELDS bytes");
+    let field = [(long, 1)].into_iter().collect();
+    assert!(kernel(Snmp([("Udp".to_owned(), field)].into())).is_ok(), "a field name of MAX_KERNEL_FIELDS bytes");
+    let challenge = |salt: &str| {
+        decode(
+            format!(r#"{{"type":"challenge","nonce":"{}","auth":true,"salt":"{salt}"}}"#, "0f".repeat(16)).as_bytes(),
+        )
+    };
+    assert!(challenge(&"s".repeat(crate::auth::MAX_SALT)).is_ok(), "a salt of MAX_SALT bytes");
+    let error = |n| decode(serde_json::to_string(&Control::Error { message: "x".repeat(n) }).unwrap().as_bytes());
+    assert!(error(MAX_MESSAGE).is_ok() && error(MAX_MESSAGE + 1).is_err());
+}
