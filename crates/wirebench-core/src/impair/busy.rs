@@ -91,7 +91,8 @@ impl Busy {
             let old = self.periods.remove(0);
             self.folded_ns += old.end - old.start;
             self.folded_first_bytes += old.first_bytes;
-            self.folded_until = Some(old.end);
+            // (never back: a merge may have folded further than this period)
+            self.folded_until = self.folded_until.max(Some(old.end));
         }
     }
 
@@ -212,6 +213,30 @@ mod tests {
         assert_eq!((b.periods.len(), b.folded_until), (MAX_PERIODS, None));
         burst(&mut b, MAX_PERIODS as u64 * S, 1_000_000, 11);
         assert_eq!((b.periods.len(), b.folded_until), (MAX_PERIODS, Some(10_000_000)));
+    }
+
+    /// A fold after a merge keeps the merged-in fold: events inside a period the other
+    /// tally folded are counted once, as they are in that tally alone.
+    #[test]
+    fn a_fold_after_a_merge_does_not_move_the_fold_back() {
+        let folded = |from: u64| {
+            let mut b = Busy::default();
+            for i in 0..100 {
+                burst(&mut b, from + i * S, 1_000_000, 11); // 10 ms busy each second
+            }
+            b
+        };
+        let (mut a, mut b) = (folded(0), folded(1000 * S));
+        a.merge(&b);
+        let before = (a.active_ns(), a.uncovered_bytes());
+        // inside the eleventh of b's periods, which b folded
+        a.on_event(1010 * S + 5_000_000, 1_000);
+        a.on_event(1010 * S + 20_000_000, 1_000);
+        assert_eq!((a.active_ns(), a.uncovered_bytes()), before);
+        let b_before = (b.active_ns(), b.uncovered_bytes());
+        b.on_event(1010 * S + 5_000_000, 1_000);
+        b.on_event(1010 * S + 20_000_000, 1_000);
+        assert_eq!((b.active_ns(), b.uncovered_bytes()), b_before, "as in b alone");
     }
 
     /// Folded totals travel with a merge: a thread's folded time and first bytes still

@@ -6,7 +6,7 @@
 //! ```text
 //! offset size field
 //!      0    2 magic 0x5742
-//!      2    1 control version (2; probes and stream messages stay at 1)
+//!      2    1 control version (3; probes and stream messages stay at 1)
 //!      3    1 kind (4 control)
 //!      4    4 length of the JSON that follows (at most 64 KiB; 4 KiB before authentication)
 //!      8   .. JSON: one `Control` message
@@ -31,7 +31,8 @@ use crate::stream::StreamCounts;
 /// had serve prove the token before the client did (an offline oracle for anyone who said
 /// `hello`).
 pub const VERSION: u8 = 3;
-/// The control version that came before; a frame of it gets a [`legacy_refusal`].
+/// The oldest control version; a frame of it or of any version up to [`VERSION`] gets a
+/// [`legacy_refusal`].
 pub const LEGACY_VERSION: u8 = 1;
 /// Control frame header size.
 pub const HEADER_LEN: usize = 8;
