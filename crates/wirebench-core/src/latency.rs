@@ -405,6 +405,78 @@ mod tests {
         assert_eq!(st.lost(100, 10), 20);
     }
 
+    /// A value outside 1 ns..=1 h is recorded at the bound and counted, in every view.
+    #[test]
+    fn clamped_values_are_counted_in_each_view() {
+        let mut h = histogram();
+        assert!(record(&mut h, 1) && record(&mut h, MAX_TRACKABLE_NS));
+        assert!(!record(&mut h, 0) && !record(&mut h, MAX_TRACKABLE_NS + 1));
+        assert_eq!((h.len(), h.min()), (4, 1));
+        // Warm-up: a zero round trip.
+        let mut st = ResponderStats::new(true, 0);
+        let mut warm = obs(0, 5, 5, None);
+        warm.phase = Phase::Warmup;
+        st.on_reply(&warm, u64::MAX);
+        assert_eq!(st.clamped, 1);
+        // Measured: sent two hours late, so corrected it is over an hour (uncorrected 10 ns).
+        st.on_reply(&obs(1, 2 * MAX_TRACKABLE_NS, 2 * MAX_TRACKABLE_NS + 10, Some(0)), u64::MAX);
+        assert_eq!(st.clamped, 2);
+        // Open loop: the corrected view is fine, the uncorrected one is zero.
+        st.on_reply(&obs(2, 7, 7, Some(3)), u64::MAX);
+        assert_eq!(st.clamped, 3);
+        st.on_reply(&obs(3, 10, 20, Some(5)), u64::MAX);
+        assert_eq!(st.clamped, 3, "nothing clamped");
+        st.on_duplicate();
+        st.on_duplicate();
+        assert_eq!((st.duplicates, st.received), (2, 3), "duplicates are counted apart");
+    }
+
+    /// The loss runs judge a probe as late as the duplicate window would still take its
+    /// reply: one answered `SEQ_WINDOW - 1` probes behind the newest still counts.
+    #[test]
+    fn a_reply_within_the_window_is_on_time_for_the_loss_runs() {
+        let newest = u64::try_from(SEQ_WINDOW).unwrap() - 1;
+        let mut st = ResponderStats::new(false, 0);
+        st.begin_measure(0);
+        st.on_reply(&obs(newest, 0, 10, None), 1_000);
+        st.on_reply(&obs(0, 0, 10, None), 1_000);
+        st.finish(newest + 1);
+        assert_eq!(st.runs.lost(), newest - 1);
+        assert_eq!(st.runs.lost(), st.lost(newest + 1, 0));
+    }
+
+    /// A full-form exchange sent at monotonic `send`: 10 µs each way, the responder's clock
+    /// `offset` ahead of the pinger's wall clock, which is `WALL` ahead of its monotonic one.
+    fn full(seq: u64, send: u64, dwell: u64, offset: i64) -> ReplyObs {
+        const WALL: i64 = 1_000_000_000_000;
+        let t2 = (WALL + i64::try_from(send).unwrap() + 10_000 + offset).unsigned_abs();
+        let mut o = obs(seq, send, send + 20_000 + dwell, None);
+        o.responder = Some((t2, t2 + dwell));
+        o.wall_minus_mono = WALL;
+        o
+    }
+
+    /// The offset estimate puts the pinger's times on its wall clock; and a dwell, a network
+    /// time or an exchange the estimate refuses is counted clamped.
+    #[test]
+    fn full_form_replies_feed_the_offset_and_count_what_they_cannot_record() {
+        let mut st = ResponderStats::new(false, 0);
+        st.on_reply(&full(0, 1_000, 10_000, 50_000), u64::MAX);
+        let est = st.offset.result().expect("a measured exchange");
+        assert_eq!((est.offset_ns, est.samples, st.clamped), (50_000, 1, 0));
+        // No dwell at all: 0 ns is below the histogram.
+        st.on_reply(&full(1, 100_000, 0, 50_000), u64::MAX);
+        assert_eq!(st.clamped, 1);
+        // A reply as quick as the dwell: no network time.
+        let mut quick = full(2, 200_000, 10_000, 50_000);
+        quick.t4 = quick.t1 + 10_000;
+        st.on_reply(&quick, u64::MAX);
+        assert_eq!(st.clamped, 2);
+        // The responder's clock stepped back a second: refused by the estimate alone.
+        st.on_reply(&full(3, 300_000, 10_000, 50_000 - 1_000_000_000), u64::MAX);
+        assert_eq!((st.clamped, st.offset.result().unwrap().rejected), (3, 1));
+    }
+
     #[test]
     fn dwell_is_subtracted() {
         let mut st = ResponderStats::new(false, 0);

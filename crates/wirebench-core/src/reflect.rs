@@ -243,6 +243,35 @@ mod tests {
         assert_eq!(a.sources(), 1);
     }
 
+    /// Idle entries make room only when a table is full, and an entry idle for exactly
+    /// IDLE_NS is idle enough.
+    #[test]
+    fn idle_entries_go_only_to_make_room() {
+        let mut a = Admission::new(Vec::new(), Some(10.0));
+        assert_eq!(a.admit(ip("10.0.0.1"), 0), Admit::Yes);
+        assert_eq!(a.admit(ip("10.0.0.2"), 2 * IDLE_NS), Admit::Yes);
+        assert_eq!(a.sources(), 2, "room to spare: the idle source keeps its bucket");
+        let mut b = SeqBook::default();
+        let s1: SocketAddr = "10.0.0.1:5000".parse().unwrap();
+        let s2: SocketAddr = "10.0.0.2:5000".parse().unwrap();
+        assert_eq!(b.next(s1, 1, 0), Some(0));
+        assert_eq!(b.next(s2, 1, 2 * IDLE_NS), Some(0));
+        assert_eq!(b.next(s1, 1, 2 * IDLE_NS), Some(1), "an idle session keeps counting");
+        assert_eq!(b.sessions(), 2);
+        // Full tables, all last used at 0: a newcomer at IDLE_NS finds them idle.
+        let mut a = Admission::new(Vec::new(), Some(10.0));
+        let mut b = SeqBook::default();
+        for i in 0..MAX_SOURCES {
+            let v4 = std::net::Ipv4Addr::from(0x0A00_0000 + u32::try_from(i).unwrap());
+            a.admit(IpAddr::V4(v4), 0);
+            b.next(SocketAddr::new(IpAddr::V4(v4), 1), 0, 0);
+        }
+        assert_eq!(a.admit(ip("192.0.2.1"), IDLE_NS), Admit::Yes);
+        assert_eq!(a.sources(), 1);
+        assert_eq!(b.next("192.0.2.1:1".parse().unwrap(), 0, IDLE_NS), Some(0));
+        assert_eq!(b.sessions(), 1);
+    }
+
     #[test]
     fn stateful_sequence_numbers_count_per_session_and_the_book_is_bounded() {
         let mut b = SeqBook::default();
@@ -253,6 +282,7 @@ mod tests {
             (Some(0), Some(1), Some(0), Some(0))
         );
         assert_eq!(b.next(s1, 1, 0), Some(2));
+        assert_eq!(b.sessions(), 3);
         for i in 0..MAX_SOURCES {
             let a = SocketAddr::new(ip("10.1.0.1"), u16::try_from(i % 60_000).unwrap());
             b.next(a, u16::try_from(i / 60_000).unwrap() + 10, 5);

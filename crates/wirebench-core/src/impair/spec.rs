@@ -274,6 +274,12 @@ mod tests {
         assert_eq!("1%".parse::<Percent>().map(Percent::prob), Ok(0.01));
         assert_eq!("100%".parse::<Percent>().map(Percent::prob), Ok(1.0));
         assert_eq!("0.5%".parse::<Percent>().unwrap().to_string(), "0.5%");
+        assert_eq!("0%".parse::<Percent>().map(Percent::prob), Ok(0.0), "no loss is a percentage too");
+        assert_eq!(Percent::from_prob(0.25).map(Percent::prob), Some(0.25));
+        assert_eq!(Percent::from_prob(1.0).map(Percent::prob), Some(1.0));
+        for p in [-0.01, 1.01, f64::NAN] {
+            assert_eq!(Percent::from_prob(p), None, "{p}");
+        }
         for (bad, why) in [("150%", "over 100%"), ("-1%", "negative"), ("1", "needs a %"), ("x%", "not a number")] {
             let e = bad.parse::<Percent>().unwrap_err().0;
             assert!(e.contains(why), "{bad}: {e}");
@@ -287,6 +293,10 @@ mod tests {
         assert_eq!(j("250us:uniform"), Ok(Jitter { ns: 250_000, dist: JitterDist::Uniform }));
         assert_eq!(j("1ms:pareto").map(|j| j.dist), Ok(JitterDist::Pareto));
         assert!(j("2ms:cauchy").unwrap_err().0.contains("unknown distribution"));
+        assert_eq!(j("2ms: normal").map(|j| j.dist), Ok(JitterDist::Normal));
+        for d in [JitterDist::Normal, JitterDist::Uniform, JitterDist::Pareto] {
+            assert_eq!(j(&format!("1ms:{}", d.name())).map(|j| j.dist), Ok(d), "a name parses back");
+        }
         assert!(j("-2ms").unwrap_err().0.contains("negative"));
         assert!(j("2").unwrap_err().0.contains("needs a unit"));
         assert!("-5ms".parse::<Delay>().unwrap_err().0.contains("delay: '-5ms' cannot be negative"));
@@ -300,6 +310,9 @@ mod tests {
         assert!("1%".parse::<LossBurst>().is_err());
         assert!("1%,0%".parse::<LossBurst>().unwrap_err().0.contains("never end"));
         assert!((Loss::Burst { p: 0.01, r: 0.25 }.mean() - 0.01 / 0.26).abs() < 1e-12);
+        assert!(Loss::Burst { p: 0.0, r: 0.0 }.mean().abs() < 1e-12, "never lossy, not 0/0");
+        assert!((Loss::Burst { p: 0.5, r: 0.0 }.mean() - 1.0).abs() < 1e-12, "a burst that never ends loses all");
+        assert!((Loss::Random { p: 0.03 }.mean() - 0.03).abs() < 1e-12);
         assert_eq!("0.5%".parse::<Reorder>(), Ok(Reorder { p: 0.005, gap_ns: DEFAULT_REORDER_GAP_NS }));
         assert_eq!("2%:3ms".parse::<Reorder>(), Ok(Reorder { p: 0.02, gap_ns: 3_000_000 }));
     }
@@ -308,6 +321,24 @@ mod tests {
     fn passthrough() {
         assert!(Spec::default().is_passthrough());
         assert!(!Spec { delay_ns: 1, ..Spec::default() }.is_passthrough());
+        // Each part at zero changes nothing; any part above it does.
+        let jitter = |ns| Some(Jitter { ns, dist: JitterDist::Normal });
+        let zero = Spec {
+            jitter: jitter(0),
+            loss: Some(Loss::Burst { p: 0.0, r: 0.5 }),
+            reorder: Some(Reorder { p: 0.0, gap_ns: DEFAULT_REORDER_GAP_NS }),
+            ..Spec::default()
+        };
+        assert!(zero.is_passthrough());
+        for changed in [
+            Spec { jitter: jitter(1), ..zero },
+            Spec { loss: Some(Loss::Random { p: 0.01 }), ..zero },
+            Spec { reorder: Some(Reorder { p: 0.01, gap_ns: 0 }), ..zero },
+            Spec { duplicate: 0.01, ..zero },
+            Spec { rate_bps: Some(1_000_000), ..zero },
+        ] {
+            assert!(!changed.is_passthrough(), "{changed:?}");
+        }
         assert_eq!(Spec::default_burst(60_760_000), 7_595);
         assert_eq!(Spec::default_burst(1_000_000), 1514);
     }

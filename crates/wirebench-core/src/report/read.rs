@@ -488,6 +488,43 @@ mod tests {
         assert_eq!(p.up.achieved.added_delay.summary.at(99.9), Some(999));
     }
 
+    /// The skim's count of `text` from `start`, and what it made of the top level.
+    fn skimmed(text: &str, start: u64) -> (Result<Option<u64>, serde_json::Error>, u64) {
+        let values = Cell::new(start);
+        let mut de = serde_json::Deserializer::from_str(text);
+        let top = (&mut de).deserialize_any(Top { skim: Skim { values: &values } });
+        (top, values.get())
+    }
+
+    /// Every kind of JSON value counts once, wherever it is: in the skim, as the version's
+    /// value, and as an object's key.
+    #[test]
+    fn every_value_counts_once_toward_the_cap() {
+        // A key plus its value's values: [ {} true -1 0.5 "s" null 7 {k: []} ] is 10.
+        let (v, n) = skimmed(r#"{"x": [true, -1, 0.5, "s", null, 7, {"k": []}]}"#, 0);
+        assert_eq!((v.unwrap(), n), (None, 1 + 10));
+        for (value, version, count) in [
+            ("2", Some(2), 1),
+            ("true", None, 1),
+            ("-1", None, 1),
+            ("0.5", None, 1),
+            (r#""1""#, None, 1),
+            ("null", None, 1),
+            ("[1, [2]]", None, 4),
+            (r#"{"a": 1}"#, None, 3),
+        ] {
+            let (v, n) = skimmed(&format!(r#"{{"schema_version": {value}}}"#), 0);
+            assert_eq!((v.unwrap(), n), (version, 1 + count), "{value}");
+        }
+        // JSON that is not an object has no version, whatever it holds.
+        for text in ["true", "-1", "0.5", "2", r#""1""#, "null", "[1, 2]"] {
+            assert_eq!(skimmed(text, 0).0.unwrap(), None, "{text}");
+        }
+        // The cap itself is allowed, one more is not.
+        assert!(skimmed(r#"{"a": 1}"#, MAX_VALUES - 2).0.is_ok());
+        assert!(skimmed(r#"{"a": 1}"#, MAX_VALUES - 1).0.is_err());
+    }
+
     #[test]
     fn too_many_values_are_refused_while_skimming() {
         // 4,000,001 values in 8 MB: refused without building them.

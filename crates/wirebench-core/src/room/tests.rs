@@ -118,3 +118,32 @@ Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n";
     assert_eq!(response_head_len(&head[..head.len() - 1]), None, "not yet whole");
     assert_eq!(response_head_len(GOOD), None, "a request is not a response");
 }
+
+/// GOOD with an `X-Pad` header that makes the head `len` bytes long.
+fn head_of(len: usize) -> Vec<u8> {
+    let bare = GOOD.len() + "X-Pad: \r\n".len();
+    let pad = format!("X-Pad: {}\r\n", "y".repeat(len - bare));
+    String::from_utf8_lossy(GOOD).replace("Host: h:8080\r\n", &format!("Host: h:8080\r\n{pad}")).into_bytes()
+}
+
+/// The limits hold at their values: a head, a path and a key as long as allowed pass, one
+/// byte more is refused; a head cut short at the cap will never be whole.
+#[test]
+fn heads_paths_and_keys_at_their_limits() {
+    let exact = head_of(MAX_HEAD);
+    assert_eq!(exact.len(), MAX_HEAD);
+    assert!(matches!(classify(&exact), Head::Upgrade { len: MAX_HEAD, .. }));
+    assert_eq!(refusal(&head_of(MAX_HEAD + 1)), Refusal::BadRequest("request head over 8 KiB"));
+    assert_eq!(classify(&exact[..MAX_HEAD - 1]), Head::Partial);
+    let cut = head_of(MAX_HEAD + 10);
+    assert_eq!(refusal(&cut[..MAX_HEAD]), Refusal::BadRequest("request head over 8 KiB"));
+    let with_path =
+        |n: usize| String::from_utf8_lossy(GOOD).replace("/rooms/demo-3", &format!("/{}", "r".repeat(n - 1)));
+    assert!(matches!(classify(with_path(MAX_PATH).as_bytes()), Head::Upgrade { .. }));
+    assert_eq!(refusal(with_path(MAX_PATH + 1).as_bytes()).status(), 400);
+    let with_key = |k: &str| String::from_utf8_lossy(GOOD).replace("dGhlIHNhbXBsZSBub25jZQ==", k).into_bytes();
+    assert!(matches!(classify(&with_key(&"k".repeat(64))), Head::Upgrade { .. }));
+    for bad in [String::new(), "k".repeat(65)] {
+        assert_eq!(refusal(&with_key(&bad)), Refusal::BadRequest("no Sec-WebSocket-Key"), "{bad:?}");
+    }
+}

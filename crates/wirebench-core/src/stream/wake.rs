@@ -210,6 +210,9 @@ mod tests {
             WakeDelay { run_min: 45, ..ok },
             WakeDelay { run_max: MAX_RUN + 1, ..ok },
             WakeDelay { runs: 0, ..ok },
+            WakeDelay { runs: 0, run_min: 0, ..ok },
+            // Three runs of at least 30 and a last one of at least 1 are more than 89.
+            WakeDelay { runs: 4, run_min: 30, ..ok },
             WakeDelay { runs: u64::MAX, run_min: u64::MAX, run_max: u64::MAX, ..ok },
         ] {
             assert!(bad.check().is_err(), "{bad:?}");
@@ -223,6 +226,22 @@ mod tests {
         w.record(1_000, Some(2_000), 3);
         let s = w.summary();
         assert_eq!((s.stamped, s.after_read, s.max_ns), (3, 3, 1));
+        // A stamp at the very instant of the read is not after it.
+        w.record(5_000, Some(5_000), 2);
+        assert_eq!((w.summary().stamped, w.summary().after_read), (5, 3));
+    }
+
+    /// Without stamps every datagram is unstamped, and the runs still hold them.
+    #[test]
+    fn unstamped_datagrams_count_toward_the_runs() {
+        let mut w = WakeRecorder::new(false);
+        for _ in 0..3 {
+            w.record(1_000, None, 8);
+        }
+        let s = w.summary();
+        assert_eq!((s.stamped, s.unstamped, s.runs, s.run_min, s.run_max), (0, 24, 3, 8, 8));
+        assert!(s.check().is_ok(), "{s:?}");
+        assert!(!s.measured());
     }
 
     #[test]
@@ -230,6 +249,8 @@ mod tests {
         let s = WakeRecorder::new(false).summary();
         assert_eq!(s, WakeDelay::default());
         assert!(!s.measured());
+        assert!(!WakeRecorder::new(true).summary().measured(), "stamps on, nothing stamped yet");
+        assert!(!WakeDelay { stamped: 5, ..WakeDelay::default() }.measured(), "stamps off");
         let bad = WakeDelay { p50_ns: 5, p99_ns: 4, max_ns: 9, ..WakeDelay::default() };
         assert!(bad.check().is_err());
     }

@@ -102,6 +102,11 @@ mod tests {
         assert_eq!(c("100M"), RateSpec::Bare(100e6));
         assert_eq!(c("1g"), RateSpec::Bare(1e9));
         assert_eq!(c("5000"), RateSpec::Bare(5000.0));
+        // Every prefix: tera either case, and the binary ones.
+        assert_eq!(c("2tbit"), RateSpec::Bits(2e12));
+        assert_eq!(c("2T"), RateSpec::Bare(2e12));
+        assert_eq!(c("1MiB/s"), RateSpec::Bits(8.0 * 1_048_576.0));
+        assert_eq!(c("1GiB/s"), RateSpec::Bits(8.0 * 1_073_741_824.0));
         for bad in ["fast", "10q/s", "10qbit", "10furlongs", "/s", "mbit"] {
             assert!(classify("rate", bad).is_err(), "{bad}");
         }

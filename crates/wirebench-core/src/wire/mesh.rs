@@ -129,6 +129,26 @@ mod tests {
         assert!(!verify_probe(&k, &b));
     }
 
+    /// A right tag is not enough: without FLAG_MAC a probe or reply is unauthenticated.
+    #[test]
+    fn a_right_tag_without_the_flag_does_not_verify() {
+        let k = Key::new(b"token");
+        let mut b = vec![0; 64];
+        probe::init(&mut b, 42, 0);
+        probe::stamp(&mut b, 1, 1_000);
+        sign_probe(&k, &mut b);
+        assert!(!verify_probe(&k, &b));
+        assert!(probe::make_reply(&mut b, 5, || 6));
+        sign_reply(&k, &mut b);
+        assert!(!verify_reply(&k, &b));
+        // A buffer too short for a tag is left as it is.
+        let mut short = vec![0; 48];
+        probe::init(&mut short, 1, FLAG_MAC);
+        let before = short.clone();
+        sign_reply(&k, &mut short);
+        assert_eq!(short, before);
+    }
+
     #[test]
     fn responder_times_are_covered_by_the_reply_tag() {
         let k = Key::new(b"token");

@@ -548,6 +548,27 @@ mod tests {
         assert_eq!(after_2036 / NS, (1 << 32) + 5 - NTP_UNIX_OFFSET);
     }
 
+    /// The fraction is rounded to the nearest 2^-32 s both ways, and era 0 ends where the
+    /// top bit of the seconds does (RFC 4330 §3).
+    #[test]
+    fn ntp_fractions_round_to_nearest_and_era_0_starts_at_the_top_bit() {
+        let t = 1_795_910_400 * NS;
+        // 2 ns is 8.59 fraction units: 9, not 8.
+        assert_eq!(TsFormat::Ntp.encode(t + 2) & 0xFFFF_FFFF, 9);
+        // 3 units are 0.698 ns: 1 ns, not 0.
+        let secs = (1_795_910_400 + NTP_UNIX_OFFSET) << 32;
+        assert_eq!(TsFormat::Ntp.decode(secs | 3), Some(t + 1));
+        // Half a unit each way is under 0.5 ns: every whole ns comes back exactly.
+        for ns in (0..NS).step_by(999_983).chain([1, 2, 3, NS - 2, NS - 1]) {
+            assert_eq!(TsFormat::Ntp.decode(TsFormat::Ntp.encode(t + ns)), Some(t + ns), "{ns}");
+        }
+        // Seconds with the top bit set are era 0 (1968 on): 2^31 is before 1970, no Unix time.
+        assert_eq!(TsFormat::Ntp.decode(0x8000_0000 << 32), None);
+        let last_of_era_1 = TsFormat::Ntp.decode(0x7FFF_FFFF << 32).map(|u| u / NS);
+        assert_eq!(last_of_era_1, Some((1 << 32) + 0x7FFF_FFFF - NTP_UNIX_OFFSET));
+        assert_eq!((TsFormat::Ntp.name(), TsFormat::Ptp.name()), ("ntp", "ptp"), "the --format spellings");
+    }
+
     #[test]
     fn error_estimates_round_up_and_carry_the_format() {
         let e = ErrorEstimate::new(true, TsFormat::Ptp, 1_000);
@@ -560,6 +581,8 @@ mod tests {
         // RFC 4656's example: scale 0, multiplier 1 is 2^-32 s.
         assert_eq!(ErrorEstimate(1).error_ns(), 0);
         assert_eq!(ErrorEstimate((32 << 8) | 3).error_ns(), 3 * NS);
+        // Each scale step past 32 doubles the unit: 3 × 2^3 s.
+        assert_eq!(ErrorEstimate((35 << 8) | 3).error_ns(), 24 * NS);
     }
 
     #[test]
@@ -579,6 +602,8 @@ mod tests {
     /// pairs: every field lands where the RFC puts it and reads back.
     #[test]
     fn a_test_packet_is_reflected_field_by_field() {
+        // Every byte of the sequence number differs, so each is read from its own place.
+        const SEQ: u32 = 0x0701_0203;
         for auth in [false, true] {
             for (sf, rf) in
                 [(TsFormat::Ntp, TsFormat::Ntp), (TsFormat::Ptp, TsFormat::Ntp), (TsFormat::Ntp, TsFormat::Ptp)]
@@ -589,16 +614,16 @@ mod tests {
                 let mut pkt = vec![0u8; len];
                 s.init(&mut pkt);
                 let t1 = 1_795_910_400 * NS + 1_000;
-                s.stamp(&mut pkt, 7, t1);
-                assert_eq!(get32(&pkt, 0), 7);
+                s.stamp(&mut pkt, SEQ, t1);
+                assert_eq!(get32(&pkt, 0), SEQ);
                 let r = reflector(k, rf);
                 let tp = r.check(&pkt).unwrap();
-                assert_eq!(tp, TestPacket { seq: 7, ssid: 0xBEEF });
+                assert_eq!(tp, TestPacket { seq: SEQ, ssid: 0xBEEF });
                 let mut out = vec![0xAAu8; 200];
                 let n = r.reflect(&pkt, &mut out, 99, t1 + 5_000, 61, || t1 + 9_000).unwrap();
                 assert_eq!(n, len, "a reply is as long as its request");
                 let got = s.parse(&out[..n]).unwrap();
-                assert_eq!((got.seq, got.sender_seq, got.ssid, got.ttl, got.len), (99, 7, 0xBEEF, 61, len));
+                assert_eq!((got.seq, got.sender_seq, got.ssid, got.ttl, got.len), (99, SEQ, 0xBEEF, 61, len));
                 assert_eq!(got.error.format(), rf, "the reflector states its own format");
                 assert!(got.t1_unix_ns.abs_diff(t1) <= 1);
                 assert!(got.t2_unix_ns.abs_diff(t1 + 5_000) <= 1);
@@ -636,6 +661,11 @@ mod tests {
         let s = Sender { key: None, format: TsFormat::Ntp, error: ErrorEstimate(1), ssid: 1 };
         assert!(s.valid_len(44) && s.valid_len(48) && s.valid_len(100));
         assert!(!s.valid_len(45) && !s.valid_len(47) && !s.valid_len(43));
+        // Up to a whole UDP/IPv4 payload in either mode: its TLV length still fits 16 bits.
+        let authed = Sender { key: Some(key()), ..s.clone() };
+        for sender in [&s, &authed] {
+            assert!(sender.valid_len(MAX_LEN) && !sender.valid_len(MAX_LEN + 1));
+        }
         let mut pkt = vec![0u8; 44 + 4 + 8 + 4 + 2 + 4 + 100];
         // Extra padding of 8, an unknown type 200 of 2, then a TLV claiming 100 bytes it lacks.
         pkt[44 + 1] = TLV_EXTRA_PADDING;
