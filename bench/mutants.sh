@@ -14,7 +14,9 @@
 # tests of its own module (mesh/verdict.rs: mesh::verdict::), which keeps a mutant to a
 # few seconds; --tests "mesh::verdict:: mesh::matrix::" names the tests to run instead (for
 # a module also tested through its callers), --all-tests runs every core test (slow);
-# --re tries only the mutants whose names match (to re-check survivors after a fix).
+# --re tries only the mutants whose names match (to re-check survivors after a fix). A file
+# whose default filter names no test (no tests of its own) is skipped with a note: name the
+# module that tests it with --tests.
 #
 # Prints, per file, the mutants caught, missed, timed out (counted as caught: the tests
 # did not pass) and unviable (did not compile), the catch rate (caught and timed out over
@@ -87,6 +89,14 @@ for f in "${files[@]}"; do
     elif [ "$all_tests" -eq 0 ]; then
         module=${f%.rs}
         filter+=("${module//\//::}::")
+    fi
+    # A filter that names no test would let every mutant survive: say so and skip the file.
+    if [ "$all_tests" -eq 0 ]; then
+        ntests=$(cargo test -q -p wirebench-core --lib -- --list "${filter[@]:1}" 2>/dev/null | grep -c ': test$' || true)
+        if [ "$ntests" -eq 0 ]; then
+            echo "== $f: no test matches '${filter[*]:1}' (no tests of its own?): skipped; name the module that tests it with --tests" >&2
+            continue
+        fi
     fi
     echo "== $f: $listed mutants, at most ${budget}s, tests: ${filter[*]:1}" >&2
     # INT lets cargo-mutants stop cleanly and keep what it found so far. One module's tests
