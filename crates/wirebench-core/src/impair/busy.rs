@@ -215,17 +215,20 @@ mod tests {
         assert_eq!((b.periods.len(), b.folded_until), (MAX_PERIODS, Some(10_000_000)));
     }
 
+    /// 100 periods of 10 ms, one a second from `from`: past MAX_PERIODS, so the first are
+    /// folded.
+    fn folded(from: u64) -> Busy {
+        let mut b = Busy::default();
+        for i in 0..100 {
+            burst(&mut b, from + i * S, 1_000_000, 11);
+        }
+        b
+    }
+
     /// A fold after a merge keeps the merged-in fold: events inside a period the other
     /// tally folded are counted once, as they are in that tally alone.
     #[test]
     fn a_fold_after_a_merge_does_not_move_the_fold_back() {
-        let folded = |from: u64| {
-            let mut b = Busy::default();
-            for i in 0..100 {
-                burst(&mut b, from + i * S, 1_000_000, 11); // 10 ms busy each second
-            }
-            b
-        };
         let (mut a, mut b) = (folded(0), folded(1000 * S));
         a.merge(&b);
         let before = (a.active_ns(), a.uncovered_bytes());
@@ -243,13 +246,6 @@ mod tests {
     /// count once merged into another thread's (or an empty) tally.
     #[test]
     fn a_merge_keeps_folded_totals() {
-        let folded = |from: u64| {
-            let mut b = Busy::default();
-            for i in 0..100 {
-                burst(&mut b, from + i * S, 1_000_000, 11); // 10 ms busy each second
-            }
-            b
-        };
         let mut all = Busy::default();
         all.merge(&folded(0));
         assert_eq!((all.active_ns(), all.uncovered_bytes()), (100 * 10_000_000, 100_000));
