@@ -1,6 +1,6 @@
 //! TLS for the WebSocket modes (rustls with the ring provider, as `http_client`): the stream
-//! type `load` and `room` speak (plain TCP or TLS over it, one type so the code above it is
-//! the same), the client's trust (the system's store, plus `--ca`, or none with
+//! type `room` speaks (plain TCP or TLS over it, one type so the code above it is the same;
+//! `load` runs rustls' own session over its non-blocking sockets), the client's trust (the system's store, plus `--ca`, or none with
 //! `--insecure`), the room's certificate, and one-line causes for handshake failures.
 
 use std::io;
@@ -27,16 +27,6 @@ pub enum Stream {
     Plain(TcpStream),
     /// wss://
     Tls(Box<tokio_rustls::TlsStream<TcpStream>>),
-}
-
-impl Stream {
-    /// The TCP socket underneath.
-    pub fn tcp(&self) -> &TcpStream {
-        match self {
-            Self::Plain(s) => s,
-            Self::Tls(t) => t.get_ref().0,
-        }
-    }
 }
 
 impl AsyncRead for Stream {

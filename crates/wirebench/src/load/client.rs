@@ -175,11 +175,6 @@ impl Joining {
         Joined::Done
     }
 
-    /// Its socket cannot be watched (the kernel is out of memory): never connected.
-    pub(super) fn unwatched(&mut self, plan: &Plan, stats: &Stats) -> Joined {
-        self.failed(plan, stats)
-    }
-
     /// A handshake failed, for `cause`.
     fn failed_because(&mut self, cause: String, plan: &Plan, stats: &Stats) -> Joined {
         stats.handshakes.failed(cause);
@@ -187,8 +182,9 @@ impl Joining {
         self.failed(plan, stats)
     }
 
-    /// Never connected: the schedule it was to begin at its join time is lost.
-    fn failed(&mut self, plan: &Plan, stats: &Stats) -> Joined {
+    /// Never connected (also: its socket could not be watched): the schedule it was to begin
+    /// at its join time is lost.
+    pub(super) fn failed(&mut self, plan: &Plan, stats: &Stats) -> Joined {
         self.dial = None;
         let cfg = &plan.cfg;
         Stats::bump(&stats.failed);

@@ -152,7 +152,7 @@ impl Table {
                 let tcp = jc.tcp().expect("connecting");
                 if registry.register(tcp, Token(i), Interest::READABLE | Interest::WRITABLE).is_err() {
                     // Cannot be watched (out of kernel memory): counted as never connected.
-                    let j = jc.unwatched(plan, stats);
+                    let j = jc.failed(plan, stats);
                     return self.joined(i, j, registry, plan, stats);
                 }
                 self.wait(i, u64::MAX);

@@ -74,13 +74,6 @@ impl Sock {
             Self::Tls(t) => &mut t.sock,
         }
     }
-
-    fn tcp_ref(&self) -> &Tcp {
-        match self {
-            Self::Plain(s) => s,
-            Self::Tls(t) => &t.sock,
-        }
-    }
 }
 
 impl Read for Sock {
@@ -221,9 +214,9 @@ impl Dial {
             tcp.closed |= closed;
         }
         match std::mem::replace(self, Self::Spent) {
-            Self::Tcp(rec, request, config) => {
+            Self::Tcp(mut rec, request, config) => {
                 // Connected once the socket has a peer; before that, an error says why not.
-                let sock = &rec.sock.tcp_ref().sock;
+                let sock = &rec.sock.tcp().sock;
                 if !matches!(sock.take_error(), Ok(None)) {
                     return Dialed::NoTcp;
                 }
