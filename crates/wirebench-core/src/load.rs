@@ -1,9 +1,10 @@
 //! The pure parts of `wirebench load` and `wirebench room`: the weighted event mix,
 //! per-client send times (fixed interval with a random phase, or Poisson), the per-client
 //! link shaper (token bucket plus an added one-way delay), thresholds, the messages
-//! (templates, and the JSON fields a receiver and the room read back). Nothing here reads a clock or a
-//! socket: times are ns on whatever clock the caller keeps, randomness is a seeded
-//! [`SplitMix64`](crate::rng::SplitMix64), so every piece is tested on a virtual clock.
+//! (templates, and the JSON fields a receiver and the room read back), the load client's
+//! WebSocket frames. Nothing here reads a clock or a socket: times are ns on whatever clock
+//! the caller keeps, randomness is a seeded [`SplitMix64`](crate::rng::SplitMix64), so every
+//! piece is tested on a virtual clock.
 
 pub mod arrivals;
 pub mod client;
@@ -16,6 +17,7 @@ pub mod shaper;
 pub mod shard;
 pub mod threshold;
 pub mod vars;
+pub mod ws;
 
 pub use arrivals::Arrivals;
 pub use mix::{EventType, Mix, MixError};

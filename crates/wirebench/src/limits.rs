@@ -25,16 +25,13 @@ pub fn nofile_hard() -> u64 {
 /// The largest message (and frame) a client accepts from the server.
 pub const MAX_MESSAGE: usize = 1 << 20;
 
-/// Bytes a client asks the socket for per read. tungstenite zero-fills this much of its
-/// read buffer before every read attempt, including the one on each wake-up that finds
-/// nothing, and keeps it allocated per client: 1 KiB holds several default-sized messages
-/// (a 128-byte message is a 130-byte frame), and a larger frame is read in chunks of it
-/// into a buffer reserved for the whole frame.
+/// A load client's read buffer: 1 KiB holds several default-sized messages (a 128-byte
+/// message is a 130-byte frame); it grows to hold a larger frame whole, and shrinks back
+/// once that frame is read.
 pub const READ_CHUNK: usize = 1024;
 
-/// Small buffers: a client holds a few KB, not tungstenite's default 128 KiB read buffer
-/// (10,000 clients would need 1.3 GB); frames capped like messages (tungstenite reserves a
-/// whole frame's declared length as soon as its header arrives).
+/// The WebSocket handshake's buffers (tungstenite's; the open connection is the client's
+/// own code): a few KB, not tungstenite's default 128 KiB.
 #[cfg(feature = "load")]
 pub fn ws_config() -> WebSocketConfig {
     WebSocketConfig::default()

@@ -15,9 +15,7 @@ use wirebench_core::units::nanos;
 
 use std::task::Poll;
 
-use tokio_tungstenite::tungstenite::protocol::CloseFrame;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_tungstenite::tungstenite;
 use wirebench_core::latency;
 use wirebench_core::load::client::{ClientSchedule, join_ns, rng_for};
 use wirebench_core::load::delivery::End;
@@ -28,7 +26,7 @@ use super::config::Config;
 use super::stats::Stats;
 use crate::tls;
 use recv::{Down, Up, end_of};
-use ws::{Dial, Dialed, Ws};
+use ws::{Dial, Dialed, In, Ws, WsError};
 
 /// What every client shares.
 #[derive(Debug)]
@@ -60,8 +58,8 @@ impl Plan {
 /// How long the close handshake may take before the socket is reset instead.
 const CLOSE_WAIT_NS: u64 = 2_000_000_000;
 
-/// A send handed to the upload shaper: due time, hand-over time, the frame.
-type Queued = (u64, u64, Message);
+/// A send handed to the upload shaper: due time, hand-over time, its length in `Conn::held`.
+type Queued = (u64, u64, usize);
 
 /// A client before its connection is open: waiting for its slot of the ramp, then
 /// connecting (TCP, TLS for wss://, the WebSocket handshake with this client's request, its
@@ -194,7 +192,7 @@ impl Joining {
     }
 }
 
-/// One connected client's state: its schedule, its link's shapers, the frames the upload
+/// One connected client's state: its schedule, its link's shapers, the messages the upload
 /// shaper holds, and the buffer each message is rendered into.
 #[derive(Debug)]
 struct Conn {
@@ -204,6 +202,9 @@ struct Conn {
     up: Option<Up>,
     down: Option<Down>,
     queue: VecDeque<Queued>,
+    /// The queued messages back to back, the first at `held_at`.
+    held: Vec<u8>,
+    held_at: usize,
     buf: String,
 }
 
@@ -225,9 +226,10 @@ impl Conn {
             let f =
                 Fields { kind: &et.name, req: d.request, sender: self.id, room: self.room, seq: d.seq, ts_us, it_us };
             cfg.template.render(&f, et.size, &mut self.buf);
-            let len = self.buf.len() as u64;
-            let at = self.up.as_mut().map_or(now, |u| u.due(len, now));
-            self.queue.push_back((at, now, Message::text(self.buf.as_str())));
+            let len = self.buf.len();
+            let at = self.up.as_mut().map_or(now, |u| u.due(len as u64, now));
+            self.held.extend_from_slice(self.buf.as_bytes());
+            self.queue.push_back((at, now, len));
             stats.with(|s| s.on_send(d.kind, now - d.intended_ns, expected));
         }
     }
@@ -281,6 +283,8 @@ impl Session {
             up: Up::new(cfg.link_up),
             down: Down::new(cfg.link_down),
             queue: VecDeque::new(),
+            held: Vec::new(),
+            held_at: 0,
             buf: String::new(),
         };
         let first = c.sched.wake_ns(plan.quit_ns, None).min(plan.quit_ns);
@@ -315,17 +319,12 @@ impl Session {
         loop {
             let ended = match self.ws.next() {
                 Poll::Pending => return self.wake(plan),
-                Poll::Ready(Some(Ok(Message::Text(t)))) => {
-                    recv::on_message(self.c.id, t.as_bytes(), plan, stats, self.c.down.as_mut());
-                    continue;
-                }
-                Poll::Ready(Some(Ok(Message::Binary(b)))) => {
-                    recv::on_message(self.c.id, &b, plan, stats, self.c.down.as_mut());
+                Poll::Ready(Some(Ok(In::Data { payload, .. }))) => {
+                    recv::on_message(self.c.id, payload, plan, stats, self.c.down.as_mut());
                     continue;
                 }
                 // The server closes: nothing more is sent; the close handshake finishes it.
-                Poll::Ready(Some(Ok(Message::Close(f)))) => End::ServerClosed(f.map_or(1005, |f| u16::from(f.code))),
-                Poll::Ready(Some(Ok(_))) => continue,
+                Poll::Ready(Some(Ok(In::Close(code)))) => End::ServerClosed(code.unwrap_or(1005)),
                 Poll::Ready(Some(Err(e))) => {
                     stats.with(|s| s.error(ErrorKind::Read));
                     end_of(&e)
@@ -367,23 +366,28 @@ impl Session {
 
     /// Writes every queued frame whose shaped time has come (until the socket is full), then
     /// flushes once.
-    fn write_due(&mut self, plan: &Plan, stats: &Stats) -> Result<(), tungstenite::Error> {
+    fn write_due(&mut self, plan: &Plan, stats: &Stats) -> Result<(), WsError> {
         let now = plan.now_ns();
-        let mut wrote = false;
-        while !self.ws.blocked && self.c.queue.front().is_some_and(|(at, _, _)| *at <= now) {
-            let (_, handed, m) = self.c.queue.pop_front().expect("checked");
-            let len = m.len() as u64;
-            self.ws.feed(m)?;
-            wrote = true;
-            if let Some(u) = self.c.up.as_mut() {
+        let c = &mut self.c;
+        while !self.ws.blocked && c.queue.front().is_some_and(|(at, _, _)| *at <= now) {
+            let (_, handed, len) = c.queue.pop_front().expect("checked");
+            let from = c.held_at;
+            c.held_at += len;
+            self.ws.send(true, &c.held[from..c.held_at])?;
+            if let Some(u) = c.up.as_mut() {
                 // Achieved: when the frame was written, not when the shaper said.
                 let written = plan.now_ns();
-                u.wrote(len, written);
+                u.wrote(len as u64, written);
                 stats.with(|s| latency::record(&mut s.up_hold, written - handed));
             }
         }
-        if wrote && !self.ws.blocked {
-            self.ws.flush()?;
+        if c.queue.is_empty() {
+            c.held.clear();
+            c.held_at = 0;
+        } else if c.held_at > c.held.len() / 2 {
+            // what is written goes, in steps that keep the copying linear
+            c.held.drain(..c.held_at);
+            c.held_at = 0;
         }
         Ok(())
     }
@@ -400,11 +404,10 @@ impl Session {
         let early = ended.is_some() && now < plan.quit_ns;
         self.closing = Some(Closing { until_ns: now + CLOSE_WAIT_NS, early });
         if ended.is_none() || matches!(ended, Some(End::ServerClosed(_))) {
-            // Send a close frame (unless the server sent one, which tungstenite has
-            // answered), then read until the server closes TCP, so the server side closes
-            // first and this side keeps no TIME_WAIT.
-            let normal = CloseFrame { code: CloseCode::Normal, reason: "".into() };
-            let _ = self.ws.close(Some(normal));
+            // Send a close frame (unless the server sent one, which was answered), then read
+            // until the server closes TCP, so the server side closes first and this side
+            // keeps no TIME_WAIT.
+            let _ = self.ws.close(Some(1000));
             return self.drain_close(plan, stats);
         }
         self.finish(stats)

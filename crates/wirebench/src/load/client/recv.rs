@@ -3,13 +3,13 @@
 
 use std::sync::atomic::Ordering;
 
-use tokio_tungstenite::tungstenite;
 use wirebench_core::latency;
 use wirebench_core::load::delivery::{End, Verdict};
 use wirebench_core::load::record::{Arrival, ErrorKind};
 use wirebench_core::load::{Link, Shaper, msg};
 
 use super::Plan;
+use super::ws::WsError;
 use crate::load::stats::Stats;
 
 /// Payload bits/s over `bytes` between two times, ns.
@@ -89,11 +89,10 @@ impl Down {
 }
 
 /// How a connection that failed ended.
-pub(super) fn end_of(e: &tungstenite::Error) -> End {
-    use tungstenite::error::ProtocolError;
+pub(super) fn end_of(e: &WsError) -> End {
     match e {
-        tungstenite::Error::Protocol(ProtocolError::ResetWithoutClosingHandshake) => End::Lost,
-        tungstenite::Error::Io(io)
+        WsError::Reset => End::Lost,
+        WsError::Io(io)
             if matches!(
                 io.kind(),
                 std::io::ErrorKind::ConnectionReset

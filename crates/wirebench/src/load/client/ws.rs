@@ -1,23 +1,31 @@
-//! A client's WebSocket: tungstenite's protocol engine (`tungstenite::WebSocket`: the
-//! handshake, framing, masking, fragments, control frames, ping/pong replies, the close
-//! handshake, size caps) over the client's connection (ws:// or wss://: rustls over the same
-//! socket), on a non-blocking `mio` socket driven by the worker's event loop
-//! (`load/workers.rs`). Every call returns at once: `Poll::Pending` (or [`Dialed::Pending`])
-//! means "wait for the socket's next readiness".
+//! A client's WebSocket over its connection (ws://, or wss://: rustls over the same socket), on
+//! a non-blocking `mio` socket driven by the worker's event loop (`load/workers.rs`). Every
+//! call returns at once: `Poll::Pending` (or [`Dialed::Pending`]) means "wait for the socket's
+//! next readiness".
 //!
 //! Opening ([`Dial`]): TCP's connect, TLS's handshake for wss:// (rustls, as far as each
 //! readiness allows), then the WebSocket handshake (tungstenite's, resumed where a read or
-//! write would have blocked).
+//! write would have blocked). Open ([`Ws`]): frames are read into a per-connection buffer that
+//! only the socket fills and parsed where they lie (`wirebench_core::load::ws`), so a message reaches the
+//! client as a slice, without a copy or an allocation; pings are answered, fragments joined,
+//! sizes capped at `MAX_MESSAGE`, text checked as UTF-8, and the close handshake kept.
+//! `bench/autobahn.sh` runs the Autobahn test suite against this code.
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::Poll;
 
 use tokio_rustls::rustls::{ClientConnection, StreamOwned};
 use tokio_tungstenite::tungstenite::handshake::client::{Request, Response};
 use tokio_tungstenite::tungstenite::handshake::{HandshakeError, MidHandshake};
-use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
-use tokio_tungstenite::tungstenite::{self, ClientHandshake, Error, Message, WebSocket};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::{self, ClientHandshake, Error, WebSocket};
+use wirebench_core::load::ws as frame;
+use wirebench_core::rng::SplitMix64;
+
+use crate::limits::{MAX_MESSAGE, READ_CHUNK};
 
 /// The TCP socket, with its read readiness tracked as tokio tracks it: a read that returns
 /// less than it asked for has emptied the socket, so the next read waits
@@ -99,24 +107,6 @@ impl Write for Sock {
             Self::Tls(t) => t.flush(),
         }
     }
-}
-
-/// `WouldBlock` as `Pending`.
-fn cvt<T>(r: Result<T, Error>) -> Poll<Result<T, Error>> {
-    match r {
-        Err(Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => Poll::Pending,
-        r => Poll::Ready(r),
-    }
-}
-
-/// An open WebSocket, driven by readiness: every call returns at once.
-#[derive(Debug)]
-pub(in crate::load) struct Ws {
-    engine: WebSocket<Sock>,
-    /// A write would block: frames wait in the engine's buffer for the socket to be writable.
-    pub(super) blocked: bool,
-    /// The stream ended (closed, or an error was returned): `next` says `None` from now on.
-    ended: bool,
 }
 
 /// The connection during the handshake: every byte read through it is kept (the response
@@ -261,7 +251,7 @@ impl Dial {
         config: WebSocketConfig,
     ) -> Dialed {
         match r {
-            Ok((ws, resp)) => match detach(ws, config) {
+            Ok((ws, resp)) => match detach(ws) {
                 Ok(ws) => Dialed::Open(ws, Box::new(resp)),
                 Err(e) => Dialed::Failed(e),
             },
@@ -274,87 +264,352 @@ impl Dial {
     }
 }
 
-/// The engine again, with a read buffer of the configured size (tungstenite keeps its
-/// handshake's 4 KiB buffer for the connection's life, 3 KiB a client more than the
-/// configured 1 KiB). Rebuilt the way tungstenite builds it, from the bytes read after the
-/// response head, so a frame the server sent behind its 101 stays first in line.
-fn detach(ws: WebSocket<Rec>, config: WebSocketConfig) -> Result<Ws, Error> {
+/// Why an open connection failed.
+#[derive(Debug)]
+pub(in crate::load) enum WsError {
+    /// The socket failed.
+    Io(io::Error),
+    /// The server broke the protocol (a close frame with code 1002 was sent).
+    Protocol(&'static str),
+    /// The connection ended without the close handshake.
+    Reset,
+}
+
+impl std::fmt::Display for WsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Io(e) => write!(f, "{e}"),
+            Self::Protocol(why) => write!(f, "protocol error: {why}"),
+            Self::Reset => f.write_str("the connection ended without the close handshake"),
+        }
+    }
+}
+
+/// What an open connection read.
+#[derive(Debug, PartialEq, Eq)]
+pub(in crate::load) enum In<'a> {
+    /// A whole message, text (valid UTF-8) or binary, in the connection's buffer until the
+    /// next call.
+    Data { text: bool, payload: &'a [u8] },
+    /// The server's close frame and its code (answered already, unless this side closed first).
+    Close(Option<u16>),
+}
+
+/// Where a complete frame left what it carried.
+enum Got {
+    /// A whole message in the read buffer.
+    Here(bool, std::ops::Range<usize>),
+    /// A whole message put together from fragments.
+    Whole(bool),
+    Close(Option<u16>),
+    /// A control frame answered, or a fragment kept.
+    Nothing,
+}
+
+/// An open WebSocket, driven by readiness: every call returns at once. Frames are read into a
+/// buffer that is filled only by the socket (never cleared) and parsed where they lie; a
+/// message is handed on as a slice of it. Writes are framed and masked into one buffer
+/// that the socket drains.
+#[derive(Debug)]
+pub(in crate::load) struct Ws {
+    sock: Sock,
+    /// `rbuf[start..end]`: read, not yet parsed. `READ_CHUNK` long, grown only to hold one
+    /// frame larger than that, and shrunk again once it is read.
+    rbuf: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// The opcode of a fragmented message under way; its payload so far is in `whole`, of
+    /// which `whole[..checked]` is known to be whole UTF-8 characters (text).
+    frag: Option<u8>,
+    whole: Vec<u8>,
+    checked: usize,
+    /// Frames to write: `out[sent..]` is what the socket has not taken yet.
+    out: Vec<u8>,
+    sent: usize,
+    /// The socket did not take everything: the rest waits for it to be writable.
+    pub(super) blocked: bool,
+    /// This side's close frame is written: nothing follows it.
+    close_sent: bool,
+    /// The server's close frame arrived: nothing after it is read.
+    close_got: bool,
+    /// The stream ended (closed, or an error was returned): `next` says `None` from now on.
+    ended: bool,
+    /// Masking keys (RFC 6455 section 5.3: a new, unpredictable key for every frame).
+    keys: SplitMix64,
+}
+
+/// A masking-key stream's seed: a different one for every connection, from the OS random
+/// generator once per process.
+fn key_seed() -> u64 {
+    static BASE: OnceLock<u64> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let base = *BASE.get_or_init(|| {
+        let mut b = [0u8; 8];
+        // without an OS generator: the clock, which still differs from run to run
+        if getrandom::fill(&mut b).is_err() {
+            b = wirebench_core::units::nanos(std::time::UNIX_EPOCH.elapsed().unwrap_or_default()).to_ne_bytes();
+        }
+        u64::from_ne_bytes(b)
+    });
+    SplitMix64::new(base.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed))).next_u64()
+}
+
+/// The connection after its handshake, with the bytes read after the response head (a
+/// frame the server sent behind its 101 stays first in line).
+fn detach(ws: WebSocket<Rec>) -> Result<Ws, Error> {
     let rec = ws.into_inner();
     let head = wirebench_core::room::response_head_len(&rec.seen)
         .ok_or_else(|| Error::Io(io::Error::other("the response head was not found again")))?;
-    let tail = rec.seen[head..].to_vec();
-    let engine = WebSocket::from_partially_read(rec.sock, tail, Role::Client, Some(config));
-    Ok(Ws { engine, blocked: false, ended: false })
+    Ok(Ws::new(rec.sock, &rec.seen[head..]))
 }
 
 impl Ws {
-    /// The next message; `Pending` until the socket is readable again; `None` once the
-    /// connection is closed or after an error.
-    pub(super) fn next(&mut self) -> Poll<Option<Result<Message, Error>>> {
-        if self.ended {
-            return Poll::Ready(None);
+    fn new(sock: Sock, tail: &[u8]) -> Self {
+        let mut rbuf = vec![0; READ_CHUNK.max(tail.len())];
+        rbuf[..tail.len()].copy_from_slice(tail);
+        Self {
+            sock,
+            rbuf,
+            start: 0,
+            end: tail.len(),
+            frag: None,
+            whole: Vec::new(),
+            checked: 0,
+            out: Vec::new(),
+            sent: 0,
+            blocked: false,
+            close_sent: false,
+            close_got: false,
+            ended: false,
+            keys: SplitMix64::new(key_seed()),
         }
-        match std::task::ready!(cvt(self.engine.read())) {
-            Ok(m) => Poll::Ready(Some(Ok(m))),
-            Err(e) => {
-                self.ended = true;
-                if matches!(e, Error::AlreadyClosed | Error::ConnectionClosed) {
-                    Poll::Ready(None)
-                } else {
-                    Poll::Ready(Some(Err(e)))
+    }
+
+    /// The next message or close frame; `Pending` until the socket is readable again; `None`
+    /// once the connection is closed or after an error. Pings are answered here.
+    pub(super) fn next(&mut self) -> Poll<Option<Result<In<'_>, WsError>>> {
+        loop {
+            if self.ended {
+                return Poll::Ready(None);
+            }
+            if self.close_got {
+                self.start = self.end;
+            }
+            match frame::head(&self.rbuf[self.start..self.end], MAX_MESSAGE) {
+                Err(why) => return self.fail(why),
+                Ok(Some(h)) if h.total() <= self.end - self.start => {
+                    let at = self.start + h.at;
+                    self.start += h.total();
+                    match self.take(h, at) {
+                        Err(why) => return self.fail(why),
+                        Ok(Got::Nothing) => {}
+                        Ok(Got::Close(code)) => return Poll::Ready(Some(Ok(In::Close(code)))),
+                        Ok(Got::Here(text, r)) => {
+                            return Poll::Ready(Some(Ok(In::Data { text, payload: &self.rbuf[r] })));
+                        }
+                        Ok(Got::Whole(text)) => return Poll::Ready(Some(Ok(In::Data { text, payload: &self.whole }))),
+                    }
+                    continue;
+                }
+                Ok(h) => self.make_room(h.map_or(0, |h| h.total())),
+            }
+            match self.sock.read(&mut self.rbuf[self.end..]) {
+                Ok(0) => {
+                    self.ended = true;
+                    return Poll::Ready(if self.close_got { None } else { Some(Err(WsError::Reset)) });
+                }
+                Ok(n) => self.end += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Poll::Pending,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.ended = true;
+                    return Poll::Ready(Some(Err(WsError::Io(e))));
                 }
             }
         }
     }
 
-    /// Hands a message to the socket (one write); a write that would block keeps it in the
-    /// engine's buffer and sets `blocked` until a `flush` gets it out.
-    pub(super) fn feed(&mut self, m: Message) -> Result<(), Error> {
-        match self.engine.write(m) {
-            Err(Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {
-                self.blocked = true;
-                Ok(())
-            }
-            r => r,
-        }
-    }
-
-    /// Writes whatever is buffered (blocked frames, pong and close replies); what the socket
-    /// does not take now stays buffered, `blocked` set.
-    pub(super) fn flush(&mut self) -> Result<(), Error> {
-        match cvt(self.engine.flush()) {
-            Poll::Pending => {
-                self.blocked = true;
-                Ok(())
-            }
-            Poll::Ready(r) => {
-                self.blocked = false;
-                match r {
-                    Err(Error::ConnectionClosed) => Ok(()),
-                    r => r,
+    /// A complete frame `h` whose payload starts at `rbuf[at]`.
+    fn take(&mut self, h: frame::Head, at: usize) -> Result<Got, &'static str> {
+        let r = at..at + h.len;
+        match h.opcode {
+            frame::PING => {
+                if !self.close_sent {
+                    let key = self.key();
+                    frame::write(&mut self.out, frame::PONG, &self.rbuf[r], key);
+                    // a write that fails shows at the next read
+                    let _ = self.flush();
                 }
+                Ok(Got::Nothing)
+            }
+            frame::PONG => Ok(Got::Nothing),
+            frame::CLOSE => {
+                let code = frame::close_code(&self.rbuf[r])?;
+                self.close_got = true;
+                if !self.close_sent {
+                    // the reply echoes the code; a write that fails shows at the next read
+                    let _ = self.close(code);
+                }
+                Ok(Got::Close(code))
+            }
+            op @ (frame::TEXT | frame::BINARY) => {
+                if self.frag.is_some() {
+                    return Err("a new message inside a fragmented one");
+                }
+                let text = op == frame::TEXT;
+                if h.fin {
+                    if text {
+                        utf8(&self.rbuf[r.clone()])?;
+                    }
+                    return Ok(Got::Here(text, r));
+                }
+                self.frag = Some(op);
+                self.whole.clear();
+                self.checked = 0;
+                self.whole.extend_from_slice(&self.rbuf[r]);
+                self.check_fragment(text, false)?;
+                Ok(Got::Nothing)
+            }
+            _ => {
+                let Some(op) = self.frag else { return Err("a continuation outside a fragmented message") };
+                if self.whole.len() + h.len > MAX_MESSAGE {
+                    return Err("a message over the size limit");
+                }
+                self.whole.extend_from_slice(&self.rbuf[r]);
+                let text = op == frame::TEXT;
+                self.check_fragment(text, h.fin)?;
+                if !h.fin {
+                    return Ok(Got::Nothing);
+                }
+                self.frag = None;
+                Ok(Got::Whole(text))
             }
         }
     }
 
-    /// Sends a close frame (the server's reply is read by `next`).
-    pub(super) fn close(&mut self, frame: Option<CloseFrame>) -> Result<(), Error> {
-        self.feed(Message::Close(frame))?;
+    /// A text message's fragments are checked as they arrive, so bad UTF-8 fails the
+    /// connection at the fragment that has it; a character cut by a fragment's end waits
+    /// for the next (`last`: there is none).
+    fn check_fragment(&mut self, text: bool, last: bool) -> Result<(), &'static str> {
+        if !text {
+            return Ok(());
+        }
+        match std::str::from_utf8(&self.whole[self.checked..]) {
+            Ok(_) => self.checked = self.whole.len(),
+            Err(e) if e.error_len().is_none() && !last => self.checked += e.valid_up_to(),
+            Err(_) => return Err(NOT_UTF8),
+        }
+        Ok(())
+    }
+
+    /// The read buffer made ready for a read: what is unparsed moved to its front, its
+    /// length at least `need` (a frame longer than the buffer), back to `READ_CHUNK` once
+    /// a large frame is read.
+    fn make_room(&mut self, need: usize) {
+        if self.start == self.end {
+            (self.start, self.end) = (0, 0);
+            if self.rbuf.len() > READ_CHUNK && need <= READ_CHUNK {
+                self.rbuf = vec![0; READ_CHUNK];
+            }
+            if self.whole.capacity() > READ_CHUNK && self.frag.is_none() {
+                self.whole = Vec::new();
+            }
+        } else if self.start > 0 {
+            self.rbuf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if need > self.rbuf.len() {
+            self.rbuf.resize(need, 0);
+        }
+    }
+
+    /// A protocol error: a close frame with code 1002 (1007 for text that is not UTF-8) as
+    /// the connection is failed (RFC 6455 section 7.1.7), then the error.
+    fn fail(&mut self, why: &'static str) -> Poll<Option<Result<In<'_>, WsError>>> {
+        self.ended = true;
+        if !self.close_sent {
+            let _ = self.close(Some(if why == NOT_UTF8 { 1007 } else { 1002 }));
+        }
+        Poll::Ready(Some(Err(WsError::Protocol(why))))
+    }
+
+    fn key(&mut self) -> [u8; 4] {
+        let [a, b, c, d, ..] = self.keys.next_u64().to_ne_bytes();
+        [a, b, c, d]
+    }
+
+    /// Frames a message (`text` or binary) behind what waits to be written and writes as much
+    /// as the socket takes; what it does not take waits, `blocked` set.
+    pub(super) fn send(&mut self, text: bool, payload: &[u8]) -> Result<(), WsError> {
+        if self.close_sent {
+            return Err(WsError::Protocol("a message after the close frame"));
+        }
+        let key = self.key();
+        frame::write(&mut self.out, if text { frame::TEXT } else { frame::BINARY }, payload, key);
+        self.flush()
+    }
+
+    /// Writes whatever waits (blocked frames, pong and close replies); what the socket does
+    /// not take now stays, `blocked` set.
+    pub(super) fn flush(&mut self) -> Result<(), WsError> {
+        while self.sent < self.out.len() {
+            match self.sock.write(&self.out[self.sent..]) {
+                Ok(0) => return Err(WsError::Io(io::ErrorKind::WriteZero.into())),
+                Ok(n) => self.sent += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.blocked = true;
+                    return Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(WsError::Io(e)),
+            }
+        }
+        self.out.clear();
+        self.sent = 0;
+        if self.out.capacity() > 16 * READ_CHUNK {
+            self.out = Vec::new();
+        }
+        // wss://: the records rustls holds
+        match self.sock.flush() {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.blocked = true,
+            Err(e) => return Err(WsError::Io(e)),
+            Ok(()) => self.blocked = false,
+        }
+        Ok(())
+    }
+
+    /// Sends this side's close frame with `code` (`None`: none) once; the server's reply
+    /// is read by `next`.
+    pub(super) fn close(&mut self, code: Option<u16>) -> Result<(), WsError> {
+        if !self.close_sent {
+            self.close_sent = true;
+            let key = self.key();
+            let code = code.map(u16::to_be_bytes);
+            frame::write(&mut self.out, frame::CLOSE, code.as_ref().map_or(&[][..], |c| &c[..]), key);
+        }
         self.flush()
     }
 
     /// The TCP socket underneath.
     pub(super) fn tcp(&mut self) -> &mut mio::net::TcpStream {
-        &mut self.engine.get_mut().tcp().sock
+        &mut self.sock.tcp().sock
     }
 
     /// The socket had a readiness event (`closed`: the peer's end or an error came with
     /// it): reads try the socket again.
     pub(super) fn readable(&mut self, closed: bool) {
-        let tcp = self.engine.get_mut().tcp();
+        let tcp = self.sock.tcp();
         tcp.readable = true;
         tcp.closed |= closed;
     }
+}
+
+/// The error for text that is not UTF-8.
+const NOT_UTF8: &str = "a text message that is not UTF-8";
+
+fn utf8(b: &[u8]) -> Result<(), &'static str> {
+    std::str::from_utf8(b).map(|_| ()).map_err(|_| NOT_UTF8)
 }
 
 #[cfg(test)]
@@ -365,9 +620,10 @@ mod tests {
     use tokio::net::{TcpListener, TcpStream};
     use tokio::sync::oneshot;
     use tokio::task::block_in_place;
-    use tokio_tungstenite::tungstenite::Bytes;
+    use tokio_tungstenite::tungstenite::protocol::CloseFrame;
     use tokio_tungstenite::tungstenite::protocol::frame::Frame;
     use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
+    use tokio_tungstenite::tungstenite::{Bytes, Message};
 
     use super::*;
 
@@ -448,8 +704,19 @@ mod tests {
             }
         }
 
-        fn next(&mut self, ws: &mut Ws) -> Option<Result<Message, Error>> {
-            self.until(ws, Ws::next)
+        /// The next message or close, owned.
+        fn next(&mut self, ws: &mut Ws) -> Option<Result<Got, WsError>> {
+            self.until(ws, |ws| {
+                ws.next().map(|o| {
+                    o.map(|r| {
+                        r.map(|i| match i {
+                            In::Data { text: true, payload } => Got::Text(String::from_utf8(payload.to_vec()).unwrap()),
+                            In::Data { text: false, payload } => Got::Binary(payload.to_vec()),
+                            In::Close(code) => Got::Close(code),
+                        })
+                    })
+                })
+            })
         }
 
         /// Flushes until the socket took everything.
@@ -463,6 +730,18 @@ mod tests {
 
     fn normal() -> CloseFrame {
         CloseFrame { code: CloseCode::Normal, reason: "".into() }
+    }
+
+    /// What [`Ws::next`] handed on, owned.
+    #[derive(Debug, PartialEq, Eq)]
+    enum Got {
+        Text(String),
+        Binary(Vec<u8>),
+        Close(Option<u16>),
+    }
+
+    fn text(s: &str) -> Got {
+        Got::Text(s.to_owned())
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -482,14 +761,14 @@ mod tests {
             .await;
             block_in_place(|| {
                 let (mut ws, mut d) = Driver::dial(addr);
-                assert_eq!(d.next(&mut ws).unwrap().unwrap(), Message::Ping(Bytes::from_static(b"p1")));
-                assert_eq!(d.next(&mut ws).unwrap().unwrap(), Message::text("hello"), "fragments are one message");
-                assert_eq!(d.next(&mut ws).unwrap().unwrap(), Message::binary(vec![1, 2, 3]));
-                ws.feed(Message::text("up")).unwrap();
+                // the ping is answered, not handed on
+                assert_eq!(d.next(&mut ws).unwrap().unwrap(), text("hello"), "fragments are one message");
+                assert_eq!(d.next(&mut ws).unwrap().unwrap(), Got::Binary(vec![1, 2, 3]));
+                ws.send(true, b"up").unwrap();
                 d.flush(&mut ws);
-                ws.close(Some(normal())).unwrap();
+                ws.close(Some(1000)).unwrap();
                 d.flush(&mut ws);
-                assert_eq!(d.next(&mut ws).unwrap().unwrap(), Message::Close(Some(normal())), "the server's reply");
+                assert_eq!(d.next(&mut ws).unwrap().unwrap(), Got::Close(Some(1000)), "the server's reply");
                 assert!(d.next(&mut ws).is_none(), "then the server closes TCP");
                 assert!(d.next(&mut ws).is_none(), "and the stream stays ended");
             });
@@ -548,16 +827,16 @@ mod tests {
             });
             block_in_place(|| {
                 let (mut ws, mut d) = Driver::dial(addr);
-                assert_eq!(d.next(&mut ws).unwrap().unwrap(), Message::text("first"));
-                assert_eq!(d.next(&mut ws).unwrap().unwrap(), Message::text("second"));
+                assert_eq!(d.next(&mut ws).unwrap().unwrap(), text("first"));
+                assert_eq!(d.next(&mut ws).unwrap().unwrap(), text("second"));
                 go.send(()).unwrap();
-                ws.close(Some(normal())).unwrap();
+                ws.close(Some(1000)).unwrap();
                 d.flush(&mut ws);
                 // The reply and the end arrive before the client looks: one readiness event
                 // says both, and the end must still be read after the reply.
                 was_closed.recv_timeout(BOUND).unwrap();
                 d.wait(&mut ws, Instant::now() + BOUND);
-                assert_eq!(d.next(&mut ws).unwrap().unwrap(), Message::Close(Some(normal())));
+                assert_eq!(d.next(&mut ws).unwrap().unwrap(), Got::Close(Some(1000)));
                 assert!(d.next(&mut ws).is_none(), "then the end, not a wait");
             });
             srv.await.unwrap();
@@ -587,7 +866,7 @@ mod tests {
                 let mut sent = 0u8;
                 while !ws.blocked {
                     assert!(sent < 200, "the socket never filled");
-                    ws.feed(Message::binary(vec![sent; 256 * 1024])).unwrap();
+                    ws.send(false, &vec![sent; 256 * 1024]).unwrap();
                     sent += 1;
                 }
                 ws.flush().unwrap();
@@ -595,7 +874,7 @@ mod tests {
                 go.send(()).unwrap();
                 d.flush(&mut ws);
                 assert!(!ws.blocked);
-                ws.close(Some(normal())).unwrap();
+                ws.close(Some(1000)).unwrap();
                 d.flush(&mut ws);
                 while d.next(&mut ws).is_some() {}
                 sent
@@ -603,6 +882,84 @@ mod tests {
             let got = srv.await.unwrap();
             let want: Vec<(usize, u8)> = (0..sent).map(|i| (256 * 1024, i)).collect();
             assert_eq!(got, want, "every frame once, whole and in order");
+        };
+        tokio::time::timeout(BOUND, run).await.expect("bounded");
+    }
+
+    /// A frame larger than the read buffer is read whole (the buffer grows for it and
+    /// shrinks back); text that is not UTF-8 fails the connection with close code 1007.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_large_frame_is_read_whole_and_bad_text_fails_with_1007() {
+        let big: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
+        let run = async {
+            let sent = big.clone();
+            let (addr, srv) = server(|mut ws| async move {
+                ws.send(Message::binary(sent)).await.unwrap();
+                ws.send(Message::text("small")).await.unwrap();
+                match ws.next().await {
+                    Some(Ok(Message::Text(t))) if t.as_str() == "go" => {}
+                    other => panic!("not the client's go: {other:?}"),
+                }
+                let bad = Frame::message(vec![b'a', 0xff], OpCode::Data(Data::Text), true);
+                ws.send(Message::Frame(bad)).await.unwrap();
+                let mut code = None;
+                while let Some(Ok(m)) = ws.next().await {
+                    if let Message::Close(f) = m {
+                        code = f.map(|f| u16::from(f.code));
+                    }
+                }
+                code
+            })
+            .await;
+            block_in_place(|| {
+                let (mut ws, mut d) = Driver::dial(addr);
+                assert_eq!(d.next(&mut ws).unwrap().unwrap(), Got::Binary(big));
+                assert_eq!(d.next(&mut ws).unwrap().unwrap(), text("small"));
+                ws.send(true, b"go").unwrap();
+                d.flush(&mut ws);
+                match d.next(&mut ws) {
+                    Some(Err(WsError::Protocol(why))) => assert_eq!(why, NOT_UTF8),
+                    other => panic!("not a protocol error: {other:?}"),
+                }
+                assert_eq!(ws.rbuf.len(), READ_CHUNK, "back to its size after the large frame");
+                d.flush(&mut ws);
+                assert!(d.next(&mut ws).is_none(), "the stream stays ended");
+            });
+            assert_eq!(srv.await.unwrap(), Some(1007), "the client's close says why");
+        };
+        tokio::time::timeout(BOUND, run).await.expect("bounded");
+    }
+
+    /// A character cut by a fragment's end is joined with the rest; a fragment with bad
+    /// UTF-8 fails the connection at once, before its message's last fragment.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn fragments_are_checked_as_utf8_as_they_arrive() {
+        let run = async {
+            let (addr, srv) = server(|mut ws| async move {
+                let frag = |b: &[u8], op, fin| Message::Frame(Frame::message(b.to_vec(), OpCode::Data(op), fin));
+                ws.send(frag(b"a\xc3", Data::Text, false)).await.unwrap();
+                ws.send(frag(b"\xa9", Data::Continue, true)).await.unwrap();
+                ws.send(frag(b"b", Data::Text, false)).await.unwrap();
+                ws.send(frag(b"\xff", Data::Continue, false)).await.unwrap();
+                let mut code = None;
+                while let Some(Ok(m)) = ws.next().await {
+                    if let Message::Close(f) = m {
+                        code = f.map(|f| u16::from(f.code));
+                    }
+                }
+                code
+            })
+            .await;
+            block_in_place(|| {
+                let (mut ws, mut d) = Driver::dial(addr);
+                assert_eq!(d.next(&mut ws).unwrap().unwrap(), text("a\u{e9}"));
+                match d.next(&mut ws) {
+                    Some(Err(WsError::Protocol(why))) => assert_eq!(why, NOT_UTF8),
+                    other => panic!("not a protocol error: {other:?}"),
+                }
+                d.flush(&mut ws);
+            });
+            assert_eq!(srv.await.unwrap(), Some(1007));
         };
         tokio::time::timeout(BOUND, run).await.expect("bounded");
     }
@@ -619,27 +976,25 @@ mod tests {
         let agent = "wirebench-load";
         let (mut ws, mut d) = Driver::dial_to(addr, &format!("{base}/getCaseCount"));
         let count: u32 = match d.next(&mut ws) {
-            Some(Ok(Message::Text(t))) => t.as_str().parse().expect("a case count"),
+            Some(Ok(Got::Text(t))) => t.parse().expect("a case count"),
             other => panic!("no case count: {other:?}"),
         };
         while d.next(&mut ws).is_some() {}
         for case in 1..=count {
             let (mut ws, mut d) = Driver::dial_to(addr, &format!("{base}/runCase?case={case}&agent={agent}"));
             loop {
-                match d.next(&mut ws) {
-                    Some(Ok(m @ (Message::Text(_) | Message::Binary(_)))) => {
-                        if ws.feed(m).is_err() {
-                            break;
-                        }
-                        // (a failed flush ends the case at the next read)
-                        d.until(&mut ws, |ws| {
-                            if ws.flush().is_ok() && ws.blocked { Poll::Pending } else { Poll::Ready(()) }
-                        });
-                    }
-                    // pings are answered and closes replied to by the engine
-                    Some(Ok(_)) => {}
+                let sent = match d.next(&mut ws) {
+                    Some(Ok(Got::Text(t))) => ws.send(true, t.as_bytes()),
+                    Some(Ok(Got::Binary(b))) => ws.send(false, &b),
+                    // closes are replied to, pings answered, inside
+                    Some(Ok(Got::Close(_))) => continue,
                     Some(Err(_)) | None => break,
+                };
+                if sent.is_err() {
+                    break;
                 }
+                // (a failed flush ends the case at the next read)
+                d.until(&mut ws, |ws| if ws.flush().is_ok() && ws.blocked { Poll::Pending } else { Poll::Ready(()) });
             }
         }
         let (mut ws, mut d) = Driver::dial_to(addr, &format!("{base}/updateReports?agent={agent}"));
