@@ -413,6 +413,7 @@ impl Ws {
                 }
                 Ok(h) => self.make_room(h.map_or(0, |h| h.total())),
             }
+            debug_assert!(self.end < self.rbuf.len(), "room to read: a read of 0 bytes is the end");
             match self.sock.read(&mut self.rbuf[self.end..]) {
                 Ok(0) => {
                     self.ended = true;
