@@ -364,8 +364,8 @@ impl Session {
         if self.closing.is_some() { self.wake(plan) } else { self.end(plan, stats, None) }
     }
 
-    /// Writes every queued frame whose shaped time has come (until the socket is full), then
-    /// flushes once.
+    /// Writes every queued message whose shaped time has come, each framed and handed to the
+    /// socket at once, until the socket is full.
     fn write_due(&mut self, plan: &Plan, stats: &Stats) -> Result<(), WsError> {
         let now = plan.now_ns();
         let c = &mut self.c;
