@@ -201,6 +201,25 @@ mod tests {
         assert!((t.delay.mean() - mean_sum).abs() < 0.002 * t.delay.mean(), "{} vs {mean_sum}", t.delay.mean());
     }
 
+    /// Both copies of a duplicate cost tokens: 500-byte packets, every one duplicated, into
+    /// 8 Mbit/s (1 byte/us) with a 1000-byte bucket take 1 ms each after the first.
+    #[test]
+    fn a_duplicate_costs_its_two_copies_and_the_queue_shows_it() {
+        let spec = Spec { rate_bps: Some(8_000_000), burst_bytes: 1_000, duplicate: 1.0, ..Spec::default() };
+        let mut imp = Impairment::new(spec);
+        let mut rng = SplitMix64::new(5);
+        let left: Vec<(u64, u32)> = (0..3)
+            .map(|_| match imp.decide(500, 0, &mut rng) {
+                Verdict::Deliver { left_ns, copies, .. } => (left_ns, copies),
+                Verdict::Drop(r) => panic!("dropped: {r:?}"),
+            })
+            .collect();
+        assert_eq!(left, [(0, 2), (1_000_000, 2), (2_000_000, 2)]);
+        // a packet arriving at 0 would wait until the last one leaves (2 ms); at 1.5 ms, 0.5 ms
+        assert_eq!((imp.backlog_ns(0), imp.backlog_ns(1_500_000)), (2_000_000, 500_000));
+        assert_eq!(Impairment::new(Spec::default()).backlog_ns(7), 0, "no rate, no queue");
+    }
+
     #[test]
     fn a_seed_replays_exactly() {
         let spec = Spec {

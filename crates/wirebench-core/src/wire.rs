@@ -102,3 +102,30 @@ pub enum DecodeError {
     #[error("bad field: {0}")]
     Field(&'static str),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_reads_back_from_its_byte() {
+        for k in [Kind::Probe, Kind::Reply, Kind::Stream, Kind::Control, Kind::Relay] {
+            assert_eq!(Kind::from_byte(k as u8), Some(k));
+        }
+        // bytes on either side of the known kinds are unknown
+        assert_eq!(Kind::from_byte(0), None);
+        assert_eq!(Kind::from_byte(6), None);
+    }
+
+    #[test]
+    fn the_preamble_is_judged_on_its_four_bytes_alone() {
+        let [m0, m1] = MAGIC.to_be_bytes();
+        let ours = [m0, m1, VERSION, Kind::Stream as u8];
+        assert_eq!(check_preamble(&ours, Kind::Stream, 20), Ok(()));
+        // four foreign bytes are foreign, not a truncated message of ours
+        assert_eq!(check_preamble(&[0, 0, VERSION, 3], Kind::Stream, 20), Err(DecodeError::Foreign(0)));
+        assert_eq!(check_preamble(&ours[..3], Kind::Stream, 20), Err(DecodeError::Truncated { need: 20, got: 3 }));
+        assert_eq!(check_preamble_version(&ours, Kind::Stream, 2, 20), Err(DecodeError::Version(VERSION)));
+        assert_eq!(check_preamble(&ours, Kind::Relay, 20), Err(DecodeError::Kind(3)));
+    }
+}

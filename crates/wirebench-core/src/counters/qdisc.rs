@@ -147,24 +147,53 @@ mod tests {
         v.iter().flat_map(|x| x.to_ne_bytes()).collect()
     }
 
+    /// A netlink message of type `kind` with `body` after its header.
+    fn message(kind: u16, body: &[u8]) -> Vec<u8> {
+        let mut m = u32s(&[u32::try_from(NLMSG_HDR + body.len()).unwrap()]);
+        m.extend_from_slice(&kind.to_ne_bytes());
+        m.extend_from_slice(&[0u8; 10]);
+        m.extend_from_slice(body);
+        m
+    }
+
+    /// A qdisc message on ifindex `ifindex` under `parent` with these attributes.
+    fn qdisc_with(ifindex: u32, parent: u32, attrs: &[Vec<u8>]) -> Vec<u8> {
+        let mut body = u32s(&[0, ifindex, 0x8005_0000, parent, 1]);
+        body.extend(attrs.concat());
+        message(RTM_NEWQDISC, &body)
+    }
+
+    /// `TCA_STATS2` holding `nested`.
+    fn stats2(nested: &[Vec<u8>]) -> Vec<u8> {
+        attr(TCA_STATS2, &nested.concat())
+    }
+
+    /// `TCA_STATS_QUEUE` with `drops`.
+    fn queue(drops: u32) -> Vec<u8> {
+        attr(TCA_STATS_QUEUE, &u32s(&[0, 0, drops, 0, 7]))
+    }
+
+    /// The legacy `TCA_STATS` with `drops`.
+    fn legacy(drops: u32) -> Vec<u8> {
+        let mut legacy = vec![0u8; 8];
+        legacy.extend(u32s(&[3, drops, 0, 0, 0, 0, 0]));
+        attr(TCA_STATS, &legacy)
+    }
+
     /// A qdisc message: `tc -s` of a tbf on ifindex `ifindex` under `parent`, with drops in
     /// `TCA_STATS2` (`stats2`) or in the legacy `TCA_STATS` only.
     fn qdisc(ifindex: u32, parent: u32, drops: u32, stats2: bool) -> Vec<u8> {
-        let mut body = u32s(&[0, ifindex, 0x8005_0000, parent, 1]);
-        body.extend(attr(1, b"tbf\0"));
+        let mut attrs = vec![attr(1, b"tbf\0")];
         if stats2 {
-            let queue = attr(TCA_STATS_QUEUE, &u32s(&[0, 0, drops, 0, 7]));
-            let basic = attr(1, &[0u8; 16]);
-            body.extend(attr(TCA_STATS2, &[basic, queue].concat()));
+            attrs.push(self::stats2(&[attr(1, &[0u8; 16]), queue(drops)]));
         }
-        let mut legacy = vec![0u8; 8];
-        legacy.extend(u32s(&[3, drops, 0, 0, 0, 0, 0]));
-        body.extend(attr(TCA_STATS, &legacy));
-        let mut m = u32s(&[u32::try_from(NLMSG_HDR + body.len()).unwrap()]);
-        m.extend_from_slice(&RTM_NEWQDISC.to_ne_bytes());
-        m.extend_from_slice(&[0u8; 10]);
-        m.extend(body);
-        m
+        attrs.push(legacy(drops));
+        qdisc_with(ifindex, parent, &attrs)
+    }
+
+    /// The drops `parse` reads from one root qdisc on ifindex 2 with these attributes.
+    fn drops(attrs: &[Vec<u8>]) -> u64 {
+        parse(&qdisc_with(2, TC_H_ROOT, attrs), &[2]).drops
     }
 
     fn done() -> Vec<u8> {
@@ -200,5 +229,55 @@ mod tests {
         assert_eq!(parse(&bad, &[2]), Part { drops: 0, done: true });
         let r = dump_request(7);
         assert_eq!((u32_at(&r, 0), u16_at(&r, 4), u32_at(&r, 8)), (Some(36), Some(RTM_GETQDISC), Some(7)));
+        // NLM_F_REQUEST | NLM_F_DUMP: without them the kernel answers no dump
+        assert_eq!(u16_at(&r, 6), Some(0x301));
+    }
+
+    #[test]
+    fn the_queue_of_stats2_is_read_before_the_legacy_stats() {
+        // Different counts in the two places show which one is read.
+        let basic = attr(1, &[0u8; 16]);
+        assert_eq!(drops(&[stats2(&[basic.clone(), queue(40)]), legacy(1)]), 40);
+        assert_eq!(drops(&[stats2(&[basic.clone(), queue(40)])]), 40, "TCA_STATS2 alone");
+        assert_eq!(drops(&[stats2(&[basic]), legacy(1)]), 1, "no queue in TCA_STATS2");
+        // Empty attributes (4 bytes, no body) are skipped, outside and inside TCA_STATS2.
+        let empty = attr(9, &[]);
+        assert_eq!(drops(&[empty.clone(), stats2(&[empty, queue(40)])]), 40);
+        // A long attribute first (tbf's TCA_OPTIONS) does not hide those after it.
+        let options = attr(2, &[0u8; 60]);
+        assert_eq!(drops(&[options.clone(), legacy(50)]), 50);
+        assert_eq!(drops(&[attr(1, b"tbf\0"), options, stats2(&[attr(1, &[0u8; 16]), queue(40)]), legacy(1)]), 40);
+    }
+
+    #[test]
+    fn a_malformed_attribute_ends_the_read_of_a_message() {
+        // A length below the 4-byte header: what was read before it counts, nothing after.
+        let short = [2u16.to_ne_bytes(), 9u16.to_ne_bytes()].concat();
+        assert_eq!(drops(&[legacy(1), short.clone(), stats2(&[queue(40)])]), 1);
+        // The same inside TCA_STATS2: its queue after the bad attribute is not read.
+        assert_eq!(drops(&[stats2(&[short, queue(40)]), legacy(1)]), 1);
+        // A nested queue whose length runs past TCA_STATS2's end is not read.
+        let mut long = queue(40);
+        long[0..2].copy_from_slice(&200u16.to_ne_bytes());
+        assert_eq!(drops(&[stats2(&[long]), legacy(1)]), 1);
+    }
+
+    #[test]
+    fn short_messages_end_or_are_skipped_without_panicking() {
+        // A header-only message (16 bytes) of another type is skipped.
+        let noop = message(1, &[]);
+        assert_eq!(noop.len(), NLMSG_HDR);
+        let q = qdisc(2, TC_H_ROOT, 5, true);
+        assert_eq!(parse(&[noop, q.clone()].concat(), &[2]), Part { drops: 5, done: false });
+        // A length below the header's is malformed: the parse ends there.
+        let mut bad = message(1, &[]);
+        bad[0..4].copy_from_slice(&8u32.to_ne_bytes());
+        assert_eq!(parse(&[bad, q].concat(), &[2]), Part { drops: 0, done: true });
+        // A qdisc message too short for its tcmsg is not read, though its parent and
+        // ifindex are in it.
+        let cut = message(RTM_NEWQDISC, &u32s(&[0, 2, 0, TC_H_ROOT]));
+        assert_eq!(cut.len(), NLMSG_HDR + 16);
+        let q = qdisc(2, TC_H_ROOT, 5, true);
+        assert_eq!(parse(&[cut, q].concat(), &[2]), Part { drops: 5, done: false });
     }
 }

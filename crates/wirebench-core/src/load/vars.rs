@@ -310,7 +310,9 @@ mod tests {
         assert_eq!(p.expand(7, 1, &cols(&["abc"])), "/rooms/1?user=7&t=abc");
         assert!(!p.is_constant() && p.uses_columns());
         let plain = Pattern::parse("Bearer x", &[], false).unwrap();
-        assert!(plain.is_constant());
+        assert!(plain.is_constant() && !plain.uses_columns());
+        let numbered = Pattern::parse("user-{client}", &cols(&["token"]), false).unwrap();
+        assert!(!numbered.is_constant() && !numbered.uses_columns());
         assert_eq!(plain.expand(3, 0, &[]), "Bearer x");
     }
 
@@ -350,6 +352,7 @@ mod tests {
         let t = Table::parse_csv("token,name\r\nt0,\"Ann, \"\"A\"\"\"\r\n\r\nt1,\"multi\nline\"\nt2,\n").unwrap();
         assert_eq!(t.names(), &cols(&["token", "name"])[..]);
         assert_eq!(t.len(), 3);
+        assert!(!t.is_empty());
         assert_eq!(t.rows()[0], cols(&["t0", "Ann, \"A\""]));
         assert_eq!(t.rows()[1], cols(&["t1", "multi\nline"]));
         assert_eq!(t.rows()[2], cols(&["t2", ""]));
@@ -363,6 +366,12 @@ mod tests {
     fn csv_without_final_newline_and_single_column() {
         let t = Table::parse_csv("token\na\nb").unwrap();
         assert_eq!(t.rows(), &[cols(&["a"]), cols(&["b"])][..]);
+        // Only a quote that starts a field opens a quoted field; one inside is text.
+        let t = Table::parse_csv("token\na\"b\nc\n").unwrap();
+        assert_eq!(t.rows(), &[cols(&["a\"b"]), cols(&["c"])][..]);
+        // A CR ends a line only before an LF; alone it is text.
+        let t = Table::parse_csv("token\r\na\rb\r\n").unwrap();
+        assert_eq!(t.rows(), &[cols(&["a\rb"])][..]);
     }
 
     #[test]
@@ -372,11 +381,22 @@ mod tests {
         assert_eq!(e("\n\n"), "the CSV is empty: it needs a header row and rows");
         assert_eq!(e("token\n"), "the CSV has a header row but no rows");
         assert_eq!(e("token,user\na,b\nc\n"), "row 3 has 1 fields, the header 2");
+        // Rows are told by the line they start on: a quoted field's newlines count.
+        assert_eq!(e("token,user\n\"a\nb c\",x\nc\n"), "row 4 has 1 fields, the header 2");
         assert_eq!(e("token\n\"abc\n"), "row 2: a quoted field is not closed");
         assert_eq!(e("token\n\"a\"b\n"), "row 2: text after a closing quote");
         assert!(e("to ken\nx\n").starts_with("column 1 is named 'to ken'"));
         assert!(e("a,a\nx,y\n").starts_with("column 2 is named 'a'"));
         assert!(e("client\nx\n").starts_with("column 1 is named 'client'"));
+    }
+
+    #[test]
+    fn names_may_hold_underscores_and_hyphens() {
+        // A header name and a placeholder are letters, digits, '_' and '-'.
+        let t = Table::parse_csv("user_id,x-token\nann,t0\n").unwrap();
+        assert_eq!(t.names(), &cols(&["user_id", "x-token"])[..]);
+        let p = Pattern::parse("{user_id}:{x-token}", t.names(), false).unwrap();
+        assert_eq!(p.expand(0, 0, t.row(0)), "ann:t0");
     }
 
     proptest::proptest! {

@@ -290,3 +290,24 @@ pub struct NetInterface {
     /// Why it is listed: `route to ADDR`, `--interface`, or `default route`.
     pub role: String,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn measures_read_back_from_their_names_and_unknown_ones_are_kept() {
+        // the names the JSON has always used
+        assert_eq!(Measure::NetworkRtt.as_str(), "network_rtt");
+        assert_eq!(serde_json::to_string(&Measure::RttFromSend).unwrap(), r#""rtt_from_send""#);
+        // every name reads back to its own measure, in each direction
+        for (m, name) in Measure::NAMED {
+            assert_eq!((m.as_str(), m.to_string()), (name, name.to_owned()));
+            assert_eq!(Measure::from(name.to_owned()), m);
+            assert_eq!(String::from(m), name);
+        }
+        let other = Measure::from("future_delay".to_owned());
+        assert_eq!(other, Measure::Other("future_delay".into()));
+        assert_eq!((other.as_str(), String::from(other.clone())), ("future_delay", "future_delay".to_owned()));
+    }
+}

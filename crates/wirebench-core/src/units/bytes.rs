@@ -61,12 +61,21 @@ mod tests {
         assert_eq!(p("1.5MiB"), Ok(1_572_864));
         assert_eq!(p("64MB"), Ok(64_000_000));
         assert_eq!(p("2GiB"), Ok(2 << 30));
+        // decimal kilo and giga, next to the binary ones
+        assert_eq!(p("16k"), Ok(16_000));
+        assert_eq!(p("16KB"), Ok(16_000));
+        assert_eq!(p("2G"), Ok(2_000_000_000));
+        assert_eq!(p("2GB"), Ok(2_000_000_000));
+        // 2^33 GiB is 2^63 bytes: the first size refused
+        assert_eq!(p("8589934591GiB"), Ok((1 << 63) - (1 << 30)));
+        assert!(p("8589934592GiB").is_err());
         for bad in ["", "KiB", "1.5", "1QB", "-1", "1e30", "99999999999GiB"] {
             assert!(p(bad).is_err(), "{bad}");
         }
         assert_eq!(ByteSize(16_384).to_string(), "16KiB");
         assert_eq!(ByteSize(1 << 20).to_string(), "1MiB");
         assert_eq!(ByteSize(1000).to_string(), "1000B");
+        assert_eq!(ByteSize(0).to_string(), "0B");
         for b in [0u64, 1, 1024, 3 << 30, 12_345] {
             assert_eq!(ByteSize(b).to_string().parse::<ByteSize>(), Ok(ByteSize(b)));
         }

@@ -90,6 +90,9 @@ fn templates_for_other_servers() {
     assert!(matches!(Template::parse(r"type={type} ts={ts}"), Err(TemplateError::Unreadable(_))));
     assert!(matches!(Template::parse(r#"{"t":"{type}","ts":{ts}}"#), Err(TemplateError::Unreadable(_))));
     assert!(matches!(Template::parse(r#"{"type":"{type}","ts":"{ts}"}"#), Err(TemplateError::Unreadable(_))));
+    // reads back, but not as the type or the time sent: each alone is refused
+    assert!(matches!(Template::parse(r#"{"type":"evt-{type}","ts":{ts}}"#), Err(TemplateError::Unreadable(_))));
+    assert!(matches!(Template::parse(r#"{"type":"{type}","ts":{ts}000}"#), Err(TemplateError::Unreadable(_))));
 }
 
 /// The room matched the bytes `"req":true`: fooled by text and blind to `"req": true`.

@@ -245,6 +245,28 @@ mod tests {
     }
 
     #[test]
+    fn counts_and_peer_totals_add_field_by_field() {
+        let mut c = RelayCount::default();
+        c.add(100);
+        c.add(20);
+        assert_eq!(c, RelayCount { datagrams: 2, bytes: 120 });
+        let mut m = RelayCount { datagrams: 3, bytes: 7 };
+        m.merge(c);
+        assert_eq!(m, RelayCount { datagrams: 5, bytes: 127 });
+        // Counts whose doubling differs from their square: an added count is not a product.
+        let drops = RelayDrops { bad_mac: 1, duplicate: 3, stale: 5, ..RelayDrops::default() };
+        let mut t = RelayPeerTotals { received: m, sent: c, drops, clock_negative: 4 };
+        t.add(c, m, &drops, 3);
+        let want = RelayPeerTotals {
+            received: RelayCount { datagrams: 7, bytes: 247 },
+            sent: RelayCount { datagrams: 7, bytes: 247 },
+            drops: RelayDrops { bad_mac: 2, duplicate: 6, stale: 10, ..RelayDrops::default() },
+            clock_negative: 7,
+        };
+        assert_eq!(t, want);
+    }
+
+    #[test]
     fn drops_merge_cause_by_cause() {
         let a = RelayDrops {
             bad_mac: 1,
