@@ -124,6 +124,17 @@ mod tests {
         assert_eq!(w.margin_ns(), MAX_MARGIN_NS - STEP_NS);
     }
 
+    /// A wake-up exactly a margin late was covered by the spin: it is not later than the
+    /// margin, so the margin steps down; one nanosecond later steps it up.
+    #[test]
+    fn a_wake_up_on_the_margin_is_not_late() {
+        let mut w = SpinMargin::new(50 * MS);
+        w.woke(5 * MS, 5 * MS + START_MARGIN_NS);
+        assert_eq!(w.margin_ns(), START_MARGIN_NS - STEP_NS);
+        w.woke(5 * MS, 5 * MS + START_MARGIN_NS - STEP_NS + 1);
+        assert_eq!(w.margin_ns(), START_MARGIN_NS);
+    }
+
     /// Simulated against a host whose wake-ups come `late` after the time asked: the sends
     /// are on time (the spin covers the lateness) and the thread sleeps before every one
     /// of a 10k/s schedule, spinning only about the margin's error.

@@ -51,3 +51,50 @@ impl fmt::Display for Count {
         write!(f, "{}", self.0)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_unit_scales_by_its_power_of_ten() {
+        let read = |s: &str| s.parse::<Count>().map(|c| c.0);
+        assert_eq!(read("7"), Ok(7));
+        assert_eq!((read("10k"), read("10K")), (Ok(10_000), Ok(10_000)));
+        assert_eq!(read("1.5M"), Ok(1_500_000));
+        assert_eq!(read("2G"), Ok(2_000_000_000));
+        assert_eq!(read(" 3k "), Ok(3_000), "spaces around it");
+        assert!(read("3x").unwrap_err().to_string().contains("unknown unit"));
+    }
+
+    /// Counts are whole numbers below 2^63: 2^63 itself is refused, and the largest f64
+    /// below it reads exactly.
+    #[test]
+    fn a_count_stops_below_two_to_the_63() {
+        assert!("9223372036854775808".parse::<Count>().unwrap_err().to_string().contains("below 2^63"));
+        assert_eq!("9223372036854774784".parse::<Count>(), Ok(Count((1 << 63) - 1024)));
+    }
+
+    /// Written in the largest unit that divides it, so that it reads back as itself.
+    #[test]
+    fn a_count_is_written_in_the_largest_unit_that_divides_it() {
+        for (n, text) in [
+            (0, "0"),
+            (999, "999"),
+            (1_000, "1k"),
+            (1_500, "1500"),
+            (2_000_000, "2M"),
+            (3_000_000_000, "3G"),
+            (1_000_001_000, "1000001k"),
+        ] {
+            assert_eq!(Count(n).to_string(), text);
+            assert_eq!(text.parse(), Ok(Count(n)), "{text} reads back");
+        }
+    }
+
+    #[test]
+    fn a_count_as_usize_saturates() {
+        assert_eq!(Count(5).as_usize(), 5);
+        assert_eq!(Count(u64::MAX).as_usize(), usize::try_from(u64::MAX).unwrap_or(usize::MAX));
+    }
+}

@@ -72,3 +72,39 @@ fn the_ramp_is_shared_out_evenly() {
     assert_eq!(join_ns(u64::MAX, u64::MAX - 1, u64::MAX), u64::MAX - 1, "no overflow");
     assert_eq!(join_ns(S, 3, 0), 3 * S, "no division by zero");
 }
+
+/// Each run seed gives a client its own draws, and each client of a run its own: no two
+/// seeds (or two clients) share a random source, whatever bits they have in common.
+#[test]
+fn every_seed_and_client_has_its_own_random_source() {
+    let first = |seed: u64, id: u64| rng_for(seed, id).next_u64();
+    for id in 0..8 {
+        let mut seen: Vec<u64> = (0..8).map(|seed| first(seed, id)).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), 8, "seeds 0 to 7 of client {id}");
+    }
+    for seed in 0..8 {
+        let mut seen: Vec<u64> = (0..8).map(|id| first(seed, id)).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), 8, "clients 0 to 7 of seed {seed}");
+    }
+}
+
+/// A send is due at its own time (the wake-up the task slept to), not only after it; one
+/// due exactly at the end of sending is not sent, and the task then sleeps to the quit
+/// time rather than waking at the end for nothing.
+#[test]
+fn a_send_is_due_at_its_time_and_none_at_the_end() {
+    let mut s = ClientSchedule::new(rng_for(7, 3), EVERY_100MS, S, 3 * S);
+    let first = s.next_ns();
+    assert_eq!(s.wake_ns(5 * S, None), first);
+    assert_eq!(s.due(first, &mix(), EVERY_100MS).map(|d| d.intended_ns), Some(first));
+    assert_eq!(s.next_ns(), first + 100 * MS);
+    // the same client, its sending ending exactly at its first send
+    let mut at_end = ClientSchedule::new(rng_for(7, 3), EVERY_100MS, S, first);
+    assert_eq!(at_end.next_ns(), first);
+    assert_eq!(at_end.due(first, &mix(), EVERY_100MS), None);
+    assert_eq!(at_end.wake_ns(5 * S, None), 5 * S);
+}

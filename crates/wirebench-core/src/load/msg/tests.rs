@@ -305,3 +305,27 @@ proptest! {
         }
     }
 }
+
+/// Only the top-level object's `req` is the message's: a `req` in a nested object, even one
+/// met first, is someone else's field.
+#[test]
+fn a_nested_req_is_not_the_messages() {
+    let s = scan(br#"{"x":{"req":true},"type":"a","ts":1}"#).unwrap();
+    assert_eq!((s.req, s.ts_us), (None, Some(1)));
+    let s = scan(br#"{"x":{"y":{"req":true}},"req":false,"type":"a","ts":1}"#).unwrap();
+    assert_eq!(s.req, Some(false));
+}
+
+/// Keys are looked for in objects nested up to MAX_DEPTH deep, and not below: the object
+/// at depth MAX_DEPTH (the top one is depth 0) is skipped unread.
+#[test]
+fn objects_nested_past_the_depth_limit_are_skipped() {
+    let nested = |levels: u32| {
+        let n = usize::try_from(levels).unwrap();
+        format!(r#"{{"type":"a","ts":1,{}"it":5{}}}"#, r#""x":{"#.repeat(n), "}".repeat(n))
+    };
+    let at = |levels: u32| scan(nested(levels).as_bytes()).unwrap().it_us;
+    assert_eq!(at(MAX_DEPTH - 1), Some(5), "the deepest object read");
+    assert_eq!(at(MAX_DEPTH), None, "one deeper: skipped");
+    assert!(scan(nested(MAX_DEPTH + 3).as_bytes()).is_some(), "still one JSON object");
+}

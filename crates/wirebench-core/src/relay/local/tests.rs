@@ -18,6 +18,7 @@ struct Relay {
     rate: RateCap,
     key: Option<Key>,
     relaying: bool,
+    force: bool,
 }
 
 impl Relay {
@@ -33,6 +34,7 @@ impl Relay {
             rate: RateCap::new(1_000),
             key: None,
             relaying: true,
+            force: false,
         }
     }
 
@@ -45,7 +47,7 @@ impl Relay {
             peers: &self.peers,
             key: self.key.as_ref(),
             relaying: self.relaying,
-            force: false,
+            force: self.force,
             mates: &self.mates,
             guard: &self.guard,
             rate: &mut self.rate,
@@ -151,4 +153,36 @@ fn the_check_the_size_and_the_cap_hold_datagrams_back() {
     assert_eq!(r.judge(APP, b"app", S), Local::RateCapped);
     assert_eq!(r.judge(APP, b"app", S + 10 * MS), Local::Forward, "a token 10 ms later");
     assert_eq!(r.judge(APP, b"app", S + 10 * MS), Local::RateCapped);
+}
+
+/// `--force` carries the group whoever else is on the segment: a lower mate's probes leave
+/// it forwarding.
+#[test]
+fn a_forced_relay_carries_the_group_beside_a_lower_mate() {
+    let mut r = Relay::new();
+    r.force = true;
+    let low = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 3), 7880);
+    assert!(matches!(r.heard(low, &probe(GROUP, 1, None), S), Local::Probe(_)));
+    assert_eq!(r.judge(APP, b"app", S + MS), Local::Forward);
+    assert!(carries(&r.mates, ME, true, S + MS));
+    assert!(!carries(&r.mates, ME, false, S + MS), "unforced: the lower mate's");
+}
+
+/// The largest datagram a relay datagram can carry is forwarded; one byte more is not.
+#[test]
+fn a_datagram_of_the_largest_payload_is_forwarded() {
+    let mut r = Relay::new();
+    assert_eq!(r.judge(APP, &vec![0; MAX_PAYLOAD], S), Local::Forward);
+    assert_eq!(r.judge(APP, &vec![0; MAX_PAYLOAD + 1], S), Local::TooBig);
+}
+
+/// A mate is gone once it missed three probes: alive until three probe intervals after it
+/// was last heard, gone by the fourth (whatever slack the TTL gives a late probe).
+#[test]
+fn a_mate_is_gone_after_three_missed_probes() {
+    let mut r = Relay::new();
+    let low = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 3), 7880);
+    assert!(matches!(r.heard(low, &probe(GROUP, 1, None), S), Local::Probe(_)));
+    assert_eq!(r.judge(APP, b"app", S + 3 * PROBE_EVERY_NS - 1), Local::Passive);
+    assert_eq!(r.judge(APP, b"app", S + 4 * PROBE_EVERY_NS), Local::Forward);
 }

@@ -320,3 +320,6 @@ pub fn partial_words(l: &LoadResults) -> Option<String> {
         names.join(", ")
     ))
 }
+
+#[cfg(test)]
+mod tests;

@@ -404,3 +404,6 @@ pub struct SweepRow {
     #[serde(default)]
     pub sent_per_s: Option<f64>,
 }
+
+#[cfg(test)]
+mod tests;

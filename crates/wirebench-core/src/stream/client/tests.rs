@@ -144,3 +144,23 @@ fn the_rows_cap_follows_the_run_and_stays_bounded() {
     assert_eq!(rows_cap(10 * S, 0), 1 << 20, "no interval: the bound");
     assert_eq!(rows_cap(u64::MAX, 1), 1 << 20);
 }
+
+/// Serves are named by their targets as given; a number past them names none.
+#[test]
+fn a_serve_is_named_by_its_target() {
+    let s = two(true);
+    assert_eq!((s.name(0), s.name(1), s.name(2)), ("a:7878", "b:7878", ""));
+}
+
+/// Once this side's senders are done, a serve's result is its answer, not an early end:
+/// the run goes on until every result is in.
+#[test]
+fn after_the_senders_finish_a_result_is_the_answer() {
+    let mut s = two(true);
+    s.finished();
+    assert_eq!(s.handle(0, 2_100 * MS, result(10), || None), Heard::Nothing);
+    assert_eq!((s.peer_lost.as_ref(), s.owed()), (None, vec![1]));
+    assert!(!s.flow_done(2_100 * MS, false, false), "one result owed");
+    s.handle(1, 2_200 * MS, result(12), || None);
+    assert!(s.flow_done(2_200 * MS, false, false));
+}

@@ -14,6 +14,7 @@ use crate::report::{
 };
 use crate::snmp::Snmp;
 use crate::stream::StreamCounts;
+use crate::stream::wake::WakeDelay;
 
 fn seed() -> Report {
     let path = format!("{}/../../fuzz/seeds/report_load/report-stream-search.json", env!("CARGO_MANIFEST_DIR"));
@@ -314,4 +315,95 @@ fn counts_near_the_top_saturate_and_rates_too_large_are_refused() {
         merged(&[("a", &a), ("b", &b)]).unwrap_err(),
         "sender.bits_per_s: the parts add up to a number that is not finite (a report holds one too large)"
     );
+}
+
+/// A sender that sent without a sending time (a report written before it was recorded)
+/// gives no rate to merge: refused. One that sent nothing needs none.
+#[test]
+fn a_sender_without_its_sending_time_is_refused_unless_it_sent_nothing() {
+    let a = generator(1, 1_000_000_000);
+    let with_sender = |messages: u64| {
+        let mut r = generator(2, 4_000_000_000);
+        if let Results::Stream(s) = &mut r.results {
+            let t = s.sender.as_mut().unwrap();
+            (t.messages, t.bytes, t.send_ns, t.per_s, t.bits_per_s) = (messages, messages * 100, 0, 0.0, 0.0);
+        }
+        r
+    };
+    assert_eq!(
+        merged(&[("a", &a), ("old", &with_sender(4_040))]).unwrap_err(),
+        "old: no sending time (written before it was recorded): run it again"
+    );
+    let m = merged(&[("a", &a), ("idle", &with_sender(0))]).unwrap();
+    let t = stream(&m).sender.unwrap();
+    assert_eq!((t.messages, t.per_s, t.send_ns), (2_020, 2_020.0, 1_000_000_000), "the one that sent");
+}
+
+/// Senders that counted messages but say they sent at no rate (a file is not trusted) give
+/// no time that makes the summed rate: the merged sending time is the longest part's, not
+/// a division by zero.
+#[test]
+fn senders_at_no_rate_keep_the_longest_sending_time() {
+    let at_no_rate = |k: u64, send_ns: u64| {
+        let mut r = generator(k, send_ns);
+        if let Results::Stream(s) = &mut r.results {
+            let t = s.sender.as_mut().unwrap();
+            (t.per_s, t.bits_per_s) = (0.0, 0.0);
+        }
+        r
+    };
+    let m = merged(&[("a", &at_no_rate(1, 1_000_000_000)), ("b", &at_no_rate(2, 4_000_000_000))]).unwrap();
+    let t = stream(&m).sender.unwrap();
+    assert_eq!((t.messages, t.per_s, t.send_ns), (6_060, 0.0, 4_000_000_000));
+}
+
+/// A receiver that heard nothing needs no sending time (it has no rate): its parts merge,
+/// into a row with nothing received.
+#[test]
+fn a_receiver_that_heard_nothing_merges_without_a_sending_time() {
+    let a = generator(1, 1_000_000_000);
+    let mut b = generator(2, 4_000_000_000);
+    if let Results::Stream(s) = &mut b.results {
+        s.receivers.push(receiver("10.0.0.2:7878", 0, 0, 0.0));
+    }
+    let m = merged(&[("a", &a), ("b", &b)]).unwrap();
+    let silent = &stream(&m).receivers[1];
+    assert_eq!((silent.addr.as_str(), silent.total.received, silent.send_ns), ("10.0.0.2:7878", 0, 0));
+}
+
+/// The sending host's drop counters are host-wide, like its SndbufErrors: a merge of one
+/// keeps them, a merge of several (generators on one host count each other's) does not.
+#[test]
+fn the_sending_hosts_qdisc_drops_are_kept_only_from_a_merge_of_one() {
+    let with_qdisc = |k: u64, send_ns: u64| {
+        let mut r = generator(k, send_ns);
+        if let Results::Stream(s) = &mut r.results {
+            s.sender.as_mut().unwrap().qdisc_drops = Some(10 * k);
+        }
+        r
+    };
+    let (a, b) = (with_qdisc(1, 1_000_000_000), with_qdisc(2, 4_000_000_000));
+    let t = stream(&merged(&[("a", &a)]).unwrap()).sender.unwrap();
+    assert_eq!((t.sndbuf_errors, t.qdisc_drops), (Some(1), Some(10)));
+    let t = stream(&merged(&[("a", &a), ("b", &b)]).unwrap()).sender.unwrap();
+    assert_eq!((t.sndbuf_errors, t.qdisc_drops), (None, None));
+}
+
+/// A receiver's wake-up delay is one receiving thread's: kept from a merge of one, left
+/// out when parts fed by different threads are merged.
+#[test]
+fn a_receivers_wake_delay_is_kept_only_from_a_merge_of_one() {
+    let with_wake = |k: u64, send_ns: u64| {
+        let mut r = generator(k, send_ns);
+        if let Results::Stream(s) = &mut r.results {
+            s.receivers[0].wake = Some(WakeDelay { stamped: 100 * k, p50_ns: 5_000, ..WakeDelay::default() });
+        }
+        r
+    };
+    let (a, b) = (with_wake(1, 1_000_000_000), with_wake(2, 4_000_000_000));
+    let m = merged(&[("a", &a)]).unwrap();
+    assert_eq!(stream(&m).receivers[0].wake, stream(&a).receivers[0].wake);
+    assert!(stream(&m).receivers[0].wake.is_some());
+    let m = merged(&[("a", &a), ("b", &b)]).unwrap();
+    assert_eq!(stream(&m).receivers[0].wake, None);
 }

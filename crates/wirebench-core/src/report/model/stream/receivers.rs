@@ -116,6 +116,44 @@ mod tests {
         }
     }
 
+    /// A stream report as `wirebench stream` writes it (one target, forward), with `rows`.
+    fn report(targets: serde_json::Value, no_control: bool, rows: Vec<ReceiverResult>) -> Report {
+        let path = format!("{}/../../fuzz/seeds/report_load/report-stream-search.json", env!("CARGO_MANIFEST_DIR"));
+        let mut r = crate::report::read_report(|| std::fs::File::open(&path)).unwrap();
+        r.config["targets"] = targets;
+        r.config["no_control"] = no_control.into();
+        r.results = Results::Stream(results(StreamDirection::Forward, rows));
+        r
+    }
+
+    #[test]
+    fn a_report_owes_the_targets_its_config_names() {
+        let config = serde_json::json!({ "targets": ["10.0.0.2:7878", 5, "10.0.0.3:7878"], "no_control": true });
+        assert_eq!(owed_of(&config), (vec!["10.0.0.2:7878".to_owned(), "10.0.0.3:7878".to_owned()], true));
+        let config = serde_json::json!({ "targets": "10.0.0.2:7878", "no_control": "yes" });
+        assert_eq!(owed_of(&config), (Vec::new(), false), "not an array, not a bool: none");
+        assert_eq!(owed_of(&serde_json::json!({ "count": 5 })), (Vec::new(), false), "another kind of report");
+    }
+
+    /// A run fails when a target owes a row it did not give, a receiver got nothing of what
+    /// was sent to it, or a listen heard nothing; a report of another kind never does.
+    #[test]
+    fn a_run_that_did_not_hear_a_receiver_failed() {
+        let t = serde_json::json!(["10.0.0.2:7878"]);
+        assert!(!receivers_failed(&report(t.clone(), false, vec![row("10.0.0.2:7878", 10, 10)])));
+        assert!(receivers_failed(&report(t.clone(), false, Vec::new())), "the target's row is missing");
+        assert!(!receivers_failed(&report(t.clone(), true, Vec::new())), "--no-control: nothing owed");
+        assert!(receivers_failed(&report(t.clone(), true, vec![row("10.0.0.9:7878", 10, 0)])), "nothing arrived");
+        let mut listen = report(serde_json::json!([]), false, Vec::new());
+        assert!(!receivers_failed(&listen), "nothing owed, nothing sent");
+        if let Results::Stream(s) = &mut listen.results {
+            s.listen = Some(crate::report::ListenTotals::default());
+        }
+        assert!(receivers_failed(&listen), "a listen that heard nothing");
+        listen.results = Results::Hiccup;
+        assert!(!receivers_failed(&listen));
+    }
+
     #[test]
     fn every_target_owes_a_row_per_direction_its_data_goes() {
         let t = ["10.0.0.2:7878".to_owned(), "10.0.0.3:7878".to_owned()];
