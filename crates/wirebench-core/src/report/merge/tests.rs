@@ -362,6 +362,9 @@ fn the_first_difference_is_named_with_its_path() {
     // exact with counts and means near the top (a sum of products overflowed u128)
     assert_eq!(weighted_mean([(u64::MAX, u64::MAX), (u64::MAX - 2, u64::MAX)]), u64::MAX - 1);
     assert_eq!(weighted_mean([(u64::MAX, u64::MAX), (0, u64::MAX), (0, 0)]), u64::MAX / 2);
+    // a carry leaves the remainder's rest for the next parts: (4 + 4 + 2) / 5, the first carry
+    // at the second part, the next one at the third
+    assert_eq!(weighted_mean([(4, 1), (4, 1), (2, 1), (0, 1), (0, 1)]), 2);
 }
 
 /// Every count of a load shard near `u64::MAX` (a file is not trusted): the merge adds them
