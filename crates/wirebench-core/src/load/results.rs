@@ -299,5 +299,31 @@ pub fn nothing_arrived(l: &LoadResults) -> Option<String> {
     (!why.is_empty()).then(|| why.join("; "))
 }
 
+/// Results of one room of five clients that connected and sent nothing in a 1 s run: a base
+/// for the tests of what reads load reports.
+#[cfg(test)]
+pub(crate) fn quiet_room() -> LoadResults {
+    use crate::load::Mix;
+    use crate::load::delivery::Account;
+    use crate::load::record::Recording;
+    let mix = Mix::parse("cursor=1", &[]).unwrap();
+    let shape = Shape {
+        url: "ws://h:1/r-0".into(),
+        clients: 5,
+        room_size: 5,
+        rate_per_client: 200.0,
+        arrivals: "fixed",
+        mix: &mix,
+        percentiles: &[50.0],
+        thresholds: &[],
+        link_up: None,
+        link_down: None,
+        end_ns: 1_000_000_000,
+        ramp_ns: 0,
+    };
+    let a = Account::default();
+    build(&shape, &Recording::new(1), (&a, &a), Counts::default(), Vec::new(), 1_000_000_000, (0, 0), 0, false)
+}
+
 #[cfg(test)]
 mod tests;

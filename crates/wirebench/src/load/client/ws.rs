@@ -733,6 +733,17 @@ mod tests {
         CloseFrame { code: CloseCode::Normal, reason: "".into() }
     }
 
+    /// The server's side read to its end: the code of the client's close frame, if one came.
+    async fn close_code_of(mut ws: tokio_tungstenite::WebSocketStream<TcpStream>) -> Option<u16> {
+        let mut code = None;
+        while let Some(Ok(m)) = ws.next().await {
+            if let Message::Close(f) = m {
+                code = f.map(|f| u16::from(f.code));
+            }
+        }
+        code
+    }
+
     /// What [`Ws::next`] handed on, owned.
     #[derive(Debug, PartialEq, Eq)]
     enum Got {
@@ -903,13 +914,7 @@ mod tests {
                 }
                 let bad = Frame::message(vec![b'a', 0xff], OpCode::Data(Data::Text), true);
                 ws.send(Message::Frame(bad)).await.unwrap();
-                let mut code = None;
-                while let Some(Ok(m)) = ws.next().await {
-                    if let Message::Close(f) = m {
-                        code = f.map(|f| u16::from(f.code));
-                    }
-                }
-                code
+                close_code_of(ws).await
             })
             .await;
             block_in_place(|| {
@@ -942,13 +947,7 @@ mod tests {
                 ws.send(frag(b"\xa9", Data::Continue, true)).await.unwrap();
                 ws.send(frag(b"b", Data::Text, false)).await.unwrap();
                 ws.send(frag(b"\xff", Data::Continue, false)).await.unwrap();
-                let mut code = None;
-                while let Some(Ok(m)) = ws.next().await {
-                    if let Message::Close(f) = m {
-                        code = f.map(|f| u16::from(f.code));
-                    }
-                }
-                code
+                close_code_of(ws).await
             })
             .await;
             block_in_place(|| {

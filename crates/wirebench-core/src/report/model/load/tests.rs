@@ -3,31 +3,10 @@ use crate::report::{Report, Results};
 
 /// A load report of five clients that connected and sent nothing.
 fn seed() -> Report {
-    use crate::load::Mix;
-    use crate::load::delivery::Account;
-    use crate::load::record::Recording;
-    use crate::load::results::{Counts, Shape, build};
     let path = format!("{}/../../fuzz/seeds/report_load/report-ping-full.json", env!("CARGO_MANIFEST_DIR"));
     let mut r = crate::report::read_report(|| std::fs::File::open(&path)).unwrap();
-    let mix = Mix::parse("cursor=1", &[]).unwrap();
-    let shape = Shape {
-        url: "ws://h:1/r-0".into(),
-        clients: 5,
-        room_size: 5,
-        rate_per_client: 200.0,
-        arrivals: "fixed",
-        mix: &mix,
-        percentiles: &[50.0],
-        thresholds: &[],
-        link_up: None,
-        link_down: None,
-        end_ns: 1_000_000_000,
-        ramp_ns: 0,
-    };
-    let a = Account::default();
-    let l = build(&shape, &Recording::new(1), (&a, &a), Counts::default(), Vec::new(), 1_000_000_000, (0, 0), 0, false);
     r.config = serde_json::json!({ "clients": 5 });
-    r.results = Results::Load(l);
+    r.results = Results::Load(crate::load::results::quiet_room());
     r
 }
 
