@@ -30,15 +30,12 @@ pub const MAX_MESSAGE: usize = 1 << 20;
 /// once that frame is read.
 pub const READ_CHUNK: usize = 1024;
 
-/// The WebSocket handshake's buffers (tungstenite's; the open connection is the client's
-/// own code): a few KB, not tungstenite's default 128 KiB.
+/// The buffers of the engine tungstenite builds at the end of the client handshake, which
+/// the client takes apart at once (the open connection is its own code): a few KB, not
+/// tungstenite's default 128 KiB.
 #[cfg(feature = "load")]
 pub fn ws_config() -> WebSocketConfig {
-    WebSocketConfig::default()
-        .read_buffer_size(READ_CHUNK)
-        .write_buffer_size(0)
-        .max_message_size(Some(MAX_MESSAGE))
-        .max_frame_size(Some(MAX_MESSAGE))
+    WebSocketConfig::default().read_buffer_size(READ_CHUNK).write_buffer_size(0)
 }
 
 /// This process's user and system CPU so far, ns.

@@ -6,9 +6,10 @@
 //! Opening ([`Dial`]): TCP's connect, TLS's handshake for wss:// (rustls, as far as each
 //! readiness allows), then the WebSocket handshake (tungstenite's, resumed where a read or
 //! write would have blocked). Open ([`Ws`]): frames are read into a per-connection buffer that
-//! only the socket fills and parsed where they lie (`wirebench_core::load::ws`), so a message reaches the
-//! client as a slice, without a copy or an allocation; pings are answered, fragments joined,
-//! sizes capped at `MAX_MESSAGE`, text checked as UTF-8, and the close handshake kept.
+//! only the socket fills and parsed where they lie (`wirebench_core::load::ws`), so a message
+//! reaches the client as a slice, without a copy or an allocation; pings are answered,
+//! fragments joined, sizes capped at `MAX_MESSAGE`, text checked as UTF-8, and the close
+//! handshake kept.
 //! `bench/autobahn.sh` runs the Autobahn test suite against this code.
 
 use std::io::{self, Read, Write};
@@ -143,7 +144,7 @@ pub(in crate::load) enum Dial {
     /// wss://: TLS's handshake is under way.
     Tls(Rec, Box<Request>, WebSocketConfig),
     /// The WebSocket handshake is under way.
-    Shake(MidHandshake<ClientHandshake<Rec>>, WebSocketConfig),
+    Shake(MidHandshake<ClientHandshake<Rec>>),
     /// Finished (opened or failed).
     Spent,
 }
@@ -185,7 +186,7 @@ impl Dial {
     fn rec(&mut self) -> Option<&mut Rec> {
         match self {
             Self::Tcp(rec, ..) | Self::Tls(rec, ..) => Some(rec),
-            Self::Shake(m, _) => Some(m.get_mut().get_mut()),
+            Self::Shake(m) => Some(m.get_mut().get_mut()),
             Self::Spent => None,
         }
     }
@@ -220,7 +221,7 @@ impl Dial {
                 }
             }
             Self::Tls(rec, request, config) => self.tls(rec, request, config),
-            Self::Shake(m, config) => self.shake(m.handshake(), config),
+            Self::Shake(m) => self.shake(m.handshake()),
             Self::Spent => Dialed::Pending,
         }
     }
@@ -240,23 +241,19 @@ impl Dial {
                 }
             }
         }
-        self.shake(tungstenite::client::client_with_config(*request, rec, Some(config)), config)
+        self.shake(tungstenite::client::client_with_config(*request, rec, Some(config)))
     }
 
-    /// A step of the WebSocket handshake: done (the engine rebuilt), interrupted (kept for
-    /// the next readiness), or failed.
-    fn shake(
-        &mut self,
-        r: Result<(WebSocket<Rec>, Response), HandshakeError<ClientHandshake<Rec>>>,
-        config: WebSocketConfig,
-    ) -> Dialed {
+    /// A step of the WebSocket handshake: done (the connection taken over), interrupted
+    /// (kept for the next readiness), or failed.
+    fn shake(&mut self, r: Result<(WebSocket<Rec>, Response), HandshakeError<ClientHandshake<Rec>>>) -> Dialed {
         match r {
             Ok((ws, resp)) => match detach(ws) {
                 Ok(ws) => Dialed::Open(ws, Box::new(resp)),
                 Err(e) => Dialed::Failed(e),
             },
             Err(HandshakeError::Interrupted(m)) => {
-                *self = Self::Shake(m, config);
+                *self = Self::Shake(m);
                 Dialed::Pending
             }
             Err(HandshakeError::Failure(e)) => Dialed::Failed(e),
