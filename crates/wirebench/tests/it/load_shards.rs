@@ -3,6 +3,7 @@
 //! merge refuses other scenarios and corrupt files. The Kubernetes Job's arguments are the
 //! CLI's (its server-side dry run is in `mesh_k8s`).
 
+#[cfg(feature = "netns-tests")]
 use serde_json::Value;
 
 use crate::support::wirebench;
@@ -52,10 +53,12 @@ fn bad_shards_and_start_times_exit_2_in_one_line() {
     }
 }
 
+#[cfg(feature = "netns-tests")]
 fn load(v: &Value) -> &Value {
     &v["results"]
 }
 
+#[cfg(feature = "netns-tests")]
 fn u(v: &Value) -> u64 {
     v.as_u64().expect("an integer")
 }
