@@ -5,7 +5,7 @@
 # tests do not pin. Not run in CI: a run takes minutes per file.
 #
 #   bench/mutants.sh [--budget SECS] [--test-timeout SECS] [--jobs N] [--tests FILTERS | --all-tests] [--re REGEX]
-#                    [--out DIR] [FILE...]
+#                    [--from N] [--out DIR] [FILE...]
 #
 # FILE is a path under crates/wirebench-core/src (mesh/verdict.rs); none means every file
 # of the crate. Each file gets at most --budget seconds (default 900), each mutant's tests
@@ -14,7 +14,9 @@
 # tests of its own module (mesh/verdict.rs: mesh::verdict::), which keeps a mutant to a
 # few seconds; --tests "mesh::verdict:: mesh::matrix::" names the tests to run instead (for
 # a module also tested through its callers), --all-tests runs every core test (slow);
-# --re tries only the mutants whose names match (to re-check survivors after a fix). A file
+# --re tries only the mutants whose names match (to re-check survivors after a fix); --from N
+# starts at the file's N-th mutant in --list order (mutants run in that order, so a file a
+# budget cut after N-1 goes on where it stopped; one file at a time). A file
 # whose default filter names no test (no tests of its own) is skipped with a note: name the
 # module that tests it with --tests.
 #
@@ -33,6 +35,7 @@ jobs=1
 all_tests=0
 tests=""
 re=()
+from=1
 root=$(git rev-parse --show-toplevel)
 out="$root/target/mutants"
 src=crates/wirebench-core/src
@@ -46,8 +49,9 @@ while [ $# -gt 0 ]; do
         --all-tests) all_tests=1; shift ;;
         --tests) tests=$2; shift 2 ;;
         --re) re=(-F "$2"); shift 2 ;;
+        --from) from=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
-        -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
         *) files+=("${1#"$src"/}"); shift ;;
     esac
@@ -77,6 +81,14 @@ for f in "${files[@]}"; do
     name=${f//\//_}
     dir="$out/${name%.rs}"
     rm -rf "$dir"
+    if [ "$from" -gt 1 ]; then
+        # The mutants from the N-th on, each named by an anchored, escaped pattern.
+        re=()
+        while IFS= read -r name; do
+            re+=(-F "^$(sed 's/[][\.+*?()|{}^$]/\\&/g' <<<"$name")\$")
+        done < <(cargo mutants -p wirebench-core -f "$src/$f" --list 2>/dev/null | tail -n +"$from")
+        [ ${#re[@]} -gt 0 ] || { echo "== $f: fewer than $from mutants" >&2; continue; }
+    fi
     listed=$(cargo mutants -p wirebench-core -f "$src/$f" "${re[@]}" --list 2>/dev/null | grep -c . || true)
     if [ "$listed" -eq 0 ]; then
         continue
