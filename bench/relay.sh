@@ -30,7 +30,10 @@
 # FLOOR_PARTS="ts mmsg smmsg timeout" adds a row floor1+PART per part: floor1 with that one of
 # the relay's system calls (floor.c --relay-like=PART), to tell which of them costs what.
 # PERF_DIR=DIR records a CPU profile (perf record -g) of node 1's relay or floor while each
-# row is measured in the first round, DIR/ROW.data (`perf report -i DIR/relay.data`).
+# row is measured in the first round, DIR/ROW.data (`perf report -i DIR/relay.data`); with
+# PERF_SCHED=1 it records the scheduler instead (perf sched record -a, DIR/ROW.sched) and
+# prints, per row and node, what one pass costs: the relay's (or floor's) switch-ins per
+# round trip, the delay from its wake-up to running (sch delay) and how long it then runs.
 # BEFORE=BINARY adds a row "before": the relays run from that binary (the measuring side
 # stays BINARY), with after/before ratios. BUSY_POLL=DURATION adds a row "busy": the relay
 # on node 1 (the pinger's, two of a round trip's four relay passes) runs with
@@ -120,10 +123,12 @@ native() { # native LABEL
 
 peers() { local out=(); for j in 1 2 3; do [ "$j" != "$1" ] && out+=("10.78.1$j.2:7880"); done; (IFS=,; echo "${out[*]}"); }
 profiler=
-profile_start() { # profile_start LABEL PID: perf record of PID into PERF_DIR (first round only)
+profile_start() { # profile_start LABEL PID1 PID2 PID3: perf record of PID1 into PERF_DIR (first round only)
   [ -n "${PERF_DIR:-}" ] && [ -z "$(only "$1")" ] || return 0
   mkdir -p "$PERF_DIR"
-  if [ -n "${PERF_TRACE:-}" ]; then perf trace -s -p "$2" -o "$PERF_DIR/${1%@*}.trace" >/dev/null 2>&1 &
+  echo "${@:2}" >"$PERF_DIR/${1%@*}.pids"
+  if [ -n "${PERF_SCHED:-}" ]; then perf sched record -a -o "$PERF_DIR/${1%@*}.sched" >/dev/null 2>&1 &
+  elif [ -n "${PERF_TRACE:-}" ]; then perf trace -s -p "$2" -o "$PERF_DIR/${1%@*}.trace" >/dev/null 2>&1 &
   else perf record -q -g -F 1999 -p "$2" -o "$PERF_DIR/${1%@*}.data" >/dev/null 2>&1 &
   fi
   profiler=$!
@@ -136,7 +141,7 @@ measured() {
   local label=$1 only=$2 t0 c0=() p
   shift 2
   t0=$(date +%s.%N); for p in "$@"; do c0+=("$(cpu_ticks "$p")"); done
-  profile_start "$label" "$1"
+  profile_start "$label" "$@"
   measure n1 10.78.11.2 10.78.12.2 10.78.13.2 "$label" "$only"
   profile_stop
   python3 -c 'import os,sys; t=float(sys.argv[1]); hz=os.sysconf("SC_CLK_TCK"); w=float(sys.argv[2])-t
@@ -326,3 +331,32 @@ if have_n2n:
     print(f"n2n p50 {p('n2n', 50.0)/1e3:.1f} µs")
 print(f"load average at end: {' '.join(open('/proc/loadavg').read().split()[:3])}")
 EOF
+
+if [ -n "${PERF_SCHED:-}" ] && [ -n "${PERF_DIR:-}" ]; then
+  echo
+  echo "scheduler, per node's relay or floor process (first round): switch-ins per round trip,"
+  echo "wake-up to running (sch delay) and time on CPU per switch-in, µs: p50 p90"
+  for m in $modes; do
+    f="$PERF_DIR/$m.sched"
+    [ -f "$f" ] || continue
+    perf sched timehist -i "$f" 2>/dev/null |
+      python3 -c '
+import re, sys
+label, trips, pids = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
+by = {p: ([], []) for p in pids}
+for line in sys.stdin:
+    m = re.search(r"\[(\d+)(?:/(\d+))?\]\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$", line)
+    if not m:
+        continue
+    pid = m.group(2) or m.group(1)
+    if pid in by:
+        by[pid][0].append(float(m.group(4)) * 1e3)
+        by[pid][1].append(float(m.group(5)) * 1e3)
+q = lambda xs, p: sorted(xs)[min(len(xs) - 1, int(p * len(xs)))] if xs else float("nan")
+for i, p in enumerate(pids, 1):
+    d, r = by[p]
+    print(f"{label:12} node {i}: {len(r) / trips:5.1f} switch-ins/trip, sch delay {q(d, .5):6.1f} {q(d, .9):6.1f},"
+          f" run {q(r, .5):6.1f} {q(r, .9):6.1f}, CPU {sum(r) / trips:6.1f} a trip")
+' "$m" "$((pings + 1000))" "$(cat "$PERF_DIR/$m.pids")"
+  done
+fi
