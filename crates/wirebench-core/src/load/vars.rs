@@ -146,7 +146,15 @@ fn records(text: &str) -> Result<Vec<(usize, Vec<String>)>, VarsError> {
                             }
                         }
                     }
-                    if !matches!(chars.peek(), None | Some(',' | '\r' | '\n')) {
+                    // A closing quote ends the field: next comes a comma, a line end (CR only
+                    // as part of CRLF) or the end of the text.
+                    let mut ahead = chars.clone();
+                    let ends = match ahead.next() {
+                        None | Some(',' | '\n') => true,
+                        Some('\r') => ahead.next() == Some('\n'),
+                        Some(_) => false,
+                    };
+                    if !ends {
                         return Err(VarsError::Quote { row: start, what: "text after a closing quote" });
                     }
                 }
@@ -385,6 +393,9 @@ mod tests {
         assert_eq!(e("token,user\n\"a\nb c\",x\nc\n"), "row 4 has 1 fields, the header 2");
         assert_eq!(e("token\n\"abc\n"), "row 2: a quoted field is not closed");
         assert_eq!(e("token\n\"a\"b\n"), "row 2: text after a closing quote");
+        // A CR after a closing quote ends the field only as part of CRLF.
+        assert_eq!(e("token\n\"a\"\rb\n"), "row 2: text after a closing quote");
+        assert_eq!(Table::parse_csv("token\r\n\"a\"\r\n").unwrap().rows(), &[cols(&["a"])][..]);
         assert!(e("to ken\nx\n").starts_with("column 1 is named 'to ken'"));
         assert!(e("a,a\nx,y\n").starts_with("column 2 is named 'a'"));
         assert!(e("client\nx\n").starts_with("column 1 is named 'client'"));
