@@ -127,11 +127,14 @@ profile_start() { # profile_start LABEL PID1 PID2 PID3: perf record of PID1 into
   [ -n "${PERF_DIR:-}" ] && [ -z "$(only "$1")" ] || return 0
   mkdir -p "$PERF_DIR"
   echo "${@:2}" >"$PERF_DIR/${1%@*}.pids"
-  if [ -n "${PERF_SCHED:-}" ]; then perf sched record -a -o "$PERF_DIR/${1%@*}.sched" >/dev/null 2>&1 &
-  elif [ -n "${PERF_TRACE:-}" ]; then perf trace -s -p "$2" -o "$PERF_DIR/${1%@*}.trace" >/dev/null 2>&1 &
-  else perf record -q -g -F 1999 -p "$2" -o "$PERF_DIR/${1%@*}.data" >/dev/null 2>&1 &
+  local f="$PERF_DIR/${1%@*}"
+  if [ -n "${PERF_SCHED:-}" ]; then f+=.sched; perf sched record -a -o "$f" >/dev/null 2>&1 &
+  elif [ -n "${PERF_TRACE:-}" ]; then f+=.trace; perf trace -s -p "$2" -o "$f" >/dev/null 2>&1 &
+  else f+=.data; perf record -q -g -F 1999 -p "$2" -o "$f" >/dev/null 2>&1 &
   fi
   profiler=$!
+  # perf opens its events before it writes its file: wait for the file (up to 5 s)
+  for _ in $(seq 50); do [ -s "$f" ] && break; sleep 0.1; done
 }
 profile_stop() { [ -z "$profiler" ] || { kill -INT "$profiler"; wait "$profiler" || true; profiler=; }; }
 # measured LABEL ONLY PID1 PID2 PID3: measure through node 1 (ONLY "ping": no stream
