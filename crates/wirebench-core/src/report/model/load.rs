@@ -283,7 +283,8 @@ pub struct ProcessUse {
 /// offered (`config.connect.subprotocols`) and what the server chose for how many clients,
 /// e.g. `subprotocol: offered v1, v2; the server chose v2 for 4 clients`. Several choices
 /// (servers behind one balancer that differ, or merged parts that differ) are all listed,
-/// with `(mixed)`. `None` when no subprotocol was offered.
+/// with `(mixed)`. `None` when none was offered and none chosen (a hand-edited file with
+/// choices but no offer still gets its line: the choices are facts of the run).
 pub fn subprotocol_words(r: &super::Report) -> Option<String> {
     let super::Results::Load(l) = &r.results else { return None };
     let offered: Vec<&str> = r
