@@ -32,8 +32,8 @@
 # PERF_DIR=DIR records a CPU profile (perf record -g) of node 1's relay or floor while each
 # row is measured in the first round, DIR/ROW.data (`perf report -i DIR/relay.data`); with
 # PERF_SCHED=1 it records the scheduler instead (perf sched record -a, DIR/ROW.sched) and
-# prints, per row and node, what one pass costs: the relay's (or floor's) switch-ins per
-# round trip, the delay from its wake-up to running (sch delay) and how long it then runs.
+# prints, per row and node, what one pass through the relay (or floor) takes: from a wake-up
+# to the first task it wakes (bench/relay-passes.py).
 # BEFORE=BINARY adds a row "before": the relays run from that binary (the measuring side
 # stays BINARY), with after/before ratios. BUSY_POLL=DURATION adds a row "busy": the relay
 # on node 1 (the pinger's, two of a round trip's four relay passes) runs with
@@ -337,29 +337,11 @@ EOF
 
 if [ -n "${PERF_SCHED:-}" ] && [ -n "${PERF_DIR:-}" ]; then
   echo
-  echo "scheduler, per node's relay or floor process (first round): switch-ins per round trip,"
-  echo "wake-up to running (sch delay) and time on CPU per switch-in, µs: p50 p90"
+  echo "one pass through each node's relay or floor (first round; bench/relay-passes.py): from"
+  echo "a wake-up of the process to the first task it wakes, µs, p50 p90"
   for m in $modes; do
-    f="$PERF_DIR/$m.sched"
-    [ -f "$f" ] || continue
-    perf sched timehist -i "$f" 2>/dev/null |
-      python3 -c '
-import re, sys
-label, trips, pids = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
-by = {p: ([], []) for p in pids}
-for line in sys.stdin:
-    m = re.search(r"\[(\d+)(?:/(\d+))?\]\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$", line)
-    if not m:
-        continue
-    pid = m.group(2) or m.group(1)
-    if pid in by:
-        by[pid][0].append(float(m.group(4)) * 1e3)
-        by[pid][1].append(float(m.group(5)) * 1e3)
-q = lambda xs, p: sorted(xs)[min(len(xs) - 1, int(p * len(xs)))] if xs else float("nan")
-for i, p in enumerate(pids, 1):
-    d, r = by[p]
-    print(f"{label:12} node {i}: {len(r) / trips:5.1f} switch-ins/trip, sch delay {q(d, .5):6.1f} {q(d, .9):6.1f},"
-          f" run {q(r, .5):6.1f} {q(r, .9):6.1f}, CPU {sum(r) / trips:6.1f} a trip")
-' "$m" "$((pings + 1000))" "$(cat "$PERF_DIR/$m.pids")"
+    [ -f "$PERF_DIR/$m.sched" ] || continue
+    perf script --ns -i "$PERF_DIR/$m.sched" -F comm,pid,tid,time,event,trace 2>/dev/null |
+      python3 bench/relay-passes.py "$m" $(cat "$PERF_DIR/$m.pids")
   done
 fi
