@@ -224,6 +224,46 @@ mod tests {
     }
 
     #[test]
+    fn a_step_back_past_four_round_trips_is_refused_and_counted() {
+        // δmin 20 us, so samples are recorded 80 us up; a responder clock stepped back
+        // 200 us makes a forward reading of -190 us, below what the shift keeps positive
+        let mut f = OffsetFilter::default();
+        exchange(&mut f, 0, 10_000, 10_000, 0, 0);
+        let (t1, t2) = (1_000_000, 1_000_000 + 10_000 - 200_000);
+        assert!(!f.on_sample(t1, t2, t2, t1 + 20_000, true));
+        let r = f.result().unwrap();
+        assert_eq!((r.samples, r.rejected), (1, 1));
+    }
+
+    #[test]
+    fn a_one_way_figure_past_the_histograms_range_is_refused() {
+        // a reply that took longer than the histograms hold: the forward figure fits, the
+        // reverse one does not, so the exchange is refused
+        let mut f = OffsetFilter::default();
+        exchange(&mut f, 0, 10_000, 10_000, 0, 0);
+        let (t1, t2) = (1_000_000, 1_000_000 + 10_000);
+        let t4 = t2 + i128::from(crate::latency::MAX_TRACKABLE_NS) + 1;
+        assert!(!f.on_sample(t1, t2, t2, t4, true));
+        assert_eq!(f.result().unwrap().rejected, 1);
+    }
+
+    #[test]
+    fn a_better_exchange_after_the_first_moves_both_directions() {
+        // The first exchange queues 40 us on the way out (θ 20 us, δ 60 us); the second is
+        // clean (θ 0, δ 20 us) and gives the offset: figures are then the true one-way
+        // delays, 10 and 50 us out and 10 us back, to the histogram's 3 digits of ~300 us.
+        let mut f = OffsetFilter::default();
+        exchange(&mut f, 0, 50_000, 10_000, 0, 0);
+        exchange(&mut f, 1_000_000, 10_000, 10_000, 0, 0);
+        let r = f.result().unwrap();
+        assert_eq!((r.offset_ns, r.bound_ns), (0, 10_000));
+        let near = |est: u64, truth: u64| est.abs_diff(truth) <= 300;
+        assert!(near(r.forward.min_ns, 10_000) && near(r.forward.p99_ns, 50_000), "{r:?}");
+        assert!(near(r.reverse.min_ns, 10_000) && near(r.reverse.p99_ns, 10_000), "{r:?}");
+        assert!(!r.forward.clamped_at_zero && !r.reverse.clamped_at_zero, "{r:?}");
+    }
+
+    #[test]
     fn a_clock_step_is_rejected() {
         let mut f = OffsetFilter::default();
         assert!(!f.on_sample(0, 100, 50, 200, true), "t3 before t2");

@@ -236,6 +236,16 @@ mod tests {
         assert_eq!(classic[0].1, below_1ms);
     }
 
+    /// Round trips of 0 ns (a clock too coarse to see the wire) go to the zero bucket, the
+    /// rest to their positive buckets: every sample is counted once.
+    #[test]
+    fn zero_round_trips_count_in_the_zero_bucket() {
+        let h = hist(&[0, 0, 5_000]);
+        let n = native_seconds(&h, SCHEMA);
+        assert_eq!((n.count, n.zero_count), (3, 2));
+        assert_eq!(n.buckets, [(bucket_index(SCHEMA, seconds(h.highest_equivalent(5_000))), 1)]);
+    }
+
     /// A classic bucket includes its bound (`le`): 1,000 ns is exact in the histogram and
     /// exactly 1e-6 s, so it counts below that bound and 1,001 ns above it.
     #[test]

@@ -336,6 +336,8 @@ mod tests {
         );
         let mut fresh = Target::new();
         assert_eq!(fresh.on_reply_low32(0, 0, 2, 0, &W), ReplyOutcome::Unmatched, "nothing sent");
+        let (_, tally) = fresh.take_closed(1_200 * MS, &W).unwrap();
+        assert_eq!((tally.sent, tally.unmatched), (0, 1), "and counted where it arrived");
     }
 
     #[test]
@@ -367,6 +369,20 @@ mod tests {
         t.on_send(5, 0, &W);
         assert_eq!(t.on_reply(5, 0, MS, &W), ReplyOutcome::Recorded(MS));
         assert_eq!(t.on_reply(5, 0, 2 * MS, &W), ReplyOutcome::Duplicate);
+    }
+
+    /// Expiring stops at the first probe whose timeout has not passed: a late reply to an
+    /// older one leaves a younger probe in flight, and its reply in time is recorded.
+    #[test]
+    fn expiring_keeps_the_probes_still_within_their_timeout() {
+        let mut t = Target::new();
+        t.on_send(0, 0, &W);
+        t.on_send(1, 100 * MS, &W);
+        assert_eq!(t.on_reply(0, 0, 250 * MS, &W), ReplyOutcome::Late);
+        assert_eq!(t.in_flight(), 1, "probe 1 may answer until 300 ms");
+        t.expire(299 * MS, &W);
+        assert_eq!(t.in_flight(), 1);
+        assert_eq!(t.on_reply(1, 100 * MS, 299 * MS, &W), ReplyOutcome::Recorded(199 * MS));
     }
 
     #[test]

@@ -52,6 +52,31 @@ fn end_codes_round_trip() {
     }
 }
 
+/// Step 1 of joining marks the member, so a sender that reads it before the stamp waits for
+/// the stamp instead of taking the member for not joined.
+#[test]
+fn joining_marks_the_member_until_its_stamp() {
+    let b = Book::new(2, 2);
+    b.joining(1);
+    assert_eq!(b.members[1].joined.load(Ordering::SeqCst), JOINING);
+    b.joined(1, 10);
+    assert_eq!(Book::joined_at(&b.members[1]), 10);
+}
+
+/// A stamp that collides with a marker is moved one µs earlier: still a join, which the
+/// sender and the receiver both see before a message stamped at the last µs.
+#[test]
+fn a_join_stamp_on_a_marker_is_moved_below_it() {
+    let b = Book::new(2, 2);
+    for c in 0..2 {
+        b.joining(c);
+        b.joined(c, u64::MAX);
+    }
+    assert_eq!(b.members[1].joined.load(Ordering::SeqCst), JOINING - 1);
+    assert_eq!(b.on_relayed_send(0, 0, u64::MAX), 1);
+    assert_eq!(b.on_arrival(1, Some(0), Some(0), u64::MAX, false), Verdict::Expected);
+}
+
 #[test]
 fn a_message_that_arrives_twice_is_a_duplicate_not_two_arrivals() {
     let b = Book::new(2, 2);
