@@ -190,10 +190,11 @@ impl Target {
         self.on_reply(seq, t1, now, w)
     }
 
-    /// Counts as lost every probe whose timeout has passed at `now`.
+    /// Counts as lost every probe whose timeout has passed at `now` (a reply at exactly the
+    /// timeout is recorded, whether or not this ran first).
     pub fn expire(&mut self, now: u64, w: &Windows) {
         while let Some(&(_, sent)) = self.pending.front() {
-            if now < sent + w.timeout_ns {
+            if now <= sent + w.timeout_ns {
                 break;
             }
             self.pending.pop_front();
@@ -390,6 +391,14 @@ mod tests {
         let mut t = Target::new();
         t.on_send(0, 0, &W);
         assert_eq!(t.on_reply(0, 0, W.timeout_ns, &W), ReplyOutcome::Recorded(W.timeout_ns));
+        // The same when the window was expired at that instant first.
+        t.on_send(1, MS, &W);
+        t.expire(MS + W.timeout_ns, &W);
+        assert_eq!(t.in_flight(), 1);
+        assert_eq!(t.on_reply(1, MS, MS + W.timeout_ns, &W), ReplyOutcome::Recorded(W.timeout_ns));
+        t.on_send(2, 2 * MS, &W);
+        t.expire(2 * MS + W.timeout_ns + 1, &W);
+        assert_eq!(t.in_flight(), 0, "one ns past its timeout a probe is lost");
     }
 
     /// A reply stamped before the first send (a kernel timestamp) opens an earlier window
