@@ -332,6 +332,11 @@ mod tests {
     fn refuses_lists_past_the_cap() {
         let text = "10.0.0.1\n".repeat(MAX_PEERS + 1);
         assert!(parse_list(&text, 1).unwrap_err().problem.contains("more than"));
+        // The error names the file line of the peer past the cap: a comment line before
+        // the peers puts it one below the peer count.
+        let text = format!("# fleet\n{text}");
+        assert_eq!(parse_list(&text, 1).unwrap_err().line, MAX_PEERS + 2);
+        assert_eq!(parse_list(&text[..text.len() - "10.0.0.1\n".len()], 1).unwrap().len(), MAX_PEERS);
     }
 
     #[test]

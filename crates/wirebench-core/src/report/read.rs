@@ -534,15 +534,61 @@ mod tests {
         assert!(matches!(read(&text), Err(ReadError::TooManyValues)));
     }
 
+    /// Exactly the cap of values and then junk is bad JSON, not too many values.
+    #[test]
+    fn junk_after_exactly_the_cap_of_values_is_not_json() {
+        // The key and the array are two values, its elements the rest.
+        let mut text = String::from(r#"{"a": ["#);
+        text.push_str(&"0,".repeat(usize::try_from(MAX_VALUES - 3).unwrap()));
+        text.push_str("0]} x");
+        let r = read(&text);
+        assert!(matches!(r, Err(ReadError::NotJson(_))), "{:?}", r.err());
+    }
+
+    /// Fails every read: a disk or a pipe that broke.
+    struct Broken;
+
+    impl Read for Broken {
+        fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+            Err(io::Error::other("broken"))
+        }
+    }
+
+    /// Blanks without end: a file past every cap.
+    struct Endless;
+
+    impl Read for Endless {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            buf.fill(b' ');
+            Ok(buf.len())
+        }
+    }
+
+    /// Reads `first` in the skim and `then` in the typed pass (a file that changed, broke or
+    /// was stopped between the two).
+    fn two_passes<'a>(first: &'a str, then: Box<dyn Read + 'a>, stop: &AtomicBool) -> Result<Report, ReadError> {
+        let mut passes: Vec<Box<dyn Read + 'a>> = vec![then, Box::new(first.as_bytes())];
+        read_report_until(|| Ok(passes.pop().expect("two passes")), stop)
+    }
+
+    /// A read that fails is a read error in either pass, not bad JSON; a stop or a file
+    /// grown past the cap in the typed pass is named as in the skim.
+    #[test]
+    fn the_typed_pass_names_its_errors_as_the_skim_does() {
+        let r = read_report(|| Ok(Broken));
+        assert!(matches!(r, Err(ReadError::Io(_))), "{:?}", r.err());
+        let (version, no) = (r#"{"schema_version": 1}"#, AtomicBool::new(false));
+        let r = two_passes(version, Box::new(Broken), &no);
+        assert!(matches!(r, Err(ReadError::Io(_))), "{:?}", r.err());
+        let r = two_passes(version, Box::new(Endless), &no);
+        assert!(matches!(r, Err(ReadError::TooLarge)), "{:?}", r.err());
+        let stop = AtomicBool::new(false);
+        let r = two_passes(version, Box::new(SetsStop(&stop, version.as_bytes())), &stop);
+        assert!(matches!(r, Err(ReadError::Stopped)), "{:?}", r.err());
+    }
+
     #[test]
     fn too_many_bytes_are_refused_while_skimming() {
-        struct Endless;
-        impl Read for Endless {
-            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-                buf.fill(b' ');
-                Ok(buf.len())
-            }
-        }
         assert!(matches!(read_report(|| Ok(Endless)), Err(ReadError::TooLarge)));
     }
 }

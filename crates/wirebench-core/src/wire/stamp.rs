@@ -625,6 +625,7 @@ mod tests {
                 let got = s.parse(&out[..n]).unwrap();
                 assert_eq!((got.seq, got.sender_seq, got.ssid, got.ttl, got.len), (99, SEQ, 0xBEEF, 61, len));
                 assert_eq!(got.error.format(), rf, "the reflector states its own format");
+                assert_eq!(got.error, ErrorEstimate::new(true, rf, 500), "and its own estimate");
                 assert!(got.t1_unix_ns.abs_diff(t1) <= 1);
                 assert!(got.t2_unix_ns.abs_diff(t1 + 5_000) <= 1);
                 assert!(got.t3_unix_ns.abs_diff(t1 + 9_000) <= 1);
@@ -693,9 +694,48 @@ mod tests {
         assert!(r.reflect(&p, &mut [0u8; 63], 0, 0, 1, || 0).is_none(), "no room: no reply");
     }
 
+    /// A reflector takes a test packet up to a whole UDP/IPv4 payload; one byte more is
+    /// refused as oversized.
+    #[test]
+    fn a_reflector_takes_up_to_a_whole_udp_payload() {
+        let s = Sender { key: None, format: TsFormat::Ntp, error: ErrorEstimate(1), ssid: 7 };
+        let mut pkt = vec![0u8; MAX_LEN + 1];
+        s.init(&mut pkt[..MAX_LEN]);
+        let r = reflector(None, TsFormat::Ntp);
+        assert_eq!(r.check(&pkt[..MAX_LEN]), Ok(TestPacket { seq: 0, ssid: 7 }));
+        assert_eq!(r.check(&pkt), Err(Reject::Oversized(MAX_LEN + 1)));
+    }
+
+    /// A TLV that ends at the packet's last byte is whole, and a TLV is read from where the
+    /// one before it ends, however short it is.
+    #[test]
+    fn tlvs_that_end_with_the_packet_are_whole() {
+        let s = Sender { key: None, format: TsFormat::Ntp, error: ErrorEstimate(1), ssid: 1 };
+        let r = reflector(None, TsFormat::Ntp);
+        // A sender's padded packet: one Extra Padding TLV up to the end.
+        let mut p = vec![0u8; 64];
+        s.init(&mut p);
+        let mut out = vec![0u8; p.len()];
+        assert_eq!(r.reflect(&p, &mut out, 0, 0, 1, || 0), Some(p.len()));
+        assert_eq!(out[44], 0, "understood and whole");
+        // Extra Padding of 8, then an empty TLV of unknown type 200 that ends the packet.
+        let mut pkt = vec![0u8; 44 + 12 + 4];
+        pkt[44 + 1] = TLV_EXTRA_PADDING;
+        put16(&mut pkt, 44 + 2, 8);
+        pkt[56 + 1] = 200;
+        let mut out = vec![0u8; pkt.len()];
+        assert_eq!(r.reflect(&pkt, &mut out, 0, 0, 1, || 0), Some(pkt.len()));
+        assert_eq!((out[44], out[56]), (0, TLV_U), "padding understood, the unknown type flagged U only");
+    }
+
     #[test]
     fn sequence_numbers_map_to_32_bits_and_back() {
         let m = SeqMap { discovery_base: u64::MAX - (1 << 20) };
+        // Discovery takes the top 2^20 wire numbers, measured probes every one below.
+        assert_eq!(u64::from(m.to_wire(m.discovery_base)), (1 << 32) - (1 << 20));
+        assert_eq!(m.to_wire(m.discovery_base + (1 << 20) - 1), u32::MAX);
+        let last_measured = (1u64 << 32) - (1 << 20) - 1;
+        assert_eq!(u64::from(m.to_wire(last_measured)), last_measured);
         for (seq, next) in
             [(0, 1), (5, 10), (1 << 33, (1 << 33) + 3), (u64::from(WIRE_DISCOVERY) - 1, u64::from(WIRE_DISCOVERY) + 2)]
         {

@@ -82,6 +82,19 @@ fn an_echo_server_is_nothing_delivered() {
     assert_eq!(nothing_arrived(&built(&rec, &[], &d, &r)), None);
 }
 
+/// A run that expected no delivery and sent no request has nothing it failed to measure;
+/// one whose deliveries all went missing with nothing echoed names no echo server.
+#[test]
+fn nothing_expected_is_not_nothing_arrived_and_no_echo_is_not_an_echo_server() {
+    assert_eq!(nothing_arrived(&quiet_room()), None);
+    let mut rec = Recording::new(3);
+    rec.on_send(0, 0, 4);
+    let d = Account { expected: 4, missing: 4, ..Account::default() };
+    let why = nothing_arrived(&built(&rec, &[], &d, &Account::default())).unwrap();
+    assert!(why.starts_with("nothing was delivered to other members (4 deliveries expected)"), "{why}");
+    assert!(!why.contains("echo") && !why.contains("; "), "one reason, no echo: {why}");
+}
+
 #[test]
 fn accounts_name_how_connections_ended() {
     let mut a = Account { expected: 10, arrived: 5, missing: 5, dropped: 1, late: 1, ..Account::default() };
