@@ -58,7 +58,11 @@ cleanup() {
 trap cleanup EXIT
 
 ns() { ip netns add "$tag-$1"; ip -n "$tag-$1" link set lo up; }
-x() { local n=$1; shift; ip netns exec "$tag-$n" "$@"; }
+# PIN=1: node 1's processes (the pinger, its relay or floor) run on CPU 0, nodes 2 and 3's on
+# CPU 1, in every row: a hop between nodes is a hop between CPUs, as between hosts, and the
+# rows do not differ by where the scheduler happened to put six processes.
+pin() { [ "${PIN:-0}" = 1 ] || return 0; case $1 in h1 | n1) echo taskset -c 0 ;; h[23] | n[23]) echo taskset -c 1 ;; esac; }
+x() { local n=$1; shift; ip netns exec "$tag-$n" $(pin "$n") "$@"; }
 veth() { # veth NS_A IF_A ADDR_A NS_B IF_B [ADDR_B]
   ip link add "$2" netns "$tag-$1" type veth peer name "$5" netns "$tag-$4"
   ip -n "$tag-$1" addr add "$3" dev "$2"; ip -n "$tag-$1" link set "$2" up
@@ -67,7 +71,7 @@ veth() { # veth NS_A IF_A ADDR_A NS_B IF_B [ADDR_B]
 }
 bg() { # bg NS LOG CMD...: start in a namespace, remember the pid
   local n=$1 log=$2; shift 2
-  ip netns exec "$tag-$n" "$@" >"$log" 2>&1 &
+  ip netns exec "$tag-$n" $(pin "$n") "$@" >"$log" 2>&1 &
   pids+=($!)
 }
 wait_for() { # wait_for FILE TEXT: up to 10 s for a line in a log
@@ -111,7 +115,7 @@ measure() { # measure NS1 IP1 IP2 IP3 LABEL [ping]: ping then loss-free search a
 }
 
 echo "multicast: native vs wirebench relay vs n2n, $(date -u +%FT%TZ), $(nproc) CPUs, $("$wb" --version)"
-echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (figures taken while others build are noisy)"
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (figures taken while others build are noisy)${PIN:+; PIN=$PIN}"
 
 rounds=${ROUNDS:-1}
 only() { [ "${1#*@}" = 1 ] || echo ping; } # only LABEL: "ping" after the first round
