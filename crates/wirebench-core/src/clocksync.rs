@@ -17,7 +17,7 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::latency::{histogram, record, value_at_percentile};
+use crate::latency::{MAX_TRACKABLE_NS, histogram, record, value_at_percentile};
 
 /// Collects four-timestamp exchanges.
 #[derive(Debug, Clone)]
@@ -91,15 +91,16 @@ impl OffsetFilter {
         let (theta0, shift) = *self.base.get_or_insert((best_theta, best_delta.max(1_000) * 4));
         let fwd = (t2 - t1) - theta0 + shift;
         let rev = (t4 - t3) + theta0 + shift;
-        let ok = if let (Ok(f), Ok(r)) = (u64::try_from(fwd), u64::try_from(rev)) {
-            record(&mut self.fwd, f) & record(&mut self.rev, r)
-        } else {
-            false
-        };
-        if !ok {
+        // Both directions in the histograms' range, or neither recorded: a refused exchange
+        // leaves no clamped value behind in either.
+        let in_range = |v: i128| u64::try_from(v).ok().filter(|v| (1..=MAX_TRACKABLE_NS).contains(v));
+        let (Some(f), Some(r)) = (in_range(fwd), in_range(rev)) else {
             self.rejected += 1;
-        }
-        ok
+            return false;
+        };
+        record(&mut self.fwd, f);
+        record(&mut self.rev, r);
+        true
     }
 
     /// The estimate, once at least one measured exchange was recorded.
@@ -244,7 +245,15 @@ mod tests {
         let (t1, t2) = (1_000_000, 1_000_000 + 10_000);
         let t4 = t2 + i128::from(crate::latency::MAX_TRACKABLE_NS) + 1;
         assert!(!f.on_sample(t1, t2, t2, t4, true));
-        assert_eq!(f.result().unwrap().rejected, 1);
+        let r = f.result().unwrap();
+        assert_eq!((r.samples, r.rejected), (1, 1), "a refused exchange is not recorded");
+        assert!(r.reverse.p99_ns < 1_000_000 && r.forward.p99_ns < 1_000_000, "{r:?}");
+        // A forward figure of exactly minus the 80 us shift (4 δmin) would record 0: refused.
+        let mut f = OffsetFilter::default();
+        exchange(&mut f, 0, 10_000, 10_000, 0, 0);
+        let t2 = 1_000_000 - 80_000;
+        assert!(!f.on_sample(1_000_000, t2, t2, 1_000_000 + 20_000, true));
+        assert_eq!((f.result().unwrap().samples, f.result().unwrap().rejected), (1, 1));
     }
 
     #[test]
