@@ -101,10 +101,9 @@ struct Member {
 /// replies.
 #[derive(Debug, Default)]
 struct Pair {
-    /// Written by the sender: messages the receiver should get, and the first and last of
-    /// their sequence numbers.
+    /// Written by the sender: messages the receiver should get, and the last of their
+    /// sequence numbers.
     expected: AtomicU64,
-    first: AtomicU64,
     last: AtomicU64,
     /// Written by the receiver: expected messages that arrived, and the highest sequence
     /// number among them plus one (0: none).
@@ -280,9 +279,6 @@ impl Book {
     fn count(p: &Pair, seq: u64) {
         // One writer per pair (the sender's task): plain loads and stores.
         let e = p.expected.load(Ordering::Relaxed);
-        if e == 0 {
-            p.first.store(seq, Ordering::Relaxed);
-        }
         p.last.store(seq, Ordering::Relaxed);
         p.expected.store(e + 1, Ordering::Relaxed);
     }
