@@ -539,14 +539,34 @@ mod tests {
 
     #[test]
     fn a_two_way_path_beside_a_named_node_is_still_named() {
-        let mut g = grid(6, |_| None);
-        bad_where(&mut g, |s, d| s == 0 || d == 0);
-        g.set(2, 3, Bad);
-        g.set(3, 2, Bad);
-        assert_eq!(
-            g.problems(),
-            vec![Problem::Node { node: 0, down: false }, Problem::Path { src: 2, dst: 3, both: true }]
-        );
+        // whichever other node is named: its cells are explained, the pair's are not
+        for node in [0, 1, 4, 5] {
+            let mut g = grid(6, |_| None);
+            bad_where(&mut g, |s, d| s == node || d == node);
+            g.set(2, 3, Bad);
+            g.set(3, 2, Bad);
+            assert_eq!(
+                g.problems(),
+                vec![Problem::Node { node, down: false }, Problem::Path { src: 2, dst: 3, both: true }],
+                "node {node}"
+            );
+        }
+    }
+
+    #[test]
+    fn any_two_equally_bad_nodes_are_both_named_the_lower_first() {
+        // naming the first explains only its own cells: the other's column and row stay open
+        for a in 0..6 {
+            for b in a + 1..6 {
+                let mut g = grid(6, |_| None);
+                bad_where(&mut g, |s, d| s == a || d == a || s == b || d == b);
+                assert_eq!(
+                    g.problems(),
+                    vec![Problem::Node { node: a, down: false }, Problem::Node { node: b, down: false }],
+                    "nodes {a} and {b}"
+                );
+            }
+        }
     }
 
     #[test]
@@ -575,6 +595,10 @@ mod tests {
         // the lesser of the two). Node 4 first; without its cells node 1 is still half bad.
         let mut g = grid(6, |_| None);
         bad_where(&mut g, |s, d| (d == 4 && s != 5) || (s == 4 && d != 5) || d == 1 || (s == 1 && d <= 2));
+        assert_eq!(g.problems(), vec![Problem::Node { node: 4, down: false }, Problem::Node { node: 1, down: false }]);
+        // the same transposed: node 1's row all bad, its column 3 of 5 (0.6); node 4 first
+        let mut g = grid(6, |_| None);
+        bad_where(&mut g, |s, d| (s == 4 && d != 5) || (d == 4 && s != 5) || s == 1 || (d == 1 && s <= 2));
         assert_eq!(g.problems(), vec![Problem::Node { node: 4, down: false }, Problem::Node { node: 1, down: false }]);
     }
 }
