@@ -187,7 +187,8 @@ impl Grid {
         }
         // Nodes, worst first: once a node is named, its cells are no evidence against the
         // others (with 3 nodes, one dead node leaves each other row and column half bad).
-        while n >= 3 && out.len() <= n {
+        // A named node's cells are all explained, so it is never named twice: at most n turns.
+        for _ in 0..n {
             let mut worst: Option<(usize, bool, f64)> = None;
             for i in 0..n {
                 let open = |s: usize, d: usize| s != d && !explained[s * n + d];
@@ -345,6 +346,26 @@ mod tests {
             }
         }
         assert_eq!(g.problems(), vec![Problem::Zone { a: "a".into(), b: "b".into() }]);
+    }
+
+    #[test]
+    fn many_bad_zone_pairs_leave_room_to_name_every_bad_node() {
+        // Six zones of two, every pair between zones bad (fifteen zone pairs), and three
+        // nodes without a zone whose every cell is bad: each is a node, not two-way paths.
+        const Z: [&str; 6] = ["z0", "z1", "z2", "z3", "z4", "z5"];
+        let zone = |i: usize| (i < 12).then(|| Z[i / 2]);
+        let mut g = grid(15, zone);
+        for s in 0..15 {
+            for d in 0..15 {
+                if s != d && (s >= 12 || d >= 12 || zone(s) != zone(d)) {
+                    g.set(s, d, Bad);
+                }
+            }
+        }
+        let p = g.problems();
+        assert_eq!(p.iter().filter(|x| matches!(x, Problem::Zone { .. })).count(), 15, "{p:?}");
+        let nodes: Vec<Problem> = (12..15).map(|node| Problem::Node { node, down: false }).collect();
+        assert_eq!(p[15..], nodes[..], "{p:?}");
     }
 
     #[test]
