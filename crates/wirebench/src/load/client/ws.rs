@@ -393,7 +393,7 @@ impl Ws {
                 self.start = self.end;
             }
             match frame::head(&self.rbuf[self.start..self.end], MAX_MESSAGE) {
-                Err(why) => return self.fail(why),
+                Err(why) => return self.fail(why.into()),
                 Ok(Some(h)) if h.total() <= self.end - self.start => {
                     let at = self.start + h.at;
                     self.start += h.total();
@@ -428,7 +428,7 @@ impl Ws {
     }
 
     /// A complete frame `h` whose payload starts at `rbuf[at]`.
-    fn take(&mut self, h: frame::Head, at: usize) -> Result<Got, &'static str> {
+    fn take(&mut self, h: frame::Head, at: usize) -> Result<Got, Fault> {
         let r = at..at + h.len;
         match h.opcode {
             frame::PING => {
@@ -452,7 +452,7 @@ impl Ws {
             }
             op @ (frame::TEXT | frame::BINARY) => {
                 if self.frag.is_some() {
-                    return Err("a new message inside a fragmented one");
+                    return Err("a new message inside a fragmented one".into());
                 }
                 let text = op == frame::TEXT;
                 if h.fin {
@@ -469,9 +469,9 @@ impl Ws {
                 Ok(Got::Nothing)
             }
             _ => {
-                let Some(op) = self.frag else { return Err("a continuation outside a fragmented message") };
+                let Some(op) = self.frag else { return Err("a continuation outside a fragmented message".into()) };
                 if self.whole.len() + h.len > MAX_MESSAGE {
-                    return Err("a message over the size limit");
+                    return Err("a message over the size limit".into());
                 }
                 self.whole.extend_from_slice(&self.rbuf[r]);
                 let text = op == frame::TEXT;
@@ -488,7 +488,7 @@ impl Ws {
     /// A text message's fragments are checked as they arrive, so bad UTF-8 fails the
     /// connection at the fragment that has it; a character cut by a fragment's end waits
     /// for the next (`last`: there is none).
-    fn check_fragment(&mut self, text: bool, last: bool) -> Result<(), &'static str> {
+    fn check_fragment(&mut self, text: bool, last: bool) -> Result<(), Fault> {
         if !text {
             return Ok(());
         }
@@ -522,14 +522,14 @@ impl Ws {
         }
     }
 
-    /// A protocol error: a close frame with code 1002 (1007 for text that is not UTF-8) as
-    /// the connection is failed (RFC 6455 section 7.1.7), then the error.
-    fn fail(&mut self, why: &'static str) -> Poll<Option<Result<In<'_>, WsError>>> {
+    /// A protocol error: a close frame with its code as the connection is failed (RFC 6455
+    /// section 7.1.7), then the error.
+    fn fail(&mut self, f: Fault) -> Poll<Option<Result<In<'_>, WsError>>> {
         self.ended = true;
         if !self.close_sent {
-            let _ = self.close(Some(if why == NOT_UTF8 { 1007 } else { 1002 }));
+            let _ = self.close(Some(f.code));
         }
-        Poll::Ready(Some(Err(WsError::Protocol(why))))
+        Poll::Ready(Some(Err(WsError::Protocol(f.why))))
     }
 
     fn key(&mut self) -> [u8; 4] {
@@ -603,10 +603,24 @@ impl Ws {
     }
 }
 
-/// The error for text that is not UTF-8.
-const NOT_UTF8: &str = "a text message that is not UTF-8";
+/// Why a connection is failed, and the close code that says so (RFC 6455 section 7.4.1):
+/// 1002 for a protocol error, 1007 for text that is not UTF-8.
+#[derive(Debug, Clone, Copy)]
+struct Fault {
+    why: &'static str,
+    code: u16,
+}
 
-fn utf8(b: &[u8]) -> Result<(), &'static str> {
+impl From<&'static str> for Fault {
+    fn from(why: &'static str) -> Self {
+        Self { why, code: 1002 }
+    }
+}
+
+/// The error for text that is not UTF-8.
+const NOT_UTF8: Fault = Fault { why: "a text message that is not UTF-8", code: 1007 };
+
+fn utf8(b: &[u8]) -> Result<(), Fault> {
     std::str::from_utf8(b).map(|_| ()).map_err(|_| NOT_UTF8)
 }
 
@@ -921,7 +935,7 @@ mod tests {
                 ws.send(true, b"go").unwrap();
                 d.flush(&mut ws);
                 match d.next(&mut ws) {
-                    Some(Err(WsError::Protocol(why))) => assert_eq!(why, NOT_UTF8),
+                    Some(Err(WsError::Protocol(why))) => assert_eq!(why, NOT_UTF8.why),
                     other => panic!("not a protocol error: {other:?}"),
                 }
                 assert_eq!(ws.rbuf.len(), READ_CHUNK, "back to its size after the large frame");
@@ -951,7 +965,7 @@ mod tests {
                 let (mut ws, mut d) = Driver::dial(addr);
                 assert_eq!(d.next(&mut ws).unwrap().unwrap(), text("a\u{e9}"));
                 match d.next(&mut ws) {
-                    Some(Err(WsError::Protocol(why))) => assert_eq!(why, NOT_UTF8),
+                    Some(Err(WsError::Protocol(why))) => assert_eq!(why, NOT_UTF8.why),
                     other => panic!("not a protocol error: {other:?}"),
                 }
                 d.flush(&mut ws);
