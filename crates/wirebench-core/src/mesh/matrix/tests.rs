@@ -619,3 +619,115 @@ fn a_name_matches_only_a_node_without_a_row_or_an_error() {
         [("http://n1:9878/", Some("gone")), ("http://n2:9999/", Some("second")), ("n1", None), ("n2", Some("first")),]
     );
 }
+
+#[test]
+fn an_agent_probing_the_most_peers_on_every_transport_is_kept() {
+    // MAX_PEERS peers (10.0.x.y, distinct), each on udp, tcp and multicast, nothing heard:
+    // the largest row a full peer list makes is not refused as too many cells.
+    let peer = |i: usize| NodeRef::at(format!("10.0.{}.{}:7878", i / 250, 1 + i % 250));
+    let cells: Vec<CellReport> = (0..crate::mesh::peer::MAX_PEERS)
+        .flat_map(|i| Proto::ALL.map(|proto| CellReport { peer: peer(i), ..cell(0, proto, &[], 1) }))
+        .collect();
+    assert_eq!(cells.len(), MAX_CELLS);
+    MatrixBuilder::new("agents").add_report(&report(1, cells)).unwrap();
+}
+
+#[test]
+fn a_dead_node_is_named_down_on_multicast_too() {
+    // As fleet(), on multicast: n4's agent is down and nobody hears it on the group.
+    let mut b = MatrixBuilder::new("agents");
+    for me in 1..=3 {
+        let cells = (1..=4)
+            .filter(|&p| p != me)
+            .map(|p| if p == 4 { cell(p, Proto::Multicast, &[], 10) } else { cell(p, Proto::Multicast, &[100; 10], 0) })
+            .collect();
+        b.add_report(&report(me, cells)).unwrap();
+    }
+    b.add_unreachable(Some("10.0.0.4".parse().unwrap()), "http://10.0.0.4:9878", "connection refused");
+    let r = b.finish(&Thresholds::default());
+    let named: Vec<&str> = r.problems.iter().map(|p| p.summary.as_str()).collect();
+    assert_eq!(named, ["multicast node n4: agent unreachable and column bad (3/3)"]);
+}
+
+#[test]
+fn a_node_half_bad_counts_its_good_cells_too() {
+    // Five agents; n5's cells to and from n1 and n2 are lossy, to and from n3 and n4 good:
+    // its row and column are half bad, and the counts say of how many judged cells.
+    let mut b = MatrixBuilder::new("agents");
+    for me in 1..=5 {
+        let cells = (1..=5)
+            .filter(|&p| p != me)
+            .map(|p| {
+                let lossy = (me == 5 && p <= 2) || (p == 5 && me <= 2);
+                if lossy { cell(p, Proto::Udp, &[100; 5], 5) } else { cell(p, Proto::Udp, &[100; 10], 0) }
+            })
+            .collect();
+        b.add_report(&report(me, cells)).unwrap();
+    }
+    let r = b.finish(&Thresholds::default());
+    let named: Vec<&str> = r.problems.iter().map(|p| p.summary.as_str()).collect();
+    assert_eq!(named, ["unicast node n5: row and column bad (row 2/4, column 2/4)"]);
+}
+
+#[test]
+fn a_dead_node_does_not_hide_another_unreachable_agent() {
+    // n4 is dead (named down); n5's agent API is down but n5 answers every probe: its
+    // agent is still named unreachable.
+    let mut b = MatrixBuilder::new("agents");
+    for me in 1..=3 {
+        let cells = (1..=5)
+            .filter(|&p| p != me)
+            .map(|p| if p == 4 { cell(p, Proto::Udp, &[], 10) } else { cell(p, Proto::Udp, &[100; 10], 0) })
+            .collect();
+        b.add_report(&report(me, cells)).unwrap();
+    }
+    b.add_unreachable(Some("10.0.0.4".parse().unwrap()), "http://10.0.0.4:9878", "connection refused");
+    b.add_unreachable(Some("10.0.0.5".parse().unwrap()), "http://10.0.0.5:9878", "HTTP 503");
+    let r = b.finish(&Thresholds::default());
+    let named: Vec<&str> = r.problems.iter().map(|p| p.summary.as_str()).collect();
+    assert_eq!(named, ["agent n5 unreachable: HTTP 503", "unicast node n4: agent unreachable and column bad (3/3)"]);
+}
+
+#[test]
+fn several_nodes_at_the_address_take_a_name_only_among_them() {
+    // Two rowless nodes on 127.0.0.1 and n5 elsewhere: an agent at 127.0.0.1 given as
+    // http://n5/ is neither of the two nor n5 (at another address): it is listed by URL.
+    let local = |p: u16| NodeRef { name: Some(format!("l{p}")), ..NodeRef::at(format!("127.0.0.1:{p}")) };
+    let cells = vec![
+        CellReport { peer: local(2), ..cell(0, Proto::Udp, &[100], 0) },
+        CellReport { peer: local(3), ..cell(0, Proto::Udp, &[100], 0) },
+        cell(5, Proto::Udp, &[100], 0),
+    ];
+    let mut b = MatrixBuilder::new("agents");
+    b.add_report(&report(1, cells)).unwrap();
+    b.add_unreachable(Some("127.0.0.1".parse().unwrap()), "http://n5:9878/", "refused");
+    let r = b.finish(&Thresholds::default());
+    let errors: Vec<(&str, Option<&str>)> = r.nodes.iter().map(|n| (n.label(), n.error.as_deref())).collect();
+    assert_eq!(errors, [("http://n5:9878/", Some("refused")), ("l2", None), ("l3", None), ("n1", None), ("n5", None)]);
+}
+
+#[test]
+fn a_node_that_gave_an_empty_row_is_not_named_down() {
+    // n4's agent answers with no cells yet while nobody reaches n4, on unicast and on
+    // multicast: its agent is not unreachable, so n4 is no dead node, and its empty row
+    // is no bad row: each cell to it is a bad path.
+    let mut b = MatrixBuilder::new("agents");
+    for me in 1..=3 {
+        let mut cells = Vec::new();
+        for p in (1..=4).filter(|&p| p != me) {
+            for proto in [Proto::Udp, Proto::Multicast] {
+                cells.push(if p == 4 { cell(p, proto, &[], 10) } else { cell(p, proto, &[100; 10], 0) });
+            }
+        }
+        b.add_report(&report(me, cells)).unwrap();
+    }
+    b.add_report(&MatrixReport { window: None, ..report(4, Vec::new()) }).unwrap();
+    let r = b.finish(&Thresholds::default());
+    assert!(r.problems.iter().all(|p| !p.down), "{:?}", r.problems);
+    let named: Vec<&str> = r.problems.iter().map(|p| p.summary.as_str()).collect();
+    let want: Vec<String> = ["unicast", "multicast"]
+        .iter()
+        .flat_map(|scope| (1..=3).map(move |s| format!("{scope} path n{s} -> n4")))
+        .collect();
+    assert_eq!(named, want);
+}
