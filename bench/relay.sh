@@ -29,6 +29,9 @@
 # searches and n2n run in the first round only.
 # FLOOR_PARTS="ts mmsg smmsg timeout" adds a row floor1+PART per part: floor1 with that one of
 # the relay's system calls (floor.c --relay-like=PART), to tell which of them costs what.
+# PIN=1 runs node 1's processes on CPU 0 and nodes 2 and 3's on CPU 1 (needs two CPUs): rounds
+# then agree within a few µs, where unpinned they differ by tens with where the scheduler put
+# six processes.
 # PERF_DIR=DIR records a CPU profile (perf record -g) of node 1's relay or floor while each
 # row is measured in the first round, DIR/ROW.data (`perf report -i DIR/relay.data`); with
 # PERF_SCHED=1 it records the scheduler instead (perf sched record -a, DIR/ROW.sched) and
@@ -61,6 +64,7 @@ ns() { ip netns add "$tag-$1"; ip -n "$tag-$1" link set lo up; }
 # PIN=1: node 1's processes (the pinger, its relay or floor) run on CPU 0, nodes 2 and 3's on
 # CPU 1, in every row: a hop between nodes is a hop between CPUs, as between hosts, and the
 # rows do not differ by where the scheduler happened to put six processes.
+[ "${PIN:-0}" != 1 ] || [ "$(nproc)" -ge 2 ] || { echo "PIN=1 needs two CPUs, this host has $(nproc)" >&2; exit 2; }
 pin() { [ "${PIN:-0}" = 1 ] || return 0; case $1 in h1 | n1) echo taskset -c 0 ;; h[23] | n[23]) echo taskset -c 1 ;; esac; }
 x() { local n=$1; shift; ip netns exec "$tag-$n" $(pin "$n") "$@"; }
 veth() { # veth NS_A IF_A ADDR_A NS_B IF_B [ADDR_B]
@@ -137,7 +141,7 @@ profile_start() { # profile_start LABEL PID1 PID2 PID3: perf record of PID1 into
   else f+=.data; perf record -q -g -F 1999 -p "$2" -o "$f" >/dev/null 2>&1 &
   fi
   profiler=$!
-  # perf opens its events before it writes its file: wait for the file (up to 5 s)
+  # measure once perf has written its file's header (its events are open then), up to 5 s
   for _ in $(seq 50); do [ -s "$f" ] && break; sleep 0.1; done
 }
 profile_stop() { [ -z "$profiler" ] || { kill -INT "$profiler"; wait "$profiler" || true; profiler=; }; }
