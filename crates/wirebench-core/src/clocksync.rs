@@ -63,7 +63,8 @@ pub struct OneWay {
     pub reverse: OneWaySide,
     /// Exchanges used.
     pub samples: u64,
-    /// Exchanges rejected (negative network delay, i.e. a clock step).
+    /// Exchanges rejected: a negative network delay (a clock step), or a one-way figure the
+    /// histograms cannot hold (a step past four round trips, a reply after an hour).
     pub rejected: u64,
 }
 
