@@ -51,6 +51,27 @@ fn fleet() -> MatrixBuilder {
     b
 }
 
+/// Agents 1 to 3 probing nodes 1 to `nodes` on each of `protos`: node 4 answers nothing (10
+/// lost), every other cell is good.
+fn node_4_unheard(nodes: usize, protos: &[Proto]) -> MatrixBuilder {
+    let mut b = MatrixBuilder::new("agents");
+    for me in 1..=3 {
+        let mut cells = Vec::new();
+        for p in (1..=nodes).filter(|&p| p != me) {
+            for &proto in protos {
+                cells.push(if p == 4 { cell(p, proto, &[], 10) } else { cell(p, proto, &[100; 10], 0) });
+            }
+        }
+        b.add_report(&report(me, cells)).unwrap();
+    }
+    b
+}
+
+/// The problems' one-line summaries, in order.
+fn named(r: &MeshResults) -> Vec<&str> {
+    r.problems.iter().map(|p| p.summary.as_str()).collect()
+}
+
 #[test]
 fn merges_rows_and_names_a_dead_node() {
     let r = fleet().finish(&Thresholds::default());
@@ -209,12 +230,10 @@ fn an_unreachable_agent_whose_node_answers_is_named_and_a_dead_node_once() {
     b.add_unreachable(Some("10.0.0.4".parse().unwrap()), "http://10.0.0.4:9878", "HTTP 503");
     let r = b.finish(&Thresholds::default());
     assert!(r.has_rows());
-    let named: Vec<&str> = r.problems.iter().map(|p| p.summary.as_str()).collect();
-    assert_eq!(named, ["agent n4 unreachable: HTTP 503"]);
+    assert_eq!(named(&r), ["agent n4 unreachable: HTTP 503"]);
     // A dead node (nobody reaches it either) is named once, as the node down.
     let r = fleet().finish(&Thresholds::default());
-    let named: Vec<&str> = r.problems.iter().map(|p| p.summary.as_str()).collect();
-    assert_eq!(named, ["unicast node n4: agent unreachable and column bad (3/3)"]);
+    assert_eq!(named(&r), ["unicast node n4: agent unreachable and column bad (3/3)"]);
     // A node only known as a peer (its agent not asked) is not an unreachable agent.
     let mut b = MatrixBuilder::new("agents");
     b.add_report(&report(1, vec![cell(2, Proto::Udp, &[100; 10], 0)])).unwrap();
@@ -417,8 +436,7 @@ fn one_bad_transport_makes_the_pair_bad() {
         b.add_report(&report(me, cells)).unwrap();
     }
     let r = b.finish(&Thresholds::default());
-    let named: Vec<&str> = r.problems.iter().map(|p| p.summary.as_str()).collect();
-    assert_eq!(named, ["unicast path n1 <-> n2"]);
+    assert_eq!(named(&r), ["unicast path n1 <-> n2"]);
     // in either order the tcp cell comes first
     let mut b = MatrixBuilder::new("agents");
     for (me, peer) in [(1, 2), (2, 1)] {
@@ -458,8 +476,7 @@ fn prometheus_cells_rows_and_window_are_kept() {
         reported,
         [("10.0.0.4:7878", false, Some("down")), ("n1", true, None), ("n2", true, None), ("n3", true, None)]
     );
-    let named: Vec<&str> = r.problems.iter().map(|p| p.summary.as_str()).collect();
-    assert_eq!(named, ["agent 10.0.0.4:7878 unreachable: down", "unicast path n1 <-> n2"]);
+    assert_eq!(named(&r), ["agent 10.0.0.4:7878 unreachable: down", "unicast path n1 <-> n2"]);
     // a node marked reported after a failure is no longer in error
     let mut b = MatrixBuilder::new("prometheus");
     b.add_unreachable(None, "10.0.0.3:7878", "scrape failed");
@@ -635,18 +652,10 @@ fn an_agent_probing_the_most_peers_on_every_transport_is_kept() {
 #[test]
 fn a_dead_node_is_named_down_on_multicast_too() {
     // As fleet(), on multicast: n4's agent is down and nobody hears it on the group.
-    let mut b = MatrixBuilder::new("agents");
-    for me in 1..=3 {
-        let cells = (1..=4)
-            .filter(|&p| p != me)
-            .map(|p| if p == 4 { cell(p, Proto::Multicast, &[], 10) } else { cell(p, Proto::Multicast, &[100; 10], 0) })
-            .collect();
-        b.add_report(&report(me, cells)).unwrap();
-    }
+    let mut b = node_4_unheard(4, &[Proto::Multicast]);
     b.add_unreachable(Some("10.0.0.4".parse().unwrap()), "http://10.0.0.4:9878", "connection refused");
     let r = b.finish(&Thresholds::default());
-    let named: Vec<&str> = r.problems.iter().map(|p| p.summary.as_str()).collect();
-    assert_eq!(named, ["multicast node n4: agent unreachable and column bad (3/3)"]);
+    assert_eq!(named(&r), ["multicast node n4: agent unreachable and column bad (3/3)"]);
 }
 
 #[test]
@@ -665,27 +674,21 @@ fn a_node_half_bad_counts_its_good_cells_too() {
         b.add_report(&report(me, cells)).unwrap();
     }
     let r = b.finish(&Thresholds::default());
-    let named: Vec<&str> = r.problems.iter().map(|p| p.summary.as_str()).collect();
-    assert_eq!(named, ["unicast node n5: row and column bad (row 2/4, column 2/4)"]);
+    assert_eq!(named(&r), ["unicast node n5: row and column bad (row 2/4, column 2/4)"]);
 }
 
 #[test]
 fn a_dead_node_does_not_hide_another_unreachable_agent() {
     // n4 is dead (named down); n5's agent API is down but n5 answers every probe: its
     // agent is still named unreachable.
-    let mut b = MatrixBuilder::new("agents");
-    for me in 1..=3 {
-        let cells = (1..=5)
-            .filter(|&p| p != me)
-            .map(|p| if p == 4 { cell(p, Proto::Udp, &[], 10) } else { cell(p, Proto::Udp, &[100; 10], 0) })
-            .collect();
-        b.add_report(&report(me, cells)).unwrap();
-    }
+    let mut b = node_4_unheard(5, &[Proto::Udp]);
     b.add_unreachable(Some("10.0.0.4".parse().unwrap()), "http://10.0.0.4:9878", "connection refused");
     b.add_unreachable(Some("10.0.0.5".parse().unwrap()), "http://10.0.0.5:9878", "HTTP 503");
     let r = b.finish(&Thresholds::default());
-    let named: Vec<&str> = r.problems.iter().map(|p| p.summary.as_str()).collect();
-    assert_eq!(named, ["agent n5 unreachable: HTTP 503", "unicast node n4: agent unreachable and column bad (3/3)"]);
+    assert_eq!(
+        named(&r),
+        ["agent n5 unreachable: HTTP 503", "unicast node n4: agent unreachable and column bad (3/3)"]
+    );
 }
 
 #[test]
@@ -711,23 +714,13 @@ fn a_node_that_gave_an_empty_row_is_not_named_down() {
     // n4's agent answers with no cells yet while nobody reaches n4, on unicast and on
     // multicast: its agent is not unreachable, so n4 is no dead node, and its empty row
     // is no bad row: each cell to it is a bad path.
-    let mut b = MatrixBuilder::new("agents");
-    for me in 1..=3 {
-        let mut cells = Vec::new();
-        for p in (1..=4).filter(|&p| p != me) {
-            for proto in [Proto::Udp, Proto::Multicast] {
-                cells.push(if p == 4 { cell(p, proto, &[], 10) } else { cell(p, proto, &[100; 10], 0) });
-            }
-        }
-        b.add_report(&report(me, cells)).unwrap();
-    }
+    let mut b = node_4_unheard(4, &[Proto::Udp, Proto::Multicast]);
     b.add_report(&MatrixReport { window: None, ..report(4, Vec::new()) }).unwrap();
     let r = b.finish(&Thresholds::default());
     assert!(r.problems.iter().all(|p| !p.down), "{:?}", r.problems);
-    let named: Vec<&str> = r.problems.iter().map(|p| p.summary.as_str()).collect();
     let want: Vec<String> = ["unicast", "multicast"]
         .iter()
         .flat_map(|scope| (1..=3).map(move |s| format!("{scope} path n{s} -> n4")))
         .collect();
-    assert_eq!(named, want);
+    assert_eq!(named(&r), want);
 }
