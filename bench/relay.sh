@@ -33,7 +33,8 @@
 # then agree within a few µs, where unpinned they differ by tens with where the scheduler put
 # six processes.
 # PERF_DIR=DIR records a CPU profile (perf record -g) of node 1's relay or floor while each
-# row is measured in the first round, DIR/ROW.data (`perf report -i DIR/relay.data`); with
+# row is measured in the first round, DIR/ROW.data (`perf report -i DIR/relay.data`;
+# PERF_EVENT=cpu-clock:u PERF_FREQ=20000 for user space only, finer); with
 # PERF_SCHED=1 it records the scheduler instead (perf sched record -a, DIR/ROW.sched) and
 # prints, per row and node, what one pass through the relay (or floor) takes: from a wake-up
 # to the first task it wakes (bench/relay-passes.py).
@@ -138,7 +139,7 @@ profile_start() { # profile_start LABEL PID1 PID2 PID3: perf record of PID1 into
   local f="$PERF_DIR/${1%@*}"
   if [ -n "${PERF_SCHED:-}" ]; then f+=.sched; perf sched record -a -o "$f" >/dev/null 2>&1 &
   elif [ -n "${PERF_TRACE:-}" ]; then f+=.trace; perf trace -s -p "$2" -o "$f" >/dev/null 2>&1 &
-  else f+=.data; perf record -q -g -F 1999 -p "$2" -o "$f" >/dev/null 2>&1 &
+  else f+=.data; perf record -q ${PERF_G:--g} -F "${PERF_FREQ:-1999}" ${PERF_EVENT:+-e "$PERF_EVENT"} -p "$2" -o "$f" >/dev/null 2>&1 &
   fi
   profiler=$!
   # measure once perf has written its file's header (its events are open then), up to 5 s
@@ -147,7 +148,7 @@ profile_start() { # profile_start LABEL PID1 PID2 PID3: perf record of PID1 into
 profile_stop() { [ -z "$profiler" ] || { kill -INT "$profiler"; wait "$profiler" || true; profiler=; }; }
 # measured LABEL ONLY PID1 PID2 PID3: measure through node 1 (ONLY "ping": no stream
 # searches), writing the three nodes' CPU while measured: % of one CPU each (utime + stime
-# from /proc), then their sum in seconds.
+# from /proc), then their sum in seconds, then the sum of their utime.
 measured() {
   local label=$1 only=$2 t0 c0=() p
   shift 2
@@ -156,10 +157,11 @@ measured() {
   measure n1 10.78.11.2 10.78.12.2 10.78.13.2 "$label" "$only"
   profile_stop
   python3 -c 'import os,sys; t=float(sys.argv[1]); hz=os.sysconf("SC_CLK_TCK"); w=float(sys.argv[2])-t
-c=[(int(b)-int(a))/hz for a,b in zip(sys.argv[3:6], sys.argv[6:9])]; print(" ".join(f"{x/w*100:.0f}" for x in c), sum(c))' \
+d=[[(int(y)-int(x))/hz for x,y in zip(a.split(","), b.split(","))] for a,b in zip(sys.argv[3:6], sys.argv[6:9])]
+c=[u+s for u,s in d]; print(" ".join(f"{x/w*100:.0f}" for x in c), sum(c), sum(u for u,_ in d))' \
     "$t0" "$(date +%s.%N)" "${c0[@]}" $(for p in "$@"; do cpu_ticks "$p"; done) >"$tmp/$label-cpu.txt"
 }
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+cpu_ticks() { awk '{print $14 "," $15}' "/proc/$1/stat" 2>/dev/null || echo 0,0; }
 relays() { # relays LABEL BINARY [BUSY_NODES BUSY_POLL]: the relays, then measure through them
   local label=$1 rb=$2 busy_nodes=${3:-} busy=${4:-} rpids=() i extra
   for i in 1 2 3; do
@@ -295,7 +297,10 @@ added = lambda m, r: runs[m][r][0][50.0] - runs["native"][r][0][50.0]  # added p
 cpu = lambda m, r=1: open(f"{tmp}/{m}@{r}-cpu.txt").read().split()
 def per_trip(m):  # CPU of the three nodes' relays per round trip, µs: median of the rounds that only pinged
     rs = [r for r in range(1, rounds + 1) if r > 1 or not streams or m.startswith("floor")]
-    return f"{med(float(cpu(m, r)[3]) for r in rs) / round_trips * 1e6:.1f} µs" if rs else "-"
+    if not rs:
+        return "-"
+    trip = lambda k: med(float(cpu(m, r)[k]) for r in rs) / round_trips * 1e6
+    return f"{trip(3):.1f} µs ({trip(4):.1f} in user space)"
 by_round = rounds > 1
 print(f"\n{'':12} {'responders':>10} {'lost':>6} {'p50 µs':>8} {'p99 µs':>8} {'p99.9 µs':>9} {'64 B loss-free/s':>17} {'1400 B loss-free/s':>19}"
       + ("  p50 by round, µs" if by_round else ""))

@@ -1,8 +1,9 @@
 //! The relay's decisions, as pure functions of what arrived and when (`wirebench relay`):
 //!
 //! - [`PeerWindow`]: duplicates per (origin relay, sequence), surviving a peer's restart.
-//! - [`EmitGuard`]: the datagrams this relay re-emitted lately, so one that comes back to it
-//!   is never forwarded again (a guard behind the exact check on the emitting socket).
+//! - [`EmitPorts`]: the ports of this relay's emitting sockets, open or closed within
+//!   [`CLOSED_PORT_HORIZON_NS`], so a re-emission that comes back to it is never forwarded
+//!   again.
 //! - [`RateCap`]: datagrams per second per group and per peer, so a relay never amplifies.
 //! - [`Mates`]: the other relays that hear a group natively (same segment), and which one
 //!   of them carries it (the lowest address), so two relays on one segment do not double
@@ -18,7 +19,7 @@
 //!
 //! The wire format is `wire::relay`; the report model is `report::RelayResults`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::net::SocketAddrV4;
 
 use crate::impair::bucket::TokenBucket;
@@ -106,58 +107,44 @@ impl PeerWindow {
     }
 }
 
-/// FNV-1a over a group, the port a datagram was sent from and its payload: the identity of
-/// one re-emission. The port keeps two senders of identical bytes apart (two responders
-/// echoing the same probe), so the guard never takes another sender's datagram for ours.
-pub fn digest(group: SocketAddrV4, from_port: u16, payload: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let head = group.ip().octets();
-    let ports = [group.port().to_be_bytes(), from_port.to_be_bytes()];
-    for b in head.iter().chain(ports.iter().flatten()).chain(payload) {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
+/// How long the port of a closed emitting socket still counts as the relay's own: a
+/// re-emission's loopback copy is queued on the group socket when it is sent and may be read
+/// after its socket was closed for a newer sender (the loop reads a backlog in order).
+pub const CLOSED_PORT_HORIZON_NS: u64 = 1_000_000_000;
 
-/// The digests of the last `capacity` re-emitted datagrams with when they left; a datagram
-/// heard within `horizon_ns` of re-emitting the same bytes is taken for our own echo.
+/// The ports of this relay's emitting sockets on its interface, open and lately closed: a
+/// datagram from one of them is the relay's own re-emission heard back (`looped`). One word
+/// per port (512 KiB of address space, allocated zeroed here: a page becomes resident only
+/// for the 512 ports it holds), so a datagram's check is one load, with no hashing.
 #[derive(Debug, Clone)]
-pub struct EmitGuard {
-    recent: HashMap<u64, u64>,
-    order: VecDeque<(u64, u64)>,
-    capacity: usize,
-    horizon_ns: u64,
+pub struct EmitPorts {
+    /// Per port: until when (monotonic ns, exclusive) it is ours; 0 never, `u64::MAX` open.
+    until: Box<[u64; 1 << 16]>,
 }
 
-impl EmitGuard {
-    /// Room for `capacity` (at least 1) digests, each trusted for `horizon_ns`. Memory is
-    /// allocated here, never on the datagram path.
-    pub fn new(capacity: usize, horizon_ns: u64) -> Self {
-        let capacity = capacity.max(1);
-        Self {
-            recent: HashMap::with_capacity(capacity),
-            order: VecDeque::with_capacity(capacity),
-            capacity,
-            horizon_ns,
-        }
+impl Default for EmitPorts {
+    fn default() -> Self {
+        let until = vec![0; 1 << 16].into_boxed_slice().try_into().unwrap_or_else(|_| unreachable!("1 << 16 words"));
+        Self { until }
+    }
+}
+
+impl EmitPorts {
+    /// An emitting socket opened on `port`.
+    pub fn opened(&mut self, port: u16) {
+        self.until[usize::from(port)] = u64::MAX;
     }
 
-    /// Records that a datagram with `digest` was re-emitted at `now_ns`.
-    pub fn emitted(&mut self, digest: u64, now_ns: u64) {
-        if self.order.len() == self.capacity
-            && let Some((d, t)) = self.order.pop_front()
-            && self.recent.get(&d) == Some(&t)
-        {
-            self.recent.remove(&d);
-        }
-        self.order.push_back((digest, now_ns));
-        self.recent.insert(digest, now_ns);
+    /// The emitting socket on `port` was closed at `now_ns`: its port stays ours for
+    /// [`CLOSED_PORT_HORIZON_NS`].
+    pub fn closed(&mut self, port: u16, now_ns: u64) {
+        self.until[usize::from(port)] = now_ns.saturating_add(CLOSED_PORT_HORIZON_NS);
     }
 
-    /// Whether a datagram with `digest` heard at `now_ns` is one we re-emitted lately.
-    pub fn is_echo(&self, digest: u64, now_ns: u64) -> bool {
-        self.recent.get(&digest).is_some_and(|&t| now_ns.saturating_sub(t) <= self.horizon_ns)
+    /// Whether a datagram from `port` of the relay's interface, heard at `now_ns`, is from
+    /// one of its emitting sockets.
+    pub fn is_ours(&self, port: u16, now_ns: u64) -> bool {
+        now_ns < self.until[usize::from(port)]
     }
 }
 
@@ -175,7 +162,7 @@ impl RateCap {
 
     /// Whether a datagram arriving at `now_ns` is within the cap (and takes its token).
     pub fn allow(&mut self, now_ns: u64) -> bool {
-        self.0.depart(1, now_ns, 0).is_some()
+        self.0.take(1, now_ns)
     }
 }
 

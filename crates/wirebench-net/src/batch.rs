@@ -132,9 +132,8 @@ impl UdpBatchReceiver {
     /// timeout) only for the first. Returns how many slots were filled, 0 on timeout.
     pub fn recv_many(&mut self, buf: &mut [u8], out: &mut [Batch; SLOTS]) -> io::Result<usize> {
         let fd = self.sock.as_raw_fd();
-        let mut chunks = buf.chunks_exact_mut(SLOT);
-        let bufs: [&mut [u8]; SLOTS] = std::array::from_fn(|_| chunks.next().expect("buf holds SLOTS * SLOT bytes"));
-        let n = self.slots.recv(fd, bufs, &mut self.msgs)?;
+        assert!(buf.len() >= SLOTS * SLOT, "buf holds SLOTS * SLOT bytes");
+        let n = self.slots.recv(fd, buf, SLOT, &mut self.msgs, SLOTS)?;
         for (o, m) in out.iter_mut().zip(&self.msgs[..n]) {
             // A run whose segment size was cut off cannot be split: one datagram is all it
             // can be read as (the stream decoder then counts it as foreign, not as loss).

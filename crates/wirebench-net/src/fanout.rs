@@ -52,6 +52,15 @@ pub struct SendStats {
     pub full: usize,
 }
 
+/// One single-slice vector per buffer (at most [`FAN_BATCH`]; the rest of the array empty).
+fn slices<'a>(bufs: &[&'a [u8]]) -> [[IoSlice<'a>; 1]; FAN_BATCH] {
+    let mut iovs = [[IoSlice::new(&[])]; FAN_BATCH];
+    for (v, b) in iovs.iter_mut().zip(bufs) {
+        v[0] = IoSlice::new(b);
+    }
+    iovs
+}
+
 /// Sends messages `0..total` by `call(at)` (a `sendmmsg` of the messages from `at`, returning
 /// how many went), marking failures in `failed`; see the module's rules. Returns the count
 /// sent.
@@ -169,8 +178,7 @@ impl FanOut {
         }
         let m = bufs.len().min(FAN_BATCH);
         self.failed[m * n..].fill(true);
-        let iovs: [[IoSlice<'_>; 1]; FAN_BATCH] =
-            std::array::from_fn(|k| [IoSlice::new(bufs.get(k).copied().unwrap_or_default())]);
+        let iovs = slices(bufs);
         let (headers, addrs) = (&mut self.headers, &self.addrs);
         drive(sock, m * n, &mut self.failed, wait, &mut self.stats, |at| {
             // Message j is datagram j / n to destination j % n; a call starts at a message
@@ -205,6 +213,8 @@ impl FanOut {
 /// into a group from one emitting socket). Headers allocated once.
 pub struct Burst {
     headers: MultiHeaders<SockaddrIn>,
+    /// The destination of each message (only the first of a send's count are set).
+    addrs: [Option<SockaddrIn>; FAN_BATCH],
     failed: [bool; FAN_BATCH],
     stats: SendStats,
 }
@@ -219,6 +229,7 @@ impl Default for Burst {
     fn default() -> Self {
         Self {
             headers: MultiHeaders::preallocate(FAN_BATCH, None),
+            addrs: [None; FAN_BATCH],
             failed: [false; FAN_BATCH],
             stats: SendStats::default(),
         }
@@ -234,10 +245,9 @@ impl Burst {
         self.failed = [true; FAN_BATCH];
         let m = bufs.len().min(FAN_BATCH);
         self.failed[..m].fill(false);
-        let iovs: [[IoSlice<'_>; 1]; FAN_BATCH] =
-            std::array::from_fn(|k| [IoSlice::new(bufs.get(k).copied().unwrap_or_default())]);
-        let addrs = [Some(SockaddrIn::from(to)); FAN_BATCH];
-        let headers = &mut self.headers;
+        let iovs = slices(bufs);
+        self.addrs[..m].fill(Some(SockaddrIn::from(to)));
+        let (headers, addrs) = (&mut self.headers, &self.addrs);
         drive(sock, m, &mut self.failed, wait, &mut self.stats, |at| {
             sendmmsg(sock.as_raw_fd(), headers, &iovs[at..m], &addrs[..m - at], [], MsgFlags::MSG_DONTWAIT)
                 .map(Iterator::count)

@@ -12,10 +12,11 @@
 //! cannot happen.
 //!
 //! The headers live on the stack of each call (they hold raw pointers into the caller's
-//! buffer); the address and control buffers are plain bytes owned here, parsed without
-//! `unsafe`.
+//! buffer), and only as many as the call offers are written; the address and control
+//! buffers are plain bytes owned here, parsed without `unsafe`.
 
 use std::io;
+use std::mem::MaybeUninit;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::RawFd;
 
@@ -57,39 +58,51 @@ impl<const N: usize> Slots<N> {
         Self { names: [Aligned([0; NAME_BYTES]); N], cmsgs: [Aligned([0; CMSG_BYTES]); N] }
     }
 
-    /// One `recvmmsg(MSG_WAITFORONE)` into `bufs[k]` for message `k`: waits (up to the
+    /// One `recvmmsg(MSG_WAITFORONE)`, message `k` into `data[k * slot..][..slot]`, offering
+    /// the first `want` slots (at most `N`, and as many as `data` holds): waits (up to the
     /// socket's timeout) for the first message only. Fills `out` and returns how many
-    /// messages arrived; 0 on timeout or `EINTR`.
-    pub(crate) fn recv(&mut self, fd: RawFd, bufs: [&mut [u8]; N], out: &mut [Msg; N]) -> io::Result<usize> {
-        let mut iovs: [libc::iovec; N] =
-            std::array::from_fn(|_| libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 });
-        for (iov, b) in iovs.iter_mut().zip(bufs) {
-            iov.iov_base = b.as_mut_ptr().cast();
-            iov.iov_len = b.len();
+    /// messages arrived; 0 on timeout or `EINTR`. Only the offered headers are set up (a call
+    /// that offers 4 of 32 slots writes an eighth of them).
+    pub(crate) fn recv(
+        &mut self,
+        fd: RawFd,
+        data: &mut [u8],
+        slot: usize,
+        out: &mut [Msg; N],
+        want: usize,
+    ) -> io::Result<usize> {
+        let want = want.min(N).min(data.len() / slot.max(1));
+        if want == 0 {
+            return Ok(0);
         }
-        #[expect(unsafe_code, reason = "mmsghdr is plain C data; zero is a valid value for every field")]
-        // SAFETY: `mmsghdr` holds integers and raw pointers only; all-zero is a valid value.
-        let mut hdrs: [libc::mmsghdr; N] = unsafe { std::mem::zeroed() };
-        for (((h, iov), name), cmsg) in hdrs.iter_mut().zip(iovs.iter_mut()).zip(&mut self.names).zip(&mut self.cmsgs) {
-            h.msg_hdr.msg_name = name.0.as_mut_ptr().cast();
-            h.msg_hdr.msg_namelen = NAME_LEN;
-            h.msg_hdr.msg_iov = std::ptr::from_mut(iov);
-            h.msg_hdr.msg_iovlen = 1;
-            h.msg_hdr.msg_control = cmsg.0.as_mut_ptr().cast();
-            h.msg_hdr.msg_controllen = CMSG_BYTES as _;
-            h.msg_hdr.msg_flags = 0;
+        let mut iovs: [MaybeUninit<libc::iovec>; N] = [const { MaybeUninit::uninit() }; N];
+        let mut hdrs: [MaybeUninit<libc::mmsghdr>; N] = [const { MaybeUninit::uninit() }; N];
+        let bufs = data.chunks_exact_mut(slot.max(1));
+        let slots = iovs.iter_mut().zip(bufs).zip(&mut self.names).zip(&mut self.cmsgs).take(want);
+        for (h, (((iov, b), name), cmsg)) in hdrs.iter_mut().zip(slots) {
+            let iov = iov.write(libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() });
+            #[expect(unsafe_code, reason = "mmsghdr is plain C data; zero is a valid value for every field")]
+            // SAFETY: `mmsghdr` holds integers and raw pointers only; all-zero is a valid value.
+            let m = h.write(unsafe { std::mem::zeroed() });
+            m.msg_hdr.msg_name = name.0.as_mut_ptr().cast();
+            m.msg_hdr.msg_namelen = NAME_LEN;
+            m.msg_hdr.msg_iov = std::ptr::from_mut(iov);
+            m.msg_hdr.msg_iovlen = 1;
+            m.msg_hdr.msg_control = cmsg.0.as_mut_ptr().cast();
+            m.msg_hdr.msg_controllen = CMSG_BYTES as _;
         }
         #[expect(unsafe_code, reason = "recvmmsg: nix's wrapper does not reset msg_controllen (see the module docs)")]
-        // SAFETY: every header points at memory that outlives the call: its iovec (on this
-        // stack) covering a caller's buffer of `iov_len` writable bytes, and this struct's
-        // name and control buffers of the lengths given. `N` headers are passed; the kernel
-        // writes at most the given lengths and fills `msg_len`, `msg_namelen`,
-        // `msg_controllen` and `msg_flags`. No timeout pointer.
+        // SAFETY: the first `want` headers (and their iovecs) are initialised above, and only
+        // those are passed (`MaybeUninit<T>` has `T`'s layout). Each points at memory that
+        // outlives the call: its iovec (on this stack) covering a caller's buffer of `iov_len` writable bytes,
+        // and this struct's name and control buffers of the lengths given; the kernel writes
+        // at most the given lengths and fills `msg_len`, `msg_namelen`, `msg_controllen` and
+        // `msg_flags`. No timeout pointer.
         let rc = unsafe {
             libc::recvmmsg(
                 fd,
-                hdrs.as_mut_ptr(),
-                libc::c_uint::try_from(N).unwrap_or(libc::c_uint::MAX),
+                hdrs.as_mut_ptr().cast::<libc::mmsghdr>(),
+                libc::c_uint::try_from(want).unwrap_or(libc::c_uint::MAX),
                 libc::MSG_WAITFORONE,
                 std::ptr::null_mut(),
             )
@@ -101,13 +114,17 @@ impl<const N: usize> Slots<N> {
                 _ => Err(e),
             };
         }
-        let n = usize::try_from(rc).unwrap_or(0).min(N);
+        let n = usize::try_from(rc).unwrap_or(0).min(want);
         for k in 0..n {
-            let h = &hdrs[k].msg_hdr;
+            #[expect(unsafe_code, reason = "reading back a header initialised above")]
+            // SAFETY: `k < n <= want`: header `k` was initialised before the call.
+            let m = unsafe { hdrs[k].assume_init_ref() };
+            let h = &m.msg_hdr;
             let name_len = usize::try_from(h.msg_namelen).unwrap_or(0).min(NAME_BYTES);
+            #[allow(clippy::unnecessary_cast, reason = "size_t on glibc, socklen_t on musl")]
             let cmsg_len = (h.msg_controllen as usize).min(CMSG_BYTES);
             out[k] = Msg {
-                len: hdrs[k].msg_len as usize,
+                len: m.msg_len as usize,
                 gro: gro_segment(&self.cmsgs[k].0[..cmsg_len]),
                 from: sockaddr(&self.names[k].0[..name_len]),
                 rx_ns: rx_stamp(&self.cmsgs[k].0[..cmsg_len]),

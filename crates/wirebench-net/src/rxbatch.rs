@@ -12,6 +12,9 @@ use crate::mmsg::{Msg, Slots};
 /// The most datagrams one [`RxBatch::recv`] takes.
 pub const RX_BATCH: usize = 32;
 
+/// The fewest slots a receive offers.
+const MIN_OFFER: usize = 4;
+
 /// One received datagram of a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Datagram<'a> {
@@ -31,6 +34,12 @@ pub struct RxBatch {
     slots: Box<Slots<RX_BATCH>>,
     msgs: [Msg; RX_BATCH],
     n: usize,
+    /// Slots the next receive offers: all after a receive that filled what it offered (a
+    /// backlog), else twice what the last one took (at least [`MIN_OFFER`]), so a socket
+    /// that gets one datagram per wake-up is not charged the set-up of 32.
+    offer: usize,
+    /// Slots the last receive offered.
+    last_offer: usize,
 }
 
 impl RxBatch {
@@ -40,17 +49,33 @@ impl RxBatch {
     pub fn new(slot: usize) -> Self {
         let slot = slot.max(1);
         let empty = Msg { len: 0, gro: None, from: None, rx_ns: None };
-        Self { data: vec![0; RX_BATCH * slot], slot, slots: Box::new(Slots::new()), msgs: [empty; RX_BATCH], n: 0 }
+        Self {
+            data: vec![0; RX_BATCH * slot],
+            slot,
+            slots: Box::new(Slots::new()),
+            msgs: [empty; RX_BATCH],
+            n: 0,
+            offer: RX_BATCH,
+            last_offer: RX_BATCH,
+        }
     }
 
     /// Takes the datagrams waiting on `sock` (non-blocking: give it a non-blocking socket),
-    /// up to [`RX_BATCH`], in one `recvmmsg`; returns how many (0: none waited).
+    /// up to [`RX_BATCH`], in one `recvmmsg`; returns how many (0: none waited). A call after
+    /// a small one offers fewer slots (see [`RxBatch::drained`]).
     pub fn recv(&mut self, sock: &impl AsRawFd) -> io::Result<usize> {
         self.n = 0;
-        let mut chunks = self.data.chunks_exact_mut(self.slot);
-        let bufs: [&mut [u8]; RX_BATCH] = std::array::from_fn(|_| chunks.next().expect("RX_BATCH slots"));
-        self.n = self.slots.recv(sock.as_raw_fd(), bufs, &mut self.msgs)?;
+        self.last_offer = self.offer;
+        self.offer = RX_BATCH; // (after an error: nothing is known)
+        self.n = self.slots.recv(sock.as_raw_fd(), &mut self.data, self.slot, &mut self.msgs, self.last_offer)?;
+        self.offer = if self.n == self.last_offer { RX_BATCH } else { (2 * self.n).clamp(MIN_OFFER, RX_BATCH) };
         Ok(self.n)
+    }
+
+    /// Whether the last receive left the socket empty as far as it knows: it took fewer
+    /// datagrams than it offered. False after a full one: read again for the rest.
+    pub const fn drained(&self) -> bool {
+        self.n < self.last_offer
     }
 
     /// Datagrams the last [`RxBatch::recv`] took.
@@ -108,21 +133,58 @@ mod tests {
         for (s, d) in &sent {
             s.send_to(d, to).unwrap();
         }
-        // Loopback delivers in the sender's call: everything waits already.
+        // Loopback delivers in the sender's call: everything waits already. After the empty
+        // receive the next offers MIN_OFFER slots, then all of them.
         let mut got = Vec::new();
-        for _ in 0..2 {
+        for want in [MIN_OFFER, RX_BATCH - 1] {
             let n = batch.recv(&rx).unwrap();
+            assert_eq!(n, want);
             for k in 0..n {
                 let d = batch.get(k);
                 assert!(d.rx_ns.is_some_and(|t| t > 1_600_000_000_000_000_000), "an RX time: {d:?}");
                 got.push((d.from.unwrap(), d.data.to_vec()));
             }
         }
-        assert_eq!(got.len(), RX_BATCH + 3, "a full batch, then the rest");
+        assert!(batch.drained(), "fewer than offered: nothing left");
+        assert_eq!(got.len(), RX_BATCH + 3);
         for ((s, d), (from, data)) in sent.iter().zip(&got) {
             assert_eq!(*from, s.local_addr().unwrap());
             assert_eq!(&data[..], &d[..d.len().min(8)], "cut at the slot size");
         }
         assert_eq!(batch.get(RX_BATCH).data, b"", "past the batch");
+    }
+
+    /// A receive offers all slots after one that filled its offer, twice what the last one
+    /// took otherwise (at least MIN_OFFER); `drained` is true only when it took fewer than
+    /// it offered.
+    #[test]
+    fn a_receive_offers_what_the_last_one_suggests() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_nonblocking(true).unwrap();
+        let to = rx.local_addr().unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut batch = RxBatch::new(8);
+        let send = |n: usize| {
+            for _ in 0..n {
+                tx.send_to(b"x", to).unwrap();
+            }
+        };
+        // (datagrams waiting, then taken by each receive in turn)
+        let steps: [(usize, &[usize]); 5] = [
+            (40, &[RX_BATCH, 8]),      // a fresh batch offers all; 8 of 32 leaves it drained
+            (40, &[16, RX_BATCH - 8]), // twice the last: 16, full, so all next
+            (1, &[1]),
+            (9, &[MIN_OFFER, 5]), // 1 taken: MIN_OFFER offered
+            (3, &[3]),            // 5 taken: 10 offered, 3 is fewer
+        ];
+        for (waiting, takes) in steps {
+            send(waiting);
+            for (i, &want) in takes.iter().enumerate() {
+                assert_eq!(batch.recv(&rx).unwrap(), want, "{waiting} waiting, receive {i}");
+                assert_eq!(batch.drained(), i + 1 == takes.len(), "{waiting} waiting, receive {i}");
+            }
+        }
+        assert_eq!(batch.recv(&rx).unwrap(), 0);
+        assert!(batch.drained());
     }
 }

@@ -4,11 +4,10 @@
 //! checking, another relay on the segment carries the group, it is too big, or over the
 //! group's rate cap. The relay's loop reads the socket and acts on the answer.
 
-use std::collections::HashSet;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use super::slots::PeerSlots;
-use super::{EmitGuard, Mates, RateCap, digest};
+use super::{EmitPorts, Mates, RateCap};
 use crate::auth::Key;
 use crate::wire::relay::{self as wire, Header, MAX_PAYLOAD, RelayKind};
 
@@ -22,8 +21,8 @@ pub const MATE_TTL_NS: u64 = 3 * PROBE_EVERY_NS + 500_000_000;
 pub enum Local {
     /// This relay's own probe, heard back: nothing.
     Own,
-    /// Sent from one of this relay's emitting sockets, or the same bytes it re-emitted
-    /// lately (the echo guard): counted as `looped`, never forwarded again.
+    /// Sent from one of this relay's emitting sockets (open, or closed within
+    /// [`super::CLOSED_PORT_HORIZON_NS`]): counted as `looped`, never forwarded again.
     Looped,
     /// A listed peer's probe of this group, its MAC checked: the peer is on this segment.
     Probe(Header),
@@ -53,7 +52,7 @@ pub struct LocalView<'a> {
     /// The group.
     pub group: SocketAddrV4,
     /// The ports of this relay's emitting sockets.
-    pub own_ports: &'a HashSet<u16>,
+    pub own_ports: &'a EmitPorts,
     /// The peer table (a probe counts from a peer in it).
     pub peers: &'a PeerSlots,
     /// The token's key, when the relays share one.
@@ -64,8 +63,6 @@ pub struct LocalView<'a> {
     pub force: bool,
     /// The group's segment mates.
     pub mates: &'a Mates,
-    /// What this relay re-emitted lately.
-    pub guard: &'a EmitGuard,
     /// The group's rate cap (a forwarded datagram takes its token).
     pub rate: &'a mut RateCap,
 }
@@ -81,8 +78,7 @@ pub fn judge(v: &mut LocalView<'_>, src: SocketAddrV4, data: &[u8], now_ns: u64)
     if src == v.me {
         return Local::Own;
     }
-    let mine = *src.ip() == v.interface;
-    if mine && v.own_ports.contains(&src.port()) {
+    if *src.ip() == v.interface && v.own_ports.is_ours(src.port(), now_ns) {
         return Local::Looped;
     }
     if let Ok(r) = wire::decode(data) {
@@ -94,9 +90,6 @@ pub fn judge(v: &mut LocalView<'_>, src: SocketAddrV4, data: &[u8], now_ns: u64)
     }
     if let Some(version) = wire::other_version(data) {
         return Local::OtherVersion(version);
-    }
-    if mine && v.guard.is_echo(digest(v.group, src.port(), data), now_ns) {
-        return Local::Looped;
     }
     if !v.relaying {
         return Local::Checking;

@@ -9,8 +9,9 @@
 //!
 //! Memory is allocated in [`SenderTable::new`]; admitting and evicting allocate nothing.
 
-use std::collections::HashMap;
 use std::net::SocketAddrV4;
+
+use foldhash::{HashMap, HashMapExt as _};
 
 use super::RateCap;
 

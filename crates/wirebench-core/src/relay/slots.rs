@@ -13,8 +13,10 @@
 //! Time comes in as `now` (ns); what changed goes out as [`Changes`] for the caller's own
 //! per-slot state.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::net::SocketAddrV4;
+
+use foldhash::{HashMap, HashMapExt as _};
 
 /// One held slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

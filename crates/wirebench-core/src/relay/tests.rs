@@ -44,39 +44,26 @@ proptest! {
     }
 }
 
+/// An emitting socket's port is ours while it is open and for the horizon after it closed,
+/// then free again; a port never opened is never ours, and reopening one makes it ours
+/// for good again.
 #[test]
-fn digest_depends_on_group_port_and_bytes() {
-    let g = SocketAddrV4::new(Ipv4Addr::new(239, 1, 1, 1), 5000);
-    let h = SocketAddrV4::new(Ipv4Addr::new(239, 1, 1, 1), 5001);
-    assert_eq!(digest(g, 7, b"abc"), digest(g, 7, b"abc"));
-    assert_ne!(digest(g, 7, b"abc"), digest(g, 7, b"abd"));
-    assert_ne!(digest(g, 7, b"abc"), digest(h, 7, b"abc"));
-    assert_ne!(digest(g, 7, b"abc"), digest(g, 8, b"abc"), "identical bytes from another sender");
-    // FNV-1a of eight zero bytes.
-    let mut x: u64 = 0xcbf2_9ce4_8422_2325;
-    for _ in 0..8 {
-        x = x.wrapping_mul(0x0100_0000_01b3);
-    }
-    assert_eq!(digest(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0), 0, b""), x);
-}
-
-#[test]
-fn the_guard_remembers_recent_emissions_only() {
-    let mut g = EmitGuard::new(2, 1_000);
-    g.emitted(1, 100);
-    assert!(g.is_echo(1, 100));
-    assert!(g.is_echo(1, 1_100));
-    assert!(!g.is_echo(1, 1_101), "past the horizon");
-    assert!(!g.is_echo(2, 100));
-    g.emitted(2, 200);
-    g.emitted(3, 300);
-    assert!(!g.is_echo(1, 300), "evicted by capacity");
-    assert!(g.is_echo(2, 300) && g.is_echo(3, 300));
-    // Re-emitting the same digest refreshes it; evicting its older entry keeps it.
-    g.emitted(2, 400);
-    g.emitted(4, 500);
-    assert!(g.is_echo(2, 500) && g.is_echo(4, 500));
-    assert!(!g.is_echo(3, 500));
+fn emitting_ports_stay_ours_for_the_horizon_after_closing() {
+    let mut p = EmitPorts::default();
+    assert!(!p.is_ours(40_000, 0) && !p.is_ours(40_000, u64::MAX - 1), "never opened");
+    p.opened(40_000);
+    assert!(p.is_ours(40_000, 5) && p.is_ours(40_000, u64::MAX - 1), "open");
+    assert!(!p.is_ours(40_001, 5) && !p.is_ours(39_999, 5), "only that port");
+    p.closed(40_000, 1_000);
+    assert!(p.is_ours(40_000, 1_000 + CLOSED_PORT_HORIZON_NS - 1), "within the horizon");
+    assert!(!p.is_ours(40_000, 1_000 + CLOSED_PORT_HORIZON_NS), "past it");
+    p.opened(40_000);
+    assert!(p.is_ours(40_000, 1_000 + 2 * CLOSED_PORT_HORIZON_NS), "reopened");
+    p.opened(u16::MAX);
+    p.opened(0);
+    assert!(p.is_ours(u16::MAX, 1) && p.is_ours(0, 1), "the end ports");
+    p.closed(u16::MAX, u64::MAX - 1);
+    assert!(p.is_ours(u16::MAX, u64::MAX - 1), "a closing time near the end saturates");
 }
 
 #[test]

@@ -22,18 +22,19 @@
 //! for `--peer-expiry` is retired, its counters folded into the retired total, its slot
 //! reused).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use wirebench_core::units::nanos;
 
 use anyhow::Context as _;
+use foldhash::{HashMap, HashMapExt as _};
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use socket2::{Domain, Protocol, Socket, Type};
 use wirebench_core::relay::local::{MATE_TTL_NS, PROBE_EVERY_NS};
 use wirebench_core::relay::senders::SenderTable;
 use wirebench_core::relay::slots::PeerSlots;
-use wirebench_core::relay::{EmitGuard, Mates, PeerWindow, ProbeLog, RateCap, is_fresh};
+use wirebench_core::relay::{EmitPorts, Mates, PeerWindow, ProbeLog, RateCap, is_fresh};
 use wirebench_core::report::{RelayPeerTotals, RelayResults};
 use wirebench_core::wire::relay::{self as wire, Header, MAX_UDP_LEN, RelayKind};
 use wirebench_net::clock::{Clock as _, MonoClock, wall_now_ns};
@@ -60,11 +61,8 @@ const CHECK_PROBE_EVERY_NS: u64 = 250_000_000;
 const EXPIRE_EVERY_NS: u64 = 1_000_000_000;
 /// Retired peers' histograms added to the retired one per turn of the loop.
 const MERGE_PER_TURN: usize = 16;
-/// Batches read from one socket before looking at the others (256 datagrams).
+/// Batches read from one socket before looking at the others (at most 256 datagrams).
 const BURST_BATCHES: usize = 8;
-/// Re-emissions remembered by the echo guard, and for how long.
-const GUARD_LEN: usize = 4096;
-const GUARD_HORIZON_NS: u64 = 50_000_000;
 const RELAY_TOKEN: u64 = u64::MAX;
 /// The longest one batch waits for room in a full send buffer (the relay port's fan-out, or
 /// an emitting socket) before the rest of it is dropped as `send_errors`: the loop reads
@@ -136,8 +134,8 @@ struct Relay<'c> {
     flows: HashMap<(u64, SocketAddrV4), Flow>,
     /// Which senders hold an emitting socket, least recently heard evicted first.
     flow_table: SenderTable,
-    own_ports: HashSet<u16>,
-    guard: EmitGuard,
+    /// The emitting sockets' ports, open and lately closed: what comes from them is ours.
+    own_ports: EmitPorts,
     senders: Senders,
     seq: u64,
     probe_seq: u64,
@@ -237,8 +235,7 @@ fn open<'c>(cfg: &'c Config, ctx: &Ctx<'_>, id: u64) -> anyhow::Result<Relay<'c>
         totals: RelayPeerTotals::default(),
         flows: HashMap::with_capacity(cfg.max_senders + 1),
         flow_table: SenderTable::new(cfg.max_senders),
-        own_ports: HashSet::new(),
-        guard: EmitGuard::new(GUARD_LEN, GUARD_HORIZON_NS),
+        own_ports: EmitPorts::default(),
         senders: Senders::default(),
         seq: 0,
         probe_seq: 0,
@@ -329,11 +326,13 @@ impl Relay<'_> {
         let mut next_expire = 0;
         let busy_ns = nanos(self.cfg.busy_poll);
         let mut last_work = 0;
+        // Read once per turn, after the wait: the timers below run on the time the last
+        // wait returned (late by that turn's work, at most a few batches).
+        let mut now = self.clock.now_ns();
         loop {
-            let now = self.clock.now_ns();
             if ctx.shutdown.is_set() || now >= end_ns {
                 // What peers sent before the stop is still counted (nothing waits).
-                self.drain_peers();
+                self.drain_peers(self.clock.now_ns());
                 return Ok(());
             }
             if now >= next_probe {
@@ -368,14 +367,15 @@ impl Relay<'_> {
                 Err(nix::errno::Errno::EINTR) => 0,
                 Err(e) => return Err(e.into()),
             };
+            now = self.clock.now_ns();
             if n > 0 && busy_ns > 0 {
-                last_work = self.clock.now_ns();
+                last_work = now;
             }
             for ev in &events[..n] {
                 match ev.data() {
-                    RELAY_TOKEN => self.drain_peers(),
+                    RELAY_TOKEN => self.drain_peers(now),
                     #[expect(clippy::cast_possible_truncation, reason = "tokens are group indexes")]
-                    i => self.drain_group(i as usize),
+                    i => self.drain_group(i as usize, now),
                 }
             }
         }
@@ -427,19 +427,22 @@ impl Relay<'_> {
         }
     }
 
-    /// Reads the relay port a batch at a time; re-emits each batch at its end.
-    fn drain_peers(&mut self) {
-        for _ in 0..BURST_BATCHES {
+    /// Reads the relay port a batch at a time; re-emits each batch at its end. The first
+    /// batch is read at `woke` (when the wait returned), later ones read the clock.
+    fn drain_peers(&mut self, woke: u64) {
+        for b in 0..BURST_BATCHES {
             let Ok(n) = self.rxb.recv(&self.sock) else { return };
+            // One clock read per batch: its datagrams were read together.
+            let now = if b == 0 { woke } else { self.clock.now_ns() };
             for k in 0..n {
                 let from = self.rxb.get(k).from;
                 match from.and_then(v4).and_then(|a| self.table.slot(&a).map(|i| (a, i))) {
-                    Some((src, pi)) => self.on_peer_datagram(pi, src, k),
+                    Some((src, pi)) => self.on_peer_datagram(pi, src, k, now),
                     None => self.not_a_peer += 1,
                 }
             }
-            self.flush_reemit();
-            if n < RX_BATCH {
+            self.flush_reemit(now);
+            if self.rxb.drained() {
                 return;
             }
         }
@@ -478,9 +481,8 @@ impl Relay<'_> {
         }
     }
 
-    /// Datagram `k` of the batch, on the relay port from peer `pi`.
-    fn on_peer_datagram(&mut self, pi: usize, src: SocketAddrV4, k: usize) {
-        let now = self.clock.now_ns();
+    /// Datagram `k` of the batch, on the relay port from peer `pi`, read at `now`.
+    fn on_peer_datagram(&mut self, pi: usize, src: SocketAddrV4, k: usize, now: u64) {
         let data = self.rxb.get(k).data;
         let Ok(r) = wire::decode(data) else {
             self.malformed += 1;

@@ -1,9 +1,9 @@
 //! The relay's counters (plain fields: one thread owns them), its per-peer added-delay
 //! histograms, and their report (`wirebench_report::relay` prints it).
 
-use std::collections::HashMap;
 use std::net::SocketAddrV4;
 
+use foldhash::HashMap;
 use hdrhistogram::Histogram;
 use wirebench_core::latency::Summary;
 use wirebench_core::report::{

@@ -1,7 +1,8 @@
 //! `wirebench relay` against replays and spoofing, in namespaces: a "seen" captured on the
 //! wire and replayed after its carrier stopped does not stop the other relay from taking
 //! over; data captured in an earlier run and replayed is refused and counted; 300 spoofed
-//! senders do not keep a new sender's datagrams from being re-emitted.
+//! senders do not keep a new sender's datagrams from being re-emitted; re-emissions of an
+//! emitting socket closed for a newer sender are not forwarded back.
 
 #![cfg(feature = "netns-tests")]
 
@@ -305,4 +306,57 @@ fn three_hundred_spoofed_senders_do_not_lock_out_a_new_one() {
     assert_eq!(got, 1000, "{text}");
     let r = relay_results(&json);
     assert_eq!(r.groups[0].drops.senders_full, 0, "{text}");
+}
+
+/// With `--max-senders 1` two original senders take turns on the one emitting socket: each
+/// new one closes the other's, often while the closed socket's re-emissions still wait,
+/// looped back, in the group socket. Those are still the relay's own (the closed port counts
+/// for a second): nothing of them is forwarded back to the peer.
+#[test]
+fn re_emissions_of_a_closed_emitting_socket_are_not_forwarded_back() {
+    let mut lab = Lab::new("rlyevict");
+    let nodes = routed_nodes(&mut lab, 2, 152);
+    let ((na, a_ip), (nb, b_ip)) = (nodes[0].clone(), nodes[1].clone());
+    let group = "239.255.146.4:5152";
+    let gaddr: SocketAddrV4 = group.parse().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("b.json");
+    let (pa, pb): (SocketAddrV4, SocketAddrV4) =
+        (format!("{a_ip}:7880").parse().unwrap(), format!("{b_ip}:7880").parse().unwrap());
+    let peer = pa.to_string();
+    let mut args = relay_args(&b_ip, &peer, &[group], json.to_str().unwrap());
+    args.extend(["--max-senders", "1"]);
+    let rb = Proc::start(&nb, &args, "relay listening");
+    let fake_peer = in_ns(&na, move || UdpSocket::bind(pa).unwrap());
+    let mut seq = 0u64;
+    let mut out = [0u8; 128];
+    let senders = [1, 2].map(|k| SocketAddrV4::new(Ipv4Addr::new(10, 202, 0, k), 5000));
+    // Rounds of four datagrams from one sender, then four from the other, sent at once: the
+    // relay reads them in two batches of one wake-up (a first batch after a quiet spell
+    // offers four slots), so the second closes the first's socket before the first's
+    // loopback copies are read. Paced between rounds (a traffic shape, not a wait).
+    for round in 0..300 {
+        for &sender in &senders {
+            for i in 0..4 {
+                let h = Header { kind: RelayKind::Data, origin: 6, seq, wall_ns: wall_now_ns(), group: gaddr, sender };
+                seq += 1;
+                let n = wire::encode(&mut out, &h, format!("r{round} {i}").as_bytes(), None).unwrap();
+                fake_peer.send_to(&out[..n], pb).unwrap();
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let text = rb.stop();
+    let r = relay_results(&json);
+    let g = &r.groups[0];
+    eprintln!("re-emitted {}, looped {}", g.reemitted.datagrams, g.drops.looped);
+    assert!(g.reemitted.datagrams > 0, "{text}");
+    assert_eq!((g.local_in.datagrams, g.forwarded.datagrams), (0, 0), "nothing of B's own sent back: {text}");
+    // And on the wire: the peer got no data datagram from B.
+    fake_peer.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 2048];
+    while let Ok(n) = fake_peer.recv(&mut buf) {
+        let d = wire::decode(&buf[..n]).unwrap();
+        assert_ne!(d.header.kind, RelayKind::Data, "B forwarded {:?}", d.header);
+    }
 }

@@ -1,6 +1,5 @@
-use std::collections::HashSet;
-
 use super::*;
+use crate::relay::CLOSED_PORT_HORIZON_NS;
 
 const MS: u64 = 1_000_000;
 const S: u64 = 1_000_000_000;
@@ -9,12 +8,11 @@ const ME: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 5), 7880);
 const APP: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 7), 40_000);
 
 /// A relay on 10.0.0.5 relaying `GROUP`: emitting sockets on ports 50,000 to 50,009, peers
-/// 10.0.0.3 and 10.0.0.9 (port 7880), the given mates, guard and cap.
+/// 10.0.0.3 and 10.0.0.9 (port 7880), the given mates and cap.
 struct Relay {
-    own_ports: HashSet<u16>,
+    own_ports: EmitPorts,
     peers: PeerSlots,
     mates: Mates,
-    guard: EmitGuard,
     rate: RateCap,
     key: Option<Key>,
     relaying: bool,
@@ -26,11 +24,12 @@ impl Relay {
         let mut peers = PeerSlots::new(8, 60 * S);
         let listed = [3, 9].map(|last| SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, last), 7880));
         peers.set_list(&listed, 0);
+        let mut own_ports = EmitPorts::default();
+        (50_000..50_010).for_each(|p| own_ports.opened(p));
         Self {
-            own_ports: (50_000..50_010).collect(),
+            own_ports,
             peers,
             mates: Mates::default(),
-            guard: EmitGuard::new(64, 50 * MS),
             rate: RateCap::new(1_000),
             key: None,
             relaying: true,
@@ -49,7 +48,6 @@ impl Relay {
             relaying: self.relaying,
             force: self.force,
             mates: &self.mates,
-            guard: &self.guard,
             rate: &mut self.rate,
         };
         judge(&mut v, src, data, now)
@@ -102,20 +100,23 @@ fn a_lower_mate_carries_the_group_until_it_falls_silent() {
     assert_eq!(r.judge(APP, b"app", 10 * S + MATE_TTL_NS + 2), Local::Forward, "a replayed probe keeps no one");
 }
 
-/// What comes back from this relay is never forwarded: its probe, its emitting sockets' datagrams, and
-/// (the guard behind that) the bytes it re-emitted within the horizon from any port of its own address.
+/// What comes back from this relay is never forwarded: its probe, and its emitting
+/// sockets' datagrams, open ones and, for the horizon, closed ones (their loopback copies
+/// may still wait in the group socket). The same port on another host is an application's.
 #[test]
 fn what_the_relay_sent_is_not_forwarded_again() {
     let mut r = Relay::new();
     assert_eq!(r.judge(ME, b"anything", S), Local::Own);
     let emitter = SocketAddrV4::new(*ME.ip(), 50_003);
     assert_eq!(r.judge(emitter, b"x", S), Local::Looped);
+    r.own_ports.closed(50_003, S);
+    assert_eq!(r.judge(emitter, b"x", S + CLOSED_PORT_HORIZON_NS - 1), Local::Looped, "closed, within the horizon");
+    assert_eq!(r.judge(emitter, b"x", S + CLOSED_PORT_HORIZON_NS), Local::Forward, "past it: a local sender's");
     let other_port = SocketAddrV4::new(*ME.ip(), 40_001);
-    r.guard.emitted(digest(GROUP, 40_001, b"again"), S);
-    assert_eq!(r.judge(other_port, b"again", S + 50 * MS), Local::Looped, "within the horizon");
-    assert_eq!(r.judge(other_port, b"again", S + 50 * MS + 1), Local::Forward, "past it: a local sender's");
-    let app_same_bytes = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 8), 40_001);
-    assert_eq!(r.judge(app_same_bytes, b"again", S), Local::Forward, "another host's datagram");
+    let later = S + CLOSED_PORT_HORIZON_NS + MS;
+    assert_eq!(r.judge(other_port, b"x", later), Local::Forward, "a local sender's");
+    let other_host = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 8), 50_004);
+    assert_eq!(r.judge(other_host, b"x", later), Local::Forward, "another host's datagram");
 }
 
 /// Relay datagrams are never forwarded; a probe counts only from a listed peer, for this

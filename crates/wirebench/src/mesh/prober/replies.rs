@@ -22,9 +22,10 @@ pub(super) const RX_SLOT: usize = 2048;
 impl Prober {
     /// Replies on the shared socket (peers past the per-peer sockets' descriptor share,
     /// other addresses of a peer) or the group socket (every peer answers one group probe
-    /// at once): one `recvmmsg` per wake-up takes what waits, up to `RX_BATCH` (32). Anything
-    /// beyond stays queued and keeps the socket in the level-triggered ready set, so the next
-    /// wait returns at once with it: a flood at this socket cannot starve the schedule, and
+    /// at once): one `recvmmsg` per wake-up takes what waits, up to `RX_BATCH` (32; fewer
+    /// right after a small batch, `RxBatch::recv`). Anything beyond stays queued and keeps
+    /// the socket in the level-triggered ready set, so the next wait returns at once with
+    /// it: a flood at this socket cannot starve the schedule, and
     /// no read is spent on `EAGAIN` (reading until empty cost about 0.35 extra reads per
     /// reply where every reply lands here; test
     /// `a_batch_per_wait_leaves_the_rest_for_the_next_and_nothing_unread`). The replies of

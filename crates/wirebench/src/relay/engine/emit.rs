@@ -6,7 +6,6 @@
 use std::net::SocketAddrV4;
 use std::time::Duration;
 
-use wirebench_core::relay::digest;
 use wirebench_core::relay::senders::Admit;
 use wirebench_core::seq::Arrival;
 use wirebench_core::wire::relay::{HEADER_LEN, Header};
@@ -59,7 +58,7 @@ impl Relay<'_> {
             return;
         }
         if self.pending_n == RX_BATCH {
-            self.flush_reemit(); // (a batch holds at most RX_BATCH)
+            self.flush_reemit(now); // (a batch holds at most RX_BATCH)
         }
         self.pending[self.pending_n] = Pending { k, gi, pi, src, flow: (h.origin, h.sender), wall_ns: h.wall_ns, len };
         self.pending_n += 1;
@@ -68,20 +67,22 @@ impl Relay<'_> {
     /// Re-emits the queued datagrams, in order: one `sendmmsg` per run that shares an
     /// emitting socket and a group; counts each. The runs share one wait for room of
     /// [`super::SEND_WAIT`] (each is on its own socket, and a batch of 32 senders in turn
-    /// is 32 runs: a wait each would hold the loop for 32 times the budget).
-    pub(super) fn flush_reemit(&mut self) {
+    /// is 32 runs: a wait each would hold the loop for 32 times the budget), counted from
+    /// `now`, when the batch was read; the clock is read again only for a second run on.
+    pub(super) fn flush_reemit(&mut self, now: u64) {
         let m = std::mem::take(&mut self.pending_n);
-        let end_ns = self.clock.now_ns().saturating_add(SEND_WAIT_NS);
+        let end_ns = now.saturating_add(SEND_WAIT_NS);
         let mut at = 0;
         while at < m {
             let first = self.pending[at];
             let run = self.pending[at..m].iter().take_while(|p| p.flow == first.flow && p.gi == first.gi).count();
-            let now = self.clock.now_ns();
+            let now = if at == 0 { now } else { self.clock.now_ns() };
             let rxb = &self.rxb;
             let pend = &self.pending[at..at + run];
-            let bufs: [&[u8]; RX_BATCH] = std::array::from_fn(|j| {
-                pend.get(j).map_or(&[][..], |p| &rxb.get(p.k).data[HEADER_LEN..HEADER_LEN + p.len])
-            });
+            let mut bufs: [&[u8]; RX_BATCH] = [&[]; RX_BATCH];
+            for (b, p) in bufs.iter_mut().zip(pend) {
+                *b = &rxb.get(p.k).data[HEADER_LEN..HEADER_LEN + p.len];
+            }
             let g = &mut self.groups[first.gi];
             let Some(flow) = self.flows.get(&first.flow) else {
                 // Its sender was evicted by a later one of the same batch (only when the batch
@@ -98,7 +99,6 @@ impl Relay<'_> {
                     g.stats.drops.send_errors += 1;
                     continue;
                 }
-                self.guard.emitted(digest(g.addr, flow.port, bufs[j]), now);
                 g.stats.reemitted.add(p.len);
                 let peer = &mut self.peers[p.pi];
                 peer.stats.received.add(p.len);
@@ -124,7 +124,7 @@ impl Relay<'_> {
                 if let Some(old) = evict
                     && let Some(f) = self.flows.remove(&old)
                 {
-                    self.own_ports.remove(&f.port);
+                    self.own_ports.closed(f.port, now);
                 }
                 let opened = sender_socket(SocketAddrV4::new(self.cfg.interface, 0), self.cfg)
                     .and_then(|sock| sock.local_addr().map(|a| (sock, a.port())));
@@ -132,7 +132,7 @@ impl Relay<'_> {
                     self.flow_table.forget(&key);
                     return false;
                 };
-                self.own_ports.insert(port);
+                self.own_ports.opened(port);
                 self.flows.insert(key, Flow { sock, port });
                 true
             }

@@ -11,23 +11,25 @@ use wirebench_core::relay::local::{Local, LocalView, judge};
 use wirebench_core::wire::relay::{self as wire, Header, MAX_UDP_LEN, RelayKind};
 use wirebench_net::clock::{Clock as _, wall_now_ns};
 use wirebench_net::fanout::{FAN_BATCH, SendWait};
-use wirebench_net::rxbatch::RX_BATCH;
 
 use super::{BURST_BATCHES, Relay, SEND_WAIT, v4};
 
 impl Relay<'_> {
     /// Reads group `gi`'s socket a batch at a time; forwards each batch in one `sendmmsg`.
-    pub(super) fn drain_group(&mut self, gi: usize) {
-        for _ in 0..BURST_BATCHES {
+    /// The first batch is read at `woke` (when the wait returned), later ones read the clock.
+    pub(super) fn drain_group(&mut self, gi: usize, woke: u64) {
+        for b in 0..BURST_BATCHES {
             let Ok(n) = self.rxb.recv(&self.groups[gi].sock) else { return };
+            // One clock read per batch: its datagrams were read together.
+            let now = if b == 0 { woke } else { self.clock.now_ns() };
             for k in 0..n {
                 let d = self.rxb.get(k);
                 if let Some(src) = d.from.and_then(v4) {
-                    self.local(gi, k, src, d.rx_ns);
+                    self.local(gi, k, src, d.rx_ns, now);
                 }
             }
             self.flush_forward(gi);
-            if n < RX_BATCH {
+            if self.rxb.drained() {
                 return; // drained
             }
         }
@@ -61,10 +63,10 @@ impl Relay<'_> {
     }
 
     /// Datagram `at` of the batch, heard on group `gi` from `src`, that entered this host's
-    /// stack at `kernel_rx` (wall clock ns; `None` when the kernel gave no timestamp): judged
-    /// (`relay::local::judge`), then counted, answered or queued for the peers.
-    fn local(&mut self, gi: usize, at: usize, src: SocketAddrV4, kernel_rx: Option<u64>) {
-        let now = self.clock.now_ns();
+    /// stack at `kernel_rx` (wall clock ns; `None` when the kernel gave no timestamp), read
+    /// at `now` (monotonic ns): judged (`relay::local::judge`), then counted, answered or
+    /// queued for the peers.
+    fn local(&mut self, gi: usize, at: usize, src: SocketAddrV4, kernel_rx: Option<u64>, now: u64) {
         let g = &mut self.groups[gi];
         let mut view = LocalView {
             me: self.cfg.me,
@@ -76,7 +78,6 @@ impl Relay<'_> {
             relaying: self.relaying,
             force: self.cfg.force,
             mates: &g.mates,
-            guard: &self.guard,
             rate: &mut g.rate,
         };
         let verdict = judge(&mut view, src, self.rxb.get(at).data, now);
@@ -130,7 +131,7 @@ impl Relay<'_> {
         };
         self.seq += 1;
         if self.fwd_n == FAN_BATCH {
-            self.flush_forward(gi); // (a batch holds at most RX_BATCH == FAN_BATCH)
+            self.flush_forward(gi); // (a batch holds at most RX_BATCH == FAN_BATCH, `wirebench_net::rxbatch`)
         }
         let j = self.fwd_n;
         let data = self.rxb.get(at).data;
