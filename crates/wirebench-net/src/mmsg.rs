@@ -94,10 +94,10 @@ impl<const N: usize> Slots<N> {
         #[expect(unsafe_code, reason = "recvmmsg: nix's wrapper does not reset msg_controllen (see the module docs)")]
         // SAFETY: the first `want` headers (and their iovecs) are initialised above, and only
         // those are passed (`MaybeUninit<T>` has `T`'s layout). Each points at memory that
-        // outlives the call: its iovec (on this stack) covering a caller's buffer of `iov_len` writable bytes,
-        // and this struct's name and control buffers of the lengths given; the kernel writes
-        // at most the given lengths and fills `msg_len`, `msg_namelen`, `msg_controllen` and
-        // `msg_flags`. No timeout pointer.
+        // outlives the call: its iovec (on this stack) covering `iov_len` writable bytes of
+        // `data`, and this struct's name and control buffers of the lengths given; the kernel
+        // writes at most the given lengths and fills `msg_len`, `msg_namelen`,
+        // `msg_controllen` and `msg_flags`. No timeout pointer.
         let rc = unsafe {
             libc::recvmmsg(
                 fd,

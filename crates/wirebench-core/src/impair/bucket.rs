@@ -106,6 +106,18 @@ mod tests {
         assert!((got - want).abs() < 2.0, "{got} vs {want}");
     }
 
+    /// One byte a second, a burst of one byte: the next byte may go the very ns its token is
+    /// back (exactly 1 s later), not a ns before.
+    #[test]
+    fn take_grants_a_token_the_instant_it_is_back() {
+        let mut b = TokenBucket::new(8, 1);
+        assert!(b.take(1, 0));
+        assert!(!b.take(1, 0) && !b.take(1, 999_999_999));
+        assert!(b.take(1, 1_000_000_000));
+        assert!(!b.take(1, 1_000_000_000));
+        assert!(b.take(0, 1_000_000_000), "nothing costs nothing");
+    }
+
     proptest! {
         /// Over any window [t, t + w] the bytes that leave never exceed B + R * w.
         #[test]

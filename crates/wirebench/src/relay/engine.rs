@@ -1,5 +1,7 @@
-//! The relay's loop: one thread, one epoll over the relay port and the group sockets,
-//! every wait bounded by [`WAKE`] so a stop takes effect within a tenth of a second. The
+//! The relay's loop: one thread, one epoll over the relay port, the group sockets and a
+//! timer that fires every [`WAKE_NS`], so a stop takes effect within a tenth of a second.
+//! The waits themselves have no timeout: arming a kernel timer on every wait (and, on a
+//! virtual machine, reprogramming the CPU's timer) would cost every datagram's pass. The
 //! thread that receives a datagram sends it on: there is no queue and no hand-off.
 //!
 //! Batches: one `recvmmsg` takes up to 32 datagrams from a socket; what a batch from a
@@ -29,7 +31,7 @@ use wirebench_core::units::nanos;
 
 use anyhow::Context as _;
 use foldhash::{HashMap, HashMapExt as _};
-use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use socket2::{Domain, Protocol, Socket, Type};
 use wirebench_core::relay::local::{MATE_TTL_NS, PROBE_EVERY_NS};
 use wirebench_core::relay::senders::SenderTable;
@@ -41,6 +43,7 @@ use wirebench_net::clock::{Clock as _, MonoClock, wall_now_ns};
 use wirebench_net::drops::udp_drops;
 use wirebench_net::fanout::{Burst, FAN_BATCH, FanOut};
 use wirebench_net::rxbatch::{RX_BATCH, RxBatch};
+use wirebench_net::timer::{AbsTimer, mono_now_ns};
 
 use super::config::Config;
 use super::peers;
@@ -53,8 +56,8 @@ mod emit;
 mod forward;
 mod table;
 
-/// Longest wait in the kernel.
-const WAKE: u16 = 100;
+/// Longest wait in the kernel: the loop's timer fires this often.
+const WAKE_NS: u64 = 100_000_000;
 /// Probes during the startup check.
 const CHECK_PROBE_EVERY_NS: u64 = 250_000_000;
 /// Peers out of the list are checked for the expiry this often.
@@ -64,6 +67,7 @@ const MERGE_PER_TURN: usize = 16;
 /// Batches read from one socket before looking at the others (at most 256 datagrams).
 const BURST_BATCHES: usize = 8;
 const RELAY_TOKEN: u64 = u64::MAX;
+const TICK_TOKEN: u64 = u64::MAX - 1;
 /// The longest one batch waits for room in a full send buffer (the relay port's fan-out, or
 /// an emitting socket) before the rest of it is dropped as `send_errors`: the loop reads
 /// nothing meanwhile, and the sockets' 16 MiB receive buffers hold what arrives.
@@ -162,6 +166,8 @@ struct Relay<'c> {
     burst: Burst,
     /// Ends a wait for room in a send buffer (and the loop).
     stop: Shutdown,
+    /// Wakes the loop every [`WAKE_NS`] (the stop flag, probes, expiry).
+    tick: AbsTimer,
 }
 
 fn v4(a: SocketAddr) -> Option<SocketAddrV4> {
@@ -254,6 +260,7 @@ fn open<'c>(cfg: &'c Config, ctx: &Ctx<'_>, id: u64) -> anyhow::Result<Relay<'c>
         pending_n: 0,
         burst: Burst::default(),
         stop: ctx.shutdown.clone(),
+        tick: AbsTimer::new().context("cannot create the relay's timer")?,
     })
 }
 
@@ -265,6 +272,7 @@ pub(crate) fn run(cfg: &Config, ctx: &mut Ctx<'_>) -> anyhow::Result<RelayResult
     r.set_peers(&first);
     let ep = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
     ep.add(&r.sock, EpollEvent::new(EpollFlags::EPOLLIN, RELAY_TOKEN))?;
+    ep.add(&r.tick, EpollEvent::new(EpollFlags::EPOLLIN, TICK_TOKEN))?;
     for (i, g) in r.groups.iter().enumerate() {
         ep.add(&g.sock, EpollEvent::new(EpollFlags::EPOLLIN, i as u64))?;
     }
@@ -329,6 +337,7 @@ impl Relay<'_> {
         // Read once per turn, after the wait: the timers below run on the time the last
         // wait returned (late by that turn's work, at most a few batches).
         let mut now = self.clock.now_ns();
+        self.tick.arm(mono_now_ns().saturating_add(WAKE_NS))?;
         loop {
             if ctx.shutdown.is_set() || now >= end_ns {
                 // What peers sent before the stop is still counted (nothing waits).
@@ -362,7 +371,7 @@ impl Relay<'_> {
             }
             // Busy-polling: no sleep while the last work is less than --busy-poll ago.
             let spin = busy_ns > 0 && now.saturating_sub(last_work) < busy_ns;
-            let n = match ep.wait(&mut events, if spin { 0 } else { WAKE }) {
+            let n = match ep.wait(&mut events, if spin { EpollTimeout::ZERO } else { EpollTimeout::NONE }) {
                 Ok(n) => n,
                 Err(nix::errno::Errno::EINTR) => 0,
                 Err(e) => return Err(e.into()),
@@ -374,6 +383,8 @@ impl Relay<'_> {
             for ev in &events[..n] {
                 match ev.data() {
                     RELAY_TOKEN => self.drain_peers(now),
+                    // Armed again (which clears it) for the next tenth of a second.
+                    TICK_TOKEN => self.tick.arm(mono_now_ns().saturating_add(WAKE_NS))?,
                     #[expect(clippy::cast_possible_truncation, reason = "tokens are group indexes")]
                     i => self.drain_group(i as usize, now),
                 }
