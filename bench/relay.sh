@@ -188,8 +188,8 @@ fi
 # The floor: floor.c on each node carrying G and R (what the ping needs), same topology;
 # "floor" with a thread per socket in a blocking recv, "floor1" with one thread and one epoll
 # (wirebench relay's shape), "floor1r" that plus the relay's system calls (RX timestamps and
-# recvmmsg on the group sockets, sendmmsg, a 100 ms epoll timeout), "floor1+PART" floor1
-# with one of those (FLOOR_PARTS).
+# recvmmsg on the group sockets, sendmmsg), "floor1+PART" floor1 with one of those or with a
+# timeout on every wait (FLOOR_PARTS; floor.c --relay-like).
 floors() { # floors LABEL BINARY [--epoll]
   local label=$1 fb=$2 fpids=() i j args
   for i in 1 2 3; do

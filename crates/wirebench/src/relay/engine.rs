@@ -47,7 +47,7 @@ use wirebench_net::timer::{AbsTimer, mono_now_ns};
 
 use super::config::Config;
 use super::peers;
-use super::stats::{self, GroupStats, PeerStats, Retired, Senders, Tally};
+use super::stats::{self, Delays, GroupStats, PeerStats, Retired, Senders, Tally};
 use crate::ctx::Ctx;
 use crate::error::UsageError;
 use crate::shutdown::Shutdown;
@@ -166,8 +166,10 @@ struct Relay<'c> {
     burst: Burst,
     /// Ends a wait for room in a send buffer (and the loop).
     stop: Shutdown,
-    /// Wakes the loop every [`WAKE_NS`] (the stop flag, probes, expiry).
+    /// Wakes the loop every [`WAKE_NS`] (the stop flag, probes, expiry, added delays).
     tick: AbsTimer,
+    /// Added delays not recorded yet (recorded when the tick fires, off the datagrams' path).
+    delays: Delays,
 }
 
 fn v4(a: SocketAddr) -> Option<SocketAddrV4> {
@@ -261,6 +263,7 @@ fn open<'c>(cfg: &'c Config, ctx: &Ctx<'_>, id: u64) -> anyhow::Result<Relay<'c>
         burst: Burst::default(),
         stop: ctx.shutdown.clone(),
         tick: AbsTimer::new().context("cannot create the relay's timer")?,
+        delays: Delays::default(),
     })
 }
 
@@ -383,8 +386,11 @@ impl Relay<'_> {
             for ev in &events[..n] {
                 match ev.data() {
                     RELAY_TOKEN => self.drain_peers(now),
-                    // Armed again (which clears it) for the next tenth of a second.
-                    TICK_TOKEN => self.tick.arm(mono_now_ns().saturating_add(WAKE_NS))?,
+                    TICK_TOKEN => {
+                        // Armed again (which clears it) for the next tenth of a second.
+                        self.tick.arm(mono_now_ns().saturating_add(WAKE_NS))?;
+                        self.record_delays();
+                    }
                     #[expect(clippy::cast_possible_truncation, reason = "tokens are group indexes")]
                     i => self.drain_group(i as usize, now),
                 }
@@ -555,6 +561,7 @@ impl Relay<'_> {
     }
 
     fn results(&mut self) -> RelayResults {
+        self.record_delays();
         self.retired.merge_all();
         let now = self.clock.now_ns();
         let groups: Vec<_> = self

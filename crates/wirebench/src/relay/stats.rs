@@ -10,6 +10,7 @@ use wirebench_core::report::{
     LatencyView, RelayCount, RelayDrops, RelayGroup, RelayPeer, RelayPeerTotals, RelayResults, RelayRetired,
     RelaySender, encode_histogram,
 };
+use wirebench_net::rxbatch::RX_BATCH;
 
 /// Most original senders listed in the report.
 pub(crate) const MAX_SENDERS_LISTED: usize = 256;
@@ -47,16 +48,58 @@ impl Default for PeerStats {
 }
 
 impl PeerStats {
-    /// Records the delay from the origin relay's receive to this relay's re-emission; false
-    /// when it came out negative (counted in `clock_negative`, not recorded).
-    pub(crate) fn added_delay(&mut self, origin_wall_ns: u64, emitted_wall_ns: u64) -> bool {
-        if let Some(d) = emitted_wall_ns.checked_sub(origin_wall_ns) {
-            self.added.saturating_record(d.max(1));
-            true
-        } else {
+    /// The delay from the origin relay's receive to this relay's re-emission (at least
+    /// 1 ns), for [`PeerStats::record`] or [`Delays`]; `None` when it came out negative
+    /// (counted in `clock_negative`).
+    pub(crate) fn added_delay(&mut self, origin_wall_ns: u64, emitted_wall_ns: u64) -> Option<u64> {
+        let d = emitted_wall_ns.checked_sub(origin_wall_ns).map(|d| d.max(1));
+        if d.is_none() {
             self.clock_negative += 1;
-            false
         }
+        d
+    }
+
+    /// Records an added delay in the histogram.
+    pub(crate) fn record(&mut self, delay_ns: u64) {
+        self.added.saturating_record(delay_ns);
+    }
+}
+
+/// Added delays the loop holds unrecorded at most: eight batches.
+const DELAYS: usize = 8 * RX_BATCH;
+
+/// Added delays (peer slot, ns) waiting for their peer's histogram. A record writes one
+/// line of a histogram's 216 KiB of counts, a line that is cold when the relay has waited
+/// for its datagram, so the loop records them off the datagram's path: when its timer fires
+/// (every tenth of a second), when there is no room for another batch, and before a
+/// histogram is read or a peer retired. 4 KiB.
+#[derive(Debug)]
+pub(crate) struct Delays {
+    at: Box<[(usize, u64); DELAYS]>,
+    n: usize,
+}
+
+impl Default for Delays {
+    fn default() -> Self {
+        Self { at: Box::new([(0, 0); DELAYS]), n: 0 }
+    }
+}
+
+impl Delays {
+    /// Queues `delay_ns` for peer slot `slot`; true when there is no room for another batch
+    /// of [`RX_BATCH`] (record them before the next). A full queue takes nothing more.
+    pub(crate) fn push(&mut self, slot: usize, delay_ns: u64) -> bool {
+        if let Some(at) = self.at.get_mut(self.n) {
+            *at = (slot, delay_ns);
+            self.n += 1;
+        }
+        DELAYS - self.n < RX_BATCH
+    }
+
+    /// The queued delays, oldest first, leaving none.
+    pub(crate) fn take(&mut self) -> &[(usize, u64)] {
+        let n = std::mem::take(&mut self.n);
+        &self.at[..n]
     }
 }
 
@@ -228,6 +271,25 @@ pub(crate) fn results(t: &Tally<'_>) -> RelayResults {
 mod tests {
     use super::*;
 
+    /// Delays wait, in order, until fewer than a batch's room is left; a full queue takes
+    /// nothing more.
+    #[test]
+    fn delays_wait_until_there_is_no_room_for_another_batch() {
+        let mut d = Delays::default();
+        for k in 0..DELAYS - RX_BATCH {
+            assert!(!d.push(k % 3, k as u64), "room at {k}");
+        }
+        assert!(d.push(7, 1), "room for fewer than a batch");
+        let got = d.take().to_vec();
+        assert_eq!(got.len(), DELAYS - RX_BATCH + 1);
+        assert_eq!((got[0], got[1], got[got.len() - 1]), ((0, 0), (1, 1), (7, 1)));
+        assert!(d.take().is_empty(), "taken once");
+        for k in 0..DELAYS + 5 {
+            d.push(1, k as u64);
+        }
+        assert_eq!(d.take().len(), DELAYS);
+    }
+
     /// A peer with every counter set, distinct per peer (`k`).
     fn peer(k: u64) -> PeerStats {
         let mut p = PeerStats::default();
@@ -240,8 +302,9 @@ mod tests {
         let d = &mut p.drops;
         (d.bad_mac, d.duplicate, d.rate_cap, d.too_big, d.looped) = (k, k + 1, k + 2, k + 3, k + 4);
         (d.passive, d.senders_full, d.not_relayed, d.send_errors) = (k + 5, k + 6, k + 7, k + 8);
-        assert!(p.added_delay(1_000, 1_000 + 1_000 * k));
-        assert!(!p.added_delay(2_000, 1_000));
+        let d = p.added_delay(1_000, 1_000 + 1_000 * k).unwrap();
+        p.record(d);
+        assert_eq!(p.added_delay(2_000, 1_000), None);
         p
     }
 

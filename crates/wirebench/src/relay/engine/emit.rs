@@ -72,6 +72,7 @@ impl Relay<'_> {
     pub(super) fn flush_reemit(&mut self, now: u64) {
         let m = std::mem::take(&mut self.pending_n);
         let end_ns = now.saturating_add(SEND_WAIT_NS);
+        let mut delays_full = false;
         let mut at = 0;
         while at < m {
             let first = self.pending[at];
@@ -103,12 +104,25 @@ impl Relay<'_> {
                 let peer = &mut self.peers[p.pi];
                 peer.stats.received.add(p.len);
                 self.totals.received.add(p.len);
-                if !peer.stats.added_delay(p.wall_ns, emitted) {
-                    self.totals.clock_negative += 1;
+                match peer.stats.added_delay(p.wall_ns, emitted) {
+                    Some(d) => delays_full |= self.delays.push(p.pi, d),
+                    None => self.totals.clock_negative += 1,
                 }
                 self.senders.add(p.flow.1, p.gi, Some(p.src), p.len);
             }
             at += run;
+        }
+        if delays_full {
+            self.record_delays();
+        }
+    }
+
+    /// Records the queued added delays in their peers' histograms (`stats::Delays`).
+    pub(super) fn record_delays(&mut self) {
+        for &(pi, d) in self.delays.take() {
+            if let Some(p) = self.peers.get_mut(pi) {
+                p.stats.record(d);
+            }
         }
     }
 

@@ -24,6 +24,8 @@ impl Relay<'_> {
     /// Applies a change of the table: a retired peer's counters go to the retired total
     /// (and it is no longer a segment mate), a slot given to an address starts from zero.
     pub(super) fn apply(&mut self, ch: &Changes) {
+        // A retired slot's delays belong to the peer that held it.
+        self.record_delays();
         let fresh = |cfg: &Config| Peer {
             stats: PeerStats::default(),
             window: PeerWindow::default(),
