@@ -240,25 +240,60 @@ fn datagrams_captured_in_an_earlier_run_are_refused_and_counted() {
     assert!(text.contains(&format!("{} stale", captured.len())), "{text}");
 }
 
+/// Node B's relay for one group (plus `extra` arguments), its only peer node A's relay
+/// address, where a bare socket plays that peer: `send` gives B a data datagram of an
+/// original sender, as A's relay would.
+struct FakePeer {
+    _lab: Lab,
+    _dir: tempfile::TempDir,
+    nb: String,
+    b_addr: Ipv4Addr,
+    group: SocketAddrV4,
+    json: std::path::PathBuf,
+    relay: Proc,
+    sock: UdpSocket,
+    to: SocketAddrV4,
+    seq: u64,
+}
+
+impl FakePeer {
+    fn start(name: &str, base: usize, group: &str, extra: &[&str]) -> Self {
+        let mut lab = Lab::new(name);
+        let nodes = routed_nodes(&mut lab, 2, base);
+        let ((na, a_ip), (nb, b_ip)) = (nodes[0].clone(), nodes[1].clone());
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("b.json");
+        let (pa, pb): (SocketAddrV4, SocketAddrV4) =
+            (format!("{a_ip}:7880").parse().unwrap(), format!("{b_ip}:7880").parse().unwrap());
+        let peer = pa.to_string();
+        let mut args = relay_args(&b_ip, &peer, &[group], json.to_str().unwrap());
+        args.extend(extra);
+        let relay = Proc::start(&nb, &args, "relay listening");
+        let sock = in_ns(&na, move || UdpSocket::bind(pa).unwrap());
+        let b_addr = b_ip.parse().unwrap();
+        Self { _lab: lab, _dir: dir, nb, b_addr, group: group.parse().unwrap(), json, relay, sock, to: pb, seq: 0 }
+    }
+
+    /// One data datagram of `sender` (relay run `origin`) to B.
+    fn send(&mut self, origin: u64, sender: SocketAddrV4, payload: &[u8]) {
+        let h =
+            Header { kind: RelayKind::Data, origin, seq: self.seq, wall_ns: wall_now_ns(), group: self.group, sender };
+        self.seq += 1;
+        let mut out = [0u8; 128];
+        let n = wire::encode(&mut out, &h, payload, None).unwrap();
+        self.sock.send_to(&out[..n], self.to).unwrap();
+    }
+}
+
 /// Without a token a peer's address can be spoofed, and with it any original sender: 300
 /// spoofed senders (in 1 s), then 30 new ones a second while a new real sender sends 1,000
 /// datagrams. Every one of the real sender's is re-emitted (before: 0 of 1,000; the table
 /// of 256 was full of senders heard within 30 s).
 #[test]
 fn three_hundred_spoofed_senders_do_not_lock_out_a_new_one() {
-    let mut lab = Lab::new("rlyspf");
-    let nodes = routed_nodes(&mut lab, 2, 149);
-    let ((na, a_ip), (nb, b_ip)) = (nodes[0].clone(), nodes[1].clone());
-    let group = "239.255.146.3:5149";
-    let gaddr: SocketAddrV4 = group.parse().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("b.json");
-    let (pa, pb): (SocketAddrV4, SocketAddrV4) =
-        (format!("{a_ip}:7880").parse().unwrap(), format!("{b_ip}:7880").parse().unwrap());
-    let peer = pa.to_string();
-    let rb = Proc::start(&nb, &relay_args(&b_ip, &peer, &[group], json.to_str().unwrap()), "relay listening");
-    let b_addr: Ipv4Addr = b_ip.parse().unwrap();
-    let listener = in_ns(&nb, move || wirebench_net::multicast::group_receiver(gaddr, Some(b_addr)).unwrap());
+    let mut b = FakePeer::start("rlyspf", 149, "239.255.146.3:5149", &[]);
+    let (gaddr, b_addr) = (b.group, b.b_addr);
+    let listener = in_ns(&b.nb, move || wirebench_net::multicast::group_receiver(gaddr, Some(b_addr)).unwrap());
     listener.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
     let counter = std::thread::spawn(move || {
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -275,15 +310,7 @@ fn three_hundred_spoofed_senders_do_not_lock_out_a_new_one() {
         }
         real
     });
-    let fake_peer = in_ns(&na, move || UdpSocket::bind(pa).unwrap());
-    let mut seq = 0u64;
-    let mut out = [0u8; 128];
-    let mut send = |sender: SocketAddrV4, payload: &[u8]| {
-        let h = Header { kind: RelayKind::Data, origin: 5, seq, wall_ns: wall_now_ns(), group: gaddr, sender };
-        seq += 1;
-        let n = wire::encode(&mut out, &h, payload, None).unwrap();
-        fake_peer.send_to(&out[..n], pb).unwrap();
-    };
+    let mut send = |sender: SocketAddrV4, payload: &[u8]| b.send(5, sender, payload);
     let spoofed = |k: u32| SocketAddrV4::new(Ipv4Addr::new(10, 200, (k / 250) as u8, (k % 250 + 1) as u8), 4000);
     // Pacing of the flood (a traffic shape, not a wait for anything).
     for k in 0..300 {
@@ -301,10 +328,10 @@ fn three_hundred_spoofed_senders_do_not_lock_out_a_new_one() {
         std::thread::sleep(Duration::from_millis(1));
     }
     let got = counter.join().unwrap();
-    let text = rb.stop();
+    let text = b.relay.stop();
     eprintln!("{k} spoofed senders; the real sender's datagrams re-emitted: {got} of 1000");
     assert_eq!(got, 1000, "{text}");
-    let r = relay_results(&json);
+    let r = relay_results(&b.json);
     assert_eq!(r.groups[0].drops.senders_full, 0, "{text}");
 }
 
@@ -314,22 +341,7 @@ fn three_hundred_spoofed_senders_do_not_lock_out_a_new_one() {
 /// for a second): nothing of them is forwarded back to the peer.
 #[test]
 fn re_emissions_of_a_closed_emitting_socket_are_not_forwarded_back() {
-    let mut lab = Lab::new("rlyevict");
-    let nodes = routed_nodes(&mut lab, 2, 152);
-    let ((na, a_ip), (nb, b_ip)) = (nodes[0].clone(), nodes[1].clone());
-    let group = "239.255.146.4:5152";
-    let gaddr: SocketAddrV4 = group.parse().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("b.json");
-    let (pa, pb): (SocketAddrV4, SocketAddrV4) =
-        (format!("{a_ip}:7880").parse().unwrap(), format!("{b_ip}:7880").parse().unwrap());
-    let peer = pa.to_string();
-    let mut args = relay_args(&b_ip, &peer, &[group], json.to_str().unwrap());
-    args.extend(["--max-senders", "1"]);
-    let rb = Proc::start(&nb, &args, "relay listening");
-    let fake_peer = in_ns(&na, move || UdpSocket::bind(pa).unwrap());
-    let mut seq = 0u64;
-    let mut out = [0u8; 128];
+    let mut b = FakePeer::start("rlyevict", 152, "239.255.146.4:5152", &["--max-senders", "1"]);
     let senders = [1, 2].map(|k| SocketAddrV4::new(Ipv4Addr::new(10, 202, 0, k), 5000));
     // Rounds of four datagrams from one sender, then four from the other, sent at once: the
     // relay reads them in two batches of one wake-up (a first batch after a quiet spell
@@ -338,24 +350,21 @@ fn re_emissions_of_a_closed_emitting_socket_are_not_forwarded_back() {
     for round in 0..300 {
         for &sender in &senders {
             for i in 0..4 {
-                let h = Header { kind: RelayKind::Data, origin: 6, seq, wall_ns: wall_now_ns(), group: gaddr, sender };
-                seq += 1;
-                let n = wire::encode(&mut out, &h, format!("r{round} {i}").as_bytes(), None).unwrap();
-                fake_peer.send_to(&out[..n], pb).unwrap();
+                b.send(6, sender, format!("r{round} {i}").as_bytes());
             }
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    let text = rb.stop();
-    let r = relay_results(&json);
+    let text = b.relay.stop();
+    let r = relay_results(&b.json);
     let g = &r.groups[0];
     eprintln!("re-emitted {}, looped {}", g.reemitted.datagrams, g.drops.looped);
     assert!(g.reemitted.datagrams > 0, "{text}");
     assert_eq!((g.local_in.datagrams, g.forwarded.datagrams), (0, 0), "nothing of B's own sent back: {text}");
     // And on the wire: the peer got no data datagram from B.
-    fake_peer.set_nonblocking(true).unwrap();
+    b.sock.set_nonblocking(true).unwrap();
     let mut buf = [0u8; 2048];
-    while let Ok(n) = fake_peer.recv(&mut buf) {
+    while let Ok(n) = b.sock.recv(&mut buf) {
         let d = wire::decode(&buf[..n]).unwrap();
         assert_ne!(d.header.kind, RelayKind::Data, "B forwarded {:?}", d.header);
     }
