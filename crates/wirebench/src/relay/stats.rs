@@ -74,14 +74,11 @@ const DELAYS: usize = 8 * RX_BATCH;
 /// (every tenth of a second), when there is no room for another batch, and before a
 /// histogram is read or a peer retired. 4 KiB.
 #[derive(Debug)]
-pub(crate) struct Delays {
-    at: Box<[(usize, u64); DELAYS]>,
-    n: usize,
-}
+pub(crate) struct Delays(Vec<(usize, u64)>);
 
 impl Default for Delays {
     fn default() -> Self {
-        Self { at: Box::new([(0, 0); DELAYS]), n: 0 }
+        Self(Vec::with_capacity(DELAYS))
     }
 }
 
@@ -89,17 +86,15 @@ impl Delays {
     /// Queues `delay_ns` for peer slot `slot`; true when there is no room for another batch
     /// of [`RX_BATCH`] (record them before the next). A full queue takes nothing more.
     pub(crate) fn push(&mut self, slot: usize, delay_ns: u64) -> bool {
-        if let Some(at) = self.at.get_mut(self.n) {
-            *at = (slot, delay_ns);
-            self.n += 1;
+        if self.0.len() < DELAYS {
+            self.0.push((slot, delay_ns));
         }
-        DELAYS - self.n < RX_BATCH
+        DELAYS - self.0.len() < RX_BATCH
     }
 
     /// The queued delays, oldest first, leaving none.
-    pub(crate) fn take(&mut self) -> &[(usize, u64)] {
-        let n = std::mem::take(&mut self.n);
-        &self.at[..n]
+    pub(crate) fn take(&mut self) -> std::vec::Drain<'_, (usize, u64)> {
+        self.0.drain(..)
     }
 }
 
@@ -280,10 +275,10 @@ mod tests {
             assert!(!d.push(k % 3, k as u64), "room at {k}");
         }
         assert!(d.push(7, 1), "room for fewer than a batch");
-        let got = d.take().to_vec();
+        let got: Vec<_> = d.take().collect();
         assert_eq!(got.len(), DELAYS - RX_BATCH + 1);
         assert_eq!((got[0], got[1], got[got.len() - 1]), ((0, 0), (1, 1), (7, 1)));
-        assert!(d.take().is_empty(), "taken once");
+        assert_eq!(d.take().len(), 0, "taken once");
         for k in 0..DELAYS + 5 {
             d.push(1, k as u64);
         }

@@ -119,7 +119,7 @@ impl Relay<'_> {
 
     /// Records the queued added delays in their peers' histograms (`stats::Delays`).
     pub(super) fn record_delays(&mut self) {
-        for &(pi, d) in self.delays.take() {
+        for (pi, d) in self.delays.take() {
             if let Some(p) = self.peers.get_mut(pi) {
                 p.stats.record(d);
             }
